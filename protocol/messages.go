@@ -1,0 +1,220 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/edgeagent/edgeagent/fencing"
+)
+
+// Device describes one phone attached to an agent.
+type Device struct {
+	Serial string   `json:"serial"`
+	State  string   `json:"state"` // device, offline, unauthorized, no permissions
+	Model  string   `json:"model,omitempty"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// DeviceSelector chooses the phone a job runs on. Empty fields match any.
+type DeviceSelector struct {
+	Serial string   `json:"serial,omitempty"`
+	Model  string   `json:"model,omitempty"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// Step operations.
+const (
+	OpLaunch      = "launch"
+	OpWait        = "wait"
+	OpTap         = "tap"
+	OpSwipe       = "swipe"
+	OpText        = "text"
+	OpKey         = "key"
+	OpScreenshot  = "screenshot"
+	OpUIDump      = "ui_dump"
+	OpRecordStart = "record_start"
+	OpRecordStop  = "record_stop"
+)
+
+// Step is one operation of a task. Only the fields of its op are used.
+type Step struct {
+	Op         string `json:"op"`
+	Name       string `json:"name,omitempty"`    // artifact name for captures
+	Package    string `json:"package,omitempty"` // launch
+	X          int    `json:"x,omitempty"`
+	Y          int    `json:"y,omitempty"`
+	X2         int    `json:"x2,omitempty"`
+	Y2         int    `json:"y2,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"` // wait, swipe, long press
+	Text       string `json:"text,omitempty"`
+	Key        string `json:"key,omitempty"`
+}
+
+// Task is what a job does: steps run in order on one phone.
+type Task struct {
+	Device DeviceSelector `json:"device"`
+	Steps  []Step         `json:"steps"`
+}
+
+// Validate reports the first malformed step.
+func (t Task) Validate() error {
+	if len(t.Steps) == 0 {
+		return fmt.Errorf("task has no steps")
+	}
+	for i, s := range t.Steps {
+		switch s.Op {
+		case OpLaunch:
+			if s.Package == "" {
+				return fmt.Errorf("steps[%d]: launch needs package", i)
+			}
+		case OpWait, OpTap, OpSwipe, OpKey, OpText, OpRecordStart, OpRecordStop:
+		case OpScreenshot, OpUIDump:
+		default:
+			return fmt.Errorf("steps[%d]: unknown op %q", i, s.Op)
+		}
+		if s.Name != "" {
+			if err := ValidateArtifactName(s.Name); err != nil {
+				return fmt.Errorf("steps[%d]: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateArtifactName accepts names that are safe as the last element of an
+// object key.
+func ValidateArtifactName(name string) error {
+	if name == "" || len(name) > 200 || name == "." || name == ".." {
+		return fmt.Errorf("invalid artifact name %q", name)
+	}
+	for _, r := range name {
+		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !ok {
+			return fmt.Errorf("invalid artifact name %q: only [A-Za-z0-9._-]", name)
+		}
+	}
+	return nil
+}
+
+// Hello is sent once per connection by an agent.
+type Hello struct {
+	BootID       string   `json:"boot_id"`
+	Version      string   `json:"version"`
+	Devices      []Device `json:"devices"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Slots        int      `json:"slots"` // jobs the agent runs at once
+}
+
+// HelloReply tells the agent the coordinator's lease settings.
+type HelloReply struct {
+	LeaseTTLMS    int64     `json:"lease_ttl_ms"`
+	HeartbeatMS   int64     `json:"heartbeat_ms"`
+	ServerTime    time.Time `json:"server_time"`
+	UploadMode    string    `json:"upload_mode,omitempty"` // direct or presigned
+	CoordinatorID string    `json:"coordinator_id,omitempty"`
+}
+
+// Heartbeat keeps the agent's presence.
+type Heartbeat struct {
+	BootID  string          `json:"boot_id"`
+	Devices []Device        `json:"devices,omitempty"`
+	Running []fencing.Token `json:"running,omitempty"`
+	Free    int             `json:"free"` // free slots
+}
+
+// Ack is the empty success reply.
+type Ack struct {
+	OK bool `json:"ok"`
+}
+
+// Assign hands a job to an agent. The agent must not run steps before its
+// first renewal has been accepted.
+type Assign struct {
+	Token      fencing.Token `json:"token"`
+	LeaseTTLMS int64         `json:"lease_ttl_ms"`
+	Task       Task          `json:"task"`
+}
+
+// Renew extends a lease.
+type Renew struct {
+	Token fencing.Token `json:"token"`
+}
+
+// RenewReply carries the granted TTL; the agent computes its own deadline
+// from the send time of its request.
+type RenewReply struct {
+	LeaseTTLMS int64     `json:"lease_ttl_ms"`
+	ExpiresAt  time.Time `json:"expires_at"` // database clock, for display only
+}
+
+// Upload asks the coordinator to authorise one object (presigned mode).
+type Upload struct {
+	Token       fencing.Token `json:"token"`
+	Name        string        `json:"name"`
+	Size        int64         `json:"size"`
+	ContentType string        `json:"content_type"`
+	SHA256      string        `json:"sha256"`
+}
+
+// UploadReply is a presigned PUT.
+type UploadReply struct {
+	Key     string            `json:"key"`
+	URL     string            `json:"url"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers"`
+	Expires time.Time         `json:"expires"`
+}
+
+// Artifact registers an uploaded object with the job (fenced).
+type Artifact struct {
+	Token       fencing.Token `json:"token"`
+	Name        string        `json:"name"`
+	Key         string        `json:"key"`
+	Size        int64         `json:"size"`
+	SHA256      string        `json:"sha256"`
+	ContentType string        `json:"content_type"`
+	ETag        string        `json:"etag,omitempty"`
+}
+
+// Result commits a job's result (fenced). The accepted result's manifest is
+// the artifacts registered under its own generation.
+type Result struct {
+	Token  fencing.Token   `json:"token"`
+	Result json.RawMessage `json:"result"`
+}
+
+// ResultReply confirms acceptance and lists the manifest.
+type ResultReply struct {
+	Accepted bool     `json:"accepted"`
+	Manifest []string `json:"manifest"`
+}
+
+// Fail reports that a job failed or is released (fenced).
+type Fail struct {
+	Token   fencing.Token `json:"token"`
+	Reason  string        `json:"reason"`
+	Requeue bool          `json:"requeue"` // release for reassignment rather than fail
+}
+
+// Revoke tells an agent to stop a job at once.
+type Revoke struct {
+	Token  fencing.Token `json:"token"`
+	Reason string        `json:"reason"`
+}
+
+// Control commands.
+const (
+	ControlDrain  = "drain"
+	ControlResume = "resume"
+	ControlCancel = "cancel"
+	ControlStatus = "status"
+	ControlConfig = "config"
+)
+
+// Control is a management command for an agent.
+type Control struct {
+	Command  string            `json:"command"`
+	JobID    string            `json:"job_id,omitempty"`
+	Settings map[string]string `json:"settings,omitempty"`
+}
