@@ -1,0 +1,115 @@
+package protocol_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+func TestSubjects(t *testing.T) {
+	if got := protocol.CoordSubject("pc1", protocol.VerbRenew); got != "edge.v1.coord.pc1.renew" {
+		t.Fatalf("CoordSubject = %q", got)
+	}
+	if got := protocol.AgentSubject("pc1", protocol.VerbRevoke); got != "edge.v1.agent.pc1.revoke" {
+		t.Fatalf("AgentSubject = %q", got)
+	}
+	id, verb, err := protocol.ParseCoordSubject("edge.v1.coord.pc-1.result")
+	if err != nil || id != "pc-1" || verb != "result" {
+		t.Fatalf("ParseCoordSubject = %q %q %v", id, verb, err)
+	}
+	for _, bad := range []string{"edge.v1.coord.pc1", "edge.v2.coord.pc1.renew", "edge.v1.agent.pc1.renew", "edge.v1.coord.p*c.renew", "x.v1.coord.a.b"} {
+		if _, _, err := protocol.ParseCoordSubject(bad); err == nil {
+			t.Errorf("ParseCoordSubject(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a b", "a>", "x*"} {
+		if protocol.ValidateAgentID(bad) == nil {
+			t.Errorf("ValidateAgentID(%q) accepted", bad)
+		}
+	}
+}
+
+func TestTaskValidate(t *testing.T) {
+	ok := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "a.png"}, {Op: protocol.OpLaunch, Package: "com.x"}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, task := range map[string]protocol.Task{
+		"empty":          {},
+		"unknown op":     {Steps: []protocol.Step{{Op: "explode"}}},
+		"launch no pkg":  {Steps: []protocol.Step{{Op: protocol.OpLaunch}}},
+		"path traversal": {Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "../x.png"}}},
+	} {
+		if task.Validate() == nil {
+			t.Errorf("%s: Validate accepted", name)
+		}
+	}
+}
+
+// TestRequestErrorCodes runs a real micro service on an embedded NATS
+// server and checks that every error code maps to its sentinel.
+func TestRequestErrorCodes(t *testing.T) {
+	s := testenv.NATS(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := micro.AddService(nc, micro.Config{Name: "t", Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	err = svc.AddEndpoint("e", micro.HandlerFunc(func(r micro.Request) {
+		code := string(r.Data())
+		if code == "200" {
+			_ = r.RespondJSON(protocol.Ack{OK: true})
+			return
+		}
+		_ = r.Error(code, "because", nil)
+	}), micro.WithEndpointSubject("t.e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cases := map[string]error{
+		"409": fencing.ErrStale,
+		"400": protocol.ErrBadRequest,
+		"403": protocol.ErrForbidden,
+		"404": protocol.ErrUnknownJob,
+		"503": protocol.ErrUnavailable,
+	}
+	for code, want := range cases {
+		err := requestRaw(ctx, nc, code)
+		if !errors.Is(err, want) {
+			t.Errorf("code %s: err = %v, want %v", code, err, want)
+		}
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Description != "because" {
+			t.Errorf("code %s: not a *protocol.Error with description: %v", code, err)
+		}
+	}
+	var ack protocol.Ack
+	if err := protocol.Request(ctx, nc, "t.e", rawJSON("200"), &ack); err != nil || !ack.OK {
+		t.Fatalf("success reply: %v %+v", err, ack)
+	}
+}
+
+// rawJSON marshals to the bytes of s, so the handler sees s verbatim
+// after the JSON encoding of a json.Number-like string.
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+
+func requestRaw(ctx context.Context, nc *nats.Conn, code string) error {
+	return protocol.Request(ctx, nc, "t.e", rawJSON(code), nil)
+}
