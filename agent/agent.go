@@ -13,47 +13,32 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/uploader"
 )
 
 // ErrShutdown is the stop cause of jobs cut short by the agent shutting down.
 var ErrShutdown = errors.New("agent shutting down")
 
-// Capture is one artifact a step produced.
-type Capture struct {
-	Name        string
-	ContentType string
-	Data        []byte
-}
-
-// Phone runs steps on one acquired phone.
+// Phone runs the steps of one job on one acquired phone.
 type Phone interface {
 	Serial() string
-	// RunStep performs step number i and returns what it captured.
-	RunStep(ctx context.Context, i int, step protocol.Step) ([]Capture, error)
+	// RunStep performs one step and returns what it captured.
+	RunStep(ctx context.Context, step protocol.Step) ([]capture.Artifact, error)
+	// OpLog returns the operation log so far as an artifact, and how many
+	// entries it holds.
+	OpLog() (capture.Artifact, int)
 }
 
 // Phones hands out phones for jobs, one job per phone.
 type Phones interface {
-	// Acquire locks a phone matching sel until release is called.
-	Acquire(ctx context.Context, sel protocol.DeviceSelector) (p Phone, release func(), err error)
+	// Acquire locks a phone matching sel for the job whose context is
+	// jobCtx, until release is called.
+	Acquire(jobCtx context.Context, sel protocol.DeviceSelector) (p Phone, release func(), err error)
 	// Inventory lists the phones attached now.
 	Inventory() []protocol.Device
-}
-
-// Stored is what an upload produced.
-type Stored struct {
-	Key    string
-	Size   int64
-	SHA256 string
-	ETag   string
-}
-
-// ArtifactStore uploads one artifact stamped with tok. Cancelling ctx aborts
-// the upload.
-type ArtifactStore interface {
-	Put(ctx context.Context, tok fencing.Token, name, contentType string, data []byte) (Stored, error)
 }
 
 // Options configures an Agent.
@@ -62,7 +47,7 @@ type Options struct {
 	Version        string
 	Conn           *nats.Conn
 	Phones         Phones
-	Store          ArtifactStore
+	Store          uploader.Uploader
 	Slots          int           // jobs run at once
 	SafetyMargin   time.Duration // subtracted from the TTL for the self-fence deadline
 	RequestTimeout time.Duration // per NATS request

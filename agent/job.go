@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/uploader"
 )
 
 // errStopped is returned by a side effect refused because the job stopped.
@@ -30,7 +33,6 @@ type job struct {
 	mu      sync.Mutex
 	step    int
 	current string // the call or step in progress, for the stop record
-	oplog   []byte
 	arts    []string
 }
 
@@ -167,24 +169,6 @@ func (j *job) keepLease() {
 	}
 }
 
-type opEntry struct {
-	Time       time.Time     `json:"time"`
-	Step       int           `json:"step"`
-	Op         string        `json:"op"`
-	Params     protocol.Step `json:"params"`
-	DurationMS float64       `json:"duration_ms"`
-	Outcome    string        `json:"outcome"`
-	Error      string        `json:"error,omitempty"`
-	Artifacts  []string      `json:"artifacts,omitempty"`
-}
-
-func (j *job) logOp(e opEntry) {
-	line, _ := json.Marshal(e)
-	j.mu.Lock()
-	j.oplog = append(append(j.oplog, line...), '\n')
-	j.mu.Unlock()
-}
-
 func (j *job) work() error {
 	phone, release, err := j.a.opts.Phones.Acquire(j.ctx, j.task.Device)
 	if err != nil {
@@ -201,42 +185,41 @@ func (j *job) work() error {
 		j.mu.Lock()
 		j.step = i
 		j.mu.Unlock()
-		j.setCurrent(fmt.Sprintf("step %d (%s)", i, s.Op))
-		t0 := time.Now()
-		caps, err := phone.RunStep(j.ctx, i, s)
-		e := opEntry{Time: t0.UTC(), Step: i, Op: s.Op, Params: s, DurationMS: float64(time.Since(t0).Microseconds()) / 1000, Outcome: "ok"}
+		j.setCurrent(fmt.Sprintf("step %d (%s)", i+1, s.Op))
+		arts, err := phone.RunStep(j.ctx, s)
 		if err != nil {
 			if j.ctx.Err() != nil {
 				return errStopped
 			}
-			e.Outcome, e.Error = "error", err.Error()
-			j.logOp(e)
-			_ = j.uploadOpLog()
-			return j.failJob(fmt.Sprintf("step %d (%s) on %s: %v", i, s.Op, phone.Serial(), err))
+			if err := j.uploadOpLog(phone); err != nil {
+				return err
+			}
+			return j.failJob(err.Error())
 		}
-		for _, c := range caps {
+		for _, c := range arts {
 			if err := j.publish(c); err != nil {
 				return err
 			}
-			e.Artifacts = append(e.Artifacts, c.Name)
 		}
-		j.logOp(e)
 	}
-	if err := j.uploadOpLog(); err != nil {
+	if err := j.uploadOpLog(phone); err != nil {
 		return err
 	}
 	return j.commit()
 }
 
 // publish uploads one capture and registers it with a fenced call.
-func (j *job) publish(c Capture) error {
-	if err := protocol.ValidateArtifactName(c.Name); err != nil {
-		return j.failJob(fmt.Sprintf("artifact: %v", err))
+func (j *job) publish(c capture.Artifact) error {
+	defer func() { _ = c.Remove() }()
+	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path}
+	if c.Path == "" {
+		a.Body = bytes.NewReader(c.Data)
+		a.Size = int64(len(c.Data))
 	}
-	var st Stored
+	var res uploader.Result
 	err := j.effect("upload "+c.Name, func(ctx context.Context) error {
 		var err error
-		st, err = j.a.opts.Store.Put(ctx, j.tok, c.Name, c.ContentType, c.Data)
+		res, err = j.a.opts.Store.Upload(ctx, j.tok, a)
 		return err
 	})
 	if errors.Is(err, errStopped) {
@@ -247,8 +230,8 @@ func (j *job) publish(c Capture) error {
 	}
 	err = j.effect("register "+c.Name, func(ctx context.Context) error {
 		return j.a.request(ctx, protocol.VerbArtifact, protocol.Artifact{
-			Token: j.tok, Name: c.Name, Key: st.Key, Size: st.Size, SHA256: st.SHA256,
-			ContentType: c.ContentType, ETag: st.ETag,
+			Token: j.tok, Name: c.Name, Key: res.Key, Size: res.Size, SHA256: res.SHA256,
+			ContentType: a.ContentType, ETag: res.ETag,
 		}, &protocol.Ack{})
 	})
 	if errors.Is(err, errStopped) {
@@ -258,20 +241,18 @@ func (j *job) publish(c Capture) error {
 		return j.failJob(fmt.Sprintf("register %s: %v", c.Name, err))
 	}
 	j.mu.Lock()
-	j.arts = append(j.arts, st.Key)
+	j.arts = append(j.arts, res.Key)
 	j.mu.Unlock()
-	j.log.Debug().Str("key", st.Key).Int64("size", st.Size).Msg("artifact stored")
+	j.log.Debug().Str("key", res.Key).Int64("size", res.Size).Msg("artifact stored")
 	return nil
 }
 
-func (j *job) uploadOpLog() error {
-	j.mu.Lock()
-	data := append([]byte(nil), j.oplog...)
-	j.mu.Unlock()
-	if len(data) == 0 {
+func (j *job) uploadOpLog(p Phone) error {
+	art, n := p.OpLog()
+	if n == 0 {
 		return nil
 	}
-	return j.publish(Capture{Name: "oplog.jsonl", ContentType: "application/x-ndjson", Data: data})
+	return j.publish(art)
 }
 
 // deliver sends a final fenced call, retrying transient failures with

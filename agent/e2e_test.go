@@ -1,0 +1,326 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/uploader"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type system struct {
+	t     *testing.T
+	nsURL string
+	store *pgstore.Store
+	coord *coordinator.Server
+	s3    *uploader.S3
+	ctx   context.Context
+	wg    sync.WaitGroup
+}
+
+func newSystem(t *testing.T, ttl time.Duration) *system {
+	t.Helper()
+	ns := testenv.NATS(t)
+	dsn := testenv.Postgres(t)
+	mio := testenv.MinIO(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := pgstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
+	if err != nil {
+		t.Fatalf("new s3: %v", err)
+	}
+	sys := &system{t: t, nsURL: ns.ClientURL(), store: st, s3: s3, ctx: ctx}
+	nc := sys.conn("coord")
+	sys.coord = coordinator.New(nc, st, coordinator.Options{
+		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
+		HeartbeatEvery: 200 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+	})
+	sys.wg.Go(func() {
+		if err := sys.coord.Run(ctx); err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		sys.wg.Wait()
+		st.Close()
+	})
+	return sys
+}
+
+func (s *system) conn(name string) *nats.Conn {
+	s.t.Helper()
+	opts := []nats.Option{nats.Name(name)}
+	if name != "coord" {
+		opts = append(opts, nats.CustomInboxPrefix(protocol.InboxPrefix(name)))
+	}
+	nc, err := nats.Connect(s.nsURL, opts...)
+	if err != nil {
+		s.t.Fatalf("connect nats: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
+// startAgent runs an agent with one simulated phone until the test ends.
+func (s *system) startAgent(id string) *agent.Agent {
+	s.t.Helper()
+	inv := capture.NewInventory()
+	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-" + id, Width: 160, Height: 320})); err != nil {
+		s.t.Fatal(err)
+	}
+	a, err := agent.New(agent.Options{
+		AgentID: id, Conn: s.conn(id), Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
+		Store: s.s3, SafetyMargin: 200 * time.Millisecond,
+		Log: zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel),
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.wg.Go(func() {
+		if err := a.Run(s.ctx); err != nil {
+			s.t.Errorf("agent %s: %v", id, err)
+		}
+	})
+	return a
+}
+
+func (s *system) waitJob(id string, cond func(coordinator.Job) bool, what string) coordinator.Job {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j, err := s.store.Get(s.ctx, id)
+		if err == nil && cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("job %s: timed out waiting for %s (last: %+v, err %v)", id, what, j, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEndToEndScreenshot: one screenshot job through NATS, PostgreSQL and
+// MinIO; the object carries all three stamps and the result is accepted.
+func TestEndToEndScreenshot(t *testing.T) {
+	sys := newSystem(t, 3*time.Second)
+	sys.startAgent("pc-a")
+	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+		{Op: protocol.OpLaunch, Package: "com.example.app"},
+		{Op: protocol.OpTap, X: 10, Y: 20},
+		{Op: protocol.OpScreenshot, Name: "home.png"},
+		{Op: protocol.OpUIDump, Name: "home.xml"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress }, "completion")
+	if done.Status != coordinator.StatusSucceeded {
+		t.Fatalf("job status %s (%s), want SUCCEEDED", done.Status, done.FailReason)
+	}
+	tok := fencing.Token{JobID: job.ID, Owner: done.CompletedBy, Generation: done.Generation}
+	if !strings.HasPrefix(tok.Owner, "pc-a/") || tok.Generation != 1 {
+		t.Fatalf("accepted token %v, want pc-a at generation 1", tok)
+	}
+	for _, name := range []string{"home.png", "home.xml", capture.OpLogName} {
+		key := "jobs/" + job.ID + "/g1/" + name
+		obj, err := sys.s3.Stat(sys.ctx, key)
+		if err != nil {
+			t.Fatalf("stat %s: %v", key, err)
+		}
+		if obj.Token != tok {
+			t.Fatalf("%s stamps = %+v, want %+v", key, obj.Token, tok)
+		}
+		for _, k := range []string{"job-id", "owner", "generation"} {
+			if obj.Metadata[k] == "" {
+				t.Fatalf("%s: x-amz-meta-%s missing (metadata %v)", key, k, obj.Metadata)
+			}
+		}
+	}
+	arts, err := sys.store.Artifacts(sys.ctx, job.ID, 1)
+	if err != nil || len(arts) != 3 {
+		t.Fatalf("registered artifacts = %d (%v), want 3", len(arts), err)
+	}
+	var res struct {
+		Artifacts []string `json:"artifacts"`
+	}
+	if err := json.Unmarshal(done.Result, &res); err != nil || len(res.Artifacts) != 3 {
+		t.Fatalf("result %s: %v", done.Result, err)
+	}
+}
+
+type seen struct {
+	at   time.Time
+	verb string
+	tok  fencing.Token
+}
+
+// TestStaleAgentStops: a job is reassigned from agent A to agent B while A is
+// in the middle of it. A's next fenced call gets 409, its job context is
+// cancelled, and nothing more of that job comes from A: no upload, no
+// registration, no result. B finishes the job at generation 2.
+func TestStaleAgentStops(t *testing.T) {
+	sys := newSystem(t, 3*time.Second)
+	a := sys.startAgent("pc-a")
+
+	// Watch every request agent A sends, as the NATS server sees it.
+	var mu sync.Mutex
+	var fromA []seen
+	mon := sys.conn("monitor")
+	if _, err := mon.Subscribe("edge.v1.coord.pc-a.>", func(m *nats.Msg) {
+		var body struct {
+			Token fencing.Token `json:"token"`
+		}
+		_ = json.Unmarshal(m.Data, &body)
+		p := strings.Split(m.Subject, ".")
+		mu.Lock()
+		fromA = append(fromA, seen{at: time.Now(), verb: p[len(p)-1], tok: body.Token})
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = mon.Flush()
+
+	steps := []protocol.Step{{Op: protocol.OpScreenshot, Name: "s1.png"}}
+	for i := 2; i <= 5; i++ {
+		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 700}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
+	}
+	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: steps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until A holds the job and has stored its first artifact.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		arts, _ := sys.store.Artifacts(sys.ctx, job.ID, 1)
+		if len(arts) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent A never registered its first artifact")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sys.startAgent("pc-b")
+	var lease coordinator.Lease
+	for {
+		lease, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", false)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassign: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	reassignedAt := time.Now()
+	if lease.Token.Generation != 2 {
+		t.Fatalf("reassigned generation %d, want 2", lease.Token.Generation)
+	}
+
+	// A learns of it from a 409 on its next fenced call (no revoke was sent).
+	var stop agent.StopRecord
+	for {
+		stops := a.Stops()
+		if len(stops) > 0 {
+			stop = stops[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent A never stopped its job")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if stop.Token.JobID != job.ID || stop.Token.Generation != 1 || !strings.Contains(stop.Cause, fencing.ErrStale.Error()) {
+		t.Fatalf("stop record %+v, want job %s g1 with cause %q", stop, job.ID, fencing.ErrStale)
+	}
+	t.Logf("A stopped %v after the reassignment (cut short: %s)", stop.At.Sub(reassignedAt), stop.CutShort)
+
+	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status == coordinator.StatusSucceeded }, "B's result")
+	if done.Generation != 2 || !strings.HasPrefix(done.CompletedBy, "pc-b/") {
+		t.Fatalf("accepted result from %s at g%d, want pc-b at g2", done.CompletedBy, done.Generation)
+	}
+	if len(a.Jobs()) != 0 {
+		t.Fatalf("agent A still runs %v", a.Jobs())
+	}
+	// Give any straggler from A time to show up, then audit.
+	time.Sleep(time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range fromA {
+		if m.tok.JobID != job.ID || !m.at.After(stop.At) {
+			continue
+		}
+		t.Errorf("agent A sent %s for the job %v after its stop", m.verb, m.at.Sub(stop.At))
+	}
+	var sawStale bool
+	for _, m := range fromA {
+		if m.tok.JobID == job.ID && m.at.After(reassignedAt) && !m.at.After(stop.At) {
+			sawStale = true
+		}
+	}
+	if !sawStale {
+		t.Error("no fenced call from A between the reassignment and its stop: the 409 path was not exercised")
+	}
+	// Storage: nothing of generation 1 was written after the stop, and A
+	// never got as far as its operation log.
+	objs, err := sys.s3.List(sys.ctx, "jobs/"+job.ID+"/g1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.LastModified.After(stop.At.Add(time.Second)) { // S3 times have 1 s resolution
+			t.Errorf("object %s written at %v, after A's stop at %v", o.Key, o.LastModified, stop.At)
+		}
+		if strings.HasSuffix(o.Key, capture.OpLogName) {
+			t.Errorf("stale agent uploaded its operation log %s", o.Key)
+		}
+	}
+	// Store: every write A attempted after the reassignment was refused.
+	evs, err := sys.store.WriteEvents(sys.ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reassignID int64
+	for _, e := range evs {
+		if e.Verb == "reassign" && e.Generation == 2 && e.Accepted {
+			reassignID = e.ID
+		}
+	}
+	if reassignID == 0 {
+		t.Fatalf("no accepted reassign event in %+v", evs)
+	}
+	var refused int
+	for _, e := range evs {
+		if e.ID < reassignID || !strings.HasPrefix(e.Owner, "pc-a/") {
+			continue
+		}
+		if e.Accepted {
+			t.Errorf("write %s by A accepted after the reassignment: %+v", e.Verb, e)
+		} else {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Error("no refused write from A recorded in write_events")
+	}
+}

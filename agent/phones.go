@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// InventoryPhones serves phones from a capture.Inventory: one job per phone,
+// a capture.Runner per job, and the job's operation log. Recordings are
+// spooled under spoolDir ("" keeps them in memory).
+func InventoryPhones(inv *capture.Inventory, spoolDir string, opts capture.OpLogOptions) Phones {
+	return &invPhones{inv: inv, spool: spoolDir, oplog: opts}
+}
+
+type invPhones struct {
+	inv   *capture.Inventory
+	spool string
+	oplog capture.OpLogOptions
+}
+
+var _ Phones = (*invPhones)(nil)
+
+func (p *invPhones) Inventory() []protocol.Device { return p.inv.Devices() }
+
+func (p *invPhones) Acquire(jobCtx context.Context, sel protocol.DeviceSelector) (Phone, func(), error) {
+	d, release, err := p.inv.AcquireMatching(jobCtx, sel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acquire phone: %w", err)
+	}
+	log := capture.NewOpLog(p.oplog)
+	r := capture.NewRunner(jobCtx, d, capture.RunnerOptions{SpoolDir: p.spool, OpLog: log})
+	return &runnerPhone{r: r, log: log}, func() { r.Close(); release() }, nil
+}
+
+type runnerPhone struct {
+	r   *capture.Runner
+	log *capture.OpLog
+}
+
+func (p *runnerPhone) Serial() string { return p.r.Device().Serial() }
+
+func (p *runnerPhone) RunStep(ctx context.Context, s protocol.Step) ([]capture.Artifact, error) {
+	out, err := p.r.RunStep(ctx, s)
+	return out.Artifacts, err
+}
+
+func (p *runnerPhone) OpLog() (capture.Artifact, int) { return p.log.Artifact(), p.log.Len() }

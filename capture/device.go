@@ -1,0 +1,96 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// Device is one phone. All methods are safe for concurrent use, take a
+// context and stop waiting as soon as it is done. Coordinates are screen
+// pixels.
+type Device interface {
+	// Serial is the adb serial of the phone.
+	Serial() string
+	// Info describes the phone as reported to the coordinator. State is
+	// "device" when the phone is usable. It must be cheap (no I/O): the
+	// Inventory calls it under its lock.
+	Info() protocol.Device
+	// Screenshot returns the current screen as a PNG.
+	Screenshot(ctx context.Context) ([]byte, error)
+	// UIDump returns the current view hierarchy as uiautomator XML
+	// (<hierarchy> root).
+	UIDump(ctx context.Context) ([]byte, error)
+	// Tap taps at (x, y).
+	Tap(ctx context.Context, x, y int) error
+	// Swipe drags from (x1, y1) to (x2, y2) over d. A swipe that starts and
+	// ends at the same point is a long press.
+	Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Duration) error
+	// Text types s into the focused field.
+	Text(ctx context.Context, s string) error
+	// Key sends one key event, by Android key code name ("KEYCODE_HOME",
+	// "KEYCODE_BACK", ...) or number.
+	Key(ctx context.Context, key string) error
+	// Launch starts the app with package name pkg.
+	Launch(ctx context.Context, pkg string) error
+	// StartRecording starts a screen recording. ctx bounds the start only:
+	// the recording runs until Stop or Abort, and the caller must call one of
+	// them.
+	StartRecording(ctx context.Context) (Recording, error)
+}
+
+// Recording is a screen recording in progress.
+type Recording interface {
+	// Stop ends the recording and streams the MP4 into w, returning the
+	// number of bytes written. The recording is finished whatever Stop
+	// returns; on error, w may hold a partial file.
+	Stop(ctx context.Context, w io.Writer) (int64, error)
+	// Abort kills the recording at once (on the phone too) and discards it.
+	// It is idempotent and safe to call after Stop.
+	Abort()
+}
+
+// Errors callers branch on.
+var (
+	// ErrNoDevice: no connected phone matches (see NoDeviceError).
+	ErrNoDevice = errors.New("no matching phone")
+	// ErrUnplugged: the phone went away; every call on it fails.
+	ErrUnplugged = errors.New("device unplugged")
+	// ErrClosed: the Runner was closed (job stopped or finished).
+	ErrClosed = errors.New("runner closed")
+)
+
+// ctxErr returns the context's error, also wrapping its cause when the cause
+// differs (for example fencing.ErrRevoked), so both errors.Is checks hold.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}

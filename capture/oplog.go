@@ -1,0 +1,130 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// Outcomes of an OpLog entry.
+const (
+	OutcomeOK    = "ok"
+	OutcomeError = "error"
+)
+
+// OpLogOptions configures an OpLog.
+type OpLogOptions struct {
+	// IncludeText keeps the typed text of text steps in the log. By default
+	// only its length is logged: typed text may be a password, and the log
+	// is uploaded as an artifact.
+	IncludeText bool
+}
+
+// OpEntry is one line of the operation log.
+type OpEntry struct {
+	Time       time.Time      `json:"time"` // step start, UTC, RFC 3339 with nanoseconds
+	Seq        int            `json:"seq"`  // 1-based step number within the job
+	Serial     string         `json:"serial,omitempty"`
+	Op         string         `json:"op"`
+	Params     map[string]any `json:"params,omitempty"`
+	DurationMS float64        `json:"duration_ms"`
+	Outcome    string         `json:"outcome"` // OutcomeOK or OutcomeError
+	Error      string         `json:"error,omitempty"`
+	Artifacts  []OpArtifact   `json:"artifacts,omitempty"`
+}
+
+// OpArtifact describes an artifact a step captured.
+type OpArtifact struct {
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+}
+
+// OpLog is a job's operation log: one JSON object per line, one line per
+// step, in memory. It is safe for concurrent use.
+type OpLog struct {
+	opts OpLogOptions
+
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	entries int
+}
+
+// NewOpLog returns an empty operation log.
+func NewOpLog(opts OpLogOptions) *OpLog { return &OpLog{opts: opts} }
+
+// Append writes e as one line. Time is converted to UTC.
+func (l *OpLog) Append(e OpEntry) error {
+	e.Time = e.Time.UTC()
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode oplog entry %d: %w", e.Seq, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(b)
+	l.buf.WriteByte('\n')
+	l.entries++
+	return nil
+}
+
+// Params returns the parameters of s worth logging: only the fields its op
+// uses, with the text of a text step replaced by its length in characters
+// ("text_len") unless IncludeText is set.
+func (l *OpLog) Params(s protocol.Step) map[string]any {
+	p := map[string]any{}
+	switch s.Op {
+	case protocol.OpLaunch:
+		p["package"] = s.Package
+	case protocol.OpWait:
+		p["duration_ms"] = s.DurationMS
+	case protocol.OpTap:
+		p["x"], p["y"] = s.X, s.Y
+		if s.DurationMS > 0 {
+			p["duration_ms"] = s.DurationMS
+		}
+	case protocol.OpSwipe:
+		p["x"], p["y"], p["x2"], p["y2"] = s.X, s.Y, s.X2, s.Y2
+		p["duration_ms"] = s.DurationMS
+	case protocol.OpText:
+		p["text_len"] = utf8.RuneCountInString(s.Text)
+		if l.opts.IncludeText {
+			p["text"] = s.Text
+		}
+	case protocol.OpKey:
+		p["key"] = s.Key
+	}
+	if s.Name != "" {
+		p["name"] = s.Name
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return p
+}
+
+// Len returns the number of entries.
+func (l *OpLog) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.entries
+}
+
+// Bytes returns a copy of the log so far.
+func (l *OpLog) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
+}
+
+// Artifact returns the log so far as the oplog.jsonl artifact
+// (application/x-ndjson).
+func (l *OpLog) Artifact() Artifact {
+	return NewArtifact(OpLogName, ContentTypeNDJSON, l.Bytes())
+}

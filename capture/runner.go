@@ -1,0 +1,313 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// RunnerOptions configures a Runner.
+type RunnerOptions struct {
+	// SpoolDir, when set, is the directory recordings stream into, one file
+	// per recording (Artifact.Path), so a long recording is never held in
+	// memory. When empty, recordings are kept in memory (Artifact.Data).
+	SpoolDir string
+	// OpLog, when set, receives one entry per step, failed steps included.
+	OpLog *OpLog
+}
+
+// StepOutcome is what one step did.
+type StepOutcome struct {
+	Seq       int // 1-based step number within the runner
+	Op        string
+	Start     time.Time
+	Duration  time.Duration
+	Artifacts []Artifact // captures of the step, in order; empty for input steps
+}
+
+// Runner runs the steps of one job on one phone. RunStep calls must not
+// overlap; Close may be called at any time from any goroutine.
+type Runner struct {
+	dev       Device
+	opts      RunnerOptions
+	job       context.Context
+	closeOnce sync.Once
+
+	mu        sync.Mutex
+	stopAfter func() bool
+	closed    bool
+	seq       int
+	names     map[string]bool
+	rec       Recording
+	recName   string
+}
+
+// NewRunner returns a runner bound to the job context ctx: when ctx is done
+// (revoke, stale token, self-fence deadline, shutdown) the runner closes at
+// once, which aborts a recording in progress even between steps.
+func NewRunner(ctx context.Context, d Device, opts RunnerOptions) *Runner {
+	r := &Runner{dev: d, opts: opts, job: ctx, names: map[string]bool{OpLogName: true}}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Under the lock: when ctx is already done, Close runs at once in its
+	// own goroutine and must see stopAfter set.
+	r.stopAfter = context.AfterFunc(ctx, r.Close)
+	return r
+}
+
+// Device returns the runner's phone.
+func (r *Runner) Device() Device { return r.dev }
+
+// Close aborts a recording in progress and makes later RunStep calls fail
+// with ErrClosed. It is idempotent; every call returns only once the abort
+// is done. Artifacts already returned stay valid.
+func (r *Runner) Close() { r.closeOnce.Do(r.close) }
+
+func (r *Runner) close() {
+	r.mu.Lock()
+	r.closed = true
+	rec := r.rec
+	r.rec = nil
+	stop := r.stopAfter
+	r.mu.Unlock()
+	stop()
+	if rec != nil {
+		rec.Abort()
+	}
+}
+
+// RunStep performs s on the phone and returns what it captured:
+//
+//   - screenshot: <name>.png (image/png), name defaulting to screenshot-NNN
+//   - ui_dump: <name>.xml (application/xml), default ui_dump-NNN
+//   - record_stop: <name>.mp4 (video/mp4), name from the record_stop step,
+//     else from its record_start step, else recording-NNN
+//
+// NNN is the step's Seq. ".png", ".xml" or ".mp4" is appended unless the
+// name already ends with it, and a name may be used once per runner.
+// tap with duration_ms > 0 is a long press; wait sleeps duration_ms. Every
+// wait honours ctx, which should be the job context or derived from it.
+// On error the outcome still carries Seq, Op, Start and Duration. When the
+// job context is done by the time the step ends, the runner is closed (and a
+// recording aborted) before RunStep returns.
+func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return StepOutcome{Op: s.Op}, fmt.Errorf("run step %s: %w", s.Op, ErrClosed)
+	}
+	r.seq++
+	seq := r.seq
+	r.mu.Unlock()
+
+	out := StepOutcome{Seq: seq, Op: s.Op, Start: time.Now()}
+	arts, err := r.exec(ctx, seq, s)
+	out.Duration = time.Since(out.Start)
+	out.Artifacts = arts
+	if err != nil {
+		err = fmt.Errorf("run step %d (%s): %w", seq, s.Op, err)
+	}
+	if r.job.Err() != nil {
+		// The job was stopped: make sure the recording is gone before the
+		// caller hears of it.
+		r.Close()
+	}
+	if r.opts.OpLog != nil {
+		e := OpEntry{
+			Time:       out.Start,
+			Seq:        seq,
+			Serial:     r.dev.Serial(),
+			Op:         s.Op,
+			Params:     r.opts.OpLog.Params(s),
+			DurationMS: float64(out.Duration.Microseconds()) / 1000,
+			Outcome:    OutcomeOK,
+		}
+		if err != nil {
+			e.Outcome = OutcomeError
+			e.Error = err.Error()
+		}
+		for _, a := range arts {
+			e.Artifacts = append(e.Artifacts, OpArtifact{Name: a.Name, ContentType: a.ContentType, Size: a.Size, SHA256: a.SHA256})
+		}
+		if lerr := r.opts.OpLog.Append(e); lerr != nil && err == nil {
+			err = lerr
+		}
+	}
+	return out, err
+}
+
+func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	d := r.dev
+	dur := time.Duration(s.DurationMS) * time.Millisecond
+	if s.DurationMS < 0 {
+		return nil, fmt.Errorf("negative duration_ms %d", s.DurationMS)
+	}
+	switch s.Op {
+	case protocol.OpLaunch:
+		if s.Package == "" {
+			return nil, errors.New("launch needs package")
+		}
+		return nil, d.Launch(ctx, s.Package)
+	case protocol.OpWait:
+		return nil, sleepCtx(ctx, dur)
+	case protocol.OpTap:
+		if s.X < 0 || s.Y < 0 {
+			return nil, fmt.Errorf("negative coordinates %d,%d", s.X, s.Y)
+		}
+		if dur > 0 {
+			return nil, d.Swipe(ctx, s.X, s.Y, s.X, s.Y, dur)
+		}
+		return nil, d.Tap(ctx, s.X, s.Y)
+	case protocol.OpSwipe:
+		if s.X < 0 || s.Y < 0 || s.X2 < 0 || s.Y2 < 0 {
+			return nil, fmt.Errorf("negative coordinates %d,%d %d,%d", s.X, s.Y, s.X2, s.Y2)
+		}
+		return nil, d.Swipe(ctx, s.X, s.Y, s.X2, s.Y2, dur)
+	case protocol.OpText:
+		if s.Text == "" {
+			return nil, errors.New("text needs text")
+		}
+		return nil, d.Text(ctx, s.Text)
+	case protocol.OpKey:
+		if s.Key == "" {
+			return nil, errors.New("key needs key")
+		}
+		return nil, d.Key(ctx, s.Key)
+	case protocol.OpScreenshot:
+		return r.capture(s.Name, "screenshot", seq, ".png", ContentTypePNG, func() ([]byte, error) { return d.Screenshot(ctx) })
+	case protocol.OpUIDump:
+		return r.capture(s.Name, "ui_dump", seq, ".xml", ContentTypeXML, func() ([]byte, error) { return d.UIDump(ctx) })
+	case protocol.OpRecordStart:
+		return nil, r.recordStart(ctx, s)
+	case protocol.OpRecordStop:
+		return r.recordStop(ctx, seq, s)
+	default:
+		return nil, fmt.Errorf("unknown op %q", s.Op)
+	}
+}
+
+// reserve claims an artifact name for this runner.
+func (r *Runner) reserve(name, prefix string, seq int, ext string) (string, error) {
+	n, err := artifactName(name, prefix, seq, ext)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names[n] {
+		return "", fmt.Errorf("artifact name %q already used", n)
+	}
+	r.names[n] = true
+	return n, nil
+}
+
+func (r *Runner) unreserve(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.names, name)
+}
+
+func (r *Runner) capture(name, prefix string, seq int, ext, ct string, grab func() ([]byte, error)) ([]Artifact, error) {
+	n, err := r.reserve(name, prefix, seq, ext)
+	if err != nil {
+		return nil, err
+	}
+	b, err := grab()
+	if err != nil {
+		r.unreserve(n)
+		return nil, err
+	}
+	return []Artifact{NewArtifact(n, ct, b)}, nil
+}
+
+func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
+	r.mu.Lock()
+	running := r.rec != nil
+	r.mu.Unlock()
+	if running {
+		return errors.New("a recording is already running")
+	}
+	rec, err := r.dev.StartRecording(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		rec.Abort()
+		return ErrClosed
+	}
+	r.rec, r.recName = rec, s.Name
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Artifact, error) {
+	r.mu.Lock()
+	rec, name := r.rec, r.recName
+	r.mu.Unlock()
+	if rec == nil {
+		return nil, errors.New("no recording is running")
+	}
+	if s.Name != "" {
+		name = s.Name
+	}
+	n, err := r.reserve(name, "recording", seq, ".mp4")
+	if err != nil {
+		return nil, err
+	}
+	a, err := r.stopInto(ctx, rec, n)
+	r.mu.Lock()
+	if r.rec == rec {
+		r.rec, r.recName = nil, ""
+	}
+	r.mu.Unlock()
+	if err != nil {
+		rec.Abort()
+		r.unreserve(n)
+		return nil, err
+	}
+	return []Artifact{a}, nil
+}
+
+// stopInto stops rec and keeps its bytes in memory or in a spool file,
+// hashing them on the way.
+func (r *Runner) stopInto(ctx context.Context, rec Recording, name string) (Artifact, error) {
+	h := sha256.New()
+	a := Artifact{Name: name, ContentType: ContentTypeMP4}
+	if r.opts.SpoolDir == "" {
+		var buf bytes.Buffer
+		n, err := rec.Stop(ctx, io.MultiWriter(&buf, h))
+		if err != nil {
+			return Artifact{}, err
+		}
+		a.Data, a.Size, a.SHA256 = buf.Bytes(), n, hex.EncodeToString(h.Sum(nil))
+		return a, nil
+	}
+	f, err := os.CreateTemp(r.opts.SpoolDir, "capture-*-"+name)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("create spool file: %w", err)
+	}
+	n, err := rec.Stop(ctx, io.MultiWriter(f, h))
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close spool file: %w", cerr)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return Artifact{}, err
+	}
+	a.Path, a.Size, a.SHA256 = f.Name(), n, hex.EncodeToString(h.Sum(nil))
+	return a, nil
+}

@@ -1,0 +1,480 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"image"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// SimOpRecordAbort is the History entry of an aborted recording. The other
+// History ops are the protocol step ops: protocol.OpScreenshot, OpUIDump,
+// OpTap, OpSwipe, OpText, OpKey, OpLaunch, OpRecordStart and OpRecordStop.
+const SimOpRecordAbort = "record_abort"
+
+// SimLauncher is the package in the foreground of a fresh Simulated phone and
+// after KEYCODE_HOME.
+const SimLauncher = "com.android.launcher3"
+
+// SimOptions configures a Simulated phone. Zero values take defaults.
+type SimOptions struct {
+	Serial string   // default "sim-0"
+	Model  string   // default "SimPhone"
+	Tags   []string // selector tags
+	Width  int      // screen width in pixels, default 720
+	Height int      // screen height in pixels, default 1280
+	// Latency is added to every operation (before it takes effect); SetLatency
+	// overrides it per operation.
+	Latency time.Duration
+	// RecordingSize is the size of the media payload of every recording, in
+	// bytes; default 64 KiB. Large values stream without being held in memory.
+	RecordingSize int64
+}
+
+// SimCall is one operation in a Simulated phone's history. Only the fields of
+// its Op are set; Err is nil when the operation took effect.
+type SimCall struct {
+	Op       string
+	X, Y     int
+	X2, Y2   int
+	Duration time.Duration
+	Text     string
+	Key      string
+	Package  string
+	Err      error
+}
+
+// Simulated is a deterministic in-memory phone. The same sequence of
+// operations always yields the same screenshots, UI dumps and recordings.
+// Operations honour their context before and during the injected latency and
+// never take effect once it is done.
+type Simulated struct {
+	serial  string
+	model   string
+	tags    []string
+	w, h    int
+	recSize int64
+
+	mu        sync.Mutex
+	latency   time.Duration
+	opLatency map[string]time.Duration
+	failures  map[string][]error
+	unplugged bool
+	history   []SimCall
+
+	frame int64 // screenshots taken
+	app   string
+	typed string
+	tap   *image.Point
+	swipe *[2]image.Point
+	rec   *simRecording
+	recs  int // recordings started
+}
+
+var _ Device = (*Simulated)(nil)
+
+// NewSimulated returns a simulated phone, plugged in, with the launcher in
+// the foreground.
+func NewSimulated(opts SimOptions) *Simulated {
+	s := &Simulated{
+		serial:    opts.Serial,
+		model:     opts.Model,
+		tags:      append([]string(nil), opts.Tags...),
+		w:         opts.Width,
+		h:         opts.Height,
+		recSize:   opts.RecordingSize,
+		latency:   opts.Latency,
+		opLatency: map[string]time.Duration{},
+		failures:  map[string][]error{},
+		app:       SimLauncher,
+	}
+	if s.serial == "" {
+		s.serial = "sim-0"
+	}
+	if s.model == "" {
+		s.model = "SimPhone"
+	}
+	if s.w <= 0 {
+		s.w = 720
+	}
+	if s.h <= 0 {
+		s.h = 1280
+	}
+	if s.recSize <= 0 {
+		s.recSize = 64 << 10
+	}
+	return s
+}
+
+// Serial returns the phone's serial.
+func (s *Simulated) Serial() string { return s.serial }
+
+// Info describes the phone; State is "offline" once unplugged.
+func (s *Simulated) Info() protocol.Device {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state := "device"
+	if s.unplugged {
+		state = "offline"
+	}
+	return protocol.Device{Serial: s.serial, State: state, Model: s.model, Tags: append([]string(nil), s.tags...)}
+}
+
+// SetLatency sets the latency of one operation (a History op name),
+// overriding SimOptions.Latency for it.
+func (s *Simulated) SetLatency(op string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opLatency[op] = d
+}
+
+// FailNext makes the next call of op (a History op name) fail with err,
+// after its latency and without effect. Calls queue: FailNext twice fails the
+// next two calls.
+func (s *Simulated) FailNext(op string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures[op] = append(s.failures[op], err)
+}
+
+// Unplug disconnects the phone: a recording in progress is lost and every
+// later call fails with an error naming the serial and wrapping ErrUnplugged.
+func (s *Simulated) Unplug() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unplugged = true
+	if s.rec != nil {
+		s.rec.done = true
+		s.rec = nil
+	}
+}
+
+// Plug reconnects an unplugged phone. Its screen state is kept.
+func (s *Simulated) Plug() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unplugged = false
+}
+
+// History returns every operation attempted so far, oldest first.
+func (s *Simulated) History() []SimCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]SimCall(nil), s.history...)
+}
+
+// RecordingActive reports whether a screen recording is running.
+func (s *Simulated) RecordingActive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec != nil
+}
+
+// Foreground returns the package of the app in the foreground.
+func (s *Simulated) Foreground() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.app
+}
+
+// Typed returns the content of the focused text field.
+func (s *Simulated) Typed() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.typed
+}
+
+// do runs one operation: it checks ctx and the plug, waits the latency
+// (cancellable), checks both again, consumes an injected failure, and then
+// applies the effect under the lock. The attempt is appended to the history
+// with its outcome.
+func (s *Simulated) do(ctx context.Context, c SimCall, apply func() error) error {
+	err := s.attempt(ctx, c.Op, apply)
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w", c.Op, s.serial, err)
+	}
+	c.Err = err
+	s.mu.Lock()
+	s.history = append(s.history, c)
+	s.mu.Unlock()
+	return err
+}
+
+func (s *Simulated) attempt(ctx context.Context, op string, apply func() error) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.unplugged {
+		s.mu.Unlock()
+		return ErrUnplugged
+	}
+	d, ok := s.opLatency[op]
+	if !ok {
+		d = s.latency
+	}
+	s.mu.Unlock()
+	if err := sleepCtx(ctx, d); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if s.unplugged {
+		return ErrUnplugged
+	}
+	if q := s.failures[op]; len(q) > 0 {
+		s.failures[op] = q[1:]
+		return q[0]
+	}
+	if apply == nil {
+		return nil
+	}
+	return apply()
+}
+
+func (s *Simulated) screenLocked() simScreen {
+	sc := simScreen{w: s.w, h: s.h, frame: s.frame, app: s.app, typedLen: len([]rune(s.typed)), recording: s.rec != nil}
+	if s.tap != nil {
+		p := *s.tap
+		sc.tap = &p
+	}
+	if s.swipe != nil {
+		l := *s.swipe
+		sc.swipe = &l
+	}
+	return sc
+}
+
+// Screenshot renders the screen as a PNG: the background colour follows the
+// foreground app, the status bar shows the frame counter (raised by every
+// screenshot), the text field shows how much was typed, and the last tap and
+// swipe are drawn.
+func (s *Simulated) Screenshot(ctx context.Context) ([]byte, error) {
+	var sc simScreen
+	err := s.do(ctx, SimCall{Op: protocol.OpScreenshot}, func() error {
+		s.frame++
+		sc = s.screenLocked()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	b, err := sc.png()
+	if err != nil {
+		return nil, fmt.Errorf("encode screenshot of %s: %w", s.serial, err)
+	}
+	return b, nil
+}
+
+// UIDump returns a uiautomator-style hierarchy of the current screen.
+func (s *Simulated) UIDump(ctx context.Context) ([]byte, error) {
+	var sc simScreen
+	var typed string
+	err := s.do(ctx, SimCall{Op: protocol.OpUIDump}, func() error {
+		sc = s.screenLocked()
+		typed = s.typed
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sc.uiXML(typed), nil
+}
+
+// Tap records a tap at (x, y); the next screenshot shows it.
+func (s *Simulated) Tap(ctx context.Context, x, y int) error {
+	return s.do(ctx, SimCall{Op: protocol.OpTap, X: x, Y: y}, func() error {
+		s.tap = &image.Point{X: x, Y: y}
+		return nil
+	})
+}
+
+// Swipe records a swipe; it takes d (cancellable) in addition to the latency,
+// like a real swipe.
+func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Duration) error {
+	c := SimCall{Op: protocol.OpSwipe, X: x1, Y: y1, X2: x2, Y2: y2, Duration: d}
+	if err := sleepCtx(ctx, d); err != nil {
+		return s.do(ctx, c, nil)
+	}
+	return s.do(ctx, c, func() error {
+		s.swipe = &[2]image.Point{{X: x1, Y: y1}, {X: x2, Y: y2}}
+		return nil
+	})
+}
+
+// Text appends str to the focused text field.
+func (s *Simulated) Text(ctx context.Context, str string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpText, Text: str}, func() error {
+		s.typed += str
+		return nil
+	})
+}
+
+// Key handles KEYCODE_HOME (launcher to the foreground) and KEYCODE_DEL
+// (delete the last typed character); other keys are only recorded.
+func (s *Simulated) Key(ctx context.Context, key string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpKey, Key: key}, func() error {
+		switch strings.TrimPrefix(strings.ToUpper(key), "KEYCODE_") {
+		case "HOME", "3":
+			s.app = SimLauncher
+			s.typed = ""
+		case "DEL", "67":
+			if r := []rune(s.typed); len(r) > 0 {
+				s.typed = string(r[:len(r)-1])
+			}
+		}
+		return nil
+	})
+}
+
+// Launch brings pkg to the foreground with an empty text field.
+func (s *Simulated) Launch(ctx context.Context, pkg string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpLaunch, Package: pkg}, func() error {
+		if pkg == "" {
+			return fmt.Errorf("empty package name")
+		}
+		s.app = pkg
+		s.typed = ""
+		return nil
+	})
+}
+
+// StartRecording starts a recording. One recording runs at a time.
+func (s *Simulated) StartRecording(ctx context.Context) (Recording, error) {
+	var r *simRecording
+	err := s.do(ctx, SimCall{Op: protocol.OpRecordStart}, func() error {
+		if s.rec != nil {
+			return fmt.Errorf("a recording is already running")
+		}
+		s.recs++
+		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history)}
+		s.rec = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+type simRecording struct {
+	s        *Simulated
+	seq      int
+	startOps int
+	done     bool // stopped, aborted or lost; guarded by s.mu
+}
+
+// Stop ends the recording and streams a deterministic MP4 container (an
+// ftyp box and an mdat box of SimOptions.RecordingSize bytes; not playable)
+// into w, checking ctx between chunks.
+func (r *simRecording) Stop(ctx context.Context, w io.Writer) (int64, error) {
+	s := r.s
+	var ops int
+	err := s.do(ctx, SimCall{Op: protocol.OpRecordStop}, func() error {
+		if r.done {
+			return fmt.Errorf("recording is not running")
+		}
+		r.done = true
+		s.rec = nil
+		ops = len(s.history) - r.startOps
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n, err := writeSimMP4(ctx, w, s.serial, r.seq, ops, s.recSize)
+	if err != nil {
+		return n, fmt.Errorf("stream recording of %s: %w", s.serial, err)
+	}
+	return n, nil
+}
+
+// Abort discards the recording. It has no effect once the recording ended.
+func (r *simRecording) Abort() {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	if s.rec == r {
+		s.rec = nil
+	}
+	s.history = append(s.history, SimCall{Op: SimOpRecordAbort})
+}
+
+// writeSimMP4 writes an ISO BMFF file: ftyp, then mdat holding a text header
+// and deterministic filler, payload bytes in total.
+func writeSimMP4(ctx context.Context, w io.Writer, serial string, seq, ops int, payload int64) (int64, error) {
+	head := fmt.Sprintf("edgeagent simulated recording serial=%s seq=%d ops=%d\n", serial, seq, ops)
+	if payload < int64(len(head)) {
+		payload = int64(len(head))
+	}
+	var hdr bytes.Buffer
+	// ftyp: major brand isom, minor version 0x200, compatible brands.
+	hdr.Write([]byte{0, 0, 0, 32})
+	hdr.WriteString("ftypisom")
+	hdr.Write([]byte{0, 0, 2, 0})
+	hdr.WriteString("isomiso2avc1mp41")
+	if size := payload + 8; size <= 0xFFFFFFFF {
+		_ = binary.Write(&hdr, binary.BigEndian, uint32(size))
+		hdr.WriteString("mdat")
+	} else {
+		_ = binary.Write(&hdr, binary.BigEndian, uint32(1))
+		hdr.WriteString("mdat")
+		_ = binary.Write(&hdr, binary.BigEndian, uint64(payload+16))
+	}
+	hdr.WriteString(head)
+
+	var n int64
+	m, err := w.Write(hdr.Bytes())
+	n += int64(m)
+	if err != nil {
+		return n, err
+	}
+	left := payload - int64(len(head))
+	block := simFiller(serial, seq)
+	for left > 0 {
+		if err := ctxErr(ctx); err != nil {
+			return n, err
+		}
+		chunk := block
+		if int64(len(chunk)) > left {
+			chunk = chunk[:left]
+		}
+		m, err := w.Write(chunk)
+		n += int64(m)
+		left -= int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// simFiller returns 32 KiB of xorshift noise seeded by serial and seq.
+func simFiller(serial string, seq int) []byte {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", serial, seq)
+	x := h.Sum64() | 1
+	b := make([]byte, 32<<10)
+	for i := 0; i < len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		binary.LittleEndian.PutUint64(b[i:], x)
+	}
+	return b
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/config"
+	"github.com/rs/zerolog"
+)
+
+// writeConfig writes a config file and returns its path.
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "coordinator.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const validConfig = `coordinator_id: vps-1
+nats:
+  url: nats://127.0.0.1:4222
+`
+
+// runCLI runs the real command-line entry point and returns the exit status
+// and the output.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = exitCode(run(t.Context(), args, &out, &errOut))
+	return code, out.String(), errOut.String()
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	path := writeConfig(t, `coordinator_id: vps-1
+bogus: true
+lease:
+  ttl: 5x
+`)
+	code, stdout, stderr := runCLI(t, "config", "validate", "-c", path)
+	want := path + `:2:1: unknown field "bogus"
+` + path + `:4:8: lease.ttl: invalid duration "5x"
+` + path + `: nats.url: required
+`
+	if code != 2 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	}
+}
+
+func TestConfigValidateOK(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "config", "validate", "-c", writeConfig(t, validConfig))
+	if code != 0 || stdout != "ok\n" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestConfigValidateExample(t *testing.T) {
+	t.Setenv("EDGE_NATS_PASSWORD", "example")
+	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
+	t.Setenv("EDGE_S3_SECRET_KEY", "example")
+	code, stdout, stderr := runCLI(t, "config", "validate", "-c", filepath.Join("..", "..", "examples", "coordinator.yaml"))
+	if code != 0 || stdout != "ok\n" || stderr != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string // substring; "" means stdout must be empty
+		wantStderr string // substring; "" means stderr must be empty
+	}{
+		{"no arguments", nil, 2, "", "Usage: edgecoord <command>"},
+		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
+		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},
+		{"help config", []string{"help", "config"}, 0, "edgecoord config <command>", ""},
+		{"unknown command", []string{"bogus"}, 2, "", `edgecoord: unknown command "bogus"`},
+		{"config without subcommand", []string{"config"}, 2, "", "Usage: edgecoord config <command>"},
+		{"unknown flag", []string{"run", "-x"}, 2, "", "flag provided but not defined: -x"},
+		{"extra argument", []string{"run", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"run -h", []string{"run", "-h"}, 0, "", "Usage: edgecoord run [flags]"},
+		{"version", []string{"version"}, 0, "edgecoord dev (go", ""},
+		{"missing config file", []string{"config", "validate", "-c", missing}, 1, "", "edgecoord: read config: open " + missing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
+			}
+			check := func(name, got, want string) {
+				if want == "" && got != "" || !strings.Contains(got, want) {
+					t.Errorf("%s = %q, want it to contain %q", name, got, want)
+				}
+			}
+			check("stdout", stdout, tt.wantStdout)
+			check("stderr", stderr, tt.wantStderr)
+		})
+	}
+}
+
+// runWith runs the CLI with start in place of the coordinator runtime.
+func runWith(t *testing.T, ctx context.Context, start func(context.Context, *config.Coordinator, zerolog.Logger) error, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := exitCode(newApp(&out, &errOut, start).run(ctx, args))
+	return code, out.String(), errOut.String()
+}
+
+func TestRun(t *testing.T) {
+	path := writeConfig(t, validConfig)
+
+	t.Run("starts the coordinator with the config and a logger", func(t *testing.T) {
+		var got *config.Coordinator
+		start := func(_ context.Context, cfg *config.Coordinator, log zerolog.Logger) error {
+			got = cfg
+			log.Info().Msg("hello")
+			return nil
+		}
+		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", path)
+		if code != 0 || got == nil || got.CoordinatorID != "vps-1" {
+			t.Fatalf("exit %d, cfg %+v, stderr %q", code, got, stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			var entry map[string]any
+			if err := json.Unmarshal([]byte(line), &entry); err != nil || entry["coordinator_id"] != "vps-1" {
+				t.Errorf("log line %q", line)
+			}
+		}
+	})
+
+	t.Run("runtime failure exits 1", func(t *testing.T) {
+		start := func(context.Context, *config.Coordinator, zerolog.Logger) error {
+			return errors.New("open store: locked")
+		}
+		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", path)
+		if code != 1 || !strings.Contains(stderr, `"error":"open store: locked"`) {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	t.Run("cancellation is a clean stop", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		start := func(ctx context.Context, _ *config.Coordinator, _ zerolog.Logger) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if code, _, stderr := runWith(t, ctx, start, "run", "-c", path); code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	t.Run("invalid config exits 2 without starting", func(t *testing.T) {
+		bad := writeConfig(t, "store:\n  driver: mysql\n")
+		start := func(context.Context, *config.Coordinator, zerolog.Logger) error {
+			t.Error("coordinator started with an invalid config")
+			return nil
+		}
+		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", bad)
+		if code != 2 || !strings.Contains(stderr, bad+`:2:11: store.driver: must be sqlite or postgres, got "mysql"`) {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+	})
+}

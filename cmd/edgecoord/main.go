@@ -1,0 +1,38 @@
+// Command edgecoord is the reference coordinator of the edge agents: it
+// serves them over NATS, keeps the job store (SQLite by default, or
+// PostgreSQL), schedules jobs onto agents and reclaims expired leases, and
+// accepts a result only from the holder of the job's current fencing token.
+//
+// Usage:
+//
+//	edgecoord run [-c file]              run the coordinator in the foreground
+//	edgecoord config validate [-c file]  check a config file
+//	edgecoord version                    print the version
+//	edgecoord help [command]             show help
+//
+// The config file defaults to /etc/edgecoord/config.yaml on Unix and
+// C:\ProgramData\edgecoord\config.yaml on Windows;
+// examples/coordinator.yaml documents every option. Exit status: 0 success,
+// 1 failure, 2 bad usage or an invalid config.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rs/zerolog"
+)
+
+// version is the release version, set at build time with
+// -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	zerolog.TimeFieldFormat = timeFormat
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	stop()
+	os.Exit(code)
+}

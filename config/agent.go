@@ -1,0 +1,215 @@
+package config
+
+import (
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Agent is the configuration of the edgeagent daemon. Its yaml tags are the
+// keys of the config file; see examples/agent.yaml for every option.
+type Agent struct {
+	// AgentID names this agent to the coordinator and in NATS subjects.
+	// Required; 1-64 characters from A-Z, a-z, 0-9, _ and -.
+	AgentID string `yaml:"agent_id" json:"agent_id"`
+	// StateDir holds the agent's local state (upload spool, operation
+	// logs). An absolute path; default /var/lib/edgeagent on Unix and
+	// C:\ProgramData\edgeagent on Windows.
+	StateDir string `yaml:"state_dir" json:"state_dir"`
+	// Log configures the root logger.
+	Log Log `yaml:"log" json:"log"`
+	// NATS is the connection to the coordinator's NATS servers.
+	NATS NATS `yaml:"nats" json:"nats"`
+	// Lease configures how the agent guards its job leases.
+	Lease AgentLease `yaml:"lease" json:"lease"`
+	// Jobs configures job execution.
+	Jobs Jobs `yaml:"jobs" json:"jobs"`
+	// Storage is where captured artifacts are uploaded.
+	Storage AgentStorage `yaml:"storage" json:"storage"`
+	// ADB locates the adb server and binary.
+	ADB ADB `yaml:"adb" json:"adb"`
+	// Devices lists the phones this agent offers; empty means every phone
+	// the adb server reports.
+	Devices []Device `yaml:"devices" json:"devices,omitempty"`
+	// Status is the local status endpoint.
+	Status Status `yaml:"status" json:"status"`
+
+	warnings []string
+}
+
+// AgentLease configures the agent's side of a job lease.
+type AgentLease struct {
+	// SafetyMargin is subtracted from the lease TTL when the agent computes
+	// its own deadline (send time of the last accepted renewal + TTL −
+	// SafetyMargin), after which it stops the job on its own. Default 2s.
+	SafetyMargin Duration `yaml:"safety_margin" json:"safety_margin"`
+}
+
+// Jobs configures job execution.
+type Jobs struct {
+	// Concurrency is how many jobs run at once. Default 1.
+	Concurrency int `yaml:"concurrency" json:"concurrency"`
+	// ShutdownTimeout bounds how long a stopping agent waits for running
+	// jobs before it cancels them. Default 30s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+}
+
+// Storage modes.
+const (
+	// StorageDirect: the agent holds S3 credentials and uploads itself.
+	StorageDirect = "direct"
+	// StoragePresigned: the agent asks the coordinator for presigned URLs
+	// and holds no S3 credentials.
+	StoragePresigned = "presigned"
+)
+
+// AgentStorage configures artifact uploads.
+type AgentStorage struct {
+	// Mode is direct or presigned. Default direct. Direct mode requires
+	// the endpoint, bucket, access key and secret key; presigned mode
+	// requires none of them.
+	Mode string `yaml:"mode" json:"mode"`
+	// S3 is the bucket and its credentials.
+	S3 `yaml:",inline"`
+	// PartSize is the multipart upload part size, at least 5MiB and at
+	// most 5GiB. Default 16MiB.
+	PartSize ByteSize `yaml:"part_size" json:"part_size"`
+	// Parallelism is how many parts are uploaded at once. Default 4.
+	Parallelism int `yaml:"parallelism" json:"parallelism"`
+	// BandwidthLimit caps upload throughput in bytes per second; 0 means
+	// no limit. Default 0.
+	BandwidthLimit ByteSize `yaml:"bandwidth_limit" json:"bandwidth_limit"`
+}
+
+// Multipart part size limits of S3.
+const (
+	MinPartSize = 5 * MiB
+	MaxPartSize = 5 * GiB
+)
+
+// ADB locates the adb server and binary.
+type ADB struct {
+	// Address is the adb server's host:port. Default 127.0.0.1:5037.
+	Address string `yaml:"address" json:"address"`
+	// Path is the adb binary, used to start the server when it is not
+	// running; a bare name is looked up in PATH. Default adb.
+	Path string `yaml:"path" json:"path"`
+}
+
+// Device is a phone the agent offers.
+type Device struct {
+	// Serial is the adb serial. Required and unique.
+	Serial string `yaml:"serial" json:"serial"`
+	// Tags are labels a job's device selector can match.
+	Tags []string `yaml:"tags" json:"tags,omitempty"`
+}
+
+// Status configures the local status endpoint.
+type Status struct {
+	// Listen is the endpoint's host:port; it must be a loopback address.
+	// Default 127.0.0.1:7070.
+	Listen string `yaml:"listen" json:"listen"`
+}
+
+// DefaultAgent returns the agent configuration with every default filled in.
+// AgentID and NATS.URL have no default. The storage defaults to direct mode,
+// whose endpoint, bucket and credentials must be set.
+func DefaultAgent() *Agent {
+	return &Agent{
+		StateDir: defaultStateDir,
+		Log:      defaultLog(),
+		NATS:     defaultNATS(),
+		Lease:    AgentLease{SafetyMargin: Duration(2 * time.Second)},
+		Jobs:     Jobs{Concurrency: 1, ShutdownTimeout: Duration(30 * time.Second)},
+		Storage: AgentStorage{
+			Mode:        StorageDirect,
+			S3:          S3{Secure: true},
+			PartSize:    16 * MiB,
+			Parallelism: 4,
+		},
+		ADB:    ADB{Address: "127.0.0.1:5037", Path: "adb"},
+		Status: Status{Listen: "127.0.0.1:7070"},
+	}
+}
+
+// Warnings returns advice about the configuration that does not stop the
+// agent, such as a config file holding a secret that other users can read.
+// Only the loaders produce warnings.
+func (a *Agent) Warnings() []string { return a.warnings }
+
+// Validate checks every rule and returns all violations as [Problems] with
+// their field paths, or nil. It also checks that the files the
+// configuration names exist.
+func (a *Agent) Validate() error {
+	var ps Problems
+	validID(&ps, "agent_id", a.AgentID)
+	switch {
+	case a.StateDir == "":
+		ps.add("state_dir", "required")
+	case !filepath.IsAbs(a.StateDir):
+		ps.add("state_dir", "%q: must be an absolute path", a.StateDir)
+	}
+	a.Log.validate(&ps, "log")
+	a.NATS.validate(&ps, "nats")
+	positive(&ps, "lease.safety_margin", a.Lease.SafetyMargin)
+	if a.Jobs.Concurrency < 1 {
+		ps.add("jobs.concurrency", "must be at least 1, got %d", a.Jobs.Concurrency)
+	}
+	nonNegative(&ps, "jobs.shutdown_timeout", a.Jobs.ShutdownTimeout)
+	a.Storage.validate(&ps, "storage")
+	checkHostPort(&ps, "adb.address", a.ADB.Address)
+	if a.ADB.Path == "" {
+		ps.add("adb.path", "required")
+	}
+	seen := map[string]int{}
+	for i, d := range a.Devices {
+		path := "devices[" + strconv.Itoa(i) + "]"
+		switch first, dup := seen[d.Serial]; {
+		case d.Serial == "":
+			ps.add(path+".serial", "required")
+		case dup:
+			ps.add(path+".serial", "%q is already listed as devices[%d]", d.Serial, first)
+		default:
+			seen[d.Serial] = i
+		}
+		for j, tag := range d.Tags {
+			if tag == "" {
+				ps.add(path+".tags["+strconv.Itoa(j)+"]", "must not be empty")
+			}
+		}
+	}
+	checkLoopback(&ps, "status.listen", a.Status.Listen)
+	return ps.Err()
+}
+
+func (s AgentStorage) validate(ps *Problems, path string) {
+	switch s.Mode {
+	case StorageDirect:
+		s.S3.validate(ps, path, true)
+	case StoragePresigned:
+		s.S3.validate(ps, path, false)
+	default:
+		ps.add(path+".mode", "must be direct or presigned, got %q", s.Mode)
+	}
+	if s.PartSize < MinPartSize || s.PartSize > MaxPartSize {
+		ps.add(path+".part_size", "must be between %s and %s, got %s", MinPartSize, MaxPartSize, s.PartSize)
+	}
+	if s.Parallelism < 1 {
+		ps.add(path+".parallelism", "must be at least 1, got %d", s.Parallelism)
+	}
+	if s.BandwidthLimit < 0 {
+		ps.add(path+".bandwidth_limit", "must not be negative")
+	}
+}
+
+// resolvePaths makes the relative file names in a relative to dir.
+func (a *Agent) resolvePaths(dir string) {
+	a.NATS.resolvePaths(dir)
+	resolvePath(dir, &a.Storage.SecretKeyFile)
+}
+
+// readSecrets reads the secrets named by *_file fields.
+func (a *Agent) readSecrets(ps *Problems, warnings *[]string) {
+	a.NATS.readSecrets(ps, warnings, "nats")
+	readSecretFile(ps, warnings, "storage.secret_key_file", &a.Storage.SecretKeyFile, &a.Storage.SecretKey)
+}

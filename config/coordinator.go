@@ -1,0 +1,200 @@
+package config
+
+import (
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Coordinator is the configuration of the edgecoord coordinator. Its yaml
+// tags are the keys of the config file; see examples/coordinator.yaml for
+// every option.
+type Coordinator struct {
+	// CoordinatorID names this coordinator instance in logs and metrics.
+	// Default: the host name up to its first dot, with characters outside
+	// A-Z, a-z, 0-9, _ and - replaced by -.
+	CoordinatorID string `yaml:"coordinator_id" json:"coordinator_id"`
+	// Log configures the root logger.
+	Log Log `yaml:"log" json:"log"`
+	// NATS is the connection to the NATS servers.
+	NATS NATS `yaml:"nats" json:"nats"`
+	// Store is the job store.
+	Store Store `yaml:"store" json:"store"`
+	// Lease configures job leases.
+	Lease CoordinatorLease `yaml:"lease" json:"lease"`
+	// Scheduler configures job assignment.
+	Scheduler Scheduler `yaml:"scheduler" json:"scheduler"`
+	// Storage is the bucket artifacts are uploaded to, used to presign
+	// uploads for agents in presigned mode. Optional; when any field is
+	// set, the endpoint, bucket and credentials are required.
+	Storage CoordinatorStorage `yaml:"storage" json:"storage"`
+	// Metrics is the Prometheus metrics endpoint.
+	Metrics Metrics `yaml:"metrics" json:"metrics"`
+
+	warnings []string
+}
+
+// Store drivers.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Store configures the job store.
+type Store struct {
+	// Driver is sqlite or postgres. Default sqlite.
+	Driver string `yaml:"driver" json:"driver"`
+	// DSN is the PostgreSQL connection URL
+	// (postgres://user:password@host:5432/db?sslmode=...), required with
+	// driver postgres. It is a secret because it usually holds a password;
+	// write the password as ${NAME} to keep it out of the file.
+	DSN Secret `yaml:"dsn" json:"dsn,omitempty"`
+	// Path is the SQLite database file, used with driver sqlite. Default
+	// edgecoord.db, relative to the working directory.
+	Path string `yaml:"path" json:"path"`
+}
+
+// CoordinatorLease configures job leases.
+type CoordinatorLease struct {
+	// TTL is how long a lease lasts without renewal. Default 30s.
+	TTL Duration `yaml:"ttl" json:"ttl"`
+	// ReapInterval is how often expired leases are reclaimed; it must be
+	// shorter than TTL. Default 1s.
+	ReapInterval Duration `yaml:"reap_interval" json:"reap_interval"`
+}
+
+// Scheduler configures job assignment.
+type Scheduler struct {
+	// Interval is how often pending jobs are matched to idle agents.
+	// Default 500ms.
+	Interval Duration `yaml:"interval" json:"interval"`
+}
+
+// CoordinatorStorage is the bucket the coordinator presigns uploads for.
+type CoordinatorStorage struct {
+	// S3 is the bucket and its credentials.
+	S3 `yaml:",inline"`
+	// PresignExpiry is how long a presigned URL stays valid, at most 7
+	// days. Default 15m.
+	PresignExpiry Duration `yaml:"presign_expiry" json:"presign_expiry"`
+}
+
+// Enabled reports whether storage is configured.
+func (s CoordinatorStorage) Enabled() bool { return s.S3.configured() }
+
+// MaxPresignExpiry is the longest validity S3 allows for a presigned URL.
+const MaxPresignExpiry = Duration(7 * 24 * time.Hour)
+
+// Metrics configures the Prometheus metrics endpoint.
+type Metrics struct {
+	// Listen is the endpoint's host:port; empty disables it. Default
+	// 127.0.0.1:9090.
+	Listen string `yaml:"listen" json:"listen"`
+}
+
+// DefaultCoordinator returns the coordinator configuration with every
+// default filled in. NATS.URL has no default.
+func DefaultCoordinator() *Coordinator {
+	return &Coordinator{
+		CoordinatorID: defaultCoordinatorID(),
+		Log:           defaultLog(),
+		NATS:          defaultNATS(),
+		Store:         Store{Driver: StoreSQLite, Path: "edgecoord.db"},
+		Lease:         CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)},
+		Scheduler:     Scheduler{Interval: Duration(500 * time.Millisecond)},
+		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
+		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
+	}
+}
+
+// defaultCoordinatorID derives an id from the host name.
+func defaultCoordinatorID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		return "edgecoord"
+	}
+	host, _, _ = strings.Cut(host, ".")
+	id := []byte(host)
+	for i, c := range id {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			id[i] = '-'
+		}
+	}
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	if len(id) == 0 {
+		return "edgecoord"
+	}
+	return string(id)
+}
+
+// Warnings returns advice about the configuration that does not stop the
+// coordinator, such as a config file holding a secret that other users can
+// read. Only the loaders produce warnings.
+func (c *Coordinator) Warnings() []string { return c.warnings }
+
+// Validate checks every rule and returns all violations as [Problems] with
+// their field paths, or nil. It also checks that the files the
+// configuration names exist.
+func (c *Coordinator) Validate() error {
+	var ps Problems
+	validID(&ps, "coordinator_id", c.CoordinatorID)
+	c.Log.validate(&ps, "log")
+	c.NATS.validate(&ps, "nats")
+	c.Store.validate(&ps, "store")
+	positive(&ps, "lease.ttl", c.Lease.TTL)
+	positive(&ps, "lease.reap_interval", c.Lease.ReapInterval)
+	if c.Lease.TTL > 0 && c.Lease.ReapInterval >= c.Lease.TTL {
+		ps.add("lease.reap_interval", "must be shorter than lease.ttl (%s), got %s", c.Lease.TTL, c.Lease.ReapInterval)
+	}
+	positive(&ps, "scheduler.interval", c.Scheduler.Interval)
+	if c.Storage.Enabled() {
+		c.Storage.S3.validate(&ps, "storage", true)
+	}
+	positive(&ps, "storage.presign_expiry", c.Storage.PresignExpiry)
+	if c.Storage.PresignExpiry > MaxPresignExpiry {
+		ps.add("storage.presign_expiry", "must be at most %s, got %s", MaxPresignExpiry, c.Storage.PresignExpiry)
+	}
+	if c.Metrics.Listen != "" {
+		checkHostPort(&ps, "metrics.listen", c.Metrics.Listen)
+	}
+	return ps.Err()
+}
+
+func (s Store) validate(ps *Problems, path string) {
+	switch s.Driver {
+	case StoreSQLite:
+		if s.Path == "" {
+			ps.add(path+".path", "required with driver sqlite")
+		}
+		if s.DSN.IsSet() {
+			ps.add(path+".dsn", "only used with driver postgres; set %s.driver: postgres or remove it", path)
+		}
+	case StorePostgres:
+		if !s.DSN.IsSet() {
+			ps.add(path+".dsn", "required with driver postgres")
+			break
+		}
+		// Neither the DSN nor a parse error (which quotes it) may be shown.
+		u, err := url.Parse(s.DSN.Value())
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			ps.add(path+".dsn", "want a URL of the form postgres://user:password@host:5432/database")
+		}
+	default:
+		ps.add(path+".driver", "must be sqlite or postgres, got %q", s.Driver)
+	}
+}
+
+// resolvePaths makes the relative file names in c relative to dir.
+func (c *Coordinator) resolvePaths(dir string) {
+	c.NATS.resolvePaths(dir)
+	resolvePath(dir, &c.Storage.SecretKeyFile)
+}
+
+// readSecrets reads the secrets named by *_file fields.
+func (c *Coordinator) readSecrets(ps *Problems, warnings *[]string) {
+	c.NATS.readSecrets(ps, warnings, "nats")
+	readSecretFile(ps, warnings, "storage.secret_key_file", &c.Storage.SecretKeyFile, &c.Storage.SecretKey)
+}

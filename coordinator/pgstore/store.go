@@ -1,0 +1,639 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migrationLockKey is the advisory lock held while migrating ("edgemig").
+const migrationLockKey int64 = 0x656467656d6967
+
+// Store is a coordinator.Store on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var (
+	_ coordinator.Store = (*Store)(nil)
+	_ sqlstore.Lab      = (*Store)(nil)
+)
+
+// Open connects to the database at dsn (a libpq URL or key=value string),
+// applies pending migrations and returns the store. Close releases it.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return s, nil
+}
+
+// Close releases the connection pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	all, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+		return fmt.Errorf("migrate schema: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    bigint PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	)`); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	applied := map[int64]bool{}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	pending, err := sqlstore.Pending(all, applied)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	for _, m := range pending {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate schema to %d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate schema to %d_%s: %w", m.Version, m.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
+	result, completed_by, fail_reason, created_at, updated_at`
+
+func scanJob(row pgx.Row) (coordinator.Job, error) {
+	var (
+		j                    coordinator.Job
+		task, result         []byte
+		worker, by, reason   *string
+		expires              *time.Time
+		createdAt, updatedAt time.Time
+	)
+	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
+		&result, &by, &reason, &createdAt, &updatedAt); err != nil {
+		return coordinator.Job{}, err
+	}
+	if err := json.Unmarshal(task, &j.Task); err != nil {
+		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
+	}
+	if len(result) > 0 {
+		j.Result = json.RawMessage(result)
+	}
+	j.WorkerID = deref(worker)
+	j.CompletedBy = deref(by)
+	j.FailReason = deref(reason)
+	if expires != nil {
+		j.LeaseExpiresAt = expires.UTC()
+	}
+	j.CreatedAt = createdAt.UTC()
+	j.UpdatedAt = updatedAt.UTC()
+	return j, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// micros is a ttl as whole microseconds, the resolution of timestamptz.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// nullJSON maps an empty document to SQL NULL.
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+// Submit inserts a queued job at generation 0.
+func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
+	id := spec.ID
+	if id == "" {
+		id = sqlstore.NewJobID()
+	}
+	if err := sqlstore.ValidateJobID(id); err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
+	}
+	if err := spec.Task.Validate(); err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	task, err := json.Marshal(spec.Task)
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	j, err := scanJob(s.pool.QueryRow(ctx, `
+		INSERT INTO jobs (id, status, task) VALUES ($1, 'QUEUED', $2)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING `+jobColumns, id, task))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+	}
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// Get returns a job, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, jobID string) (coordinator.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, jobID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, coordinator.ErrNotFound)
+	}
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
+	}
+	return j, nil
+}
+
+// exists reports whether a job exists. It is used only to classify a fenced
+// write that matched no row; the write itself never depends on it.
+func (s *Store) exists(ctx context.Context, jobID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)`, jobID).Scan(&ok)
+	return ok, err
+}
+
+// refused classifies a fenced write that matched no row: fencing.ErrStale
+// when the job exists, coordinator.ErrNotFound when it does not.
+func (s *Store) refused(ctx context.Context, verb string, tok fencing.Token) error {
+	ok, err := s.exists(ctx, tok.JobID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %s: %w: %w", verb, tok, fencing.ErrStale, err)
+	case ok:
+		return fmt.Errorf("%s %s: %w", verb, tok, fencing.ErrStale)
+	default:
+		return fmt.Errorf("%s %s: %w", verb, tok, coordinator.ErrNotFound)
+	}
+}
+
+// grantSQL raises the generation of one job in an allowed status and grants
+// it to $2 until clock_timestamp() + $3 µs, recording the attempt.
+func grantSQL(verb, statusCond string) string {
+	return `
+	WITH upd AS (
+		UPDATE jobs
+		SET status = 'IN_PROGRESS',
+		    lease_generation = lease_generation + 1,
+		    worker_id = $2,
+		    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond',
+		    updated_at = clock_timestamp()
+		WHERE id = $1 AND ` + statusCond + `
+		RETURNING lease_generation, lease_expires_at, task
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, '` + verb + `', $2,
+		       COALESCE((SELECT lease_generation FROM upd),
+		                (SELECT lease_generation FROM jobs WHERE id = $1), 0),
+		       EXISTS (SELECT 1 FROM upd)
+	)
+	SELECT lease_generation, lease_expires_at, task FROM upd`
+}
+
+var (
+	claimSQL    = grantSQL(sqlstore.VerbClaim, `status = 'QUEUED'`)
+	reassignSQL = grantSQL(sqlstore.VerbReassign, `status IN ('QUEUED', 'IN_PROGRESS')`)
+)
+
+func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+	}
+	var (
+		l    coordinator.Lease
+		task []byte
+	)
+	err := s.pool.QueryRow(ctx, query, jobID, owner, micros(ttl)).Scan(&l.Token.Generation, &l.ExpiresAt, &task)
+	if errors.Is(err, pgx.ErrNoRows) {
+		ok, err := s.exists(ctx, jobID)
+		switch {
+		case err != nil:
+			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+		case ok:
+			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, coordinator.ErrConflict)
+		default:
+			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, coordinator.ErrNotFound)
+		}
+	}
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+	}
+	return finishLease(l, jobID, owner, task)
+}
+
+func finishLease(l coordinator.Lease, jobID, owner string, task []byte) (coordinator.Lease, error) {
+	l.Token.JobID = jobID
+	l.Token.Owner = owner
+	l.ExpiresAt = l.ExpiresAt.UTC()
+	if err := json.Unmarshal(task, &l.Task); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("decode task of job %s: %w", jobID, err)
+	}
+	return l, nil
+}
+
+// Claim grants the given queued job to owner (generation + 1).
+func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	return s.grant(ctx, "claim", claimSQL, jobID, owner, ttl)
+}
+
+// Reassign grants a queued or in-progress job to newOwner (generation + 1).
+func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
+	return s.grant(ctx, "reassign", reassignSQL, jobID, newOwner, ttl)
+}
+
+const claimNextSQL = `
+	WITH pick AS (
+		SELECT id FROM jobs
+		WHERE status = 'QUEUED'
+		ORDER BY created_at, seq
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED
+	), upd AS (
+		UPDATE jobs j
+		SET status = 'IN_PROGRESS',
+		    lease_generation = j.lease_generation + 1,
+		    worker_id = $1,
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    updated_at = clock_timestamp()
+		FROM pick
+		WHERE j.id = pick.id AND j.status = 'QUEUED'
+		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT id, 'claim', $1, lease_generation, true FROM upd
+	)
+	SELECT id, lease_generation, lease_expires_at, task FROM upd`
+
+// ClaimNext grants the oldest queued job to owner (generation + 1), skipping
+// jobs another coordinator is claiming at the same moment.
+func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+	}
+	var (
+		l     coordinator.Lease
+		jobID string
+		task  []byte
+	)
+	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", coordinator.ErrNoJob)
+	}
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+	}
+	return finishLease(l, jobID, owner, task)
+}
+
+const renewSQL = `
+	WITH upd AS (
+		UPDATE jobs
+		SET lease_expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond',
+		    updated_at = clock_timestamp()
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		  AND lease_expires_at > clock_timestamp()
+		RETURNING lease_expires_at
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, 'renew', $3, $2, EXISTS (SELECT 1 FROM upd)
+	)
+	SELECT lease_expires_at FROM upd`
+
+// Renew extends a current, unexpired lease; it never changes generation.
+func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration) (time.Time, error) {
+	if err := sqlstore.CheckTTL(ttl); err != nil {
+		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
+	}
+	var exp time.Time
+	err := s.pool.QueryRow(ctx, renewSQL, tok.JobID, tok.Generation, tok.Owner, micros(ttl)).Scan(&exp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, s.refused(ctx, "renew", tok)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
+	}
+	return exp.UTC(), nil
+}
+
+// commitSQL is the fenced result write of DESIGN.md rule 2, with the attempt
+// recorded by the same statement.
+const commitSQL = `
+	WITH upd AS (
+		UPDATE jobs
+		SET status = 'SUCCEEDED', result = $4, completed_by = $3, updated_at = clock_timestamp()
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		RETURNING id
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, 'result', $3, $2, EXISTS (SELECT 1 FROM upd)
+	)
+	SELECT EXISTS (SELECT 1 FROM upd)`
+
+// Commit accepts a result for the current token: status SUCCEEDED.
+func (s *Store) Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, commitSQL, tok.JobID, tok.Generation, tok.Owner, nullJSON(result)).Scan(&ok); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, "commit", tok)
+	}
+	return nil
+}
+
+const unfencedCommitSQL = `
+	WITH upd AS (
+		UPDATE jobs
+		SET status = 'SUCCEEDED', result = $3, completed_by = $2, updated_at = clock_timestamp()
+		WHERE id = $1
+		RETURNING id
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, 'result_unfenced', $2, 0, EXISTS (SELECT 1 FROM upd)
+	)
+	SELECT EXISTS (SELECT 1 FROM upd)`
+
+// UnfencedCommit writes a result with no token check: the write a lease
+// without fencing amounts to. It is not part of coordinator.Store and no
+// protocol endpoint reaches it; it exists only so the lab can reproduce the
+// stale-writer experiment of DESIGN.md. It reports whether the job existed.
+func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, unfencedCommitSQL, jobID, owner, nullJSON(result)).Scan(&ok); err != nil {
+		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
+	}
+	return ok, nil
+}
+
+const failSQL = `
+	WITH upd AS (
+		UPDATE jobs
+		SET status = CASE WHEN $4::boolean THEN 'QUEUED' ELSE 'FAILED' END,
+		    worker_id = CASE WHEN $4::boolean THEN NULL ELSE worker_id END,
+		    lease_expires_at = NULL,
+		    fail_reason = $5,
+		    updated_at = clock_timestamp()
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		RETURNING id
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, 'fail', $3, $2, EXISTS (SELECT 1 FROM upd)
+	)
+	SELECT EXISTS (SELECT 1 FROM upd)`
+
+// Fail ends the current lease: FAILED, or back to QUEUED with no owner when
+// requeue (the next grant raises the generation). The reason is kept as the
+// job's last failure reason either way.
+func (s *Store) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, requeue, reason).Scan(&ok); err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, "fail", tok)
+	}
+	return nil
+}
+
+// artifactSQL inserts the artifact only when the job row matches the token
+// in IN_PROGRESS. FOR SHARE holds the row against a concurrent grant or
+// commit until this statement's transaction ends, and rechecks the token on
+// the newest row version if one is in flight. A duplicate name in the same
+// generation is accepted only with the same sha256 (the no-op DO UPDATE makes
+// the conflicting row come back); otherwise nothing is returned.
+const artifactSQL = `
+	WITH j AS (
+		SELECT id, lease_generation, worker_id FROM jobs
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		FOR SHARE
+	), ins AS (
+		INSERT INTO artifacts (job_id, generation, owner, name, key, size, sha256, content_type, etag)
+		SELECT id, lease_generation, worker_id, $4, $5, $6, $7, $8, $9 FROM j
+		ON CONFLICT (job_id, generation, name)
+		DO UPDATE SET sha256 = artifacts.sha256 WHERE artifacts.sha256 = EXCLUDED.sha256
+		RETURNING 1
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT $1, 'artifact', $3, $2, EXISTS (SELECT 1 FROM ins)
+	)
+	SELECT EXISTS (SELECT 1 FROM j), EXISTS (SELECT 1 FROM ins)`
+
+// RegisterArtifact records an artifact under the current token. The job id,
+// generation and owner of a are ignored: the token's are used. Registering
+// the same name again in the same generation succeeds only with the same
+// sha256; another sha256 is ErrConflict.
+func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+	if err := protocol.ValidateArtifactName(a.Name); err != nil {
+		return fmt.Errorf("register artifact of %s: %w", tok, err)
+	}
+	var fenced, inserted bool
+	err := s.pool.QueryRow(ctx, artifactSQL, tok.JobID, tok.Generation, tok.Owner,
+		a.Name, a.Key, a.Size, a.SHA256, a.ContentType, a.ETag).Scan(&fenced, &inserted)
+	if err != nil {
+		return fmt.Errorf("register artifact %s of %s: %w", a.Name, tok, err)
+	}
+	if !fenced {
+		return s.refused(ctx, "register artifact "+a.Name+" of", tok)
+	}
+	if !inserted {
+		return fmt.Errorf("register artifact %s of %s: another sha256 is registered under this name: %w",
+			a.Name, tok, coordinator.ErrConflict)
+	}
+	return nil
+}
+
+// Artifacts lists the artifacts registered for one generation of a job,
+// oldest first. ErrNotFound when the job does not exist.
+func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]coordinator.ArtifactRecord, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT job_id, generation, owner, name, key, size, sha256, content_type, etag, created_at
+		FROM artifacts WHERE job_id = $1 AND generation = $2
+		ORDER BY created_at, name`, jobID, generation)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.ArtifactRecord, error) {
+		var a coordinator.ArtifactRecord
+		err := r.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &a.CreatedAt)
+		a.CreatedAt = a.CreatedAt.UTC()
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+	}
+	if len(out) == 0 {
+		ok, err := s.exists(ctx, jobID)
+		if err != nil {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, coordinator.ErrNotFound)
+		}
+	}
+	return out, nil
+}
+
+// reclaimSQL returns up to $1 (NULL: all) expired in-progress leases to
+// QUEUED with the generation raised and no owner, in one statement, and
+// returns the tokens taken away. SKIP LOCKED lets several reapers run.
+const reclaimSQL = `
+	WITH cand AS (
+		SELECT id, lease_generation, worker_id, lease_expires_at FROM jobs
+		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= clock_timestamp()
+		ORDER BY lease_expires_at, id
+		LIMIT $1::bigint
+		FOR UPDATE SKIP LOCKED
+	), upd AS (
+		UPDATE jobs j
+		SET status = 'QUEUED',
+		    lease_generation = j.lease_generation + 1,
+		    worker_id = NULL,
+		    lease_expires_at = NULL,
+		    updated_at = clock_timestamp()
+		FROM cand
+		WHERE j.id = cand.id AND j.status = 'IN_PROGRESS'
+		  AND j.lease_generation = cand.lease_generation AND j.worker_id = cand.worker_id
+		  AND j.lease_expires_at <= clock_timestamp()
+		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation,
+		          cand.lease_expires_at AS old_expiry
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT id, 'reclaim', old_owner, old_generation, true FROM upd
+	)
+	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
+
+// ReclaimExpired returns up to limit in-progress jobs whose lease expired on
+// the database clock to QUEUED (generation + 1, no owner) and returns the
+// tokens they were taken from. A limit of zero or less means no limit.
+func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
+	var lim any
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	rows, err := s.pool.Query(ctx, reclaimSQL, lim)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim expired leases: %w", err)
+	}
+	toks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (fencing.Token, error) {
+		var t fencing.Token
+		err := r.Scan(&t.JobID, &t.Owner, &t.Generation)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reclaim expired leases: %w", err)
+	}
+	return toks, nil
+}
+
+// WriteEvents lists every recorded attempt on a job, oldest first.
+func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, job_id, verb, owner, generation, accepted, at
+		FROM write_events WHERE job_id = $1 ORDER BY id`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.WriteEvent, error) {
+		var e coordinator.WriteEvent
+		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At)
+		e.At = e.At.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+	}
+	return evs, nil
+}
+
+// WriteCounts counts accepted and rejected write attempts by verb over the
+// whole store, sorted by verb.
+func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT verb, count(*) FILTER (WHERE accepted), count(*) FILTER (WHERE NOT accepted)
+		FROM write_events GROUP BY verb ORDER BY verb`)
+	if err != nil {
+		return nil, fmt.Errorf("count write events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlstore.WriteCount, error) {
+		var c sqlstore.WriteCount
+		err := r.Scan(&c.Verb, &c.Accepted, &c.Rejected)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count write events: %w", err)
+	}
+	return out, nil
+}

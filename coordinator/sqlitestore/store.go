@@ -1,0 +1,774 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// now is the database clock as stored: UTC, millisecond text.
+const now = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+
+// nowPlus is the database clock plus a modifier argument ("+N.NNN seconds").
+const nowPlus = `strftime('%Y-%m-%d %H:%M:%f', 'now', ?)`
+
+// timeLayout parses stored times.
+const timeLayout = "2006-01-02 15:04:05.000"
+
+// Store is a coordinator.Store on SQLite.
+type Store struct {
+	w *sql.DB // the one writer connection; transactions BEGIN IMMEDIATE
+	r *sql.DB // readers
+}
+
+var (
+	_ coordinator.Store = (*Store)(nil)
+	_ sqlstore.Lab      = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the database file at path, applies pending
+// migrations and returns the store. Close releases it.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("open sqlite store: %q is not a plain file path", path)
+	}
+	const params = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	w, err := sql.Open("sqlite", path+"?"+params+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w}
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", path+"?"+params+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	s.r = r
+	return s, nil
+}
+
+// Close releases both connection pools.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	all, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at TEXT NOT NULL DEFAULT (`+now+`)
+	)`); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	applied := map[int64]bool{}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate schema: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	pending, err := sqlstore.Pending(all, applied)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	for _, m := range pending {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate schema to %d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate schema to %d_%s: %w", m.Version, m.Name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
+// fn returns the outcome for the caller (a refusal such as a stale token is
+// an outcome: the attempt's write_events row is still committed) and, apart,
+// any database error, which rolls everything back.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) (outcome, dbErr error)) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	outcome, err := fn(tx)
+	if err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	return outcome
+}
+
+// record inserts the write_events row of one attempt.
+func record(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool) error {
+	_, err := tx.ExecContext(ctx,
+		`INSERT INTO write_events (job_id, verb, owner, generation, accepted) VALUES (?, ?, ?, ?, ?)`,
+		jobID, verb, owner, gen, accepted)
+	if err != nil {
+		return fmt.Errorf("record write event: %w", err)
+	}
+	return nil
+}
+
+// currentGeneration looks a job up to classify a write that matched no row;
+// the write itself never depends on it.
+func currentGeneration(ctx context.Context, tx *sql.Tx, jobID string) (gen int64, exists bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT lease_generation FROM jobs WHERE id = ?`, jobID).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return gen, err == nil, err
+}
+
+// refusal is the outcome of a fenced write that matched no row.
+func refusal(ctx context.Context, tx *sql.Tx, jobID string) (error, error) {
+	_, ok, err := currentGeneration(ctx, tx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return fencing.ErrStale, nil
+	}
+	return coordinator.ErrNotFound, nil
+}
+
+// modifier is ttl as an SQLite date modifier, rounded up to the millisecond.
+func modifier(ttl time.Duration) string {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	return fmt.Sprintf("+%d.%03d seconds", ms/1000, ms%1000)
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.ParseInLocation(timeLayout, s, time.UTC)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse stored time: %w", err)
+	}
+	return t, nil
+}
+
+func nullString(s sql.NullString) string {
+	if s.Valid {
+		return s.String
+	}
+	return ""
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
+	result, completed_by, fail_reason, created_at, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(row scanner) (coordinator.Job, error) {
+	var (
+		j                                   coordinator.Job
+		task                                string
+		worker, expires, result, by, reason sql.NullString
+		createdAt, updatedAt                string
+	)
+	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
+		&result, &by, &reason, &createdAt, &updatedAt); err != nil {
+		return coordinator.Job{}, err
+	}
+	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
+		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
+	}
+	if result.Valid && result.String != "" {
+		j.Result = json.RawMessage(result.String)
+	}
+	j.WorkerID = nullString(worker)
+	j.CompletedBy = nullString(by)
+	j.FailReason = nullString(reason)
+	var err error
+	if expires.Valid {
+		if j.LeaseExpiresAt, err = parseTime(expires.String); err != nil {
+			return coordinator.Job{}, err
+		}
+	}
+	if j.CreatedAt, err = parseTime(createdAt); err != nil {
+		return coordinator.Job{}, err
+	}
+	if j.UpdatedAt, err = parseTime(updatedAt); err != nil {
+		return coordinator.Job{}, err
+	}
+	return j, nil
+}
+
+// Submit inserts a queued job at generation 0.
+func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
+	id := spec.ID
+	if id == "" {
+		id = sqlstore.NewJobID()
+	}
+	if err := sqlstore.ValidateJobID(id); err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
+	}
+	if err := spec.Task.Validate(); err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	task, err := json.Marshal(spec.Task)
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	var j coordinator.Job
+	err = s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var err error
+		j, err = scanJob(tx.QueryRowContext(ctx, `
+			INSERT INTO jobs (id, status, task) VALUES (?, 'QUEUED', ?)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+jobColumns, id, string(task)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return coordinator.ErrConflict, nil
+		}
+		return nil, err
+	})
+	if errors.Is(err, coordinator.ErrConflict) {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, err)
+	}
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// Get returns a job, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, jobID string) (coordinator.Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, coordinator.ErrNotFound)
+	}
+	if err != nil {
+		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
+	}
+	return j, nil
+}
+
+// scanLease reads generation, expiry and task of a granted job.
+func scanLease(row scanner, jobID, owner string, dest ...any) (coordinator.Lease, error) {
+	var (
+		l             coordinator.Lease
+		expires, task string
+	)
+	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task)...); err != nil {
+		return coordinator.Lease{}, err
+	}
+	var err error
+	if l.ExpiresAt, err = parseTime(expires); err != nil {
+		return coordinator.Lease{}, err
+	}
+	if err := json.Unmarshal([]byte(task), &l.Task); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("decode task: %w", err)
+	}
+	l.Token.JobID = jobID
+	l.Token.Owner = owner
+	return l, nil
+}
+
+// grantSQL raises the generation of one job in an allowed status and grants
+// it to the owner until the database clock plus the ttl.
+func grantSQL(statusCond string) string {
+	return `
+	UPDATE jobs
+	SET status = 'IN_PROGRESS',
+	    lease_generation = lease_generation + 1,
+	    worker_id = ?,
+	    lease_expires_at = ` + nowPlus + `,
+	    updated_at = ` + now + `
+	WHERE id = ? AND ` + statusCond + `
+	RETURNING lease_generation, lease_expires_at, task`
+}
+
+var (
+	claimSQL    = grantSQL(`status = 'QUEUED'`)
+	reassignSQL = grantSQL(`status IN ('QUEUED', 'IN_PROGRESS')`)
+)
+
+func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+	}
+	var l coordinator.Lease
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var err error
+		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
+		if err == nil {
+			return nil, record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		gen, ok, err := currentGeneration(ctx, tx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		if err := record(ctx, tx, jobID, verb, owner, gen, false); err != nil {
+			return nil, err
+		}
+		if ok {
+			return coordinator.ErrConflict, nil
+		}
+		return coordinator.ErrNotFound, nil
+	})
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+	}
+	return l, nil
+}
+
+// Claim grants the given queued job to owner (generation + 1).
+func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	return s.grant(ctx, sqlstore.VerbClaim, claimSQL, jobID, owner, ttl)
+}
+
+// Reassign grants a queued or in-progress job to newOwner (generation + 1).
+func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
+	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
+}
+
+var claimNextSQL = `
+	UPDATE jobs
+	SET status = 'IN_PROGRESS',
+	    lease_generation = lease_generation + 1,
+	    worker_id = ?,
+	    lease_expires_at = ` + nowPlus + `,
+	    updated_at = ` + now + `
+	WHERE id = (SELECT id FROM jobs WHERE status = 'QUEUED' ORDER BY created_at, rowid LIMIT 1)
+	  AND status = 'QUEUED'
+	RETURNING id, lease_generation, lease_expires_at, task`
+
+// ClaimNext grants the oldest queued job to owner (generation + 1).
+func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
+	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+	}
+	var l coordinator.Lease
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var (
+			jobID string
+			err   error
+		)
+		row := tx.QueryRowContext(ctx, claimNextSQL, owner, modifier(ttl))
+		l, err = scanLease(row, "", owner, &jobID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return coordinator.ErrNoJob, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.Token.JobID = jobID
+		return nil, record(ctx, tx, jobID, sqlstore.VerbClaim, owner, l.Token.Generation, true)
+	})
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+	}
+	return l, nil
+}
+
+// fenced runs one fenced statement, which returns a row when accepted,
+// records the attempt under tok and classifies a refusal.
+func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error) error {
+	return s.write(ctx, func(tx *sql.Tx) (error, error) {
+		row := tx.QueryRowContext(ctx, query, args...)
+		err := scan(row)
+		accepted := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		if err := record(ctx, tx, tok.JobID, verb, tok.Owner, tok.Generation, accepted); err != nil {
+			return nil, err
+		}
+		if accepted {
+			return nil, nil
+		}
+		return refusal(ctx, tx, tok.JobID)
+	})
+}
+
+var renewSQL = `
+	UPDATE jobs
+	SET lease_expires_at = ` + nowPlus + `, updated_at = ` + now + `
+	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
+	  AND lease_expires_at > ` + now + `
+	RETURNING lease_expires_at`
+
+// Renew extends a current, unexpired lease; it never changes generation.
+func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration) (time.Time, error) {
+	if err := sqlstore.CheckTTL(ttl); err != nil {
+		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
+	}
+	var exp string
+	err := s.fenced(ctx, sqlstore.VerbRenew, tok, renewSQL,
+		[]any{modifier(ttl), tok.JobID, tok.Generation, tok.Owner},
+		func(r *sql.Row) error { return r.Scan(&exp) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
+	}
+	t, err := parseTime(exp)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
+	}
+	return t, nil
+}
+
+// commitSQL is the fenced result write of DESIGN.md rule 2.
+var commitSQL = `
+	UPDATE jobs
+	SET status = 'SUCCEEDED', result = ?, completed_by = ?, updated_at = ` + now + `
+	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
+	RETURNING id`
+
+// Commit accepts a result for the current token: status SUCCEEDED.
+func (s *Store) Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	var id string
+	err := s.fenced(ctx, sqlstore.VerbResult, tok, commitSQL,
+		[]any{nullJSON(result), tok.Owner, tok.JobID, tok.Generation, tok.Owner},
+		func(r *sql.Row) error { return r.Scan(&id) })
+	if err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	return nil
+}
+
+var unfencedCommitSQL = `
+	UPDATE jobs
+	SET status = 'SUCCEEDED', result = ?, completed_by = ?, updated_at = ` + now + `
+	WHERE id = ?
+	RETURNING id`
+
+// UnfencedCommit writes a result with no token check: the write a lease
+// without fencing amounts to. It is not part of coordinator.Store and no
+// protocol endpoint reaches it; it exists only so the lab can reproduce the
+// stale-writer experiment of DESIGN.md. It reports whether the job existed.
+func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
+	}
+	var ok bool
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var id string
+		err := tx.QueryRowContext(ctx, unfencedCommitSQL, nullJSON(result), owner, jobID).Scan(&id)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		ok = err == nil
+		return nil, record(ctx, tx, jobID, sqlstore.VerbResultUnfenced, owner, 0, ok)
+	})
+	if err != nil {
+		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
+	}
+	return ok, nil
+}
+
+var failSQL = `
+	UPDATE jobs
+	SET status = CASE WHEN ?1 THEN 'QUEUED' ELSE 'FAILED' END,
+	    worker_id = CASE WHEN ?1 THEN NULL ELSE worker_id END,
+	    lease_expires_at = NULL,
+	    fail_reason = ?2,
+	    updated_at = ` + now + `
+	WHERE id = ?3 AND lease_generation = ?4 AND worker_id = ?5 AND status = 'IN_PROGRESS'
+	RETURNING id`
+
+// Fail ends the current lease: FAILED, or back to QUEUED with no owner when
+// requeue (the next grant raises the generation). The reason is kept as the
+// job's last failure reason either way.
+func (s *Store) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
+	var id string
+	err := s.fenced(ctx, sqlstore.VerbFail, tok, failSQL,
+		[]any{requeue, reason, tok.JobID, tok.Generation, tok.Owner},
+		func(r *sql.Row) error { return r.Scan(&id) })
+	if err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	return nil
+}
+
+// artifactSQL inserts the artifact only when the job row matches the token
+// in IN_PROGRESS. A duplicate name in the same generation comes back (through
+// the no-op DO UPDATE) only with the same sha256.
+const artifactSQL = `
+	INSERT INTO artifacts (job_id, generation, owner, name, key, size, sha256, content_type, etag)
+	SELECT id, lease_generation, worker_id, ?4, ?5, ?6, ?7, ?8, ?9 FROM jobs
+	WHERE id = ?1 AND lease_generation = ?2 AND worker_id = ?3 AND status = 'IN_PROGRESS'
+	ON CONFLICT (job_id, generation, name)
+	DO UPDATE SET sha256 = artifacts.sha256 WHERE artifacts.sha256 = excluded.sha256
+	RETURNING 1`
+
+// RegisterArtifact records an artifact under the current token. The job id,
+// generation and owner of a are ignored: the token's are used. Registering
+// the same name again in the same generation succeeds only with the same
+// sha256; another sha256 is ErrConflict.
+func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+	if err := protocol.ValidateArtifactName(a.Name); err != nil {
+		return fmt.Errorf("register artifact of %s: %w", tok, err)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		var one int
+		err := tx.QueryRowContext(ctx, artifactSQL, tok.JobID, tok.Generation, tok.Owner,
+			a.Name, a.Key, a.Size, a.SHA256, a.ContentType, a.ETag).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		accepted := err == nil
+		if err := record(ctx, tx, tok.JobID, sqlstore.VerbArtifact, tok.Owner, tok.Generation, accepted); err != nil {
+			return nil, err
+		}
+		if accepted {
+			return nil, nil
+		}
+		// Classify: the token matched (so the name conflicts) or not.
+		var matched bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
+			WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS')`,
+			tok.JobID, tok.Generation, tok.Owner).Scan(&matched); err != nil {
+			return nil, err
+		}
+		if matched {
+			return fmt.Errorf("another sha256 is registered under this name: %w", coordinator.ErrConflict), nil
+		}
+		return refusal(ctx, tx, tok.JobID)
+	})
+	if err != nil {
+		return fmt.Errorf("register artifact %s of %s: %w", a.Name, tok, err)
+	}
+	return nil
+}
+
+// Artifacts lists the artifacts registered for one generation of a job,
+// oldest first. ErrNotFound when the job does not exist.
+func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]coordinator.ArtifactRecord, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT job_id, generation, owner, name, key, size, sha256, content_type, etag, created_at
+		FROM artifacts WHERE job_id = ? AND generation = ?
+		ORDER BY created_at, rowid`, jobID, generation)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+	}
+	defer rows.Close()
+	var out []coordinator.ArtifactRecord
+	for rows.Next() {
+		var (
+			a  coordinator.ArtifactRecord
+			at string
+		)
+		if err := rows.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &at); err != nil {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+		}
+		if a.CreatedAt, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+	}
+	if len(out) == 0 {
+		var ok bool
+		if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`, jobID).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, coordinator.ErrNotFound)
+		}
+	}
+	return out, nil
+}
+
+var (
+	reclaimCandidatesSQL = `
+	SELECT id, lease_generation, worker_id FROM jobs
+	WHERE status = 'IN_PROGRESS' AND lease_expires_at <= ` + now + `
+	ORDER BY lease_expires_at, id
+	LIMIT ?`
+	reclaimSQL = `
+	UPDATE jobs
+	SET status = 'QUEUED',
+	    lease_generation = lease_generation + 1,
+	    worker_id = NULL,
+	    lease_expires_at = NULL,
+	    updated_at = ` + now + `
+	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
+	  AND lease_expires_at <= ` + now + `
+	RETURNING id`
+)
+
+// ReclaimExpired returns up to limit in-progress jobs whose lease expired on
+// the database clock to QUEUED (generation + 1, no owner) and returns the
+// tokens they were taken from. Each job is taken back by its own fenced
+// statement. A limit of zero or less means no limit.
+func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
+	lim := int64(-1)
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	var out []fencing.Token
+	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+		out = nil
+		rows, err := tx.QueryContext(ctx, reclaimCandidatesSQL, lim)
+		if err != nil {
+			return nil, err
+		}
+		var cands []fencing.Token
+		for rows.Next() {
+			var t fencing.Token
+			if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			cands = append(cands, t)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+		for _, t := range cands {
+			var id string
+			err := tx.QueryRowContext(ctx, reclaimSQL, t.JobID, t.Generation, t.Owner).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := record(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true); err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reclaim expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// WriteEvents lists every recorded attempt on a job, oldest first.
+func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, job_id, verb, owner, generation, accepted, at
+		FROM write_events WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []coordinator.WriteEvent
+	for rows.Next() {
+		var (
+			e  coordinator.WriteEvent
+			at string
+		)
+		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at); err != nil {
+			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+		}
+		if e.At, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// WriteCounts counts accepted and rejected write attempts by verb over the
+// whole store, sorted by verb.
+func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT verb, COALESCE(sum(accepted), 0), COALESCE(sum(1 - accepted), 0)
+		FROM write_events GROUP BY verb ORDER BY verb`)
+	if err != nil {
+		return nil, fmt.Errorf("count write events: %w", err)
+	}
+	defer rows.Close()
+	var out []sqlstore.WriteCount
+	for rows.Next() {
+		var c sqlstore.WriteCount
+		if err := rows.Scan(&c.Verb, &c.Accepted, &c.Rejected); err != nil {
+			return nil, fmt.Errorf("count write events: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count write events: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/storetest"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+func open(t testing.TB, path string) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) coordinator.Store {
+		return open(t, filepath.Join(t.TempDir(), "jobs.db"))
+	})
+}
+
+func TestReopen(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	s, err := sqlitestore.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "kept", Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	if _, err := s.Get(ctx, "kept"); err != nil {
+		t.Fatalf("job lost across reopen: %v", err)
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil || v != 1 {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
+	var mode string
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal mode %q, %v", mode, err)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	s, err := sqlitestore.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name) VALUES (999, 'future')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if s, err := sqlitestore.Open(t.Context(), path); err == nil {
+		s.Close()
+		t.Fatal("open of a database migrated by a newer binary succeeded")
+	}
+}
+
+func TestOpenRejectsNonFilePaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro"} {
+		if s, err := sqlitestore.Open(t.Context(), p); err == nil {
+			s.Close()
+			t.Errorf("open %q succeeded", p)
+		}
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "jobs.db"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.ClaimNext(ctx, "a/b", 1e9)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("claim with a canceled context: %v", err)
+	}
+}
+
+func BenchmarkCommitFenced(b *testing.B) {
+	storetest.BenchmarkCommit(b, open(b, filepath.Join(b.TempDir(), "jobs.db")), true)
+}
+
+func BenchmarkCommitUnfenced(b *testing.B) {
+	storetest.BenchmarkCommit(b, open(b, filepath.Join(b.TempDir(), "jobs.db")), false)
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Installs the real servers the tests run against, when they are missing:
+#   adb         Debian package adb
+#   PostgreSQL  Debian package postgresql (initdb, pg_ctl)
+#   MinIO       go install of the pinned server build
+# Safe to run again: whatever is found is left alone. Works as root, or
+# through sudo when it exists.
+set -euo pipefail
+
+MINIO_MODULE="github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
+
+die() {
+	echo "test-deps: $*" >&2
+	exit 1
+}
+
+# summary prints the first two non-empty lines of a command's output, joined,
+# without failing the script when the command does.
+summary() {
+	local out
+	out="$("$@" 2>&1 || true)"
+	printf '%s' "$out" | awk 'NF && n < 2 { printf "%s%s", (n ? ", " : ""), $0; n++ }'
+}
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+	SUDO=(sudo)
+fi
+
+APT_UPDATED=0
+apt_install() {
+	local what="$1"
+	shift
+	command -v apt-get >/dev/null 2>&1 ||
+		die "$what is missing and apt-get is not available; install the package(s) $* by hand"
+	if [ "$(id -u)" -ne 0 ] && [ "${#SUDO[@]}" -eq 0 ]; then
+		die "$what is missing; installing it needs root or sudo (apt-get install $*)"
+	fi
+	if [ "$APT_UPDATED" -eq 0 ]; then
+		echo "apt-get update"
+		"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
+			die "apt-get update failed"
+		APT_UPDATED=1
+	fi
+	"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" ||
+		die "apt-get install $* failed"
+}
+
+# --- adb -------------------------------------------------------------------
+adb_path() { command -v adb 2>/dev/null || true; }
+if [ -n "$(adb_path)" ]; then
+	echo "adb: found $(adb_path) ($(summary adb version))"
+else
+	echo "adb: installing via apt-get"
+	apt_install adb adb
+	[ -n "$(adb_path)" ] || die "adb: still not on PATH after apt-get install adb"
+	echo "adb: installed $(adb_path) ($(summary adb version))"
+fi
+
+# --- PostgreSQL ------------------------------------------------------------
+initdb_path() {
+	local p
+	if p="$(command -v initdb 2>/dev/null)"; then
+		echo "$p"
+		return
+	fi
+	for p in /usr/lib/postgresql/*/bin/initdb; do
+		if [ -x "$p" ]; then
+			echo "$p"
+			return
+		fi
+	done
+}
+if [ -n "$(initdb_path)" ]; then
+	echo "postgresql: found $(initdb_path) ($(summary "$(initdb_path)" --version))"
+else
+	echo "postgresql: installing via apt-get"
+	apt_install postgresql postgresql
+	[ -n "$(initdb_path)" ] || die "postgresql: initdb not found after apt-get install postgresql"
+	echo "postgresql: installed $(initdb_path) ($(summary "$(initdb_path)" --version))"
+fi
+
+# --- MinIO -----------------------------------------------------------------
+command -v go >/dev/null 2>&1 || die "go is not on PATH; it is needed to find or install minio"
+GOBIN_DIR="$(go env GOBIN)"
+GOPATH_BIN="$(go env GOPATH | cut -d: -f1)/bin"
+minio_path() {
+	local p
+	if p="$(command -v minio 2>/dev/null)"; then
+		echo "$p"
+		return
+	fi
+	for p in ${GOBIN_DIR:+"$GOBIN_DIR/minio"} "$GOPATH_BIN/minio"; do
+		if [ -x "$p" ]; then
+			echo "$p"
+			return
+		fi
+	done
+}
+if [ -n "$(minio_path)" ]; then
+	echo "minio: found $(minio_path) ($(summary "$(minio_path)" --version | cut -d, -f1))"
+else
+	echo "minio: installing via go install $MINIO_MODULE (a few minutes the first time)"
+	go install "$MINIO_MODULE" || die "minio: go install $MINIO_MODULE failed"
+	[ -n "$(minio_path)" ] || die "minio: not found in ${GOBIN_DIR:-$GOPATH_BIN} after go install"
+	echo "minio: installed $(minio_path)"
+fi

@@ -1,0 +1,16 @@
+// Package uploader puts a job's artifacts into S3-compatible storage (MinIO in
+// production) stamped with the job's fencing token.
+//
+// Every object lands at jobs/<job_id>/g<generation>/<name>, carries the token
+// as user metadata (x-amz-meta-job-id, x-amz-meta-owner,
+// x-amz-meta-generation) plus x-amz-meta-sha256 of its content, and is written
+// with If-None-Match: * so an existing object is never overwritten. A
+// precondition failure on an object that already holds the same content and
+// stamps is a success (a retry whose first attempt landed); anything else is
+// ErrExists.
+//
+// Bodies are read once, sequentially, into at most Parallelism buffers of
+// PartSize bytes; bodies longer than one part go up as a multipart upload
+// whose parts are sent in parallel. Cancelling the context aborts the request
+// in flight and the multipart upload, so nothing half-written stays behind.
+package uploader
