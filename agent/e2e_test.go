@@ -132,7 +132,9 @@ func TestEndToEndScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress }, "completion")
+	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
+		return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
+	}, "completion")
 	if done.Status != coordinator.StatusSucceeded {
 		t.Fatalf("job status %s (%s), want SUCCEEDED", done.Status, done.FailReason)
 	}
