@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -50,13 +51,17 @@ func (o *Options) defaults() {
 	if o.OfflineAfter <= 0 {
 		o.OfflineAfter = 3 * o.HeartbeatEvery
 	}
-	if o.Version == "" {
-		o.Version = "0.1.0"
+	if !semver.MatchString(o.Version) {
+		// The micro service needs a semantic version; development builds
+		// ("dev") are announced as a pre-release.
+		o.Version = "0.0.0-dev"
 	}
 	if o.ID == "" {
 		o.ID = "edgecoord"
 	}
 }
+
+var semver = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
 type agentState struct {
 	id       string

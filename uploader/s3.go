@@ -219,8 +219,8 @@ func (u *upload) putOptions() minio.PutObjectOptions {
 	opts := minio.PutObjectOptions{
 		UserMetadata: md,
 		ContentType:  u.contentType,
-		// The payload hash is sent as X-Amz-Content-Sha256 (whole object
-		// for a single PUT, per part otherwise), so the server verifies it.
+		// A single PUT sends the content's SHA-256 as X-Amz-Content-Sha256,
+		// so the server verifies it; parts carry their own (see multipart).
 		DisableContentSha256: true,
 	}
 	opts.SetMatchETagExcept("*")
@@ -347,11 +347,15 @@ func (u *upload) multipart(hr *hashReader, first []byte, partSize int64) (res Re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sum := sha256.Sum256(data)
-			p, perr := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, n, bytes.NewReader(data), int64(len(data)), minio.PutObjectPartOptions{
-				Sha256Hex:            hex.EncodeToString(sum[:]),
-				DisableContentSha256: true,
-			})
+			popts := minio.PutObjectPartOptions{DisableContentSha256: true}
+			if !s.opts.Secure {
+				// Without TLS the part's hash is signed, so the server
+				// verifies what arrived; with TLS it is UNSIGNED-PAYLOAD,
+				// as minio-go does.
+				sum := sha256.Sum256(data)
+				popts.Sha256Hex = hex.EncodeToString(sum[:])
+			}
+			p, perr := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, n, bytes.NewReader(data), int64(len(data)), popts)
 			if perr != nil {
 				cancel(fmt.Errorf("upload part %d: %w", n, perr))
 			} else {

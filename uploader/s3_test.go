@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"go.uber.org/goleak"
 
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -63,7 +64,7 @@ type env struct {
 	srv testenv.MinIOServer
 }
 
-func newEnv(t *testing.T, tweak func(*S3Options)) *env {
+func newEnv(t testing.TB, tweak func(*S3Options)) *env {
 	t.Helper()
 	srv := testenv.MinIO(t)
 	tr, err := minio.DefaultTransport(false)
@@ -378,6 +379,11 @@ func (c *cancelReader) Read(p []byte) (int, error) {
 
 func TestUploadCancelAborts(t *testing.T) {
 	e := newEnv(t, func(o *S3Options) { o.Parallelism = 2 })
+	// No goroutine of an upload outlives it; idle keep-alive connections
+	// belong to the HTTP transport.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
 	body := randomBytes(20*mib, 6)
 	for _, tc := range []struct {
 		name  string

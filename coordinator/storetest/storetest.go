@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) coordinator.Store) {
 		{"Artifacts", testArtifacts},
 		{"WriteEvents", testWriteEvents},
 		{"CommitRace", testCommitRace},
+		{"ReassignRace", testReassignRace},
 		{"StaleWriterExperiment", testStaleWriterExperiment},
 	}
 	for _, tc := range tests {
@@ -804,7 +805,9 @@ func events(t *testing.T, s coordinator.Store, id string) []event {
 			t.Fatalf("event of job %s listed for %s", e.JobID, id)
 		}
 		wantUTC(t, "event time", e.At)
-		if i > 0 && (e.ID <= last.ID || e.At.Before(last.At)) {
+		// IDs give the listing order. Times follow it only for attempts
+		// that do not overlap, so concurrent ones are not checked here.
+		if i > 0 && e.ID <= last.ID {
 			t.Fatalf("events out of order: %+v then %+v", last, e)
 		}
 		last = e
@@ -852,6 +855,15 @@ func testWriteEvents(t *testing.T, s coordinator.Store) {
 	}
 	if got := events(t, s, "w"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("write events of w:\n got %v\nwant %v", got, want)
+	}
+	evs, err := s.WriteEvents(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].At.Before(evs[i-1].At) {
+			t.Fatalf("sequential attempts recorded back in time: %+v then %+v", evs[i-1], evs[i])
+		}
 	}
 
 	// Reclaim records the token taken away; requeue and the next grant too.
@@ -994,6 +1006,71 @@ func testCommitRace(t *testing.T, s coordinator.Store) {
 		}
 		if results != writers || acc != 1 {
 			t.Errorf("job %s: %d result events (%d accepted), want %d (1)", id, results, acc, writers)
+		}
+	}
+}
+
+// testReassignRace: the old owner registers an artifact and commits while
+// the job is being reassigned. Whichever lands first decides, and the store
+// agrees with what each caller was told: the commit is accepted exactly when
+// the reassignment is refused, and an artifact is listed exactly when its
+// registration was accepted.
+func testReassignRace(t *testing.T, s coordinator.Store) {
+	ctx := t.Context()
+	const jobs = 20
+	type outcome struct {
+		artifact, commit, reassign error
+	}
+	out := make([]outcome, jobs)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range jobs {
+		id := fmt.Sprintf("rr-%02d", i)
+		submit(t, s, id)
+		la := claim(t, s, id, ownerA, long)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i].artifact = s.RegisterArtifact(ctx, la.Token, artifact(la.Token, "x.png", "sha-x"))
+			out[i].commit = s.Commit(ctx, la.Token, result("a"))
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, out[i].reassign = s.Reassign(ctx, id, ownerB, long)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, o := range out {
+		id := fmt.Sprintf("rr-%02d", i)
+		j := get(t, s, id)
+		as, err := s.Artifacts(ctx, id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case o.commit == nil && errors.Is(o.reassign, coordinator.ErrConflict):
+			if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerA || j.Generation != 1 {
+				t.Errorf("%s: commit won but job is %+v", id, j)
+			}
+		case o.reassign == nil && errors.Is(o.commit, fencing.ErrStale):
+			if j.Status != coordinator.StatusInProgress || j.WorkerID != ownerB || j.Generation != 2 || j.Result != nil {
+				t.Errorf("%s: reassignment won but job is %+v", id, j)
+			}
+		default:
+			t.Errorf("%s: commit %v, reassign %v", id, o.commit, o.reassign)
+		}
+		switch {
+		case o.artifact == nil && len(as) != 1:
+			t.Errorf("%s: registration accepted but generation 1 lists %+v", id, as)
+		case o.artifact != nil && !errors.Is(o.artifact, fencing.ErrStale):
+			t.Errorf("%s: registration: %v", id, o.artifact)
+		case o.artifact != nil && len(as) != 0:
+			t.Errorf("%s: registration refused but generation 1 lists %+v", id, as)
+		case o.artifact != nil && o.commit == nil:
+			t.Errorf("%s: registration refused before an accepted commit", id)
 		}
 	}
 }
