@@ -321,7 +321,9 @@ func (u *upload) multipart(hr *hashReader, first []byte, partSize int64) (res Re
 		// server, so that no parts stay behind.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), abortTimeout)
 		defer cancel()
-		if aerr := s.core.AbortMultipartUpload(actx, bucket, u.key, uploadID); aerr != nil {
+		// An upload found to exist already with this content stays a
+		// success even if its own leftovers could not be aborted.
+		if aerr := s.core.AbortMultipartUpload(actx, bucket, u.key, uploadID); aerr != nil && err != nil {
 			err = errors.Join(err, fmt.Errorf("abort multipart upload %s: %w", uploadID, aerr))
 		}
 	}()

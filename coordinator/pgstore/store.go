@@ -34,7 +34,12 @@ var (
 )
 
 // Open connects to the database at dsn (a libpq URL or key=value string),
-// applies pending migrations and returns the store. Close releases it.
+// applies pending migrations and returns the store. Close releases it. Pool
+// settings such as pool_max_conns (default: the larger of 4 and the number
+// of CPUs) can be given in the dsn.
+//
+// Task and result documents are stored as jsonb: Get returns the same JSON
+// value that was written, normalised (key order and spacing may differ).
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {

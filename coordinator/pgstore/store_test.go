@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +36,22 @@ func open(t testing.TB, dsn string) *pgstore.Store {
 	return s
 }
 
+// withPool sets the pool size, so the races of the suite reach the server
+// with more than the default handful of connections.
+func withPool(dsn string, n int) string {
+	if !strings.Contains(dsn, "://") {
+		return fmt.Sprintf("%s pool_max_conns=%d", dsn, n)
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return fmt.Sprintf("%s%spool_max_conns=%d", dsn, sep, n)
+}
+
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) coordinator.Store {
-		return open(t, testenv.Postgres(t))
+		return open(t, withPool(testenv.Postgres(t), 16))
 	})
 }
 

@@ -148,24 +148,34 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
+// outcome marks an error that is the answer to an attempt (a refusal such as
+// a stale token), not a failure of the transaction: the attempt's
+// write_events row is still committed.
+type outcome struct{ err error }
+
+func (o outcome) Error() string { return o.err.Error() }
+
+// answer returns err as the outcome of an attempt.
+func answer(err error) error { return outcome{err} }
+
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
-// fn returns the outcome for the caller (a refusal such as a stale token is
-// an outcome: the attempt's write_events row is still committed) and, apart,
-// any database error, which rolls everything back.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) (outcome, dbErr error)) error {
+// When fn returns an outcome the transaction commits and the outcome's error
+// is returned; any other error rolls everything back.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	outcome, err := fn(tx)
-	if err != nil {
+	err = fn(tx)
+	var o outcome
+	if err != nil && !errors.As(err, &o) {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	return outcome
+	return o.err
 }
 
 // record inserts the write_events row of one attempt.
@@ -189,16 +199,17 @@ func currentGeneration(ctx context.Context, tx *sql.Tx, jobID string) (gen int64
 	return gen, err == nil, err
 }
 
-// refusal is the outcome of a fenced write that matched no row.
-func refusal(ctx context.Context, tx *sql.Tx, jobID string) (error, error) {
+// refusal answers a fenced write that matched no row: fencing.ErrStale when
+// the job exists, coordinator.ErrNotFound when it does not.
+func refusal(ctx context.Context, tx *sql.Tx, jobID string) error {
 	_, ok, err := currentGeneration(ctx, tx, jobID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ok {
-		return fencing.ErrStale, nil
+		return answer(fencing.ErrStale)
 	}
-	return coordinator.ErrNotFound, nil
+	return answer(coordinator.ErrNotFound)
 }
 
 // modifier is ttl as an SQLite date modifier, rounded up to the millisecond.
@@ -286,16 +297,16 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
 	}
 	var j coordinator.Job
-	err = s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
 			INSERT INTO jobs (id, status, task) VALUES (?, 'QUEUED', ?)
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+jobColumns, id, string(task)))
 		if errors.Is(err, sql.ErrNoRows) {
-			return coordinator.ErrConflict, nil
+			return answer(coordinator.ErrConflict)
 		}
-		return nil, err
+		return err
 	})
 	if errors.Is(err, coordinator.ErrConflict) {
 		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, err)
@@ -363,26 +374,26 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	var l coordinator.Lease
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
 		if err == nil {
-			return nil, record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
+			return record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
+			return err
 		}
 		gen, ok, err := currentGeneration(ctx, tx, jobID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := record(ctx, tx, jobID, verb, owner, gen, false); err != nil {
-			return nil, err
+			return err
 		}
 		if ok {
-			return coordinator.ErrConflict, nil
+			return answer(coordinator.ErrConflict)
 		}
-		return coordinator.ErrNotFound, nil
+		return answer(coordinator.ErrNotFound)
 	})
 	if err != nil {
 		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
@@ -417,7 +428,7 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
 	var l coordinator.Lease
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var (
 			jobID string
 			err   error
@@ -425,13 +436,13 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		row := tx.QueryRowContext(ctx, claimNextSQL, owner, modifier(ttl))
 		l, err = scanLease(row, "", owner, &jobID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return coordinator.ErrNoJob, nil
+			return answer(coordinator.ErrNoJob)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.Token.JobID = jobID
-		return nil, record(ctx, tx, jobID, sqlstore.VerbClaim, owner, l.Token.Generation, true)
+		return record(ctx, tx, jobID, sqlstore.VerbClaim, owner, l.Token.Generation, true)
 	})
 	if err != nil {
 		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
@@ -442,18 +453,18 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 // fenced runs one fenced statement, which returns a row when accepted,
 // records the attempt under tok and classifies a refusal.
 func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error) error {
-	return s.write(ctx, func(tx *sql.Tx) (error, error) {
+	return s.write(ctx, func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx, query, args...)
 		err := scan(row)
 		accepted := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
+			return err
 		}
 		if err := record(ctx, tx, tok.JobID, verb, tok.Owner, tok.Generation, accepted); err != nil {
-			return nil, err
+			return err
 		}
 		if accepted {
-			return nil, nil
+			return nil
 		}
 		return refusal(ctx, tx, tok.JobID)
 	})
@@ -522,14 +533,14 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
 	}
 	var ok bool
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var id string
 		err := tx.QueryRowContext(ctx, unfencedCommitSQL, nullJSON(result), owner, jobID).Scan(&id)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
+			return err
 		}
 		ok = err == nil
-		return nil, record(ctx, tx, jobID, sqlstore.VerbResultUnfenced, owner, 0, ok)
+		return record(ctx, tx, jobID, sqlstore.VerbResultUnfenced, owner, 0, ok)
 	})
 	if err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
@@ -580,29 +591,29 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
 		return fmt.Errorf("register artifact of %s: %w", tok, err)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, artifactSQL, tok.JobID, tok.Generation, tok.Owner,
 			a.Name, a.Key, a.Size, a.SHA256, a.ContentType, a.ETag).Scan(&one)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
+			return err
 		}
 		accepted := err == nil
 		if err := record(ctx, tx, tok.JobID, sqlstore.VerbArtifact, tok.Owner, tok.Generation, accepted); err != nil {
-			return nil, err
+			return err
 		}
 		if accepted {
-			return nil, nil
+			return nil
 		}
 		// Classify: the token matched (so the name conflicts) or not.
 		var matched bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
 			WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS')`,
 			tok.JobID, tok.Generation, tok.Owner).Scan(&matched); err != nil {
-			return nil, err
+			return err
 		}
 		if matched {
-			return fmt.Errorf("another sha256 is registered under this name: %w", coordinator.ErrConflict), nil
+			return answer(fmt.Errorf("another sha256 is registered under this name: %w", coordinator.ErrConflict))
 		}
 		return refusal(ctx, tx, tok.JobID)
 	})
@@ -680,23 +691,23 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 		lim = int64(limit)
 	}
 	var out []fencing.Token
-	err := s.write(ctx, func(tx *sql.Tx) (error, error) {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, reclaimCandidatesSQL, lim)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var cands []fencing.Token
 		for rows.Next() {
 			var t fencing.Token
 			if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
 				rows.Close()
-				return nil, err
+				return err
 			}
 			cands = append(cands, t)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, err
+			return err
 		}
 		for _, t := range cands {
 			var id string
@@ -705,14 +716,14 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := record(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true); err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, t)
 		}
-		return nil, nil
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reclaim expired leases: %w", err)

@@ -80,15 +80,12 @@ func ValidateJobID(id string) error {
 	return nil
 }
 
-// CheckGrant validates the arguments of a claim, reassignment or renewal.
+// CheckGrant validates the arguments of a claim or reassignment.
 func CheckGrant(owner string, ttl time.Duration) error {
 	if owner == "" {
 		return fmt.Errorf("owner is empty")
 	}
-	if ttl <= 0 {
-		return fmt.Errorf("lease ttl %s is not positive", ttl)
-	}
-	return nil
+	return CheckTTL(ttl)
 }
 
 // CheckTTL validates a lease ttl.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,17 +151,25 @@ func findMinIO() (string, error) {
 	for _, gp := range filepath.SplitList(build.Default.GOPATH) {
 		dirs = append(dirs, filepath.Join(gp, "bin"))
 	}
+	// go env prints one line per variable, an empty one for an unset GOBIN.
 	if out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output(); err == nil {
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if len(lines) > 0 && strings.TrimSpace(lines[0]) != "" {
-			dirs = append(dirs, strings.TrimSpace(lines[0]))
-		}
-		if len(lines) > 1 {
+		lines := strings.Split(string(out), "\n")
+		if len(lines) >= 2 {
+			if d := strings.TrimSpace(lines[0]); d != "" {
+				dirs = append(dirs, d)
+			}
 			for _, gp := range filepath.SplitList(strings.TrimSpace(lines[1])) {
 				dirs = append(dirs, filepath.Join(gp, "bin"))
 			}
 		}
 	}
+	var uniq []string
+	for _, d := range dirs {
+		if !slices.Contains(uniq, d) {
+			uniq = append(uniq, d)
+		}
+	}
+	dirs = uniq
 	name := "minio"
 	if runtime.GOOS == "windows" {
 		name += ".exe"
@@ -175,11 +184,16 @@ func findMinIO() (string, error) {
 }
 
 // runMinIO starts one server and waits until it is live.
-func runMinIO(bin string) (MinIOServer, error) {
+func runMinIO(bin string) (_ MinIOServer, err error) {
 	root, err := os.MkdirTemp("", minioDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return MinIOServer{}, fmt.Errorf("create minio dir: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(root)
+		}
+	}()
 	apiPort, err := minioFreePort()
 	if err != nil {
 		return MinIOServer{}, err
@@ -225,7 +239,6 @@ func runMinIO(bin string) (MinIOServer, error) {
 		close(exited)
 	}()
 	if err := <-started; err != nil {
-		os.RemoveAll(root)
 		return MinIOServer{}, fmt.Errorf("run %s: %w", bin, err)
 	}
 

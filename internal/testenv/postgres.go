@@ -356,6 +356,9 @@ func (c *pgCluster) stop() error {
 	return errors.Join(errs...)
 }
 
+// pgVersionsGlob matches the bin directories of Debian's PostgreSQL packages.
+var pgVersionsGlob = "/usr/lib/postgresql/*/bin"
+
 // pgFindBin returns the directory holding initdb, pg_ctl and postgres: the
 // one of initdb on PATH, else the highest version under
 // /usr/lib/postgresql/*/bin.
@@ -373,7 +376,7 @@ func pgFindBin() (string, error) {
 			return d, nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(pgVersionsGlob)
 	sort.Slice(dirs, func(i, j int) bool {
 		return pgVersionLess(filepath.Base(filepath.Dir(dirs[j])), filepath.Base(filepath.Dir(dirs[i])))
 	})

@@ -234,3 +234,40 @@ func TestPgVersionLess(t *testing.T) {
 		}
 	}
 }
+
+func TestPgMissingBinaries(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	old := pgVersionsGlob
+	pgVersionsGlob = filepath.Join(t.TempDir(), "*", "bin")
+	defer func() { pgVersionsGlob = old }()
+	c, missing, err := pgStart()
+	if c != nil || err != nil || !strings.Contains(missing, "initdb") {
+		t.Fatalf("pgStart without binaries: %v, %q, %v", c, missing, err)
+	}
+}
+
+func TestPgFindBinPrefersHighestVersion(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"9.6", "13", "15"} {
+		dir := filepath.Join(root, v, "bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"initdb", "pg_ctl", "postgres"} {
+			if v == "15" && n == "pg_ctl" {
+				continue // incomplete: skipped
+			}
+			if err := os.WriteFile(filepath.Join(dir, n), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	old := pgVersionsGlob
+	pgVersionsGlob = filepath.Join(root, "*", "bin")
+	defer func() { pgVersionsGlob = old }()
+	got, err := pgFindBin()
+	if err != nil || got != filepath.Join(root, "13", "bin") {
+		t.Fatalf("pgFindBin = %q, %v; want the 13 directory", got, err)
+	}
+}
