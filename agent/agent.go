@@ -19,8 +19,24 @@ import (
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
-// ErrShutdown is the stop cause of jobs cut short by the agent shutting down.
-var ErrShutdown = errors.New("agent shutting down")
+// Stop causes besides the fencing package's ErrStale, ErrRevoked and
+// ErrLeaseExpired.
+var (
+	// ErrShutdown is the stop cause of jobs cut short by the agent stopping
+	// at once (Run's context cancelled).
+	ErrShutdown = errors.New("agent shutting down")
+	// ErrCancelled is the stop cause of a job cancelled by the coordinator
+	// (control cancel).
+	ErrCancelled = errors.New("cancelled by coordinator")
+	// ErrReleased is the stop cause of a job the agent gave back with a
+	// fenced fail (requeue) because it was shutting down.
+	ErrReleased = errors.New("released")
+	// ErrOutcomeUnknown is the stop cause of a job whose final call (result,
+	// fail) was answered 409 after an earlier attempt got no answer: the
+	// earlier attempt may have been accepted. The coordinator's store is
+	// authoritative.
+	ErrOutcomeUnknown = errors.New("outcome unknown: an earlier attempt may have been accepted")
+)
 
 // Phone runs the steps of one job on one acquired phone.
 type Phone interface {
@@ -41,6 +57,18 @@ type Phones interface {
 	Inventory() []protocol.Device
 }
 
+// BusyReporter is implemented by Phones that can tell whether a phone is
+// held by a job (for the status document).
+type BusyReporter interface {
+	Busy(serial string) bool
+}
+
+// OpLogConfigurer is implemented by Phones whose operation log options can
+// change at run time (setting capture.oplog_text).
+type OpLogConfigurer interface {
+	SetOpLogOptions(capture.OpLogOptions)
+}
+
 // Options configures an Agent.
 type Options struct {
 	AgentID        string
@@ -48,16 +76,35 @@ type Options struct {
 	Conn           *nats.Conn
 	Phones         Phones
 	Store          uploader.Uploader
-	Slots          int           // jobs run at once
+	Slots          int           // jobs run at once; the concurrency setting overrides it
 	SafetyMargin   time.Duration // subtracted from the TTL for the self-fence deadline
 	RequestTimeout time.Duration // per NATS request
 	Log            zerolog.Logger
+	// LogLevel, when set, is the switch the log_level setting turns.
+	LogLevel *LevelSwitch
+	// StateDir, when set, is where runtime settings are kept
+	// (SettingsFile); they are loaded by New.
+	StateDir string
+	// OnStop is called once for every job that stopped (revoke, 409,
+	// deadline, cancel, shutdown, release) after the job's work has ended
+	// and before its slot is freed: the place to drop spooled work of that
+	// token's generation. It must not block for long.
+	OnStop func(tok fencing.Token, cause error)
+	// InteractiveIdle is how long an interactive job waits for its next
+	// step when the task does not say; default 5 minutes.
+	InteractiveIdle time.Duration
+	// GuardCheckInterval overrides the lease guard's periodic clock check
+	// (fencing.WithCheckInterval).
+	GuardCheckInterval time.Duration
+	// WallClock overrides the wall clock of the lease guards (tests).
+	WallClock func() time.Time
 }
 
 // StopRecord says when and why a job was stopped and what was cut short.
 type StopRecord struct {
 	Token    fencing.Token
 	Cause    string
+	Err      error
 	At       time.Time
 	CutShort string // the step or call in progress
 }
@@ -69,22 +116,43 @@ type JobStatus struct {
 	Deadline time.Time
 }
 
+const (
+	maxStops  = 100
+	maxErrors = 20
+)
+
 // Agent is the daemon core. Construct with New, then Run.
 type Agent struct {
-	opts   Options
-	nc     *nats.Conn
-	bootID string
-	owner  string
-	log    zerolog.Logger
+	opts    Options
+	nc      *nats.Conn
+	bootID  string
+	owner   string
+	log     zerolog.Logger
+	started time.Time
+	metrics *metrics
 
-	mu    sync.Mutex
-	jobs  map[string]*job
-	stops []StopRecord
-	wg    sync.WaitGroup
-	ttl   time.Duration
+	mu       sync.Mutex
+	jobs     map[string]*job
+	changed  chan struct{} // closed and replaced whenever jobs changes
+	stops    []StopRecord
+	errs     []protocol.AgentError
+	wg       sync.WaitGroup
+	ttl      time.Duration
+	slots    int
+	draining bool // control drain
+	shutdown bool // Shutdown called: no resume
+	closing  bool // Run is returning
+	running  bool
+	jobsCtx  context.Context
+	sess     protocol.AgentConnection
+	settings map[string]string
+	idle     time.Duration
+	oplogTxt bool
+	rehello  chan struct{}
 }
 
-// New validates opts and returns an agent with a fresh boot id.
+// New validates opts and returns an agent with a fresh boot id. Settings
+// kept in opts.StateDir are applied.
 func New(opts Options) (*Agent, error) {
 	if err := protocol.ValidateAgentID(opts.AgentID); err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
@@ -101,6 +169,9 @@ func New(opts Options) (*Agent, error) {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 5 * time.Second
 	}
+	if opts.InteractiveIdle <= 0 {
+		opts.InteractiveIdle = 5 * time.Minute
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -109,13 +180,33 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("new agent: boot id: %w", err)
 	}
 	a := &Agent{
-		opts:   opts,
-		nc:     opts.Conn,
-		bootID: hex.EncodeToString(b[:]),
-		jobs:   map[string]*job{},
+		opts:     opts,
+		nc:       opts.Conn,
+		bootID:   hex.EncodeToString(b[:]),
+		jobs:     map[string]*job{},
+		changed:  make(chan struct{}),
+		slots:    opts.Slots,
+		idle:     opts.InteractiveIdle,
+		started:  time.Now(),
+		metrics:  newMetrics(),
+		rehello:  make(chan struct{}, 1),
+		settings: map[string]string{},
 	}
 	a.owner = fencing.Owner(opts.AgentID, a.bootID)
 	a.log = opts.Log.With().Str("component", "agent").Str("agent_id", opts.AgentID).Str("boot_id", a.bootID).Logger()
+	if opts.StateDir != "" {
+		saved, err := loadSettings(opts.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("new agent: %w", err)
+		}
+		if len(saved) > 0 {
+			if err := a.applySettings(saved, false); err != nil {
+				a.log.Warn().Err(err).Msg("ignoring saved settings")
+			} else {
+				a.log.Info().Interface("settings", saved).Msg("applied saved settings")
+			}
+		}
+	}
 	return a, nil
 }
 
@@ -125,7 +216,7 @@ func (a *Agent) Owner() string { return a.owner }
 // BootID returns this process's boot id.
 func (a *Agent) BootID() string { return a.bootID }
 
-// Stops returns every stop recorded so far.
+// Stops returns the most recent stops (up to 100), oldest first.
 func (a *Agent) Stops() []StopRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -143,32 +234,81 @@ func (a *Agent) Jobs() []JobStatus {
 	return out
 }
 
+// Ready reports whether NATS is connected and the coordinator accepted the
+// agent's hello.
+func (a *Agent) Ready() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sess.NATSConnected && a.sess.HelloAccepted
+}
+
 func (a *Agent) request(ctx context.Context, verb string, req, resp any) error {
 	rctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
 	defer cancel()
 	return protocol.Request(rctx, a.nc, protocol.CoordSubject(a.opts.AgentID, verb), req, resp)
 }
 
-// Run subscribes to the agent's subjects, says hello, keeps heartbeats going
-// and runs assigned jobs until ctx is cancelled. On return every job has
-// stopped and every goroutine it started has ended.
+// noteError keeps err among the last errors shown by the status document.
+func (a *Agent) noteError(what string, jobID string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.errs = append(a.errs, protocol.AgentError{At: time.Now().UTC(), What: what, Error: err.Error(), JobID: jobID})
+	if len(a.errs) > maxErrors {
+		a.errs = a.errs[len(a.errs)-maxErrors:]
+	}
+}
+
+// notifyLocked wakes whoever waits for the set of jobs to change.
+func (a *Agent) notifyLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// Run subscribes to the agent's subjects, says hello (again after every
+// reconnect), keeps heartbeats going and runs assigned jobs until ctx is
+// cancelled; running jobs are then stopped at once (see Shutdown for a
+// graceful stop). On return every job has stopped and every goroutine the
+// agent started has ended. Run returns an error when the coordinator
+// refuses the agent (400 or 403 to hello).
 func (a *Agent) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	a.mu.Lock()
+	if a.running {
+		a.mu.Unlock()
+		return errors.New("run agent: already running")
+	}
+	a.running = true
+	a.mu.Unlock()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// Jobs get their own context so that shutdown stops them with a cause
 	// that says so.
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopJobs(ErrShutdown)
+
+	statusCh := a.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	defer a.nc.RemoveStatusListener(statusCh)
+
+	a.mu.Lock()
+	a.jobsCtx = jobsCtx
+	a.sess.NATSConnected = a.nc.IsConnected()
+	a.sess.Server = a.nc.ConnectedUrlRedacted()
+	a.mu.Unlock()
+	a.metrics.natsConnected.Set(b2f(a.nc.IsConnected()))
+
 	var subs []*nats.Subscription
-	defer func() {
+	unsubscribe := func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
-	}()
+		subs = nil
+	}
+	defer unsubscribe()
 	for verb, h := range map[string]nats.MsgHandler{
-		protocol.VerbAssign:  func(m *nats.Msg) { a.onAssign(ctx, jobsCtx, m) },
+		protocol.VerbAssign:  a.onAssign,
 		protocol.VerbRevoke:  a.onRevoke,
 		protocol.VerbControl: a.onControl,
+		protocol.VerbStep:    a.onStep,
 	} {
 		s, err := a.nc.Subscribe(protocol.AgentSubject(a.opts.AgentID, verb), h)
 		if err != nil {
@@ -179,39 +319,138 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.nc.FlushTimeout(a.opts.RequestTimeout); err != nil {
 		a.log.Warn().Err(err).Msg("flush subscriptions")
 	}
-	hb, err := a.hello(ctx)
-	if err != nil {
-		return err
-	}
-	// Say hello again whenever NATS reconnects: the coordinator may have
-	// restarted and forgotten us.
-	a.nc.SetReconnectHandler(func(*nats.Conn) {
-		a.wg.Go(func() {
-			if _, err := a.hello(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn().Err(err).Msg("hello after reconnect")
-			}
-		})
+	a.wg.Go(func() {
+		if err := a.session(ctx, statusCh); err != nil {
+			cancel(err)
+		}
 	})
-	a.wg.Go(func() { a.heartbeats(ctx, hb) })
 	<-ctx.Done()
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	unsubscribe()
 	stopJobs(ErrShutdown)
 	a.wg.Wait()
+	a.mu.Lock()
+	a.sess.HelloAccepted = false
+	a.mu.Unlock()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
-func (a *Agent) hello(ctx context.Context) (time.Duration, error) {
+// session says hello and keeps heartbeats going; it says hello again after
+// a reconnect, after a 503 to a heartbeat and when the settings changed.
+func (a *Agent) session(ctx context.Context, statusCh <-chan nats.Status) error {
+	for {
+		hb, err := a.hello(ctx, statusCh)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		t := time.NewTimer(hb)
+	beat:
+		for {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case s := <-statusCh:
+				if a.onStatus(s) {
+					break beat
+				}
+			case <-a.rehello:
+				break beat
+			case <-t.C:
+				err := a.heartbeat(ctx)
+				if errors.Is(err, protocol.ErrUnavailable) {
+					a.log.Info().Msg("coordinator lost the session; saying hello again")
+					break beat
+				}
+				if err != nil && ctx.Err() == nil {
+					a.log.Debug().Err(err).Msg("heartbeat")
+					a.noteError("heartbeat", "", err)
+				}
+				t.Reset(hb)
+			}
+		}
+		t.Stop()
+	}
+}
+
+// onStatus records a NATS connection status change and reports whether the
+// agent must say hello again (it reconnected).
+func (a *Agent) onStatus(s nats.Status) bool {
+	connected := s == nats.CONNECTED
+	a.mu.Lock()
+	a.sess.NATSConnected = connected
+	if connected {
+		a.sess.Server = a.nc.ConnectedUrlRedacted()
+	} else {
+		a.sess.HelloAccepted = false
+	}
+	a.mu.Unlock()
+	a.metrics.natsConnected.Set(b2f(connected))
+	if !connected {
+		a.metrics.session.Set(0)
+		a.log.Warn().Str("status", s.String()).Msg("lost connection to NATS")
+	}
+	return connected
+}
+
+// kickHello makes the session say hello again (settings or draining
+// changed).
+func (a *Agent) kickHello() {
+	select {
+	case a.rehello <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) helloMsg() protocol.Hello {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return protocol.Hello{
+		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
+		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step"},
+		Draining: a.draining || a.shutdown,
+	}
+}
+
+// hello says hello until the coordinator answers, retrying with backoff; a
+// reconnect retries at once. 400 and 403 are final.
+func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Duration, error) {
 	backoff := 200 * time.Millisecond
 	for {
 		var rep protocol.HelloReply
-		err := a.request(ctx, protocol.VerbHello, protocol.Hello{
-			BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
-			Slots: a.opts.Slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record"},
-		}, &rep)
+		sent := time.Now()
+		err := a.request(ctx, protocol.VerbHello, a.helloMsg(), &rep)
 		if err == nil {
+			rtt := time.Since(sent)
+			offset := rep.ServerTime.Sub(sent.Add(rtt / 2))
 			a.mu.Lock()
 			a.ttl = time.Duration(rep.LeaseTTLMS) * time.Millisecond
+			a.sess.HelloAccepted = true
+			a.sess.NATSConnected = true
+			a.sess.CoordinatorID = rep.CoordinatorID
+			a.sess.LastHello = time.Now().UTC()
+			a.sess.LeaseTTLMS = rep.LeaseTTLMS
+			if !rep.ServerTime.IsZero() {
+				a.sess.ClockOffsetMS = offset.Milliseconds()
+			}
 			a.mu.Unlock()
-			a.log.Info().Str("coordinator_id", rep.CoordinatorID).Int64("lease_ttl_ms", rep.LeaseTTLMS).Msg("connected to coordinator")
+			a.metrics.session.Set(1)
+			a.log.Info().Str("coordinator_id", rep.CoordinatorID).Int64("lease_ttl_ms", rep.LeaseTTLMS).
+				Int64("clock_offset_ms", offset.Milliseconds()).Msg("connected to coordinator")
+			if len(rep.Settings) > 0 {
+				if err := a.applySettings(rep.Settings, true); err != nil {
+					a.log.Warn().Err(err).Msg("settings in the hello reply refused")
+					a.noteError("apply settings", "", err)
+				}
+			}
 			hb := time.Duration(rep.HeartbeatMS) * time.Millisecond
 			if hb <= 0 {
 				hb = 5 * time.Second
@@ -219,44 +458,50 @@ func (a *Agent) hello(ctx context.Context) (time.Duration, error) {
 			return hb, nil
 		}
 		if errors.Is(err, protocol.ErrForbidden) || errors.Is(err, protocol.ErrBadRequest) {
+			a.noteError("hello", "", err)
 			return 0, fmt.Errorf("hello: %w", err)
 		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		a.log.Warn().Err(err).Dur("retry_in", backoff).Msg("hello failed")
+		a.noteError("hello", "", err)
+		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return 0, ctx.Err()
-		case <-time.After(backoff):
+		case s := <-statusCh:
+			if a.onStatus(s) {
+				backoff = 200 * time.Millisecond
+				t.Stop()
+				continue
+			}
+		case <-t.C:
 		}
+		t.Stop()
 		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
-func (a *Agent) heartbeats(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		hb := protocol.Heartbeat{BootID: a.bootID, Free: a.opts.Slots - len(a.jobs)}
-		for _, j := range a.jobs {
-			hb.Running = append(hb.Running, j.tok)
-		}
-		a.mu.Unlock()
-		hb.Devices = a.opts.Phones.Inventory()
-		err := a.request(ctx, protocol.VerbHeartbeat, hb, &protocol.Ack{})
-		if errors.Is(err, protocol.ErrUnavailable) {
-			// The coordinator lost our session (restart): say hello again.
-			if _, err := a.hello(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn().Err(err).Msg("hello after heartbeat refusal")
-			}
-		} else if err != nil && ctx.Err() == nil {
-			a.log.Debug().Err(err).Msg("heartbeat")
-		}
+func (a *Agent) heartbeat(ctx context.Context) error {
+	a.mu.Lock()
+	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-len(a.jobs)), Draining: a.draining || a.shutdown}
+	if hb.Draining {
+		hb.Free = 0
 	}
+	for _, j := range a.jobs {
+		hb.Running = append(hb.Running, j.tok)
+	}
+	a.mu.Unlock()
+	hb.Devices = a.opts.Phones.Inventory()
+	err := a.request(ctx, protocol.VerbHeartbeat, hb, &protocol.Ack{})
+	if err == nil {
+		a.mu.Lock()
+		a.sess.LastHeartbeat = time.Now().UTC()
+		a.mu.Unlock()
+	}
+	return err
 }
 
 func reply(m *nats.Msg, v any) {
@@ -277,7 +522,7 @@ func replyError(m *nats.Msg, code int, desc string) {
 	_ = m.RespondMsg(msg)
 }
 
-func (a *Agent) onAssign(ctx, jobsCtx context.Context, m *nats.Msg) {
+func (a *Agent) onAssign(m *nats.Msg) {
 	var as protocol.Assign
 	if err := json.Unmarshal(m.Data, &as); err != nil {
 		replyError(m, protocol.CodeBadRequest, "decode assign: "+err.Error())
@@ -305,11 +550,6 @@ func (a *Agent) onAssign(ctx, jobsCtx context.Context, m *nats.Msg) {
 		return
 	}
 	a.mu.Lock()
-	if ctx.Err() != nil {
-		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "agent shutting down")
-		return
-	}
 	if old, ok := a.jobs[as.Token.JobID]; ok {
 		a.mu.Unlock()
 		if old.tok == as.Token {
@@ -319,21 +559,38 @@ func (a *Agent) onAssign(ctx, jobsCtx context.Context, m *nats.Msg) {
 		replyError(m, protocol.CodeUnavailable, "job already running under another token")
 		return
 	}
-	if len(a.jobs) >= a.opts.Slots {
+	switch {
+	case a.closing || a.jobsCtx == nil:
+		a.mu.Unlock()
+		replyError(m, protocol.CodeUnavailable, "agent shutting down")
+		return
+	case a.shutdown:
+		a.mu.Unlock()
+		replyError(m, protocol.CodeUnavailable, "agent shutting down")
+		return
+	case a.draining:
+		a.mu.Unlock()
+		replyError(m, protocol.CodeUnavailable, "agent draining")
+		return
+	case len(a.jobs) >= a.slots:
 		a.mu.Unlock()
 		replyError(m, protocol.CodeUnavailable, "no free slot")
 		return
 	}
-	j := newJob(a, as.Token, ttl, as.Task)
+	j := newJob(a, a.jobsCtx, as.Token, ttl, as.Task)
 	a.jobs[as.Token.JobID] = j
+	a.notifyLocked()
+	a.metrics.jobsRunning.Set(float64(len(a.jobs)))
 	a.wg.Add(1)
 	a.mu.Unlock()
 	reply(m, protocol.Ack{OK: true})
 	go func() {
 		defer a.wg.Done()
-		j.run(jobsCtx)
+		j.run()
 		a.mu.Lock()
 		delete(a.jobs, j.tok.JobID)
+		a.notifyLocked()
+		a.metrics.jobsRunning.Set(float64(len(a.jobs)))
 		a.mu.Unlock()
 	}()
 }
@@ -348,8 +605,8 @@ func (a *Agent) onRevoke(m *nats.Msg) {
 	j := a.jobs[r.Token.JobID]
 	a.mu.Unlock()
 	// A revoke names the token it takes away; it stops our job only when
-	// that is the job's token (or an older grant to us, which implies ours
-	// is gone too).
+	// that is the job's token (or a later grant, which implies ours is gone
+	// too).
 	if j == nil || r.Token.Owner != j.tok.Owner || r.Token.Generation < j.tok.Generation {
 		return
 	}
@@ -371,17 +628,112 @@ func (a *Agent) onControl(m *nats.Msg) {
 			replyError(m, protocol.CodeUnknownJob, "no such running job")
 			return
 		}
-		j.stop(errors.New("cancelled by coordinator"))
+		j.stop(ErrCancelled)
 		reply(m, protocol.Ack{OK: true})
 	case protocol.ControlStatus:
-		reply(m, map[string]any{"boot_id": a.bootID, "jobs": a.Jobs()})
+		reply(m, a.Status())
+	case protocol.ControlDrain:
+		a.SetDraining(true)
+		reply(m, protocol.Ack{OK: true})
+	case protocol.ControlResume:
+		a.mu.Lock()
+		shutdown := a.shutdown
+		a.mu.Unlock()
+		if shutdown {
+			replyError(m, protocol.CodeUnavailable, "agent shutting down")
+			return
+		}
+		a.SetDraining(false)
+		reply(m, protocol.Ack{OK: true})
+	case protocol.ControlConfig:
+		if err := a.applySettings(c.Settings, true); err != nil {
+			replyError(m, protocol.CodeBadRequest, err.Error())
+			return
+		}
+		reply(m, protocol.Ack{OK: true})
 	default:
 		replyError(m, protocol.CodeBadRequest, "unsupported control command "+c.Command)
+	}
+}
+
+// SetDraining stops (true) or resumes (false) taking new jobs; running jobs
+// go on. The coordinator is told with a new hello.
+func (a *Agent) SetDraining(on bool) {
+	a.mu.Lock()
+	changed := a.draining != on
+	a.draining = on
+	a.mu.Unlock()
+	if changed {
+		a.metrics.draining.Set(b2f(on))
+		a.log.Info().Bool("draining", on).Msg("draining changed")
+		a.kickHello()
+	}
+}
+
+// Shutdown stops the agent gracefully: it takes no new job from now on,
+// lets the running jobs finish until ctx is done, then releases those still
+// running (each job's work is cut short, then a fenced fail with requeue
+// gives it back so the coordinator reassigns it at once) and waits for them
+// to end. Run goes on until its own context is cancelled; cancel it after
+// Shutdown returns. Shutdown returns ctx's error when jobs had to be
+// released.
+func (a *Agent) Shutdown(ctx context.Context) error {
+	a.mu.Lock()
+	a.shutdown = true
+	n := len(a.jobs)
+	a.mu.Unlock()
+	a.metrics.draining.Set(1)
+	a.kickHello()
+	a.log.Info().Int("running", n).Msg("shutting down: taking no new jobs")
+	if a.waitJobs(ctx) {
+		return nil
+	}
+	a.mu.Lock()
+	jobs := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		jobs = append(jobs, j)
+	}
+	a.mu.Unlock()
+	for _, j := range jobs {
+		j.release("agent shutting down")
+	}
+	// Releases end within the self-fence deadline of each job at the
+	// latest.
+	a.waitJobs(context.Background())
+	return ctx.Err()
+}
+
+// waitJobs waits until no job runs or ctx is done; it reports whether none
+// runs.
+func (a *Agent) waitJobs(ctx context.Context) bool {
+	for {
+		a.mu.Lock()
+		n, ch := len(a.jobs), a.changed
+		a.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
 	}
 }
 
 func (a *Agent) recordStop(r StopRecord) {
 	a.mu.Lock()
 	a.stops = append(a.stops, r)
+	if len(a.stops) > maxStops {
+		a.stops = a.stops[len(a.stops)-maxStops:]
+	}
 	a.mu.Unlock()
+	a.metrics.stops.WithLabelValues(stopLabel(r.Err)).Inc()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -10,35 +10,76 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/agent/procs"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
-// errStopped is returned by a side effect refused because the job stopped.
-var errStopped = errors.New("job stopped")
+var (
+	// errStopped is returned by a side effect refused or cut short because
+	// the job stopped (its lease context is done).
+	errStopped = errors.New("job stopped")
+	// errReleased is the work's end when the agent is giving the job back
+	// (shutdown) while its lease is still held.
+	errReleased = errors.New("job being released")
+	// errIdle ends an interactive job that waited too long for a step.
+	errIdle = errors.New("interactive job idle")
+)
 
-type job struct {
-	a     *Agent
-	tok   fencing.Token
-	ttl   time.Duration
-	task  protocol.Task
-	log   zerolog.Logger
-	guard *fencing.Guard
-	ctx   context.Context
+// failedError is the end of a job whose failure was reported.
+type failedError struct{ reason string }
 
-	mu      sync.Mutex
-	step    int
-	current string // the call or step in progress, for the stop record
-	arts    []string
+func (e *failedError) Error() string { return e.reason }
+
+// maxPendingSteps bounds the interactive steps queued for one job.
+const maxPendingSteps = 16
+
+type stepReq struct {
+	req   protocol.StepRequest
+	msg   *nats.Msg
+	reply *protocol.StepReply // the step's outcome, when it ran
 }
 
-func newJob(a *Agent, tok fencing.Token, ttl time.Duration, task protocol.Task) *job {
-	j := &job{a: a, tok: tok, ttl: ttl, task: task}
+type job struct {
+	a       *Agent
+	tok     fencing.Token
+	ttl     time.Duration
+	task    protocol.Task
+	log     zerolog.Logger
+	procs   *procs.Group
+	started time.Time
+	steps   chan *stepReq
+
+	// Set by newJob.
+	guard      *fencing.Guard
+	ctx        context.Context // the lease: done when the job stopped
+	work       context.Context // ctx, also cancelled when the job is released
+	cancelWork context.CancelCauseFunc
+
+	mu        sync.Mutex
+	step      int    // steps run so far (task and interactive)
+	current   string // the call or step in progress, for the stop record
+	arts      []string
+	phone     string
+	leased    bool
+	accepting bool // interactive steps are taken
+	releasing string
+}
+
+// newJob returns a job whose lease guard runs from now on under parent.
+func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Duration, task protocol.Task) *job {
+	j := &job{a: a, tok: tok, ttl: ttl, task: task, procs: procs.NewGroup(), started: time.Now(), steps: make(chan *stepReq, maxPendingSteps)}
 	j.log = a.log.With().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Logger()
+	j.guard, j.ctx = fencing.NewGuard(parent, tok, j.started, ttl, a.opts.SafetyMargin, j.guardOptions()...)
+	var work context.Context
+	work, j.cancelWork = context.WithCancelCause(j.ctx)
+	j.work = procs.WithGroup(work, j.procs)
+	j.accepting = true
 	return j
 }
 
@@ -46,10 +87,19 @@ func (j *job) status() JobStatus {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	st := JobStatus{Token: j.tok, Step: j.step}
-	if j.guard != nil {
-		st.Deadline = j.guard.Deadline()
-	}
+	st.Deadline = j.guard.Deadline()
 	return st
+}
+
+func (j *job) doc() protocol.AgentJob {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	d := protocol.AgentJob{
+		Token: j.tok, Started: j.started.UTC(), Step: j.step, Steps: len(j.task.Steps), Current: j.current,
+		Interactive: j.task.Interactive, Phone: j.phone, Leased: j.leased,
+		LeaseLeftMS: j.guard.Left().Milliseconds(),
+	}
+	return d
 }
 
 func (j *job) setCurrent(s string) {
@@ -59,84 +109,155 @@ func (j *job) setCurrent(s string) {
 }
 
 // stop is the one stop path: revoke, 409, self-fence deadline, cancel and
-// shutdown all end here. It cancels the job context; everything the job
-// started runs under that context and ends with it.
-func (j *job) stop(cause error) {
+// shutdown all end here. It cancels the job's context; everything the job
+// started runs under that context and ends with it: steps on the phone
+// (recordings are aborted), uploads in flight (multipart uploads are
+// aborted), local processes (killed with their process group), and no
+// fenced call is made after it.
+func (j *job) stop(cause error) { j.guard.Stop(cause) }
+
+// release cuts the job's work short and gives the job back with a fenced
+// fail (requeue) while its lease is held. A job already in its final call
+// (result or failure report) finishes that instead.
+func (j *job) release(reason string) {
 	j.mu.Lock()
-	g := j.guard
-	j.mu.Unlock()
-	if g != nil {
-		g.Stop(cause)
+	if j.releasing == "" {
+		j.releasing = reason
 	}
+	j.mu.Unlock()
+	j.cancelWork(errReleased)
 }
 
-// effect runs one side effect (upload, registration, result, failure
-// report) only while the lease is held; a stale reply stops the job.
-func (j *job) effect(what string, f func(ctx context.Context) error) error {
-	if !j.guard.Check() {
+// stoppedErr says why the work ended early: released, or stopped.
+func (j *job) stoppedErr() error {
+	if j.ctx.Err() == nil && errors.Is(context.Cause(j.work), errReleased) {
+		return errReleased
+	}
+	return errStopped
+}
+
+// effect runs one side effect (renewal, upload, registration, result,
+// failure report) only while the lease is held. A 409 reply stops the job
+// with staleCause (fencing.ErrStale when nil). A call cut short by the stop
+// returns errStopped.
+func (j *job) effect(ctx context.Context, what string, staleCause error, f func(ctx context.Context) error) error {
+	if !j.guard.Check() || ctx.Err() != nil {
 		return errStopped
 	}
 	j.setCurrent(what)
-	err := f(j.ctx)
+	err := f(ctx)
 	if errors.Is(err, fencing.ErrStale) {
-		j.guard.Stop(fencing.ErrStale)
+		if staleCause == nil {
+			staleCause = fencing.ErrStale
+		}
+		j.guard.Stop(staleCause)
+		return errStopped
 	}
-	if err != nil && j.ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return errStopped
 	}
 	return err
 }
 
-func (j *job) run(parent context.Context) {
-	start := time.Now()
-	j.mu.Lock()
-	j.guard, j.ctx = fencing.NewGuard(parent, j.tok, start, j.ttl, j.a.opts.SafetyMargin)
-	j.mu.Unlock()
-	defer j.guard.Stop(context.Canceled) // releases the guard's timer on every path
+func (j *job) guardOptions() []fencing.GuardOption {
+	var o []fencing.GuardOption
+	if j.a.opts.GuardCheckInterval > 0 {
+		o = append(o, fencing.WithCheckInterval(j.a.opts.GuardCheckInterval))
+	}
+	if j.a.opts.WallClock != nil {
+		o = append(o, fencing.WithWallClock(j.a.opts.WallClock))
+	}
+	return o
+}
 
-	j.log.Info().Int("steps", len(j.task.Steps)).Msg("job assigned")
+func (j *job) run() {
+	start := j.started
+	guard, ctx := j.guard, j.ctx
+	// Processes the job started die with its work: stop or release.
+	stopKill := context.AfterFunc(j.work, func() { j.procs.Kill() })
+	defer func() {
+		stopKill()
+		j.procs.Kill()
+	}()
+	defer j.cancelWork(nil)
+
+	j.log.Info().Int("steps", len(j.task.Steps)).Bool("interactive", j.task.Interactive).Msg("job assigned")
 
 	// Do not start before the coordinator has confirmed the lease.
-	if err := j.renewOnce(); err != nil {
-		j.finishStopped(err)
-		return
+	err := j.renewOnce(ctx)
+	if err == nil {
+		j.mu.Lock()
+		j.leased = true
+		j.mu.Unlock()
+		leaseCtx, stopLease := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { j.keepLease(leaseCtx) })
+		var once sync.Once
+		endLease := func() { once.Do(func() { stopLease(); wg.Wait() }) }
+		err = j.work_(endLease)
+		endLease()
+	} else if !errors.Is(err, errStopped) {
+		j.log.Warn().Err(err).Msg("lease not confirmed; job not started")
+		j.a.noteError("renew", j.tok.JobID, err)
 	}
-	var wg sync.WaitGroup
-	wg.Go(j.keepLease)
-	err := j.work()
-	j.guard.Stop(context.Canceled) // ends keepLease; a no-op when already stopped
-	wg.Wait()
-	if err != nil {
-		j.finishStopped(err)
-		return
+	if errors.Is(err, errReleased) || (errors.Is(err, errStopped) && j.stoppedErr() == errReleased) {
+		err = j.giveBack()
 	}
-	j.log.Info().Dur("took", time.Since(start)).Msg("job done")
+	j.closeSteps()
+	j.finish(err, start)
+	guard.Stop(context.Canceled) // releases the guard's timers; a no-op when stopped
 }
 
-func (j *job) finishStopped(err error) {
-	_, cause, at := j.guard.Stopped()
-	if cause == nil || errors.Is(cause, context.Canceled) && !errors.Is(err, errStopped) {
+// finish logs and records how the job ended.
+func (j *job) finish(err error, start time.Time) {
+	stopped, cause, at := j.guard.Stopped()
+	if !stopped && j.ctx.Err() != nil {
+		stopped, cause, at = true, context.Cause(j.ctx), time.Now()
+	}
+	m := j.a.metrics
+	var fe *failedError
+	switch {
+	case stopped && cause != nil && !errors.Is(cause, context.Canceled):
+		j.mu.Lock()
+		cut := j.current
+		j.mu.Unlock()
+		j.a.recordStop(StopRecord{Token: j.tok, Cause: cause.Error(), Err: cause, At: at, CutShort: cut})
+		if j.a.opts.OnStop != nil {
+			j.a.opts.OnStop(j.tok, cause)
+		}
+		m.jobs.WithLabelValues("stopped").Inc()
+		ev := j.log.Warn()
+		if errors.Is(cause, ErrReleased) {
+			ev = j.log.Info()
+		}
+		ev.Str("cause", cause.Error()).Str("cut_short", cut).Dur("after", time.Since(start)).Msg("job stopped")
+	case err == nil:
+		m.jobs.WithLabelValues("succeeded").Inc()
+		j.log.Info().Dur("took", time.Since(start)).Msg("job done")
+	case errors.As(err, &fe):
+		m.jobs.WithLabelValues("failed").Inc()
+	default:
+		m.jobs.WithLabelValues("error").Inc()
+		j.a.noteError("job", j.tok.JobID, err)
 		j.log.Warn().Err(err).Msg("job ended with error")
-		return
 	}
-	j.mu.Lock()
-	cut := j.current
-	j.mu.Unlock()
-	j.a.recordStop(StopRecord{Token: j.tok, Cause: cause.Error(), At: at, CutShort: cut})
-	j.log.Warn().Str("cause", cause.Error()).Str("cut_short", cut).Msg("job stopped")
 }
 
-func (j *job) renewOnce() error {
+func (j *job) renewOnce(ctx context.Context) error {
 	sent := time.Now()
 	var rep protocol.RenewReply
-	err := j.effect("renew", func(ctx context.Context) error {
+	err := j.effect(ctx, "renew", nil, func(ctx context.Context) error {
 		return j.a.request(ctx, protocol.VerbRenew, protocol.Renew{Token: j.tok}, &rep)
 	})
 	if err != nil {
-		if !errors.Is(err, errStopped) && j.ctx.Err() == nil {
-			return fmt.Errorf("renew lease: %w", err)
+		if errors.Is(err, errStopped) {
+			if j.ctx.Err() != nil {
+				j.a.metrics.renewals.WithLabelValues("stale").Inc()
+			}
+			return errStopped
 		}
-		return errStopped
+		j.a.metrics.renewals.WithLabelValues("failed").Inc()
+		return fmt.Errorf("renew lease: %w", err)
 	}
 	ttl := time.Duration(rep.LeaseTTLMS) * time.Millisecond
 	if ttl <= 0 {
@@ -145,71 +266,173 @@ func (j *job) renewOnce() error {
 	if !j.guard.Renewed(sent, ttl) {
 		return errStopped
 	}
+	j.a.metrics.renewals.WithLabelValues("accepted").Inc()
 	return nil
 }
 
-// keepLease renews at a third of the TTL with jitter until the job ends.
-// Failed renewals are retried; the self-fence deadline stops the job if
-// none is accepted in time.
-func (j *job) keepLease() {
+// keepLease renews at a third of the TTL with ±10 % jitter until ctx is
+// done. Failed renewals are retried at the next tick; the self-fence
+// deadline stops the job if none is accepted in time.
+func (j *job) keepLease(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
 		d := j.ttl / 3
 		d += time.Duration(rand.Int64N(int64(d/5)+1)) - d/10
+		t.Reset(d)
 		select {
-		case <-j.ctx.Done():
+		case <-ctx.Done():
 			return
-		case <-time.After(d):
+		case <-t.C:
 		}
-		if err := j.renewOnce(); err != nil {
-			if j.ctx.Err() != nil {
+		if err := j.renewOnce(ctx); err != nil {
+			if ctx.Err() != nil || errors.Is(err, errStopped) {
 				return
 			}
 			j.log.Warn().Err(err).Msg("renewal failed; retrying")
+			j.a.noteError("renew", j.tok.JobID, err)
 		}
 	}
 }
 
-func (j *job) work() error {
-	phone, release, err := j.a.opts.Phones.Acquire(j.ctx, j.task.Device)
+// work_ runs the job's steps and interactive steps, then commits or reports
+// the failure. endLease stops the renewals before the final call, so that
+// no renewal races the result.
+func (j *job) work_(endLease func()) error {
+	err := j.runSteps(endLease)
+	if errors.Is(err, errStopped) {
+		return j.stoppedErr()
+	}
+	return err
+}
+
+func (j *job) runSteps(endLease func()) error {
+	phone, release, err := j.a.opts.Phones.Acquire(j.work, j.task.Device)
 	if err != nil {
-		if j.ctx.Err() != nil {
+		if j.work.Err() != nil {
 			return errStopped
 		}
+		endLease()
 		return j.failJob(fmt.Sprintf("acquire phone: %v", err))
 	}
 	defer release()
-	for i, s := range j.task.Steps {
-		if !j.guard.Check() {
-			return errStopped
-		}
-		j.mu.Lock()
-		j.step = i
-		j.mu.Unlock()
-		j.setCurrent(fmt.Sprintf("step %d (%s)", i+1, s.Op))
-		arts, err := phone.RunStep(j.ctx, s)
-		if err != nil {
-			if j.ctx.Err() != nil {
+	j.mu.Lock()
+	j.phone = phone.Serial()
+	j.mu.Unlock()
+
+	fail := func(reason string) error {
+		if _, err := j.uploadOpLog(phone); err != nil {
+			if errors.Is(err, errStopped) {
 				return errStopped
 			}
-			if err := j.uploadOpLog(phone); err != nil {
-				return err
-			}
-			return j.failJob(err.Error())
+			reason += "; " + err.Error()
 		}
-		for _, c := range arts {
-			if err := j.publish(c); err != nil {
-				return err
-			}
+		endLease()
+		return j.failJob(reason)
+	}
+	for i, s := range j.task.Steps {
+		if err := j.servePending(phone); err != nil {
+			return j.stepFailure(err, fail)
+		}
+		if !j.guard.Check() || j.work.Err() != nil {
+			return errStopped
+		}
+		if _, err := j.runStep(phone, fmt.Sprintf("step %d (%s)", i+1, s.Op), "task", s); err != nil {
+			return j.stepFailure(err, fail)
 		}
 	}
-	if err := j.uploadOpLog(phone); err != nil {
-		return err
+	var finish *stepReq
+	if j.task.Interactive {
+		finish, err = j.interact(phone)
+		if errors.Is(err, errIdle) {
+			return fail(err.Error())
+		}
+		if err != nil {
+			return j.stepFailure(err, fail)
+		}
 	}
-	return j.commit()
+	j.mu.Lock()
+	j.accepting = false
+	j.mu.Unlock()
+	if _, err := j.uploadOpLog(phone); err != nil {
+		if errors.Is(err, errStopped) {
+			j.replyStopped(finish)
+			return errStopped
+		}
+		endLease()
+		ferr := j.failJob(err.Error())
+		j.replyStopped(finish)
+		return ferr
+	}
+	endLease()
+	rep, err := j.commit()
+	if finish != nil {
+		if err != nil {
+			j.replyStopped(finish)
+		} else {
+			r := protocol.StepReply{Outcome: protocol.OutcomeOK}
+			if finish.reply != nil {
+				r = *finish.reply
+			}
+			r.Finished, r.Manifest = true, rep.Manifest
+			reply(finish.msg, r)
+		}
+	}
+	return err
 }
 
-// publish uploads one capture and registers it with a fenced call.
-func (j *job) publish(c capture.Artifact) error {
+// stepError is a step the phone could not perform (not a stop).
+type stepError struct{ err error }
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// stepFailure turns the error of a step into the job's end.
+func (j *job) stepFailure(err error, fail func(string) error) error {
+	if errors.Is(err, errStopped) || j.work.Err() != nil {
+		return errStopped
+	}
+	return fail(err.Error())
+}
+
+// runStep runs one step on the phone and publishes what it captured. A
+// failed step returns a *stepError; a stop returns errStopped; a failed
+// upload or registration returns its error.
+func (j *job) runStep(phone Phone, what, kind string, s protocol.Step) ([]string, error) {
+	j.mu.Lock()
+	j.step++
+	j.mu.Unlock()
+	j.setCurrent(what)
+	arts, err := phone.RunStep(j.work, s)
+	defer func() {
+		for _, c := range arts {
+			_ = c.Remove() // the ones not published: dropped with the job
+		}
+	}()
+	if err != nil {
+		if j.work.Err() != nil {
+			return nil, errStopped
+		}
+		j.a.metrics.steps.WithLabelValues(kind, "error").Inc()
+		return nil, &stepError{fmt.Errorf("%s: %w", what, err)}
+	}
+	j.a.metrics.steps.WithLabelValues(kind, "ok").Inc()
+	var keys []string
+	for len(arts) > 0 {
+		c := arts[0]
+		arts = arts[1:]
+		key, err := j.publish(c)
+		if err != nil {
+			return keys, err
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// publish uploads one capture and registers it with a fenced call; it
+// returns the object key.
+func (j *job) publish(c capture.Artifact) (string, error) {
 	defer func() { _ = c.Remove() }()
 	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path}
 	if c.Path == "" {
@@ -217,88 +440,129 @@ func (j *job) publish(c capture.Artifact) error {
 		a.Size = int64(len(c.Data))
 	}
 	var res uploader.Result
-	err := j.effect("upload "+c.Name, func(ctx context.Context) error {
+	err := j.effect(j.work, "upload "+c.Name, nil, func(ctx context.Context) error {
 		var err error
 		res, err = j.a.opts.Store.Upload(ctx, j.tok, a)
 		return err
 	})
-	if errors.Is(err, errStopped) {
-		return errStopped
+	switch {
+	case errors.Is(err, errStopped):
+		j.a.metrics.uploads.WithLabelValues("stopped").Inc()
+		return "", errStopped
+	case err != nil:
+		j.a.metrics.uploads.WithLabelValues("error").Inc()
+		return "", fmt.Errorf("upload %s: %w", c.Name, err)
 	}
-	if err != nil {
-		return j.failJob(fmt.Sprintf("upload %s: %v", c.Name, err))
+	j.a.metrics.uploads.WithLabelValues("ok").Inc()
+	if !res.Existed {
+		j.a.metrics.uploadBytes.Add(float64(res.Size))
 	}
-	err = j.effect("register "+c.Name, func(ctx context.Context) error {
+	err = j.effect(j.work, "register "+c.Name, nil, func(ctx context.Context) error {
 		return j.a.request(ctx, protocol.VerbArtifact, protocol.Artifact{
 			Token: j.tok, Name: c.Name, Key: res.Key, Size: res.Size, SHA256: res.SHA256,
 			ContentType: a.ContentType, ETag: res.ETag,
 		}, &protocol.Ack{})
 	})
 	if errors.Is(err, errStopped) {
-		return errStopped
+		return "", errStopped
 	}
 	if err != nil {
-		return j.failJob(fmt.Sprintf("register %s: %v", c.Name, err))
+		return "", fmt.Errorf("register %s: %w", c.Name, err)
 	}
 	j.mu.Lock()
 	j.arts = append(j.arts, res.Key)
 	j.mu.Unlock()
 	j.log.Debug().Str("key", res.Key).Int64("size", res.Size).Msg("artifact stored")
-	return nil
+	return res.Key, nil
 }
 
-func (j *job) uploadOpLog(p Phone) error {
+func (j *job) uploadOpLog(p Phone) (string, error) {
 	art, n := p.OpLog()
 	if n == 0 {
-		return nil
+		return "", nil
 	}
 	return j.publish(art)
 }
 
 // deliver sends a final fenced call, retrying transient failures with
-// backoff until it is answered or the self-fence deadline passes.
+// backoff until it is answered or the self-fence deadline passes. A 409
+// after an attempt that got no answer stops the job with
+// ErrOutcomeUnknown: that attempt may have been the one accepted.
 func (j *job) deliver(what, verb string, req, resp any) error {
 	backoff := 100 * time.Millisecond
+	unanswered := false
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
-		err := j.effect(what, func(ctx context.Context) error { return j.a.request(ctx, verb, req, resp) })
-		if err == nil || errors.Is(err, errStopped) || errors.Is(err, fencing.ErrStale) ||
+		var staleCause error
+		if unanswered {
+			staleCause = fmt.Errorf("%s: %w (%w)", what, ErrOutcomeUnknown, fencing.ErrStale)
+		}
+		err := j.effect(j.ctx, what, staleCause, func(ctx context.Context) error { return j.a.request(ctx, verb, req, resp) })
+		if err == nil || errors.Is(err, errStopped) ||
 			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) || errors.Is(err, protocol.ErrUnknownJob) {
 			return err
 		}
+		var pe *protocol.Error
+		if !errors.As(err, &pe) && !errors.Is(err, nats.ErrNoResponders) {
+			unanswered = true
+		}
 		j.log.Warn().Err(err).Dur("retry_in", backoff).Msgf("%s failed; retrying", what)
+		j.a.noteError(what, j.tok.JobID, err)
+		t.Reset(backoff)
 		select {
 		case <-j.ctx.Done():
 			return errStopped
-		case <-time.After(backoff):
+		case <-t.C:
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (j *job) commit() error {
+func (j *job) commit() (protocol.ResultReply, error) {
 	j.mu.Lock()
-	res, _ := json.Marshal(map[string]any{"artifacts": j.arts, "steps": len(j.task.Steps)})
+	res, _ := json.Marshal(map[string]any{"artifacts": j.arts, "steps": j.step})
 	j.mu.Unlock()
 	var rep protocol.ResultReply
 	if err := j.deliver("result", protocol.VerbResult, protocol.Result{Token: j.tok, Result: res}, &rep); err != nil {
-		if errors.Is(err, errStopped) || errors.Is(err, fencing.ErrStale) {
-			return errStopped
+		if errors.Is(err, errStopped) {
+			return rep, errStopped
 		}
-		return fmt.Errorf("commit result: %w", err)
+		return rep, fmt.Errorf("commit result: %w", err)
 	}
 	j.log.Info().Int("manifest", len(rep.Manifest)).Msg("result accepted")
-	return nil
+	return rep, nil
 }
 
-// failJob reports the job failed (fenced) and returns the reason as error.
+// failJob reports the job failed (fenced) and returns a *failedError.
 func (j *job) failJob(reason string) error {
 	err := j.deliver("fail", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason}, &protocol.Ack{})
-	if errors.Is(err, errStopped) || errors.Is(err, fencing.ErrStale) {
+	if errors.Is(err, errStopped) {
 		return errStopped
 	}
-	j.log.Warn().Str("reason", reason).Msg("job failed")
 	if err != nil {
 		return fmt.Errorf("report failure %q: %w", reason, err)
 	}
-	return errors.New(reason)
+	j.log.Warn().Str("reason", reason).Msg("job failed")
+	return &failedError{reason: reason}
+}
+
+// giveBack releases the job with a fenced fail (requeue) while its lease is
+// held; the coordinator can reassign it at once.
+func (j *job) giveBack() error {
+	j.mu.Lock()
+	reason := j.releasing
+	j.mu.Unlock()
+	if reason == "" {
+		reason = "released by agent"
+	}
+	err := j.deliver("release", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Requeue: true}, &protocol.Ack{})
+	if err == nil {
+		j.guard.Stop(fmt.Errorf("%w: %s", ErrReleased, reason))
+		return errStopped
+	}
+	if errors.Is(err, errStopped) {
+		return errStopped
+	}
+	return fmt.Errorf("release job: %w", err)
 }

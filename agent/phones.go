@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -18,19 +19,35 @@ func InventoryPhones(inv *capture.Inventory, spoolDir string, opts capture.OpLog
 type invPhones struct {
 	inv   *capture.Inventory
 	spool string
+
+	mu    sync.Mutex
 	oplog capture.OpLogOptions
 }
 
-var _ Phones = (*invPhones)(nil)
+var (
+	_ Phones          = (*invPhones)(nil)
+	_ BusyReporter    = (*invPhones)(nil)
+	_ OpLogConfigurer = (*invPhones)(nil)
+)
 
 func (p *invPhones) Inventory() []protocol.Device { return p.inv.Devices() }
+
+func (p *invPhones) Busy(serial string) bool { return p.inv.Busy(serial) }
+
+func (p *invPhones) SetOpLogOptions(o capture.OpLogOptions) {
+	p.mu.Lock()
+	p.oplog = o
+	p.mu.Unlock()
+}
 
 func (p *invPhones) Acquire(jobCtx context.Context, sel protocol.DeviceSelector) (Phone, func(), error) {
 	d, release, err := p.inv.AcquireMatching(jobCtx, sel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("acquire phone: %w", err)
 	}
+	p.mu.Lock()
 	log := capture.NewOpLog(p.oplog)
+	p.mu.Unlock()
 	r := capture.NewRunner(jobCtx, d, capture.RunnerOptions{SpoolDir: p.spool, OpLog: log})
 	return &runnerPhone{r: r, log: log}, func() { r.Close(); release() }, nil
 }

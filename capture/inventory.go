@@ -49,11 +49,36 @@ func (e *NoDeviceError) Error() string {
 			b.WriteString(" (" + strings.Join(attrs, " ") + ")")
 		}
 	}
+	for _, p := range e.problems() {
+		b.WriteString("; " + p.Error())
+	}
 	return b.String()
+}
+
+// problems explains the connected phones that match the selector but for
+// their state: the reason a job aimed at them cannot run, with the fix.
+func (e *NoDeviceError) problems() []error {
+	var out []error
+	for _, d := range e.Connected {
+		if d.State == StateDevice {
+			continue
+		}
+		usable := d
+		usable.State = StateDevice
+		if Matches(usable, e.Selector) {
+			out = append(out, StateProblem(d.Serial, d.State))
+		}
+	}
+	return out
 }
 
 // Is makes errors.Is(err, ErrNoDevice) hold.
 func (e *NoDeviceError) Is(target error) bool { return target == ErrNoDevice }
+
+// Unwrap returns the state problems of the phones that match but for their
+// state, so errors.Is(err, ErrUnauthorized) holds for a job aimed at an
+// unauthorized phone.
+func (e *NoDeviceError) Unwrap() []error { return e.problems() }
 
 // FormatSelector renders a selector as "serial=X model=Y tags=a,b", or "any"
 // when it is empty.
@@ -109,6 +134,13 @@ type Inventory struct {
 // NewInventory returns an empty inventory.
 func NewInventory() *Inventory {
 	return &Inventory{devs: map[string]Device{}, busy: map[string]uint64{}, changed: make(chan struct{})}
+}
+
+// notify wakes the waiters of Acquire after a phone changed state.
+func (inv *Inventory) notify() {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.signalLocked()
 }
 
 func (inv *Inventory) signalLocked() {

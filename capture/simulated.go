@@ -261,12 +261,7 @@ func (s *Simulated) screenLocked() simScreen {
 // screenshot), the text field shows how much was typed, and the last tap and
 // swipe are drawn.
 func (s *Simulated) Screenshot(ctx context.Context) ([]byte, error) {
-	var sc simScreen
-	err := s.do(ctx, SimCall{Op: protocol.OpScreenshot}, func() error {
-		s.frame++
-		sc = s.screenLocked()
-		return nil
-	})
+	sc, err := s.shoot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +270,27 @@ func (s *Simulated) Screenshot(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("encode screenshot of %s: %w", s.serial, err)
 	}
 	return b, nil
+}
+
+// ScreenImage is Screenshot without the PNG encoding: it returns the
+// rendered screen (the same pixels Screenshot encodes) and counts as a
+// screenshot in the history and the frame counter.
+func (s *Simulated) ScreenImage(ctx context.Context) (image.Image, error) {
+	sc, err := s.shoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sc.render(), nil
+}
+
+func (s *Simulated) shoot(ctx context.Context) (simScreen, error) {
+	var sc simScreen
+	err := s.do(ctx, SimCall{Op: protocol.OpScreenshot}, func() error {
+		s.frame++
+		sc = s.screenLocked()
+		return nil
+	})
+	return sc, err
 }
 
 // UIDump returns a uiautomator-style hierarchy of the current screen.

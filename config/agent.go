@@ -102,6 +102,21 @@ type Device struct {
 	Serial string `yaml:"serial" json:"serial"`
 	// Tags are labels a job's device selector can match.
 	Tags []string `yaml:"tags" json:"tags,omitempty"`
+	// Simulated offers an in-process simulated phone under this serial
+	// instead of a real one, for labs and tests: it renders screens,
+	// records, and needs no adb.
+	Simulated bool `yaml:"simulated" json:"simulated,omitempty"`
+}
+
+// SimulatedDevices returns the devices marked simulated.
+func (a *Agent) SimulatedDevices() []Device {
+	var out []Device
+	for _, d := range a.Devices {
+		if d.Simulated {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Status configures the local status endpoint.

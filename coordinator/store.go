@@ -21,9 +21,11 @@ const (
 // Store errors callers branch on. A fenced write that matches no row returns
 // fencing.ErrStale (wrapped) when the job exists, ErrNotFound when it does not.
 var (
-	ErrNotFound = errors.New("job not found")
-	ErrNoJob    = errors.New("no queued job")
-	ErrConflict = errors.New("job not in a state that allows this")
+	ErrNotFound      = errors.New("job not found")
+	ErrNoJob         = errors.New("no queued job")
+	ErrConflict      = errors.New("job not in a state that allows this")
+	ErrNoSession     = errors.New("no session for this agent")
+	ErrAgentNotFound = errors.New("agent not found")
 )
 
 // JobSpec is a job to submit.
@@ -39,6 +41,7 @@ type Job struct {
 	Task           protocol.Task
 	Generation     int64
 	WorkerID       string // owner of the current lease, "" when none
+	Device         string // phone (adb serial) the grant was counted against, "" when none
 	LeaseExpiresAt time.Time
 	Result         json.RawMessage
 	CompletedBy    string
@@ -52,6 +55,7 @@ type Lease struct {
 	Token     fencing.Token
 	ExpiresAt time.Time // database clock
 	Task      protocol.Task
+	Device    string // phone the scheduler counted the job against ("" when it chose none)
 }
 
 // ArtifactRecord is a registered artifact.
@@ -72,11 +76,73 @@ type ArtifactRecord struct {
 type WriteEvent struct {
 	ID         int64
 	JobID      string
-	Verb       string // claim, reassign, reclaim, renew, artifact, result, fail
+	Verb       string // claim, reassign, reclaim, renew, upload, artifact, result, fail, cancel
 	Owner      string
 	Generation int64
 	Accepted   bool
 	At         time.Time // database clock
+	Detail     string    // why: "forbidden: ...", "lease expired", "agent restarted", a cancel reason
+}
+
+// Agent is the registry entry of one agent. It lives in the store, so every
+// coordinator sharing the store sees every agent, whichever of them took the
+// agent's last hello or heartbeat.
+type Agent struct {
+	ID            string
+	BootID        string // current session; "" before the first hello
+	Version       string
+	Devices       []protocol.Device // as last reported
+	Capabilities  []string
+	Slots         int
+	Draining      bool              // the scheduler grants it nothing new
+	Settings      map[string]string // operator settings, sent with every hello reply
+	CoordinatorID string            // the coordinator that took the last hello
+	ConnectedAt   time.Time         // database clock at the hello of this boot; zero before
+	LastSeen      time.Time         // database clock at the last hello or heartbeat; zero before
+	SeenAgo       time.Duration     // database clock at the read minus LastSeen
+}
+
+// Owner returns the owner string of the agent's current session, "" when it
+// has none.
+func (a Agent) Owner() string {
+	if a.BootID == "" {
+		return ""
+	}
+	return fencing.Owner(a.ID, a.BootID)
+}
+
+// Online reports whether the agent has a session and was heard from within
+// offlineAfter, both judged by the database clock.
+func (a Agent) Online(offlineAfter time.Duration) bool {
+	return a.BootID != "" && !a.LastSeen.IsZero() && a.SeenAgo <= offlineAfter
+}
+
+// AgentHello is what a hello records.
+type AgentHello struct {
+	AgentID       string
+	BootID        string
+	Version       string
+	Devices       []protocol.Device
+	Capabilities  []string
+	Slots         int
+	CoordinatorID string
+}
+
+// ClaimRequest asks for a job for one agent session.
+type ClaimRequest struct {
+	Owner string // <agent_id>/<boot_id>
+	// Devices are the agent's phones. Only phones in state "device" that
+	// hold no in-progress job of Owner are matched against job selectors.
+	Devices []protocol.Device
+	Slots   int // Owner holds at most this many in-progress jobs afterwards
+	TTL     time.Duration
+}
+
+// JobFilter selects jobs for ListJobs. Zero fields select everything.
+type JobFilter struct {
+	Statuses []string
+	AgentID  string // jobs whose current owner is a session of this agent
+	Limit    int    // at most this many, oldest first; ≤ 0 means no limit
 }
 
 // Store is the coordinator's job store. Every fenced method applies its write
@@ -114,6 +180,63 @@ type Store interface {
 	Get(ctx context.Context, jobID string) (Job, error)
 	// WriteEvents lists every recorded attempt on a job, oldest first.
 	WriteEvents(ctx context.Context, jobID string) ([]WriteEvent, error)
+
+	// ClaimFor grants the oldest queued job whose device selector matches
+	// one of req.Devices that is in state "device" and free (no in-progress
+	// job of req.Owner counted against it), when req.Owner holds fewer than
+	// req.Slots in-progress jobs and its agent is neither draining nor
+	// registered under another boot. The lease names the phone chosen: the
+	// first matching free one in serial order. ErrNoJob when nothing fits.
+	// Grants for one agent are serialised, so several coordinators never
+	// exceed its slots or put two jobs on one phone.
+	ClaimFor(ctx context.Context, req ClaimRequest) (Lease, error)
+	// TakeOverExpired is ClaimFor for in-progress jobs whose lease expired on
+	// the database clock and whose owner is not req.Owner, longest expired
+	// first: one statement raises the generation and grants the job to
+	// req.Owner. It returns the new lease and the token taken away, recorded
+	// as a reclaim of the old token and a reassign to the new owner.
+	TakeOverExpired(ctx context.Context, req ClaimRequest) (Lease, fencing.Token, error)
+	// AuthorizeUpload checks, fenced like every other write, that tok is the
+	// job's current token, records the attempt (verb upload) and returns
+	// fencing.ErrStale or ErrNotFound otherwise.
+	AuthorizeUpload(ctx context.Context, tok fencing.Token, name string) error
+	// RecordRefused records an attempt refused before it reached a fenced
+	// statement, such as a token presented on another agent's subject (403).
+	RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error
+	// Cancel ends a queued or in-progress job as FAILED with reason, in one
+	// statement, and returns the token it took away (zero when the job was
+	// queued). ErrConflict when the job is finished, ErrNotFound when unknown.
+	Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error)
+	// ListJobs lists jobs oldest first.
+	ListJobs(ctx context.Context, f JobFilter) ([]Job, error)
+	// JobCounts counts jobs by status.
+	JobCounts(ctx context.Context) (map[string]int64, error)
+
+	// AgentHello records a hello: the agent's session (boot id), version,
+	// phones and slots, last seen now. In the same transaction every
+	// in-progress job held by another boot of the agent is reclaimed
+	// (generation + 1, back to the queue); their tokens are returned. It
+	// works from the store alone, so it holds after a coordinator restart
+	// and whichever coordinator took the hello.
+	AgentHello(ctx context.Context, h AgentHello) (Agent, []fencing.Token, error)
+	// AgentHeartbeat marks the session seen now and, when devices is not
+	// nil, stores the phones. ErrNoSession when bootID is not the agent's
+	// current session.
+	AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (Agent, error)
+	// Agents lists every registered agent by id.
+	Agents(ctx context.Context) ([]Agent, error)
+	// GetAgent returns one agent, or ErrAgentNotFound.
+	GetAgent(ctx context.Context, agentID string) (Agent, error)
+	// SetAgentDraining sets or clears the agent's drain flag.
+	// ErrAgentNotFound when the agent never connected.
+	SetAgentDraining(ctx context.Context, agentID string, draining bool) (Agent, error)
+	// SetAgentSettings merges set into the agent's settings and removes the
+	// keys in unset. An agent not yet registered is created without a
+	// session, so settings can be given before its first hello.
+	SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (Agent, error)
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
 	// Close releases the store.
 	Close() error
 }

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DefaultCheckInterval is the longest pause between two wall-clock checks of
+// a Guard (see WithCheckInterval).
+const DefaultCheckInterval = time.Second
+
 // Guard keeps the agent-side view of one lease. Its deadline is the send time
 // of the last accepted renewal plus the TTL minus a safety margin, measured on
 // the monotonic clock. When the deadline passes, or Stop is called (revoke,
@@ -14,34 +18,69 @@ import (
 //
 // The wall clock is checked too: a PC that was suspended does not advance
 // Go's monotonic clock on every platform, so a jump of the wall clock past the
-// deadline also counts as lease loss (see Check).
+// deadline also counts as lease loss. Besides every Check and Renewed call,
+// the guard checks both clocks on its own at least every check interval, so
+// a PC waking from a suspend that outlasted the lease stops the job within
+// one interval of waking even when the job is idle.
 type Guard struct {
-	token  Token
-	margin time.Duration
+	token    Token
+	margin   time.Duration
+	interval time.Duration
 
 	mu       sync.Mutex
 	deadline time.Time // carries a monotonic reading
 	wallDL   time.Time // same deadline on the wall clock (monotonic stripped)
 	timer    *time.Timer
+	ticker   *time.Timer // periodic wall-clock check
 	cancel   context.CancelCauseFunc
 	stopped  bool
 	cause    error
 	stopAt   time.Time
-	now      func() time.Time
+	now      func() time.Time // monotonic-bearing clock
+	wall     func() time.Time // wall clock
+}
+
+// GuardOption adjusts a Guard.
+type GuardOption func(*Guard)
+
+// WithWallClock replaces the wall clock the guard compares against its wall
+// deadline (tests simulate a suspend with it). The default is time.Now with
+// the monotonic reading stripped.
+func WithWallClock(wall func() time.Time) GuardOption {
+	return func(g *Guard) { g.wall = wall }
+}
+
+// WithCheckInterval sets the longest pause between two checks the guard
+// makes on its own. The default is the shorter of DefaultCheckInterval and a
+// quarter of TTL − margin. d ≤ 0 keeps the default.
+func WithCheckInterval(d time.Duration) GuardOption {
+	return func(g *Guard) {
+		if d > 0 {
+			g.interval = d
+		}
+	}
 }
 
 // NewGuard returns a guard for tok and the job context it cancels. sentAt is
 // when the request that obtained the lease was sent; ttl is the lease TTL the
 // coordinator granted.
-func NewGuard(parent context.Context, tok Token, sentAt time.Time, ttl, margin time.Duration) (*Guard, context.Context) {
+func NewGuard(parent context.Context, tok Token, sentAt time.Time, ttl, margin time.Duration, opts ...GuardOption) (*Guard, context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
-	g := &Guard{token: tok, margin: margin, cancel: cancel, now: time.Now}
+	g := &Guard{
+		token: tok, margin: margin, cancel: cancel, now: time.Now,
+		wall:     func() time.Time { return time.Now().Round(0) },
+		interval: min(DefaultCheckInterval, max((ttl-margin)/4, time.Millisecond)),
+	}
+	for _, o := range opts {
+		o(g)
+	}
 	g.mu.Lock()
 	g.setDeadlineLocked(sentAt, ttl)
+	g.ticker = time.AfterFunc(g.interval, g.tick)
 	g.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		// The parent was cancelled (shutdown) or Stop ran: make sure the
-		// timer is released and the guard is final.
+		// timers are released and the guard is final.
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if !g.stopped {
@@ -49,17 +88,24 @@ func NewGuard(parent context.Context, tok Token, sentAt time.Time, ttl, margin t
 			g.cause = context.Cause(ctx)
 			g.stopAt = g.now()
 		}
-		if g.timer != nil {
-			g.timer.Stop()
-		}
+		g.stopTimersLocked()
 	})
 	return g, ctx
+}
+
+func (g *Guard) stopTimersLocked() {
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	if g.ticker != nil {
+		g.ticker.Stop()
+	}
 }
 
 func (g *Guard) setDeadlineLocked(sentAt time.Time, ttl time.Duration) {
 	g.deadline = sentAt.Add(ttl - g.margin)
 	g.wallDL = g.deadline.Round(0)
-	d := time.Until(g.deadline)
+	d := g.deadline.Sub(g.now())
 	if g.timer == nil {
 		g.timer = time.AfterFunc(d, g.expire)
 	} else {
@@ -67,15 +113,38 @@ func (g *Guard) setDeadlineLocked(sentAt time.Time, ttl time.Duration) {
 	}
 }
 
+// expiredLocked reports whether the deadline has passed on either clock.
+func (g *Guard) expiredLocked() bool {
+	return !g.now().Before(g.deadline) || !g.wall().Before(g.wallDL)
+}
+
 func (g *Guard) expire() {
 	g.mu.Lock()
-	dl := g.deadline
+	expired := g.expiredLocked()
 	g.mu.Unlock()
-	if time.Now().Before(dl) {
-		// A renewal moved the deadline after the timer fired.
+	if expired {
+		g.Stop(ErrLeaseExpired)
+	}
+	// Otherwise a renewal moved the deadline after the timer fired and
+	// re-armed it.
+}
+
+// tick is the periodic check: a wall-clock jump (suspend, hibernation)
+// stops the job even when nothing else calls Check.
+func (g *Guard) tick() {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
 		return
 	}
-	g.Stop(ErrLeaseExpired)
+	expired := g.expiredLocked()
+	if !expired {
+		g.ticker.Reset(g.interval)
+	}
+	g.mu.Unlock()
+	if expired {
+		g.Stop(ErrLeaseExpired)
+	}
 }
 
 // Token returns the guarded token.
@@ -91,8 +160,7 @@ func (g *Guard) Renewed(sentAt time.Time, ttl time.Duration) bool {
 		g.mu.Unlock()
 		return false
 	}
-	now := g.now()
-	if !now.Before(g.deadline) || !now.Round(0).Before(g.wallDL) {
+	if g.expiredLocked() {
 		g.mu.Unlock()
 		g.Stop(ErrLeaseExpired)
 		return false
@@ -113,8 +181,7 @@ func (g *Guard) Check() bool {
 		g.mu.Unlock()
 		return false
 	}
-	now := g.now()
-	expired := !now.Before(g.deadline) || !now.Round(0).Before(g.wallDL)
+	expired := g.expiredLocked()
 	g.mu.Unlock()
 	if expired {
 		g.Stop(ErrLeaseExpired)
@@ -133,9 +200,7 @@ func (g *Guard) Stop(cause error) {
 	g.stopped = true
 	g.cause = cause
 	g.stopAt = g.now()
-	if g.timer != nil {
-		g.timer.Stop()
-	}
+	g.stopTimersLocked()
 	g.mu.Unlock()
 	g.cancel(cause)
 }
@@ -145,6 +210,17 @@ func (g *Guard) Deadline() time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.deadline
+}
+
+// Left returns how long the lease is held from now on, by the earlier of the
+// two clocks; 0 once it has passed or the guard has stopped.
+func (g *Guard) Left() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return 0
+	}
+	return max(0, min(g.deadline.Sub(g.now()), g.wallDL.Sub(g.wall())))
 }
 
 // Stopped reports whether the guard has stopped, why, and when.

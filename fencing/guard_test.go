@@ -3,6 +3,8 @@ package fencing
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -90,5 +92,57 @@ func TestGuardParentCancel(t *testing.T) {
 	stopped, c, _ := g.Stopped()
 	if !stopped || !errors.Is(c, shutdown) {
 		t.Fatalf("Stopped() = %v %v, want shutdown", stopped, c)
+	}
+}
+
+// TestGuardNoticesSuspendOnItsOwn: nothing calls Check or Renewed, the wall
+// clock jumps past the deadline (a PC waking from a suspend longer than the
+// lease) and the guard's periodic check stops the job by itself.
+func TestGuardNoticesSuspendOnItsOwn(t *testing.T) {
+	var mu sync.Mutex
+	var jump time.Duration
+	wall := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Round(0).Add(jump)
+	}
+	g, ctx := NewGuard(context.Background(), tok, time.Now(), time.Hour, time.Second, WithWallClock(wall), WithCheckInterval(5*time.Millisecond))
+	defer g.Stop(context.Canceled)
+	select {
+	case <-ctx.Done():
+		t.Fatalf("stopped before the jump: %v", context.Cause(ctx))
+	case <-time.After(30 * time.Millisecond):
+	}
+	if left := g.Left(); left <= 0 {
+		t.Fatalf("Left() = %v before the jump", left)
+	}
+	mu.Lock()
+	jump = 2 * time.Hour
+	mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guard did not notice the wall-clock jump on its own")
+	}
+	if !errors.Is(context.Cause(ctx), ErrLeaseExpired) {
+		t.Fatalf("cause = %v, want ErrLeaseExpired", context.Cause(ctx))
+	}
+	if g.Left() != 0 {
+		t.Fatalf("Left() = %v after the stop", g.Left())
+	}
+}
+
+// TestGuardRenewalAfterSuspendRefused: a renewal answered after a suspend
+// that outlasted the deadline does not revive the lease.
+func TestGuardRenewalAfterSuspendRefused(t *testing.T) {
+	var jump atomic.Int64
+	wall := func() time.Time { return time.Now().Round(0).Add(time.Duration(jump.Load())) }
+	g, ctx := NewGuard(context.Background(), tok, time.Now(), time.Hour, time.Second, WithWallClock(wall), WithCheckInterval(time.Hour))
+	jump.Store(int64(3 * time.Hour))
+	if g.Renewed(time.Now(), time.Hour) {
+		t.Fatal("renewal accepted after the wall clock passed the deadline")
+	}
+	if !errors.Is(context.Cause(ctx), ErrLeaseExpired) {
+		t.Fatalf("cause = %v", context.Cause(ctx))
 	}
 }

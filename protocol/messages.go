@@ -55,12 +55,23 @@ type Step struct {
 type Task struct {
 	Device DeviceSelector `json:"device"`
 	Steps  []Step         `json:"steps"`
+	// Interactive keeps the job open after its steps: the agent holds the
+	// phone and the lease and runs the steps the coordinator sends on the
+	// step verb until one asks it to finish (see StepRequest).
+	Interactive bool `json:"interactive,omitempty"`
+	// IdleTimeoutMS bounds how long an interactive job waits for its next
+	// step; the job then fails. 0 leaves it to the agent (default 5 min).
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
 }
 
-// Validate reports the first malformed step.
+// Validate reports the first malformed step. Only an interactive task may
+// have no steps.
 func (t Task) Validate() error {
-	if len(t.Steps) == 0 {
+	if len(t.Steps) == 0 && !t.Interactive {
 		return fmt.Errorf("task has no steps")
+	}
+	if t.IdleTimeoutMS < 0 {
+		return fmt.Errorf("idle_timeout_ms is negative")
 	}
 	for i, s := range t.Steps {
 		switch s.Op {
@@ -104,6 +115,13 @@ type Hello struct {
 	Devices      []Device `json:"devices"`
 	Capabilities []string `json:"capabilities,omitempty"`
 	Slots        int      `json:"slots"` // jobs the agent runs at once
+	// Draining: the agent takes no new jobs (drain, shutdown); assign
+	// would be refused with 503.
+	Draining bool `json:"draining,omitempty"`
+	// Probe marks a connectivity check (edgeagent doctor), not an agent
+	// process: the coordinator should answer it like a hello without
+	// opening a session or releasing any job.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // HelloReply tells the agent the coordinator's lease settings.
@@ -113,6 +131,9 @@ type HelloReply struct {
 	ServerTime    time.Time `json:"server_time"`
 	UploadMode    string    `json:"upload_mode,omitempty"` // direct or presigned
 	CoordinatorID string    `json:"coordinator_id,omitempty"`
+	// Settings are runtime settings for the agent (see Control config),
+	// applied and kept by the agent as if sent with a config command.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // Heartbeat keeps the agent's presence.
@@ -121,6 +142,8 @@ type Heartbeat struct {
 	Devices []Device        `json:"devices,omitempty"`
 	Running []fencing.Token `json:"running,omitempty"`
 	Free    int             `json:"free"` // free slots
+	// Draining: the agent takes no new jobs; Free is then 0.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Ack is the empty success reply.

@@ -39,6 +39,17 @@ func BenchmarkUpload(b *testing.B) {
 			}
 		}
 	})
+	b.Run("uploader/spooled", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			n++
+			tok := testToken
+			tok.JobID = fmt.Sprintf("bench-%d", n)
+			if _, err := e.s.Upload(ctx, tok, Artifact{Name: "rec.mp4", Path: path, SHA256: sha, hashed: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, withSHA := range []bool{true, false} {
 		b.Run(fmt.Sprintf("uploader/sha-given=%v", withSHA), func(b *testing.B) {
 			b.SetBytes(size)

@@ -3,10 +3,12 @@ package uploader
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -60,6 +62,13 @@ type S3Options struct {
 	TempDir string
 	// Transport replaces the HTTP transport (TLS settings, proxies).
 	Transport http.RoundTripper
+	// Retry is the policy of each request; see RetryPolicy for defaults.
+	Retry RetryPolicy
+	// BytesPerSecond limits the bandwidth of all uploads of this uploader
+	// together; 0 means no limit.
+	BytesPerSecond int64
+	// Metrics, when set, counts what the uploader does.
+	Metrics *Metrics
 }
 
 func (o *S3Options) setDefaults() {
@@ -72,6 +81,7 @@ func (o *S3Options) setDefaults() {
 	if o.Parallelism == 0 {
 		o.Parallelism = DefaultParallelism
 	}
+	o.Retry.setDefaults()
 }
 
 // Validate reports every problem with the options.
@@ -97,21 +107,27 @@ func (o S3Options) Validate() error {
 	if o.Parallelism < 0 {
 		problems = append(problems, fmt.Sprintf("parallelism %d is negative", o.Parallelism))
 	}
+	if o.BytesPerSecond < 0 {
+		problems = append(problems, fmt.Sprintf("bytes_per_second %d is negative", o.BytesPerSecond))
+	}
+	problems = append(problems, o.Retry.problems("retry")...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: s3 options: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
 	return nil
 }
 
-// S3 uploads artifacts straight to a bucket with minio-go.
+// S3 uploads artifacts straight to a bucket with minio-go (direct mode).
 type S3 struct {
 	opts S3Options
 	core *minio.Core
+	bw   *bandwidth
 }
 
 var (
-	_ Uploader = (*S3)(nil)
-	_ Lister   = (*S3)(nil)
+	_ Uploader  = (*S3)(nil)
+	_ Resumable = (*S3)(nil)
+	_ Lister    = (*S3)(nil)
 )
 
 // NewS3 returns an uploader for opts. It does not touch the network.
@@ -125,11 +141,14 @@ func NewS3(opts S3Options) (*S3, error) {
 		Secure:    opts.Secure,
 		Region:    opts.Region,
 		Transport: opts.Transport,
+		// Requests are retried here, with the policy of opts.Retry, so
+		// that every retry is seen and counted.
+		MaxRetries: 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create s3 client: %w", err)
 	}
-	return &S3{opts: opts, core: core}, nil
+	return &S3{opts: opts, core: core, bw: newBandwidth(opts.BytesPerSecond)}, nil
 }
 
 // Bucket returns the bucket the uploader writes to.
@@ -149,25 +168,50 @@ func (s *S3) CheckBucket(ctx context.Context) error {
 
 // Upload writes a under tok.ObjectKey(a.Name) with the token's stamps and
 // If-None-Match: *. See the package documentation for what happens when the
-// key is taken.
+// key is taken. A multipart upload that fails is aborted.
 func (s *S3) Upload(ctx context.Context, tok fencing.Token, a Artifact) (Result, error) {
+	return s.upload(ctx, tok, a, nil, nil)
+}
+
+// UploadResumable implements Resumable.
+func (s *S3) UploadResumable(ctx context.Context, tok fencing.Token, a Artifact, mp *Multipart, save func(Multipart) error) (Result, error) {
+	if mp == nil {
+		mp = &Multipart{}
+	}
+	return s.upload(ctx, tok, a, mp, save)
+}
+
+func (s *S3) upload(ctx context.Context, tok fencing.Token, a Artifact, mp *Multipart, save func(Multipart) error) (res Result, err error) {
 	if err := validate(tok, a); err != nil {
 		return Result{}, err
 	}
 	key := tok.ObjectKey(a.Name)
-	src, err := s.open(ctx, a)
+	defer func() { s.opts.Metrics.finished(modeDirect, res, err) }()
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("upload %s: %w", key, ctxErr(ctx, err))
+	}
+	src, err := openSource(ctx, a, s.opts.TempDir, s.opts.PartSize, false)
 	if err != nil {
 		return Result{}, fmt.Errorf("upload %s: %w", key, ctxErr(ctx, err))
 	}
 	defer src.close()
+	tr := newTracker(src.size, a.Progress, s.opts.Metrics)
+	defer tr.finish()
 
-	u := &upload{s: s, ctx: ctx, tok: tok, key: key, src: src, contentType: a.ContentType}
-	res, err := u.run()
+	contentType := a.ContentType
+	if contentType == "" {
+		contentType = DefaultContentType
+	}
+	u := &upload{s: s, ctx: ctx, tok: tok, key: key, src: src, contentType: contentType, mp: mp, save: save, tr: tr}
+	res, err = u.run()
 	if err != nil {
 		return Result{}, fmt.Errorf("upload %s: %w", key, ctxErr(ctx, err))
 	}
 	return res, nil
 }
+
+// DefaultContentType is the content type of an artifact that declares none.
+const DefaultContentType = "application/octet-stream"
 
 func validate(tok fencing.Token, a Artifact) error {
 	var problems []string
@@ -203,7 +247,7 @@ func ctxErr(ctx context.Context, err error) error {
 	return ctx.Err()
 }
 
-// upload is the state of one Upload call.
+// upload is the state of one upload attempt.
 type upload struct {
 	s           *S3
 	ctx         context.Context
@@ -211,6 +255,12 @@ type upload struct {
 	key         string
 	src         *source
 	contentType string
+	// mp is the resumable multipart state, nil for a plain Upload.
+	mp   *Multipart
+	save func(Multipart) error
+	tr   *tracker
+	// hr reads and hashes a stream.
+	hr *hashReader
 }
 
 func (u *upload) putOptions() minio.PutObjectOptions {
@@ -248,9 +298,25 @@ func (u *upload) partSize() int64 {
 	return ps
 }
 
+func (u *upload) retry(op string, f func() error) error {
+	return u.s.opts.Retry.retry(u.ctx, u.s.opts.Metrics, op, func(int) error { return f() })
+}
+
 func (u *upload) run() (Result, error) {
-	hr := newHashReader(u.ctx, u.src.r)
 	partSize := u.partSize()
+	if ra := u.src.ra; ra != nil {
+		size := u.src.size
+		if size <= partSize {
+			return u.single(func() io.Reader { return io.NewSectionReader(ra, 0, size) }, size)
+		}
+		return u.multipart(partSize, u.partsAt(ra, size, partSize), nil)
+	}
+
+	// A stream: read the first part to tell a single PUT from a multipart
+	// upload, and check the content against its declared checksum as it is
+	// read.
+	hr := newHashReader(u.ctx, u.src.r)
+	u.hr = hr
 	// A known size gets its first buffer in one allocation; an unknown one
 	// grows its buffer as the body turns out longer.
 	first, capacity := partSize, initialCap(partSize)
@@ -272,12 +338,18 @@ func (u *upload) run() (Result, error) {
 		}
 	}
 	if eof {
-		return u.single(hr, buf)
+		if err := u.verify(hr); err != nil {
+			return Result{}, err
+		}
+		return u.single(func() io.Reader { return bytes.NewReader(buf) }, int64(len(buf)))
 	}
-	return u.multipart(hr, buf, partSize)
+	// Streams cannot be resumed: their parts are gone once sent.
+	u.mp = nil
+	return u.multipart(partSize, u.partsStream(hr, buf, partSize), func() error { return u.verify(hr) })
 }
 
-// verify checks what was read against the declared size and checksum.
+// verify checks what was read of a stream against the declared size and
+// checksum.
 func (u *upload) verify(hr *hashReader) error {
 	if u.src.size >= 0 && hr.n != u.src.size {
 		return fmt.Errorf("read %d bytes, want %d: %w", hr.n, u.src.size, ErrSizeMismatch)
@@ -288,95 +360,112 @@ func (u *upload) verify(hr *hashReader) error {
 	return nil
 }
 
-func (u *upload) single(hr *hashReader, body []byte) (Result, error) {
-	if err := u.verify(hr); err != nil {
-		return Result{}, err
-	}
-	info, err := u.s.core.PutObject(u.ctx, u.s.opts.Bucket, u.key, bytes.NewReader(body), int64(len(body)), "", u.src.sha256, u.putOptions())
+// single stores content of size bytes in one PUT; open returns a fresh
+// reader of it for each attempt.
+func (u *upload) single(open func() io.Reader, size int64) (Result, error) {
+	var info minio.UploadInfo
+	err := u.retry("put", func() error {
+		body := newSendReader(u.ctx, open(), u.s.bw, u.tr, u.s.opts.Metrics)
+		var err error
+		info, err = u.s.core.PutObject(u.ctx, u.s.opts.Bucket, u.key, body, size, "", u.src.sha256, u.putOptions())
+		if err != nil {
+			body.failed()
+		}
+		return err
+	})
 	if err != nil {
-		if isPreconditionFailed(err) {
+		switch {
+		case isPreconditionFailed(err):
+			// Taken, possibly by an earlier attempt of this very PUT whose
+			// answer was lost.
 			return u.existing()
+		case isSHA256Mismatch(err):
+			return Result{}, fmt.Errorf("put object: content changed while sent: %w", ErrChecksumMismatch)
 		}
 		return Result{}, fmt.Errorf("put object: %w", err)
 	}
-	return Result{Key: u.key, Size: int64(len(body)), SHA256: u.src.sha256, ETag: info.ETag}, nil
+	return Result{Key: u.key, Size: size, SHA256: u.src.sha256, ETag: info.ETag}, nil
 }
 
-func (u *upload) multipart(hr *hashReader, first []byte, partSize int64) (res Result, err error) {
-	s := u.s
-	bucket := s.opts.Bucket
-	uploadID, err := s.core.NewMultipartUpload(u.ctx, bucket, u.key, u.putOptions())
-	if err != nil {
-		if isPreconditionFailed(err) {
-			return u.existing()
-		}
-		return Result{}, fmt.Errorf("start multipart upload: %w", err)
-	}
-	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		// The caller's context may be done: the abort still has to reach the
-		// server, so that no parts stay behind.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), abortTimeout)
-		defer cancel()
-		// An upload found to exist already with this content stays a
-		// success even if its own leftovers could not be aborted.
-		if aerr := s.core.AbortMultipartUpload(actx, bucket, u.key, uploadID); aerr != nil && err != nil {
-			err = errors.Join(err, fmt.Errorf("abort multipart upload %s: %w", uploadID, aerr))
-		}
-	}()
+// part is one part of a multipart upload; body returns a fresh reader of
+// its content for each attempt, and release, when set, frees its buffer.
+type part struct {
+	n       int
+	size    int64
+	body    func() io.Reader
+	release func()
+}
 
-	pctx, cancel := context.WithCancelCause(u.ctx)
-	defer cancel(nil)
-	// A failed part stops the reading too.
-	hr.ctx = pctx
+// producer hands the parts of the content to emit, in order, and stops
+// early when emit returns false. Parts found in stored (a resumed upload)
+// that hold the same content are recorded with keep instead of being sent.
+type producer func(stored map[int]minio.ObjectPart, emit func(part) bool, keep func(minio.CompletePart, int64)) error
 
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		parts []minio.CompletePart
-		size  int64
-	)
-	// free holds the buffers not being uploaded; its capacity bounds the
-	// memory of this upload to Parallelism × part size.
-	free := make(chan []byte, s.opts.Parallelism)
-	for range s.opts.Parallelism - 1 {
-		free <- nil
-	}
-	send := func(n int, data []byte) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			popts := minio.PutObjectPartOptions{DisableContentSha256: true}
-			if !s.opts.Secure {
-				// Without TLS the part's hash is signed, so the server
-				// verifies what arrived; with TLS it is UNSIGNED-PAYLOAD,
-				// as minio-go does.
-				sum := sha256.Sum256(data)
-				popts.Sha256Hex = hex.EncodeToString(sum[:])
+// partsAt produces the parts of random-access content; they are read from
+// it while they are sent, never held in memory.
+func (u *upload) partsAt(ra io.ReaderAt, size, partSize int64) producer {
+	return func(stored map[int]minio.ObjectPart, emit func(part) bool, keep func(minio.CompletePart, int64)) error {
+		for off, n := int64(0), 1; off < size; off, n = off+partSize, n+1 {
+			length := min(partSize, size-off)
+			if sp, ok := stored[n]; ok {
+				same, err := partHolds(u.ctx, sp, ra, off, length)
+				if err != nil {
+					return err
+				}
+				if same {
+					keep(minio.CompletePart{PartNumber: n, ETag: sp.ETag}, length)
+					continue
+				}
 			}
-			p, perr := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, n, bytes.NewReader(data), int64(len(data)), popts)
-			if perr != nil {
-				cancel(fmt.Errorf("upload part %d: %w", n, perr))
-			} else {
-				mu.Lock()
-				parts = append(parts, minio.CompletePart{PartNumber: n, ETag: p.ETag})
-				size += int64(len(data))
-				mu.Unlock()
+			off := off
+			if !emit(part{n: n, size: length, body: func() io.Reader { return io.NewSectionReader(ra, off, length) }}) {
+				return nil
 			}
-			free <- data[:0]
-		}()
+		}
+		return nil
 	}
+}
 
-	readErr := func() error {
-		send(1, first)
+// partHolds reports whether a stored part holds the content at off: same
+// size and, when its ETag is an MD5 (as MinIO and S3 give for unencrypted
+// parts), same MD5.
+func partHolds(ctx context.Context, sp minio.ObjectPart, ra io.ReaderAt, off, length int64) (bool, error) {
+	if sp.Size != length {
+		return false, nil
+	}
+	etag := strings.ToLower(strings.Trim(sp.ETag, `"`))
+	if b, err := hex.DecodeString(etag); err != nil || len(b) != md5.Size {
+		return true, nil
+	}
+	h := md5.New()
+	r := &ctxReader{ctx: ctx, r: io.NewSectionReader(ra, off, length)}
+	if _, err := io.CopyBuffer(h, r, make([]byte, hashChunk)); err != nil {
+		return false, fmt.Errorf("check stored part: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)) == etag, nil
+}
+
+// partsStream produces the parts of a stream whose first part, first, is
+// already read. At most Parallelism buffers of partSize bytes are in use.
+func (u *upload) partsStream(hr *hashReader, first []byte, partSize int64) producer {
+	return func(_ map[int]minio.ObjectPart, emit func(part) bool, _ func(minio.CompletePart, int64)) error {
+		free := make(chan []byte, u.s.opts.Parallelism)
+		for range u.s.opts.Parallelism - 1 {
+			free <- nil
+		}
+		mkPart := func(n int, data []byte) part {
+			return part{n: n, size: int64(len(data)),
+				body:    func() io.Reader { return bytes.NewReader(data) },
+				release: func() { free <- data[:0] }}
+		}
+		if !emit(mkPart(1, first)) {
+			return nil
+		}
 		for n := 2; ; n++ {
 			var buf []byte
 			select {
 			case buf = <-free:
-			case <-pctx.Done():
+			case <-hr.ctx.Done():
 				return nil
 			}
 			if buf == nil {
@@ -390,42 +479,341 @@ func (u *upload) multipart(hr *hashReader, first []byte, partSize int64) (res Re
 				if n > maxParts {
 					return fmt.Errorf("%w: body needs more than %d parts of %d bytes; declare its size", ErrInvalid, maxParts, partSize)
 				}
-				send(n, data)
+				if !emit(mkPart(n, data)) {
+					return nil
+				}
 			}
 			if eof {
 				return nil
 			}
 		}
+	}
+}
+
+// multipart stores the content as a multipart upload whose parts come from
+// produce, sent Parallelism at a time; verify, when set, runs once every
+// part is stored and before the upload is completed. If-None-Match: * goes
+// with the start and with the completion, so nothing is overwritten even
+// by a writer that slips in between.
+func (u *upload) multipart(partSize int64, produce producer, verify func() error) (res Result, err error) {
+	s := u.s
+	bucket := s.opts.Bucket
+	resumable := u.mp != nil
+
+	var (
+		uploadID string
+		stored   map[int]minio.ObjectPart
+	)
+	if resumable && u.mp.UploadID != "" {
+		if u.mp.PartSize == partSize {
+			stored, err = u.listParts(u.mp.UploadID)
+			switch {
+			case err == nil:
+				uploadID = u.mp.UploadID
+				s.opts.Metrics.resume()
+			case isNoSuchUpload(err):
+				// Aborted or expired meanwhile: start again.
+			default:
+				return Result{}, fmt.Errorf("list stored parts: %w", err)
+			}
+		} else {
+			// Parts of another size cannot be reused.
+			if err := s.abandon(u.ctx, u.key, u.mp.UploadID, false); err != nil {
+				return Result{}, err
+			}
+		}
+		if uploadID == "" {
+			*u.mp = Multipart{}
+		}
+	}
+
+	// lost is set when a request starting an upload may have reached the
+	// server without its answer reaching us: an upload may be open that
+	// only a listing finds.
+	lost := false
+	if uploadID == "" {
+		err := u.retry("initiate", func() error {
+			var err error
+			uploadID, err = s.core.NewMultipartUpload(u.ctx, bucket, u.key, u.putOptions())
+			if err != nil && (transient(err) || u.ctx.Err() != nil) {
+				lost = true
+			}
+			return err
+		})
+		if err != nil {
+			if lost && !(resumable && errors.Is(err, ErrUnavailable) && u.ctx.Err() == nil) {
+				// Nothing will come back for it: clean up now.
+				if aerr := s.abandon(u.ctx, u.key, "", true); aerr != nil {
+					err = errors.Join(err, aerr)
+				}
+			}
+			if isPreconditionFailed(err) {
+				return u.existing()
+			}
+			return Result{}, fmt.Errorf("start multipart upload: %w", err)
+		}
+		if lost {
+			if err := s.abandonOthers(u.ctx, u.key, uploadID); err != nil {
+				return Result{}, err
+			}
+		}
+		if resumable {
+			*u.mp = Multipart{UploadID: uploadID, PartSize: partSize}
+			if u.save != nil {
+				if err := u.save(*u.mp); err != nil {
+					_ = s.abandon(u.ctx, u.key, uploadID, false)
+					*u.mp = Multipart{}
+					return Result{}, fmt.Errorf("record multipart upload: %w", err)
+				}
+			}
+		}
+	}
+
+	// done is set once the upload is completed or known to be gone.
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		if resumable && errors.Is(err, ErrUnavailable) && u.ctx.Err() == nil {
+			// Left open for the next attempt to continue.
+			return
+		}
+		// The caller's context may be done: the abort still has to reach
+		// the server, so that no parts stay behind.
+		if aerr := s.abandon(u.ctx, u.key, uploadID, u.ctx.Err() != nil); aerr != nil && err != nil {
+			err = errors.Join(err, aerr)
+		}
+		if resumable {
+			*u.mp = Multipart{}
+		}
 	}()
-	if readErr != nil {
-		cancel(readErr)
+
+	pctx, cancel := context.WithCancelCause(u.ctx)
+	defer cancel(nil)
+
+	var (
+		mu    sync.Mutex
+		parts []minio.CompletePart
+		size  int64
+	)
+	record := func(p minio.CompletePart, n int64) {
+		mu.Lock()
+		parts = append(parts, p)
+		size += n
+		mu.Unlock()
+	}
+	keep := func(p minio.CompletePart, n int64) {
+		record(p, n)
+		u.tr.add(n)
+		s.opts.Metrics.part("resumed")
+	}
+
+	work := make(chan part)
+	var wg sync.WaitGroup
+	for range s.opts.Parallelism {
+		wg.Go(func() {
+			for p := range work {
+				var etag string
+				perr := s.opts.Retry.retry(pctx, s.opts.Metrics, "part", func(int) error {
+					body := newSendReader(pctx, p.body(), s.bw, u.tr, s.opts.Metrics)
+					op, err := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, p.n, body, p.size, minio.PutObjectPartOptions{})
+					if err != nil {
+						body.failed()
+						return err
+					}
+					etag = op.ETag
+					return nil
+				})
+				if p.release != nil {
+					p.release()
+				}
+				if perr != nil {
+					cancel(fmt.Errorf("upload part %d: %w", p.n, perr))
+					continue
+				}
+				record(minio.CompletePart{PartNumber: p.n, ETag: etag}, p.size)
+				s.opts.Metrics.part("sent")
+			}
+		})
+	}
+	emit := func(p part) bool {
+		select {
+		case work <- p:
+			return true
+		case <-pctx.Done():
+			if p.release != nil {
+				p.release()
+			}
+			return false
+		}
+	}
+	// A failed part stops the reading of a stream too.
+	if u.hr != nil {
+		u.hr.ctx = pctx
+	}
+	perr := produce(stored, emit, keep)
+	close(work)
+	if perr != nil {
+		cancel(perr)
 	}
 	wg.Wait()
 	if err := context.Cause(pctx); err != nil {
 		return Result{}, err
 	}
-	if err := u.verify(hr); err != nil {
-		return Result{}, err
+	if verify != nil {
+		if err := verify(); err != nil {
+			return Result{}, err
+		}
 	}
 	if err := u.ctx.Err(); err != nil {
 		return Result{}, err
 	}
+
 	sort.Slice(parts, func(i, j int) bool { return parts[i].PartNumber < parts[j].PartNumber })
-	info, err := s.core.CompleteMultipartUpload(u.ctx, bucket, u.key, uploadID, parts, conditionalOptions())
-	if err != nil {
-		if isPreconditionFailed(err) {
-			return u.existing()
+	var info minio.UploadInfo
+	unsure := false
+	err = u.retry("complete", func() error {
+		var err error
+		info, err = s.core.CompleteMultipartUpload(u.ctx, bucket, u.key, uploadID, parts, conditionalOptions())
+		if err != nil && transient(err) {
+			unsure = true
 		}
-		return Result{}, fmt.Errorf("complete multipart upload: %w", err)
+		return err
+	})
+	switch {
+	case err == nil:
+		done = true
+		return Result{Key: u.key, Size: size, SHA256: u.src.sha256, ETag: info.ETag}, nil
+	case isPreconditionFailed(err):
+		// Taken: by an earlier completion of this upload whose answer was
+		// lost, or by another writer. Ours is aborted either way.
+		return u.existing()
+	case unsure && isNoSuchUpload(err):
+		// An earlier completion whose answer was lost may have landed.
+		res, err := u.existing()
+		if errors.Is(err, ErrNotFound) {
+			done = true // gone without an object: start again next time
+			if resumable {
+				*u.mp = Multipart{}
+			}
+			return Result{}, fmt.Errorf("%w: multipart upload %s vanished", ErrUnavailable, uploadID)
+		}
+		done = err == nil
+		return res, err
 	}
-	committed = true
-	return Result{Key: u.key, Size: size, SHA256: u.src.sha256, ETag: info.ETag}, nil
+	return Result{}, fmt.Errorf("complete multipart upload: %w", err)
+}
+
+// listParts returns the parts stored for uploadID by part number.
+func (u *upload) listParts(uploadID string) (map[int]minio.ObjectPart, error) {
+	stored := make(map[int]minio.ObjectPart)
+	marker := 0
+	for {
+		var res minio.ListObjectPartsResult
+		err := u.retry("list", func() error {
+			var err error
+			res, err = u.s.core.ListObjectParts(u.ctx, u.s.opts.Bucket, u.key, uploadID, marker, 1000)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range res.ObjectParts {
+			stored[p.PartNumber] = p
+		}
+		if !res.IsTruncated || res.NextPartNumberMarker <= marker {
+			return stored, nil
+		}
+		marker = res.NextPartNumberMarker
+	}
+}
+
+// Abandon implements Resumable.
+func (s *S3) Abandon(ctx context.Context, key, uploadID string) error {
+	return s.abandon(ctx, key, uploadID, true)
+}
+
+// abandon aborts uploadID, when set, and with all every other incomplete
+// upload of key too. It runs even when ctx is done, for at most
+// abortTimeout.
+func (s *S3) abandon(ctx context.Context, key, uploadID string, all bool) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	var errs []error
+	if uploadID != "" {
+		errs = append(errs, s.abortOne(actx, key, uploadID))
+	}
+	if all {
+		errs = append(errs, s.abandonOthers(actx, key, uploadID))
+	}
+	return errors.Join(errs...)
+}
+
+// abandonOthers aborts the incomplete uploads of key other than keep.
+func (s *S3) abandonOthers(ctx context.Context, key, keep string) error {
+	ids, err := s.incompleteUploads(ctx, key)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if id != keep {
+			errs = append(errs, s.abortOne(ctx, key, id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *S3) abortOne(ctx context.Context, key, uploadID string) error {
+	err := s.opts.Retry.retry(ctx, s.opts.Metrics, "abort", func(int) error {
+		return s.core.AbortMultipartUpload(ctx, s.opts.Bucket, key, uploadID)
+	})
+	if err != nil && !isNoSuchUpload(err) {
+		return fmt.Errorf("abort multipart upload %s: %w", uploadID, err)
+	}
+	if err == nil {
+		s.opts.Metrics.abort()
+	}
+	return nil
+}
+
+// incompleteUploads lists the ids of the incomplete multipart uploads of
+// key.
+func (s *S3) incompleteUploads(ctx context.Context, key string) ([]string, error) {
+	var ids []string
+	keyMarker, idMarker := "", ""
+	for {
+		var res minio.ListMultipartUploadsResult
+		err := s.opts.Retry.retry(ctx, s.opts.Metrics, "list", func(int) error {
+			var err error
+			res, err = s.core.ListMultipartUploads(ctx, s.opts.Bucket, key, keyMarker, idMarker, "", 1000)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list incomplete uploads of %s: %w", key, err)
+		}
+		for _, up := range res.Uploads {
+			if up.Key == key {
+				ids = append(ids, up.UploadID)
+			}
+		}
+		if !res.IsTruncated || (res.NextKeyMarker == keyMarker && res.NextUploadIDMarker == idMarker) {
+			return ids, nil
+		}
+		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
+	}
 }
 
 // existing decides about a key that turned out to be taken: the same content
 // under the same stamps is this upload, landed by an earlier attempt.
 func (u *upload) existing() (Result, error) {
-	obj, err := u.s.Stat(u.ctx, u.key)
+	var obj Object
+	err := u.retry("stat", func() error {
+		var err error
+		obj, err = u.s.Stat(u.ctx, u.key)
+		return err
+	})
 	if err != nil && !errors.Is(err, ErrUnstamped) {
 		return Result{}, fmt.Errorf("stat existing object: %w", err)
 	}
@@ -435,14 +823,33 @@ func (u *upload) existing() (Result, error) {
 	return Result{Key: u.key, Size: obj.Size, SHA256: obj.SHA256, ETag: obj.ETag, Existed: true}, nil
 }
 
+// errResponse returns the S3 error response err carries, if any.
+func errResponse(err error) (minio.ErrorResponse, bool) {
+	var r minio.ErrorResponse
+	if errors.As(err, &r) {
+		return r, true
+	}
+	return r, false
+}
+
 func isPreconditionFailed(err error) bool {
-	r := minio.ToErrorResponse(err)
-	return r.StatusCode == http.StatusPreconditionFailed || r.Code == "PreconditionFailed"
+	r, ok := errResponse(err)
+	return ok && (r.StatusCode == http.StatusPreconditionFailed || r.Code == "PreconditionFailed")
 }
 
 func isNotFound(err error) bool {
-	r := minio.ToErrorResponse(err)
-	return r.StatusCode == http.StatusNotFound || r.Code == minio.NoSuchKey
+	r, ok := errResponse(err)
+	return ok && (r.StatusCode == http.StatusNotFound || r.Code == minio.NoSuchKey)
+}
+
+func isNoSuchUpload(err error) bool {
+	r, ok := errResponse(err)
+	return ok && r.Code == "NoSuchUpload"
+}
+
+func isSHA256Mismatch(err error) bool {
+	r, ok := errResponse(err)
+	return ok && (r.Code == "XAmzContentSHA256Mismatch" || r.Code == "BadDigest")
 }
 
 // Stat returns the object at key with the stamps read back from its metadata.

@@ -13,11 +13,15 @@ import (
 	"strings"
 )
 
-// source is an artifact's content ready to be read once, with its checksum
-// known before the first byte is sent (it goes into the object's metadata).
+// source is an artifact's content ready to be sent, with its checksum known
+// before the first byte is sent (it goes into the object's metadata).
+// Files and bodies that can seek are read at offsets (ra), so that parts
+// stream from disk without being held in memory and a failed request can
+// be sent again; other bodies are read once, in order (r).
 type source struct {
-	r      io.Reader
-	size   int64 // -1 when unknown
+	ra     io.ReaderAt // content at offsets 0 to size, or nil for a stream
+	r      io.Reader   // the stream, when ra is nil
+	size   int64       // -1 when unknown (streams only)
 	sha256 string
 	close  func()
 }
@@ -25,15 +29,20 @@ type source struct {
 // hashChunk is the read size of hashing and spooling passes.
 const hashChunk = 256 << 10
 
-// open prepares a's content. Without a declared SHA256 it hashes a file or a
-// seekable body in a first pass; a body that cannot seek is read into memory
-// when it fits in one part and spooled to a temp file otherwise.
-func (s *S3) open(ctx context.Context, a Artifact) (*source, error) {
+// openSource prepares a's content. A file or a body that can seek is hashed
+// in a first pass and checked against a declared SHA256, unless the spool
+// hashed it while writing it. A stream without a declared SHA256 is read
+// into memory when it fits in memLimit bytes and spooled to a temp file in
+// tempDir otherwise; a stream with one is checked as it is sent, unless
+// random asks for random access, when it is spooled and checked too.
+func openSource(ctx context.Context, a Artifact, tempDir string, memLimit int64, random bool) (*source, error) {
 	src := &source{size: -1, sha256: strings.ToLower(a.SHA256), close: func() {}}
+	declared := int64(-1)
 	if a.Size > 0 {
-		src.size = a.Size
+		declared = a.Size
 	}
-	if a.Path != "" {
+	switch {
+	case a.Path != "":
 		f, err := os.Open(a.Path)
 		if err != nil {
 			return nil, fmt.Errorf("open artifact: %w", err)
@@ -47,71 +56,85 @@ func (s *S3) open(ctx context.Context, a Artifact) (*source, error) {
 			f.Close()
 			return nil, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, a.Path)
 		}
-		if src.size >= 0 && src.size != fi.Size() {
-			f.Close()
-			return nil, fmt.Errorf("file %s has %d bytes, want %d: %w", a.Path, fi.Size(), src.size, ErrSizeMismatch)
-		}
-		src.size = fi.Size()
-		src.r = f
-		src.close = func() { f.Close() }
-		if src.sha256 == "" {
-			if err := hashSeeker(ctx, src, f); err != nil {
-				src.close()
-				return nil, err
+		src.ra, src.size, src.close = f, fi.Size(), func() { f.Close() }
+	default:
+		ra, ok1 := a.Body.(io.ReaderAt)
+		sk, ok2 := a.Body.(io.Seeker)
+		if !ok1 || !ok2 {
+			src.r = a.Body
+			if src.sha256 != "" && !random {
+				src.size = declared
+				return src, nil
 			}
+			want := src.sha256
+			src, err := spoolStream(ctx, src, declared, tempDir, memLimit)
+			if err == nil && want != "" && src.sha256 != want {
+				src.close()
+				return nil, fmt.Errorf("content hashes to %s, want %s: %w", src.sha256, want, ErrChecksumMismatch)
+			}
+			return src, err
 		}
-		return src, nil
-	}
-
-	src.r = a.Body
-	if src.sha256 != "" {
-		return src, nil
-	}
-	if rs, ok := a.Body.(io.ReadSeeker); ok {
-		if err := hashSeeker(ctx, src, rs); err != nil {
-			return nil, err
+		start, err := sk.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, fmt.Errorf("seek body: %w", err)
 		}
+		end, err := sk.Seek(0, io.SeekEnd)
+		if err != nil {
+			return nil, fmt.Errorf("seek body: %w", err)
+		}
+		// The body counts as read to its end, as for a stream.
+		src.ra, src.size = io.NewSectionReader(ra, start, end-start), end-start
+	}
+	if declared >= 0 && src.size != declared {
+		src.close()
+		return nil, fmt.Errorf("content has %d bytes, want %d: %w", src.size, declared, ErrSizeMismatch)
+	}
+	if a.hashed && src.sha256 != "" {
 		return src, nil
 	}
-	return s.spool(ctx, src)
-}
-
-// hashSeeker hashes rs from its current offset to the end and seeks back.
-func hashSeeker(ctx context.Context, src *source, rs io.ReadSeeker) error {
-	start, err := rs.Seek(0, io.SeekCurrent)
+	sum, err := hashAt(ctx, src.ra, src.size)
 	if err != nil {
-		return fmt.Errorf("seek body: %w", err)
+		src.close()
+		return nil, err
 	}
-	hr := newHashReader(ctx, rs)
-	if _, err := io.CopyBuffer(io.Discard, hr, make([]byte, hashChunk)); err != nil {
-		return fmt.Errorf("hash body: %w", err)
+	if src.sha256 != "" && sum != src.sha256 {
+		src.close()
+		return nil, fmt.Errorf("content hashes to %s, want %s: %w", sum, src.sha256, ErrChecksumMismatch)
 	}
-	if _, err := rs.Seek(start, io.SeekStart); err != nil {
-		return fmt.Errorf("seek body: %w", err)
-	}
-	if src.size >= 0 && hr.n != src.size {
-		return fmt.Errorf("body has %d bytes, want %d: %w", hr.n, src.size, ErrSizeMismatch)
-	}
-	src.size = hr.n
-	src.sha256 = hr.sum()
-	return nil
+	src.sha256 = sum
+	return src, nil
 }
 
-// spool reads a body that cannot seek: into memory when it fits in one part,
-// else through a temp file, which is removed by src.close.
-func (s *S3) spool(ctx context.Context, src *source) (*source, error) {
+// hashAt returns the SHA-256 of ra's first size bytes.
+func hashAt(ctx context.Context, ra io.ReaderAt, size int64) (string, error) {
+	hr := newHashReader(ctx, io.NewSectionReader(ra, 0, size))
+	if _, err := io.CopyBuffer(io.Discard, hr, make([]byte, hashChunk)); err != nil {
+		return "", fmt.Errorf("hash content: %w", err)
+	}
+	if hr.n != size {
+		return "", fmt.Errorf("content ended after %d of %d bytes: %w", hr.n, size, ErrSizeMismatch)
+	}
+	return hr.sum(), nil
+}
+
+// spoolStream reads a stream without a declared SHA256: into memory when it
+// fits in memLimit bytes, else through a temp file, which src.close
+// removes.
+func spoolStream(ctx context.Context, src *source, declared int64, tempDir string, memLimit int64) (*source, error) {
 	hr := newHashReader(ctx, src.r)
-	buf, eof, err := readPart(hr, nil, s.opts.PartSize)
+	buf, eof, err := readPart(hr, nil, memLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read body: %w", err)
 	}
 	if eof {
-		src.r = bytes.NewReader(buf)
-		src.sha256 = hr.sum()
+		if declared >= 0 && hr.n != declared {
+			return nil, fmt.Errorf("body has %d bytes, want %d: %w", hr.n, declared, ErrSizeMismatch)
+		}
+		src.r, src.ra, src.size, src.sha256 = nil, bytes.NewReader(buf), hr.n, hr.sum()
 		return src, nil
 	}
 
-	f, err := os.CreateTemp(s.opts.TempDir, "edgeagent-upload-*")
+	f, err := os.CreateTemp(tempDir, "edgeagent-upload-*")
 	if err != nil {
 		return nil, fmt.Errorf("create spool file: %w", err)
 	}
@@ -127,18 +150,11 @@ func (s *S3) spool(ctx context.Context, src *source) (*source, error) {
 		cleanup()
 		return nil, fmt.Errorf("spool body: %w", err)
 	}
-	if src.size >= 0 && hr.n != src.size {
+	if declared >= 0 && hr.n != declared {
 		cleanup()
-		return nil, fmt.Errorf("body has %d bytes, want %d: %w", hr.n, src.size, ErrSizeMismatch)
+		return nil, fmt.Errorf("body has %d bytes, want %d: %w", hr.n, declared, ErrSizeMismatch)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		cleanup()
-		return nil, fmt.Errorf("seek spool file: %w", err)
-	}
-	src.r = f
-	src.size = hr.n
-	src.sha256 = hr.sum()
-	src.close = cleanup
+	src.r, src.ra, src.size, src.sha256, src.close = nil, f, hr.n, hr.sum(), cleanup
 	return src, nil
 }
 
@@ -213,4 +229,17 @@ func atEOF(h *hashReader) (bool, error) {
 // initialCap is the first allocation for a part of at most limit bytes.
 func initialCap(limit int64) int64 {
 	return min(max(limit, 0), 64<<10)
+}
+
+// ctxReader stops reading once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

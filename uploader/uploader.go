@@ -30,11 +30,45 @@ var (
 	ErrSizeMismatch = errors.New("size mismatch")
 	// ErrInvalid means the token, the artifact or the options are malformed.
 	ErrInvalid = errors.New("invalid upload")
+	// ErrUnavailable means the storage (or, in presigned mode, the
+	// coordinator authorising the upload) could not be reached or kept
+	// failing with server errors after every retry. Trying again later may
+	// succeed; a resumable upload was left open for that.
+	ErrUnavailable = errors.New("storage unavailable")
+	// ErrTooLarge means the content is larger than the mode can store
+	// (presigned mode: one PUT of at most 5 GiB).
+	ErrTooLarge = errors.New("artifact too large")
 )
 
 // Uploader puts one artifact of a job under the job's token.
 type Uploader interface {
 	Upload(ctx context.Context, tok fencing.Token, a Artifact) (Result, error)
+}
+
+// Resumable is an Uploader whose multipart uploads can outlive a failed
+// attempt, so that a later attempt continues from the parts already stored
+// instead of sending everything again. The spool uses it for files it
+// keeps between attempts.
+type Resumable interface {
+	Uploader
+	// UploadResumable uploads a like Upload. When *mp names a multipart
+	// upload of this key that is still open, it continues it: the parts
+	// already stored are listed, checked and not sent again. A multipart
+	// upload it starts is written into *mp and passed to save before the
+	// first part is sent, so that the caller can record it. When the
+	// attempt fails with ErrUnavailable the upload is left open for a
+	// later call; on any other failure, and when ctx is done, it is aborted
+	// and *mp is cleared.
+	UploadResumable(ctx context.Context, tok fencing.Token, a Artifact, mp *Multipart, save func(Multipart) error) (Result, error)
+	// Abandon aborts every incomplete multipart upload of key, uploadID
+	// (when set) first.
+	Abandon(ctx context.Context, key, uploadID string) error
+}
+
+// Multipart is a multipart upload in progress, as its caller records it.
+type Multipart struct {
+	UploadID string `json:"upload_id,omitempty"`
+	PartSize int64  `json:"part_size,omitempty"`
 }
 
 // Lister reads artifacts back with the stamps they carry.
@@ -62,6 +96,15 @@ type Artifact struct {
 	// hashing pass (and, for a Body that cannot seek, a spool to disk); the
 	// content is still checked against it before anything is committed.
 	SHA256 string
+	// Progress, when set, is called as content is sent with the bytes
+	// stored or in flight so far. The count goes back when a failed
+	// request's bytes are taken back. It is called from the goroutines
+	// sending parts, so it must be quick and safe for concurrent use.
+	Progress func(sent int64)
+
+	// hashed is set by the spool for a file it hashed to SHA256 while
+	// writing it: the content is not hashed again.
+	hashed bool
 }
 
 // Result describes the object an upload left in storage.

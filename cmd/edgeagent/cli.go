@@ -12,8 +12,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/edgeagent/edgeagent/config"
 	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/config"
 )
 
 const (
@@ -78,9 +80,12 @@ func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Agent,
 	a := &app{stdout: stdout, stderr: stderr}
 	a.commands = []command{
 		&runCommand{app: a, start: start},
+		&statusCommand{app: a},
+		&doctorCommand{app: a},
 		&validateCommand{app: a},
 		&versionCommand{app: a},
 	}
+	a.commands = append(a.commands, serviceCommands(a)...)
 	return a
 }
 
@@ -246,7 +251,9 @@ func (c *runCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	if err != nil {
 		return reportLoadError(c.app.stderr, err)
 	}
-	log := newLogger(cfg.Log, c.app.stderr).With().Str("agent_id", cfg.AgentID).Logger()
+	root, sw := newLogger(cfg.Log, c.app.stderr)
+	log := root.With().Str("agent_id", cfg.AgentID).Logger()
+	ctx = withLevelSwitch(ctx, sw)
 	for _, w := range cfg.Warnings() {
 		log.Warn().Msg(w)
 	}
@@ -320,8 +327,10 @@ func reportLoadError(w io.Writer, err error) error {
 	return &exitError{exitUsage}
 }
 
-// newLogger returns the root logger configured by cfg, writing to w.
-func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
+// newLogger returns the root logger configured by cfg, writing to w, and
+// the switch that changes its level while the agent runs (the log_level
+// setting).
+func newLogger(cfg config.Log, w io.Writer) (zerolog.Logger, *agent.LevelSwitch) {
 	level, err := zerolog.ParseLevel(cfg.Level)
 	if err != nil {
 		level = zerolog.InfoLevel // unreachable after Validate
@@ -329,7 +338,8 @@ func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
 	if cfg.Format == config.LogFormatConsole {
 		w = zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), TimeFormat: timeFormat}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	sw := agent.NewLevelSwitch(w, level)
+	return zerolog.New(sw).Level(zerolog.TraceLevel).With().Timestamp().Logger(), sw
 }
 
 // isTerminal reports whether w is a character device such as a console.

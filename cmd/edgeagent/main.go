@@ -7,6 +7,8 @@
 // Usage:
 //
 //	edgeagent run [-c file]              run the agent in the foreground
+//	edgeagent status [-c file]           show what the running agent is doing
+//	edgeagent doctor [-c file]           check the setup and say how to fix it
 //	edgeagent config validate [-c file]  check a config file
 //	edgeagent version                    print the version
 //	edgeagent help [command]             show help
@@ -15,6 +17,10 @@
 // C:\ProgramData\edgeagent\config.yaml on Windows; examples/agent.yaml
 // documents every option. Exit status: 0 success, 1 failure, 2 bad usage or
 // an invalid config.
+//
+// The first SIGTERM or interrupt drains the agent: it takes no new job, lets
+// running jobs finish for up to jobs.shutdown_timeout, releases the rest to
+// the coordinator and exits 0. A second signal stops at once.
 package main
 
 import (
@@ -32,8 +38,18 @@ var version = "dev"
 
 func main() {
 	zerolog.TimeFieldFormat = timeFormat
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-	stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	hard := make(chan struct{})
+	go func() {
+		<-sigs
+		cancel() // first signal: drain
+		<-sigs
+		close(hard) // second signal: stop at once
+	}()
+	code := exitCode(run(withHardStop(ctx, hard), os.Args[1:], os.Stdout, os.Stderr))
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }

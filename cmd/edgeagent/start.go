@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -17,12 +18,18 @@ import (
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
-// startAgent runs the agent until ctx is cancelled.
+// startAgent runs the agent until ctx is cancelled, then shuts it down
+// gracefully: no new jobs, running jobs get jobs.shutdown_timeout to finish,
+// the rest are released with a fenced fail so the coordinator reassigns them
+// at once. A hard stop (see withHardStop: a second signal) stops every job
+// at once instead.
 func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) error {
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
+	lock, err := agent.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
 	}
-	spool := filepath.Join(cfg.StateDir, "spool")
+	defer lock.Unlock()
+	spool := filepath.Join(cfg.StateDir, agent.SpoolDir)
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return fmt.Errorf("create spool directory: %w", err)
 	}
@@ -37,27 +44,124 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("set up storage: %w", err)
 	}
+	phones, closePhones, err := buildPhones(ctx, cfg, spool, log)
+	if err != nil {
+		return err
+	}
+	defer closePhones()
+
+	statusL, err := agent.ListenStatus(cfg.Status.Listen)
+	if err != nil {
+		return fmt.Errorf("status endpoint (status.listen): %w", err)
+	}
+	defer statusL.Close()
+
 	nc, err := natsconn.Connect(cfg.NATS, natsconn.Options{
 		Name: "edgeagent " + cfg.AgentID, InboxPrefix: protocol.InboxPrefix(cfg.AgentID), Log: log,
+		NoReconnectBuffer: true,
 	})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 
-	// Phones: the adb-backed inventory is not part of this build; the agent
-	// announces no phones and every job fails with a reason naming that.
-	inv := capture.NewInventory()
-	log.Warn().Msg("no phone backend configured: this build has no adb support yet")
-
 	a, err := agent.New(agent.Options{
-		AgentID: cfg.AgentID, Version: version, Conn: nc,
-		Phones: agent.InventoryPhones(inv, spool, capture.OpLogOptions{}), Store: store,
+		AgentID: cfg.AgentID, Version: version, Conn: nc, Phones: phones, Store: store,
 		Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: log,
+		LogLevel: levelSwitch(ctx), StateDir: cfg.StateDir,
 	})
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx)
+	log.Info().Str("boot_id", a.BootID()).Str("state_dir", cfg.StateDir).Str("status", statusL.Addr().String()).Msg("agent starting")
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if err := a.ServeStatus(runCtx, statusL); err != nil {
+			log.Error().Err(err).Msg("status endpoint stopped")
+		}
+	})
+	runErr := make(chan error, 1)
+	wg.Go(func() { runErr <- a.Run(runCtx) })
+
+	select {
+	case err := <-runErr:
+		stopRun()
+		return err
+	case <-ctx.Done():
+	}
+	hard := hardStop(ctx)
+	timeout := cfg.Jobs.ShutdownTimeout.Duration()
+	log.Info().Dur("shutdown_timeout", timeout).Msg("draining: no new jobs; waiting for running jobs (signal again to stop at once)")
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-hard:
+			log.Warn().Msg("stopping at once: running jobs are cut short")
+			stopRun()
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	if err := a.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("running jobs were released")
+	}
+	stopRun()
+	return <-runErr
+}
+
+// ── Phones ──────────────────────────────────────────────────────────────
+//
+// buildPhones returns the phones this agent offers and a function that
+// releases them. It is the one place where phone backends are wired in:
+// simulated phones from the config (devices[].simulated) for labs and
+// tests, and the adb backend for real phones.
+func buildPhones(ctx context.Context, cfg *config.Agent, spool string, log zerolog.Logger) (agent.Phones, func(), error) {
+	inv := capture.NewInventory()
+	for _, d := range cfg.SimulatedDevices() {
+		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: d.Serial, Tags: d.Tags})); err != nil {
+			return nil, nil, fmt.Errorf("add simulated phone %s: %w", d.Serial, err)
+		}
+		log.Info().Str("serial", d.Serial).Msg("simulated phone added")
+	}
+	if len(cfg.SimulatedDevices()) == 0 {
+		// The adb-backed inventory is not part of this build yet: the
+		// agent announces no phones and every job fails with a reason
+		// naming that.
+		log.Warn().Msg("no phone backend configured: this build has no adb support yet")
+	}
+	return agent.InventoryPhones(inv, spool, capture.OpLogOptions{}), func() {}, nil
+}
+
+// ── Process context ─────────────────────────────────────────────────────
+
+type hardStopKey struct{}
+type levelKey struct{}
+
+// withHardStop returns ctx carrying hard: closing it stops the agent at
+// once, even while it drains (the second SIGTERM or interrupt).
+func withHardStop(ctx context.Context, hard <-chan struct{}) context.Context {
+	return context.WithValue(ctx, hardStopKey{}, hard)
+}
+
+func hardStop(ctx context.Context) <-chan struct{} {
+	if ch, ok := ctx.Value(hardStopKey{}).(<-chan struct{}); ok {
+		return ch
+	}
+	return nil
+}
+
+// withLevelSwitch returns ctx carrying the root logger's level switch.
+func withLevelSwitch(ctx context.Context, s *agent.LevelSwitch) context.Context {
+	return context.WithValue(ctx, levelKey{}, s)
+}
+
+func levelSwitch(ctx context.Context) *agent.LevelSwitch {
+	s, _ := ctx.Value(levelKey{}).(*agent.LevelSwitch)
+	return s
 }

@@ -127,18 +127,19 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 }
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at`
+	result, completed_by, fail_reason, created_at, updated_at, device_serial`
 
 func scanJob(row pgx.Row) (coordinator.Job, error) {
 	var (
 		j                    coordinator.Job
 		task, result         []byte
 		worker, by, reason   *string
+		device               *string
 		expires              *time.Time
 		createdAt, updatedAt time.Time
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt); err != nil {
+		&result, &by, &reason, &createdAt, &updatedAt, &device); err != nil {
 		return coordinator.Job{}, err
 	}
 	if err := json.Unmarshal(task, &j.Task); err != nil {
@@ -150,6 +151,7 @@ func scanJob(row pgx.Row) (coordinator.Job, error) {
 	j.WorkerID = deref(worker)
 	j.CompletedBy = deref(by)
 	j.FailReason = deref(reason)
+	j.Device = deref(device)
 	if expires != nil {
 		j.LeaseExpiresAt = expires.UTC()
 	}
@@ -248,6 +250,7 @@ func grantSQL(verb, statusCond string) string {
 		SET status = 'IN_PROGRESS',
 		    lease_generation = lease_generation + 1,
 		    worker_id = $2,
+		    device_serial = NULL,
 		    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond',
 		    updated_at = clock_timestamp()
 		WHERE id = $1 AND ` + statusCond + `
@@ -325,6 +328,7 @@ const claimNextSQL = `
 		SET status = 'IN_PROGRESS',
 		    lease_generation = j.lease_generation + 1,
 		    worker_id = $1,
+		    device_serial = NULL,
 		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
 		    updated_at = clock_timestamp()
 		FROM pick
@@ -448,6 +452,7 @@ const failSQL = `
 		UPDATE jobs
 		SET status = CASE WHEN $4::boolean THEN 'QUEUED' ELSE 'FAILED' END,
 		    worker_id = CASE WHEN $4::boolean THEN NULL ELSE worker_id END,
+		    device_serial = CASE WHEN $4::boolean THEN NULL ELSE device_serial END,
 		    lease_expires_at = NULL,
 		    fail_reason = $5,
 		    updated_at = clock_timestamp()
@@ -566,6 +571,7 @@ const reclaimSQL = `
 		SET status = 'QUEUED',
 		    lease_generation = j.lease_generation + 1,
 		    worker_id = NULL,
+		    device_serial = NULL,
 		    lease_expires_at = NULL,
 		    updated_at = clock_timestamp()
 		FROM cand
@@ -575,8 +581,8 @@ const reclaimSQL = `
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation,
 		          cand.lease_expires_at AS old_expiry
 	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, 'reclaim', old_owner, old_generation, true FROM upd
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
 
@@ -606,14 +612,14 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 // WriteEvents lists every recorded attempt on a job, oldest first.
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, job_id, verb, owner, generation, accepted, at
+		SELECT id, job_id, verb, owner, generation, accepted, at, detail
 		FROM write_events WHERE job_id = $1 ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.WriteEvent, error) {
 		var e coordinator.WriteEvent
-		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At)
+		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At, &e.Detail)
 		e.At = e.At.UTC()
 		return e, err
 	})

@@ -180,9 +180,14 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // record inserts the write_events row of one attempt.
 func record(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool) error {
+	return recordDetail(ctx, tx, jobID, verb, owner, gen, accepted, "")
+}
+
+// recordDetail is record with a detail.
+func recordDetail(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool, detail string) error {
 	_, err := tx.ExecContext(ctx,
-		`INSERT INTO write_events (job_id, verb, owner, generation, accepted) VALUES (?, ?, ?, ?, ?)`,
-		jobID, verb, owner, gen, accepted)
+		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+		jobID, verb, owner, gen, accepted, detail)
 	if err != nil {
 		return fmt.Errorf("record write event: %w", err)
 	}
@@ -241,7 +246,7 @@ func nullJSON(b json.RawMessage) any {
 }
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at`
+	result, completed_by, fail_reason, created_at, updated_at, device_serial`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -250,10 +255,11 @@ func scanJob(row scanner) (coordinator.Job, error) {
 		j                                   coordinator.Job
 		task                                string
 		worker, expires, result, by, reason sql.NullString
+		device                              sql.NullString
 		createdAt, updatedAt                string
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt); err != nil {
+		&result, &by, &reason, &createdAt, &updatedAt, &device); err != nil {
 		return coordinator.Job{}, err
 	}
 	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
@@ -265,6 +271,7 @@ func scanJob(row scanner) (coordinator.Job, error) {
 	j.WorkerID = nullString(worker)
 	j.CompletedBy = nullString(by)
 	j.FailReason = nullString(reason)
+	j.Device = nullString(device)
 	var err error
 	if expires.Valid {
 		if j.LeaseExpiresAt, err = parseTime(expires.String); err != nil {
@@ -358,6 +365,7 @@ func grantSQL(statusCond string) string {
 	SET status = 'IN_PROGRESS',
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
+	    device_serial = NULL,
 	    lease_expires_at = ` + nowPlus + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND ` + statusCond + `
@@ -416,6 +424,7 @@ var claimNextSQL = `
 	SET status = 'IN_PROGRESS',
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
+	    device_serial = NULL,
 	    lease_expires_at = ` + nowPlus + `,
 	    updated_at = ` + now + `
 	WHERE id = (SELECT id FROM jobs WHERE status = 'QUEUED' ORDER BY created_at, rowid LIMIT 1)
@@ -552,6 +561,7 @@ var failSQL = `
 	UPDATE jobs
 	SET status = CASE WHEN ?1 THEN 'QUEUED' ELSE 'FAILED' END,
 	    worker_id = CASE WHEN ?1 THEN NULL ELSE worker_id END,
+	    device_serial = CASE WHEN ?1 THEN NULL ELSE device_serial END,
 	    lease_expires_at = NULL,
 	    fail_reason = ?2,
 	    updated_at = ` + now + `
@@ -674,6 +684,7 @@ var (
 	SET status = 'QUEUED',
 	    lease_generation = lease_generation + 1,
 	    worker_id = NULL,
+	    device_serial = NULL,
 	    lease_expires_at = NULL,
 	    updated_at = ` + now + `
 	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
@@ -718,7 +729,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 			if err != nil {
 				return err
 			}
-			if err := record(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true); err != nil {
+			if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, sqlstore.DetailLeaseExpired); err != nil {
 				return err
 			}
 			out = append(out, t)
@@ -734,7 +745,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 // WriteEvents lists every recorded attempt on a job, oldest first.
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT id, job_id, verb, owner, generation, accepted, at
+		SELECT id, job_id, verb, owner, generation, accepted, at, detail
 		FROM write_events WHERE job_id = ? ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
@@ -746,7 +757,7 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.Wr
 			e  coordinator.WriteEvent
 			at string
 		)
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at); err != nil {
+		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail); err != nil {
 			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 		}
 		if e.At, err = parseTime(at); err != nil {

@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Verbs recorded in write_events. Every attempt of a fenced write or a grant
@@ -17,9 +20,16 @@ import (
 //   - claim, reassign: owner and generation of the grant (the new generation
 //     when accepted, the job's current one when refused).
 //   - reclaim: the token taken away (old owner, old generation).
-//   - renew, artifact, result, fail: the token presented.
+//   - renew, upload, artifact, result, fail: the token presented.
+//   - cancel: the token taken away (owner "" and the job's generation when
+//     the job was queued).
 //   - result_unfenced: the lab-only UnfencedCommit; generation 0, since it
 //     carries no token.
+//
+// A takeover of an expired lease (TakeOverExpired) is recorded as two rows of
+// one statement: reclaim (the old token) and reassign (the new one). An
+// attempt refused before it reached the store (a 403) is recorded under its
+// verb, not accepted, with a detail saying why.
 const (
 	VerbClaim          = "claim"
 	VerbReassign       = "reassign"
@@ -28,6 +38,8 @@ const (
 	VerbArtifact       = "artifact"
 	VerbResult         = "result"
 	VerbFail           = "fail"
+	VerbUpload         = "upload"
+	VerbCancel         = "cancel"
 	VerbResultUnfenced = "result_unfenced"
 )
 
@@ -94,6 +106,97 @@ func CheckTTL(ttl time.Duration) error {
 		return fmt.Errorf("lease ttl %s is not positive", ttl)
 	}
 	return nil
+}
+
+// Details recorded with write events.
+const (
+	DetailLeaseExpired   = "lease expired"
+	DetailAgentRestarted = "agent restarted"
+)
+
+// Claim is a ClaimRequest checked and prepared for SQL.
+type Claim struct {
+	AgentID string
+	BootID  string
+	Owner   string
+	Devices []byte // JSON array of {serial, model, tags} of the usable phones, sorted by serial
+	Slots   int
+	TTL     time.Duration
+}
+
+// PrepareClaim validates req and keeps only the phones that can take a job
+// (state "device", non-empty serial).
+func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
+	agentID, bootID, err := fencing.SplitOwner(req.Owner)
+	if err != nil {
+		return Claim{}, err
+	}
+	if err := CheckTTL(req.TTL); err != nil {
+		return Claim{}, err
+	}
+	type dev struct {
+		Serial string   `json:"serial"`
+		Model  string   `json:"model"`
+		Tags   []string `json:"tags"`
+	}
+	devs := []dev{}
+	for _, d := range coordinator.UsableDevices(req.Devices) {
+		tags := d.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		devs = append(devs, dev{Serial: d.Serial, Model: d.Model, Tags: tags})
+	}
+	b, err := json.Marshal(devs)
+	if err != nil {
+		return Claim{}, err
+	}
+	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL}, nil
+}
+
+// AgentLockKey is the 64-bit key of the lock that serialises grants to one
+// agent (a PostgreSQL advisory lock).
+func AgentLockKey(agentID string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("edgeagent grants to agent "))
+	h.Write([]byte(agentID))
+	return int64(h.Sum64())
+}
+
+// CheckAgentID validates an agent id.
+func CheckAgentID(id string) error { return protocol.ValidateAgentID(id) }
+
+// MergeSettings returns cur with set applied and unset removed.
+func MergeSettings(cur, set map[string]string, unset []string) map[string]string {
+	out := map[string]string{}
+	for k, v := range cur {
+		out[k] = v
+	}
+	for k, v := range set {
+		out[k] = v
+	}
+	for _, k := range unset {
+		delete(out, k)
+	}
+	return out
+}
+
+// EncodeDevices encodes a device list for storage; nil is stored as [].
+func EncodeDevices(ds []protocol.Device) []byte {
+	if ds == nil {
+		ds = []protocol.Device{}
+	}
+	b, _ := json.Marshal(ds)
+	return b
+}
+
+// EncodeStrings encodes a string list for storage; nil is stored as [].
+func EncodeStrings(ss []string) []byte {
+	if ss == nil {
+		ss = []string{}
+	}
+	b, _ := json.Marshal(ss)
+	return b
 }
 
 // CheckResult validates a result document: empty (stored as NULL) or JSON.

@@ -2,7 +2,11 @@
 // implementation runs: the fencing rules of DESIGN.md (a write is accepted
 // only for the current token, checked in the statement that applies it),
 // generations, lease expiry on the database clock, artifacts, the write_events
-// record, the concurrent-commit race and the stale-writer experiment.
+// record, the concurrent-commit race and the stale-writer experiment; and the
+// scheduler and registry surface: device-aware claims with one job per phone
+// and per-agent slots, takeover of expired leases, the agent registry with the
+// release of a restarted agent's jobs, fenced upload authorisation, refusals
+// recorded before the store, cancellation, listing and counts.
 //
 // An implementation's test calls Run with a function that opens a fresh,
 // empty store:

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) coordinator.Store) {
 		{"ReassignRace", testReassignRace},
 		{"StaleWriterExperiment", testStaleWriterExperiment},
 	}
+	tests = append(tests, registryTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -22,6 +22,11 @@ type Options struct {
 	Name        string // client name shown by the server
 	InboxPrefix string // "" keeps the default _INBOX
 	Log         zerolog.Logger
+	// NoReconnectBuffer makes publishes fail at once while the connection
+	// is down instead of being buffered and sent after the reconnect. The
+	// agent sets it: a fenced request it has given up on must never reach
+	// the coordinator later.
+	NoReconnectBuffer bool
 }
 
 // Connect dials NATS as c says and reconnects forever with backoff. It
@@ -45,6 +50,9 @@ func Connect(c config.NATS, o Options) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
 		}),
+	}
+	if o.NoReconnectBuffer {
+		opts = append(opts, nats.ReconnectBufSize(-1))
 	}
 	if o.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))

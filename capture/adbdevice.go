@@ -1,0 +1,562 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/edgeagent/capture/adb"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// Default timeouts of ADBDevice operations.
+const (
+	DefaultOpTimeout      = 20 * time.Second // tap, swipe (plus its duration), text, key, launch
+	DefaultCaptureTimeout = 60 * time.Second // screenshot, UI dump, starting and stopping a recording
+	DefaultRecordLimit    = 180 * time.Second
+)
+
+// maxRawScreencap bounds raw screencap output (a 4K screen is 33 MiB).
+const maxRawScreencap = 256 << 20
+
+// pngPC encodes screenshots on the PC.
+var pngPC = png.Encoder{CompressionLevel: png.BestSpeed}
+
+// ADBDevice is a phone reached through the adb server. Its state follows
+// the server's device list (NewADBInventory keeps it current); every
+// operation fails at once with a *PhoneStateError while it is not in state
+// "device".
+type ADBDevice struct {
+	c      *adb.Client
+	serial string
+	opts   ADBOptions
+
+	mu       sync.Mutex
+	state    string
+	model    string
+	tags     []string
+	features []string
+	probed   bool
+	rawBad   bool // raw screencap failed to decode once: use screencap -p
+	ttyBad   bool // uiautomator cannot dump to /dev/tty: dump to a file
+}
+
+var _ Device = (*ADBDevice)(nil)
+
+// NewADBDevice returns the phone with serial as the adb server at
+// opts.Address lists it, after asking it for its model and features.
+func NewADBDevice(ctx context.Context, opts ADBOptions, serial string) (*ADBDevice, error) {
+	opts = opts.withDefaults()
+	c := adb.New(adb.Options{Addr: opts.Address, ADBPath: opts.ADBPath})
+	ds, err := c.Devices(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open phone %s: %w", serial, err)
+	}
+	d := newADBDevice(c, serial, opts)
+	d.state = stateGone
+	for _, e := range ds {
+		if e.Serial == serial {
+			d.state = e.State
+		}
+	}
+	if err := StateProblem(serial, d.state); err != nil {
+		return nil, fmt.Errorf("open phone: %w", err)
+	}
+	if err := d.probe(ctx); err != nil {
+		return nil, fmt.Errorf("open phone %s: %w", serial, err)
+	}
+	return d, nil
+}
+
+func newADBDevice(c *adb.Client, serial string, opts ADBOptions) *ADBDevice {
+	return &ADBDevice{c: c, serial: serial, opts: opts, tags: slices.Clone(opts.Tags[serial])}
+}
+
+// Serial returns the adb serial.
+func (d *ADBDevice) Serial() string { return d.serial }
+
+// Info describes the phone; it does no I/O.
+func (d *ADBDevice) Info() protocol.Device {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.state
+	if st == stateGone {
+		st = adb.StateOffline
+	}
+	return protocol.Device{Serial: d.serial, State: st, Model: d.model, Tags: slices.Clone(d.tags)}
+}
+
+// probe asks the phone for its features and model.
+func (d *ADBDevice) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.CaptureTimeout)
+	defer cancel()
+	feats, err := d.c.Features(ctx, d.serial)
+	if err != nil {
+		return d.explain(ctx, err)
+	}
+	d.mu.Lock()
+	d.features = feats
+	d.mu.Unlock()
+	res, err := d.shell(ctx, "getprop ro.product.model")
+	if err != nil {
+		return fmt.Errorf("read model: %w", err)
+	}
+	d.mu.Lock()
+	d.model = strings.TrimSpace(string(res.Stdout))
+	d.probed = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *ADBDevice) setState(state string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.state = state
+}
+
+func (d *ADBDevice) hasFeature(f string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.features, f)
+}
+
+// usable fails with a *PhoneStateError unless the phone is in state device.
+func (d *ADBDevice) usable() error {
+	d.mu.Lock()
+	st := d.state
+	d.mu.Unlock()
+	return StateProblem(d.serial, st)
+}
+
+// explain turns a failure into a *PhoneStateError when the phone is no
+// longer usable (unplugged, unauthorized, offline), asking the server for
+// its current state; other failures are returned as they are.
+func (d *ADBDevice) explain(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return ctxErr(ctx)
+		}
+		return err
+	}
+	var pse *PhoneStateError
+	if errors.As(err, &pse) {
+		return err
+	}
+	qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ds, lerr := d.c.Devices(qctx)
+	if lerr != nil {
+		return err
+	}
+	state := stateGone
+	for _, e := range ds {
+		if e.Serial == d.serial {
+			state = e.State
+		}
+	}
+	if state == StateDevice {
+		return err
+	}
+	d.setState(state)
+	return &PhoneStateError{Serial: d.serial, State: state, Err: err}
+}
+
+// op runs f with the phone checked and a timeout, and explains failures.
+func (d *ADBDevice) op(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context) error) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if err := d.usable(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s on %s: timed out after %v", what, d.serial, timeout))
+	defer cancel()
+	err := f(tctx)
+	if err == nil {
+		return nil
+	}
+	if cerr := ctxErr(ctx); cerr != nil {
+		return fmt.Errorf("%s on %s: %w", what, d.serial, cerr)
+	}
+	if tctx.Err() != nil {
+		return context.Cause(tctx)
+	}
+	err = d.explain(tctx, err)
+	var pse *PhoneStateError
+	if errors.As(err, &pse) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s on %s: %w", what, d.serial, err)
+}
+
+// shell runs cmd with shell protocol v2 when the phone has it, else v1.
+func (d *ADBDevice) shell(ctx context.Context, cmd string) (adb.ShellResult, error) {
+	if d.hasFeature("shell_v2") {
+		return d.c.ShellV2(ctx, d.serial, cmd)
+	}
+	return d.c.ShellV1(ctx, d.serial, cmd)
+}
+
+// run runs cmd and fails on a nonzero exit status, quoting the command's
+// name (not its arguments, which may be typed text) and its error output.
+func (d *ADBDevice) run(ctx context.Context, cmd string) (adb.ShellResult, error) {
+	res, err := d.shell(ctx, cmd)
+	if err != nil {
+		return res, err
+	}
+	if res.ExitCode != 0 {
+		name, _, _ := strings.Cut(cmd, " ")
+		msg := strings.TrimSpace(string(res.Stderr))
+		if msg == "" {
+			msg = strings.TrimSpace(string(res.Stdout))
+		}
+		return res, fmt.Errorf("%s exited with status %d: %s", name, res.ExitCode, clipText(msg, 200))
+	}
+	return res, nil
+}
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Screenshot captures the screen with raw screencap over exec:, decodes it
+// and encodes the PNG on the PC; when the raw output cannot be decoded it
+// falls back to `screencap -p` (PNG encoded on the phone), and keeps using
+// it for this phone.
+func (d *ADBDevice) Screenshot(ctx context.Context) ([]byte, error) {
+	var out []byte
+	err := d.op(ctx, "screenshot", d.opts.CaptureTimeout, func(ctx context.Context) error {
+		d.mu.Lock()
+		raw := !d.rawBad
+		d.mu.Unlock()
+		if raw {
+			b, err := d.rawScreenshot(ctx)
+			if err == nil {
+				out = b
+				return nil
+			}
+			var de *decodeError
+			if !errors.As(err, &de) {
+				return err
+			}
+			d.mu.Lock()
+			d.rawBad = true
+			d.mu.Unlock()
+			d.opts.Log.Warn().Str("serial", d.serial).Err(err).Msg("raw screencap unusable, falling back to screencap -p")
+		}
+		b, err := d.c.Exec(ctx, d.serial, "screencap -p", maxRawScreencap)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			return fmt.Errorf("screencap -p: output of %d bytes is not a PNG: %q", len(b), clipText(string(b), 80))
+		}
+		out = b
+		return nil
+	})
+	return out, err
+}
+
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+func (d *ADBDevice) rawScreenshot(ctx context.Context) ([]byte, error) {
+	b, err := d.c.Exec(ctx, d.serial, "screencap", maxRawScreencap)
+	if err != nil {
+		return nil, err
+	}
+	img, _, err := adb.DecodeScreencap(b)
+	if err != nil {
+		return nil, &decodeError{err}
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b) / 8)
+	if err := pngPC.Encode(&buf, img); err != nil {
+		return nil, fmt.Errorf("encode screenshot as PNG: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// uiDumpAttempts is how often UIDump tries before giving up on transient
+// uiautomator failures.
+const uiDumpAttempts = 4
+
+// UIDump returns the view hierarchy from `uiautomator dump`, to the stream
+// (/dev/tty) or, where that does not work, to a file pulled over sync.
+// "could not get idle state" and "null root node" (the screen is animating
+// or the accessibility bridge is not ready) are retried with backoff.
+func (d *ADBDevice) UIDump(ctx context.Context) ([]byte, error) {
+	var out []byte
+	err := d.op(ctx, "ui dump", d.opts.CaptureTimeout, func(ctx context.Context) error {
+		var last error
+		backoff := 150 * time.Millisecond
+		for attempt := 1; attempt <= uiDumpAttempts; attempt++ {
+			d.mu.Lock()
+			toFile := d.ttyBad
+			d.mu.Unlock()
+			var xml []byte
+			var err error
+			if toFile {
+				xml, err = d.dumpToFile(ctx)
+			} else {
+				xml, err = d.dumpToTTY(ctx)
+			}
+			if err == nil {
+				out = xml
+				return nil
+			}
+			last = err
+			var ue *uiDumpError
+			if !errors.As(err, &ue) {
+				return err
+			}
+			if !toFile {
+				// The stream gave no hierarchy: try a file next; if that
+				// works, this phone cannot dump to /dev/tty.
+				xml, ferr := d.dumpToFile(ctx)
+				if ferr == nil {
+					d.mu.Lock()
+					d.ttyBad = !ue.transient
+					d.mu.Unlock()
+					out = xml
+					return nil
+				}
+				last = ferr
+				if !errors.As(ferr, &ue) {
+					return ferr
+				}
+			}
+			if !ue.transient {
+				return last
+			}
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return fmt.Errorf("%w (last attempt: %w)", err, last)
+			}
+			backoff *= 2
+		}
+		return fmt.Errorf("gave up after %d attempts: %w", uiDumpAttempts, last)
+	})
+	return out, err
+}
+
+type uiDumpError struct {
+	msg       string
+	transient bool
+}
+
+func (e *uiDumpError) Error() string { return e.msg }
+
+// parseUIDump extracts the XML hierarchy from uiautomator's output.
+func parseUIDump(b []byte) ([]byte, error) {
+	start := bytes.Index(b, []byte("<?xml"))
+	if start < 0 {
+		start = bytes.Index(b, []byte("<hierarchy"))
+	}
+	end := bytes.LastIndex(b, []byte("</hierarchy>"))
+	if start >= 0 && end > start {
+		return b[start : end+len("</hierarchy>")], nil
+	}
+	msg := strings.TrimSpace(string(b))
+	transient := strings.Contains(msg, "could not get idle state") || strings.Contains(msg, "null root node")
+	if msg == "" {
+		msg = "no output"
+	}
+	return nil, &uiDumpError{msg: "uiautomator gave no hierarchy: " + clipText(msg, 200), transient: transient}
+}
+
+func (d *ADBDevice) dumpToTTY(ctx context.Context) ([]byte, error) {
+	res, err := d.shell(ctx, "uiautomator dump /dev/tty")
+	if err != nil {
+		return nil, err
+	}
+	return parseUIDump(append(res.Stdout, res.Stderr...))
+}
+
+func (d *ADBDevice) dumpToFile(ctx context.Context) ([]byte, error) {
+	path := "/data/local/tmp/edgeagent-ui-" + randHex(6) + ".xml"
+	res, err := d.shell(ctx, "uiautomator dump "+path)
+	if err != nil {
+		return nil, err
+	}
+	defer d.cleanup(path)
+	msg := append(res.Stdout, res.Stderr...)
+	if !bytes.Contains(msg, []byte("dumped to")) {
+		_, perr := parseUIDump(msg)
+		return nil, perr
+	}
+	var buf bytes.Buffer
+	if err := d.pull(ctx, path, &buf); err != nil {
+		return nil, err
+	}
+	return parseUIDump(buf.Bytes())
+}
+
+// cleanup removes a file from the phone, best effort, even after the
+// operation's context ended.
+func (d *ADBDevice) cleanup(path string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.shell(ctx, "rm -f "+path); err != nil {
+		d.opts.Log.Debug().Str("serial", d.serial).Str("path", path).Err(err).Msg("remove file from phone")
+	}
+}
+
+func (d *ADBDevice) pull(ctx context.Context, path string, w io.Writer) error {
+	_, err := d.pullN(ctx, path, w)
+	return err
+}
+
+func (d *ADBDevice) pullN(ctx context.Context, path string, w io.Writer) (int64, error) {
+	y, err := d.c.Sync(ctx, d.serial)
+	if err != nil {
+		return 0, err
+	}
+	defer y.Close()
+	return y.Recv(path, w)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Tap taps at (x, y) with `input tap`.
+func (d *ADBDevice) Tap(ctx context.Context, x, y int) error {
+	return d.op(ctx, "tap", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, fmt.Sprintf("input tap %d %d", x, y))
+		return err
+	})
+}
+
+// Swipe swipes with `input swipe` over dur; the same start and end point
+// make a long press.
+func (d *ADBDevice) Swipe(ctx context.Context, x1, y1, x2, y2 int, dur time.Duration) error {
+	return d.op(ctx, "swipe", d.opts.OpTimeout+dur, func(ctx context.Context) error {
+		_, err := d.run(ctx, fmt.Sprintf("input swipe %d %d %d %d %d", x1, y1, x2, y2, dur.Milliseconds()))
+		return err
+	})
+}
+
+// LongPress holds a touch at (x, y) for dur.
+func (d *ADBDevice) LongPress(ctx context.Context, x, y int, dur time.Duration) error {
+	return d.Swipe(ctx, x, y, x, y, dur)
+}
+
+// Text types s with `input text`, escaped for the phone's shell.
+func (d *ADBDevice) Text(ctx context.Context, s string) error {
+	cmd, err := InputTextCommand(s)
+	if err != nil {
+		return fmt.Errorf("text on %s: %w", d.serial, err)
+	}
+	if cmd == "" {
+		return nil
+	}
+	return d.op(ctx, "text", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, cmd)
+		return err
+	})
+}
+
+// InputTextCommand returns the shell command that types s with
+// `input text`: spaces become %s (input's own escape), every argument is
+// single-quoted for the shell, and a literal "%s" in s is typed in two
+// commands ("%" then "s...") so input does not turn it into a space. Only
+// printable ASCII can be typed this way; the error says where the first
+// other character is, without quoting the text.
+func InputTextCommand(s string) (string, error) {
+	for i, r := range []rune(s) {
+		if r < 0x20 || r > 0x7e {
+			return "", fmt.Errorf("character %d of the text is not printable ASCII: input text cannot type it", i+1)
+		}
+	}
+	if s == "" {
+		return "", nil
+	}
+	var parts []string
+	for {
+		i := strings.Index(s, "%s")
+		if i < 0 {
+			parts = append(parts, s)
+			break
+		}
+		parts = append(parts, s[:i+1])
+		s = s[i+1:]
+	}
+	cmds := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.ReplaceAll(p, " ", "%s")
+		cmds = append(cmds, "input text "+shellQuote(p))
+	}
+	return strings.Join(cmds, " && "), nil
+}
+
+// shellQuote quotes s as one word for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var keyRE = regexp.MustCompile(`^(KEYCODE_[A-Z0-9_]+|[0-9]{1,3})$`)
+
+// Key sends a key event by name (KEYCODE_BACK; "BACK" is accepted too) or
+// number.
+func (d *ADBDevice) Key(ctx context.Context, key string) error {
+	k := strings.ToUpper(strings.TrimSpace(key))
+	if k != "" && !strings.HasPrefix(k, "KEYCODE_") {
+		if _, err := strconv.Atoi(k); err != nil {
+			k = "KEYCODE_" + k
+		}
+	}
+	if !keyRE.MatchString(k) {
+		return fmt.Errorf("key on %s: %q is not a key code name or number", d.serial, clipText(key, 40))
+	}
+	return d.op(ctx, "key", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, "input keyevent "+k)
+		return err
+	})
+}
+
+// Back presses the back key.
+func (d *ADBDevice) Back(ctx context.Context) error { return d.Key(ctx, "KEYCODE_BACK") }
+
+// Home presses the home key.
+func (d *ADBDevice) Home(ctx context.Context) error { return d.Key(ctx, "KEYCODE_HOME") }
+
+var packageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$`)
+
+// Launch starts pkg's launcher activity with monkey.
+func (d *ADBDevice) Launch(ctx context.Context, pkg string) error {
+	if !packageRE.MatchString(pkg) {
+		return fmt.Errorf("launch on %s: %q is not a package name", d.serial, clipText(pkg, 80))
+	}
+	return d.op(ctx, "launch "+pkg, d.opts.OpTimeout, func(ctx context.Context) error {
+		res, err := d.shell(ctx, "monkey -p "+pkg+" -c android.intent.category.LAUNCHER 1")
+		if err != nil {
+			return err
+		}
+		out := string(res.Stdout) + string(res.Stderr)
+		if strings.Contains(out, "monkey aborted") || strings.Contains(out, "No activities found") {
+			return fmt.Errorf("no launchable activity in %s: is the app installed? (`adb shell pm list packages %s`)", pkg, pkg)
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("monkey exited with status %d: %s", res.ExitCode, clipText(strings.TrimSpace(out), 200))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,70 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/edgeagent/edgeagent/capture/adb"
+)
+
+// ErrUnauthorized: the phone has not accepted this PC's adb key (or the PC
+// may not open its USB device); see PhoneStateError.
+var ErrUnauthorized = errors.New("phone not authorized")
+
+// stateGone is the state of a phone the adb server no longer lists.
+const stateGone = "gone"
+
+// PhoneStateError reports that a phone cannot be used in its current state,
+// and says how to fix it. It satisfies errors.Is(err, ErrUnplugged) for a
+// phone that is offline or gone, and errors.Is(err, ErrUnauthorized) for
+// one that is unauthorized or lacks permissions.
+type PhoneStateError struct {
+	Serial string
+	State  string // adb state, or "gone" when adb no longer lists the phone
+	Err    error  // what failed, when the state was found after a failure
+}
+
+func (e *PhoneStateError) Error() string {
+	var s string
+	switch e.State {
+	case adb.StateUnauthorized:
+		s = fmt.Sprintf("phone %s is unauthorized: unlock it and accept the USB debugging prompt, then run `adb devices`", e.Serial)
+	case adb.StateNoPermissions:
+		s = fmt.Sprintf("phone %s has no permissions: this user may not open its USB device; add a udev rule for the phone (see docs/capture.md), replug it, then run `adb devices`", e.Serial)
+	case adb.StateAuthorizing, adb.StateConnecting:
+		s = fmt.Sprintf("phone %s is still %s: wait a few seconds; if it stays so, replug it and run `adb devices`", e.Serial, e.State)
+	case stateGone:
+		s = fmt.Sprintf("phone %s was unplugged (adb no longer lists it): reconnect the USB cable, then run `adb devices`", e.Serial)
+	case adb.StateOffline:
+		s = fmt.Sprintf("phone %s is offline: reconnect the USB cable (or restart adb with `adb kill-server`), then run `adb devices`", e.Serial)
+	default:
+		s = fmt.Sprintf("phone %s is in state %q: it must be in state \"device\"; check it with `adb devices`", e.Serial, e.State)
+	}
+	if e.Err != nil {
+		s += " (" + e.Err.Error() + ")"
+	}
+	return s
+}
+
+// Is maps the state to ErrUnplugged or ErrUnauthorized.
+func (e *PhoneStateError) Is(target error) bool {
+	switch target {
+	case ErrUnplugged:
+		return e.State == adb.StateOffline || e.State == stateGone
+	case ErrUnauthorized:
+		return e.State == adb.StateUnauthorized || e.State == adb.StateNoPermissions
+	}
+	return false
+}
+
+// Unwrap returns the failure that revealed the state.
+func (e *PhoneStateError) Unwrap() error { return e.Err }
+
+// StateProblem returns the error explaining why a phone in state cannot run
+// jobs, or nil for state "device".
+func StateProblem(serial, state string) error {
+	if state == StateDevice {
+		return nil
+	}
+	return &PhoneStateError{Serial: serial, State: state}
+}

@@ -1,0 +1,18 @@
+//go:build windows
+
+package main
+
+import "golang.org/x/sys/windows"
+
+// diskFree returns the bytes available to the caller on the volume of dir.
+func diskFree(dir string) (uint64, error) {
+	p, err := windows.UTF16PtrFromString(dir)
+	if err != nil {
+		return 0, err
+	}
+	var free, total, totalFree uint64
+	if err := windows.GetDiskFreeSpaceEx(p, &free, &total, &totalFree); err != nil {
+		return 0, err
+	}
+	return free, nil
+}

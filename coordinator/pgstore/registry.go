@@ -1,0 +1,224 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// agentColumns ends with the seconds since last_seen on the database clock.
+const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, settings,
+	coordinator_id, connected_at, last_seen, EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
+
+func scanAgent(row pgx.Row) (coordinator.Agent, error) {
+	var (
+		a                       coordinator.Agent
+		devices, caps, settings []byte
+		connectedAt, lastSeen   *time.Time
+		seenAgo                 *float64
+		slots                   int32
+	)
+	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &slots, &a.Draining, &settings,
+		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
+		return coordinator.Agent{}, err
+	}
+	a.Slots = int(slots)
+	if err := json.Unmarshal(devices, &a.Devices); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode devices: %w", err)
+	}
+	if err := json.Unmarshal(caps, &a.Capabilities); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode capabilities: %w", err)
+	}
+	if err := json.Unmarshal(settings, &a.Settings); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode settings: %w", err)
+	}
+	if connectedAt != nil {
+		a.ConnectedAt = connectedAt.UTC()
+	}
+	if lastSeen != nil {
+		a.LastSeen = lastSeen.UTC()
+	}
+	if seenAgo != nil {
+		a.SeenAgo = time.Duration(*seenAgo * float64(time.Second))
+	}
+	return a, nil
+}
+
+const helloSQL = `
+	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, connected_at, last_seen)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), clock_timestamp())
+	ON CONFLICT (agent_id) DO UPDATE SET
+		boot_id = EXCLUDED.boot_id,
+		version = EXCLUDED.version,
+		devices = EXCLUDED.devices,
+		capabilities = EXCLUDED.capabilities,
+		slots = EXCLUDED.slots,
+		coordinator_id = EXCLUDED.coordinator_id,
+		connected_at = CASE WHEN agents.boot_id = EXCLUDED.boot_id AND agents.connected_at IS NOT NULL
+		                    THEN agents.connected_at ELSE EXCLUDED.connected_at END,
+		last_seen = EXCLUDED.last_seen
+	RETURNING ` + agentColumns
+
+// releaseOtherBootsSQL reclaims, in one statement, every in-progress job of
+// agent $1 held by a boot other than owner $2: generation + 1, back to the
+// queue, each recorded as a reclaim of the token taken away.
+const releaseOtherBootsSQL = `
+	WITH cand AS (
+		SELECT id, lease_generation, worker_id FROM jobs
+		WHERE status = 'IN_PROGRESS' AND left(worker_id, length($1) + 1) = $1 || '/' AND worker_id <> $2
+		ORDER BY id
+		FOR UPDATE
+	), upd AS (
+		UPDATE jobs j
+		SET status = 'QUEUED',
+		    lease_generation = j.lease_generation + 1,
+		    worker_id = NULL,
+		    device_serial = NULL,
+		    lease_expires_at = NULL,
+		    updated_at = clock_timestamp()
+		FROM cand
+		WHERE j.id = cand.id AND j.status = 'IN_PROGRESS'
+		  AND j.lease_generation = cand.lease_generation AND j.worker_id = cand.worker_id
+		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT id, 'reclaim', old_owner, old_generation, true, 'agent restarted' FROM upd
+	)
+	SELECT id, old_owner, old_generation FROM upd ORDER BY id`
+
+// AgentHello records the agent's session and reclaims the jobs of its
+// other boots, under the agent's grant lock so no grant to an old boot can
+// slip in between.
+func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+	if err := sqlstore.CheckAgentID(h.AgentID); err != nil {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello: %w", err)
+	}
+	if h.BootID == "" {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
+	}
+	owner := fencing.Owner(h.AgentID, h.BootID)
+	var (
+		a    coordinator.Agent
+		toks []fencing.Token
+	)
+	err := s.inAgentTx(ctx, h.AgentID, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRow(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
+			sqlstore.EncodeDevices(h.Devices), sqlstore.EncodeStrings(h.Capabilities), int32(max(1, h.Slots)), h.CoordinatorID))
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, releaseOtherBootsSQL, h.AgentID, owner)
+		if err != nil {
+			return err
+		}
+		toks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (fencing.Token, error) {
+			var t fencing.Token
+			err := r.Scan(&t.JobID, &t.Owner, &t.Generation)
+			return t, err
+		})
+		return err
+	})
+	if err != nil {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
+	}
+	return a, toks, nil
+}
+
+// AgentHeartbeat marks the session seen now.
+func (s *Store) AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (coordinator.Agent, error) {
+	var dev any
+	if devices != nil {
+		dev = sqlstore.EncodeDevices(devices)
+	}
+	a, err := scanAgent(s.pool.QueryRow(ctx, `
+		UPDATE agents SET last_seen = clock_timestamp(), devices = COALESCE($3::jsonb, devices)
+		WHERE agent_id = $1 AND boot_id = $2 AND boot_id <> ''
+		RETURNING `+agentColumns, agentID, bootID, dev))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, coordinator.ErrNoSession)
+	}
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
+	}
+	return a, nil
+}
+
+// Agents lists every registered agent by id.
+func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Agent, error) { return scanAgent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// GetAgent returns one agent, or ErrAgentNotFound.
+func (s *Store) GetAgent(ctx context.Context, agentID string) (coordinator.Agent, error) {
+	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = $1`, agentID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, coordinator.ErrAgentNotFound)
+	}
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// SetAgentDraining sets or clears the drain flag. It takes the agent's
+// grant lock, so a grant in flight finishes first and no grant follows.
+func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (coordinator.Agent, error) {
+	var a coordinator.Agent
+	err := s.inAgentTx(ctx, agentID, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRow(ctx, `UPDATE agents SET draining = $2 WHERE agent_id = $1 RETURNING `+agentColumns, agentID, draining))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, coordinator.ErrAgentNotFound)
+	}
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// SetAgentSettings merges settings into the agent's, creating the agent
+// without a session when it is not registered yet.
+func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (coordinator.Agent, error) {
+	if err := sqlstore.CheckAgentID(agentID); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set settings of agent: %w", err)
+	}
+	if set == nil {
+		set = map[string]string{}
+	}
+	if unset == nil {
+		unset = []string{}
+	}
+	setJSON, err := json.Marshal(set)
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+	}
+	// One statement: insert or merge (jsonb || adds and replaces, - removes).
+	a, err := scanAgent(s.pool.QueryRow(ctx, `
+		INSERT INTO agents (agent_id, settings) VALUES ($1, $2::jsonb - $3::text[])
+		ON CONFLICT (agent_id) DO UPDATE SET settings = (agents.settings || $2::jsonb) - $3::text[]
+		RETURNING `+agentColumns, agentID, setJSON, unset))
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+	}
+	return a, nil
+}

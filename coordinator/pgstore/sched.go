@@ -1,0 +1,315 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// claimCTEs are the common parts of ClaimFor and TakeOverExpired:
+//
+//	$1 owner, $2 ttl µs, $3 usable phones (JSON), $4 slots, $5 agent id, $6 boot id
+//
+// agent_ok: the agent is not draining and not registered under another
+// boot (an agent never seen is allowed); load: jobs the owner holds; dev:
+// the phones holding none of them. match(j) is the first free phone in
+// serial order whose fields satisfy j's selector (coordinator.Matches).
+const claimCTEs = `
+	WITH agent_ok AS (
+		SELECT NOT EXISTS (SELECT 1 FROM agents WHERE agent_id = $5 AND (draining OR boot_id <> $6)) AS ok
+	), load AS (
+		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
+	), dev AS (
+		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags
+		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb)
+		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
+			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
+	)`
+
+const matchLateral = `
+		CROSS JOIN LATERAL (
+			SELECT dev.serial FROM dev
+			WHERE COALESCE(j.task->'device'->>'serial', '') IN ('', dev.serial)
+			  AND COALESCE(j.task->'device'->>'model', '') IN ('', dev.model)
+			  AND dev.tags @> COALESCE(j.task->'device'->'tags', '[]'::jsonb)
+			ORDER BY dev.serial
+			LIMIT 1
+		) m`
+
+// claimForSQL grants the oldest queued job matching a free phone, skipping
+// jobs another coordinator is granting at the same moment.
+const claimForSQL = claimCTEs + `, pick AS (
+		SELECT j.id, m.serial FROM jobs j` + matchLateral + `
+		WHERE j.status = 'QUEUED'
+		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
+		ORDER BY j.created_at, j.seq
+		LIMIT 1
+		FOR UPDATE OF j SKIP LOCKED
+	), upd AS (
+		UPDATE jobs j
+		SET status = 'IN_PROGRESS',
+		    lease_generation = j.lease_generation + 1,
+		    worker_id = $1,
+		    device_serial = pick.serial,
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    updated_at = clock_timestamp()
+		FROM pick
+		WHERE j.id = pick.id AND j.status = 'QUEUED'
+		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
+		SELECT id, 'claim', $1, lease_generation, true FROM upd
+	)
+	SELECT id, lease_generation, lease_expires_at, task, device_serial FROM upd`
+
+// takeOverSQL grants the longest-expired lease of another owner whose job
+// matches a free phone to $1 in one statement, with the token checked again
+// in the UPDATE, and records the reclaim and the reassignment.
+const takeOverSQL = claimCTEs + `, pick AS (
+		SELECT j.id, j.worker_id AS old_owner, j.lease_generation AS old_generation, m.serial FROM jobs j` + matchLateral + `
+		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= clock_timestamp() AND j.worker_id <> $1
+		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
+		ORDER BY j.lease_expires_at, j.id
+		LIMIT 1
+		FOR UPDATE OF j SKIP LOCKED
+	), upd AS (
+		UPDATE jobs j
+		SET lease_generation = j.lease_generation + 1,
+		    worker_id = $1,
+		    device_serial = pick.serial,
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    updated_at = clock_timestamp()
+		FROM pick
+		WHERE j.id = pick.id AND j.status = 'IN_PROGRESS'
+		  AND j.lease_generation = pick.old_generation AND j.worker_id = pick.old_owner
+		  AND j.lease_expires_at <= clock_timestamp()
+		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial,
+		          pick.old_owner, pick.old_generation
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
+		UNION ALL
+		SELECT id, 'reassign', $1, lease_generation, true, 'lease expired' FROM upd
+	)
+	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation FROM upd`
+
+// lockAgent takes the transaction-scoped lock that serialises grants to one
+// agent across coordinators, so each grant statement sees the grants before
+// it when it counts the agent's load and busy phones.
+func lockAgent(ctx context.Context, tx pgx.Tx, agentID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sqlstore.AgentLockKey(agentID))
+	return err
+}
+
+// inAgentTx runs fn in a transaction holding the agent's grant lock.
+func (s *Store) inAgentTx(ctx context.Context, agentID string, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if err := lockAgent(ctx, tx, agentID); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// uniqueViolation reports a unique index refusing a write: the one-job-per-
+// phone index, should a grant ever race one outside the agent lock.
+func uniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// ClaimFor grants the oldest queued job matching a free phone of req.Owner.
+func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+	c, err := sqlstore.PrepareClaim(req)
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+	}
+	var (
+		l          coordinator.Lease
+		jobID, dev string
+		task       []byte
+	)
+	err = s.inAgentTx(ctx, c.AgentID, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, claimForSQL, c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID).
+			Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev)
+	})
+	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
+		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
+	}
+	if err != nil {
+		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+	}
+	l.Device = dev
+	return finishLease(l, jobID, c.Owner, task)
+}
+
+// TakeOverExpired grants the longest-expired lease matching a free phone of
+// req.Owner to it.
+func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+	c, err := sqlstore.PrepareClaim(req)
+	if err != nil {
+		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+	}
+	var (
+		l          coordinator.Lease
+		old        fencing.Token
+		jobID, dev string
+		task       []byte
+	)
+	err = s.inAgentTx(ctx, c.AgentID, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, takeOverSQL, c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID).
+			Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
+	})
+	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
+		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, coordinator.ErrNoJob)
+	}
+	if err != nil {
+		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+	}
+	old.JobID = jobID
+	l.Device = dev
+	l, err = finishLease(l, jobID, c.Owner, task)
+	return l, old, err
+}
+
+const authorizeUploadSQL = `
+	WITH j AS (
+		SELECT id FROM jobs
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		FOR SHARE
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT $1, 'upload', $3, $2, EXISTS (SELECT 1 FROM j), $4
+	)
+	SELECT EXISTS (SELECT 1 FROM j)`
+
+// AuthorizeUpload checks that tok is current, in one statement that records
+// the attempt with the object name as its detail.
+func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name string) error {
+	if err := protocol.ValidateArtifactName(name); err != nil {
+		return fmt.Errorf("authorize upload of %s: %w", tok, err)
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, authorizeUploadSQL, tok.JobID, tok.Generation, tok.Owner, name).Scan(&ok); err != nil {
+		return fmt.Errorf("authorize upload %s of %s: %w", name, tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, "authorize upload "+name+" of", tok)
+	}
+	return nil
+}
+
+// RecordRefused records an attempt refused before any fenced statement.
+func (s *Store) RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		VALUES ($1, $2, $3, $4, false, $5)`, tok.JobID, verb, tok.Owner, tok.Generation, detail)
+	if err != nil {
+		return fmt.Errorf("record refused %s of %s: %w", verb, tok, err)
+	}
+	return nil
+}
+
+const cancelSQL = `
+	WITH cur AS (
+		SELECT id, status, worker_id, lease_generation FROM jobs WHERE id = $1 FOR UPDATE
+	), upd AS (
+		UPDATE jobs j
+		SET status = 'FAILED', fail_reason = $2, lease_expires_at = NULL, updated_at = clock_timestamp()
+		FROM cur
+		WHERE j.id = cur.id AND j.status IN ('QUEUED', 'IN_PROGRESS')
+		RETURNING cur.status AS old_status, cur.worker_id AS old_owner, cur.lease_generation AS old_generation
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT $1, 'cancel',
+		       COALESCE((SELECT worker_id FROM cur WHERE status = 'IN_PROGRESS'), ''),
+		       COALESCE((SELECT lease_generation FROM cur), 0),
+		       EXISTS (SELECT 1 FROM upd), $2
+	)
+	SELECT EXISTS (SELECT 1 FROM cur), u.old_status, u.old_owner, u.old_generation
+	FROM (SELECT 1) one LEFT JOIN upd u ON true`
+
+// Cancel ends a queued or in-progress job as FAILED with reason.
+func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error) {
+	var (
+		exists      bool
+		status, own *string
+		gen         *int64
+	)
+	if err := s.pool.QueryRow(ctx, cancelSQL, jobID, reason).Scan(&exists, &status, &own, &gen); err != nil {
+		return fencing.Token{}, fmt.Errorf("cancel job %s: %w", jobID, err)
+	}
+	switch {
+	case !exists:
+		return fencing.Token{}, fmt.Errorf("cancel job %s: %w", jobID, coordinator.ErrNotFound)
+	case status == nil:
+		return fencing.Token{}, fmt.Errorf("cancel job %s: already finished: %w", jobID, coordinator.ErrConflict)
+	case *status == coordinator.StatusInProgress && own != nil:
+		return fencing.Token{JobID: jobID, Owner: *own, Generation: *gen}, nil
+	}
+	return fencing.Token{}, nil
+}
+
+// ListJobs lists jobs oldest first.
+func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error) {
+	var statuses []string
+	if len(f.Statuses) > 0 {
+		statuses = f.Statuses
+	}
+	var limit any
+	if f.Limit > 0 {
+		limit = int64(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
+		WHERE ($1::text[] IS NULL OR status = ANY ($1))
+		  AND ($2 = '' OR left(worker_id, length($2) + 1) = $2 || '/')
+		ORDER BY created_at, seq
+		LIMIT $3::bigint`, statuses, f.AgentID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Job, error) { return scanJob(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobCounts counts jobs by status.
+func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	out := map[string]int64{}
+	var (
+		st string
+		n  int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return out, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}

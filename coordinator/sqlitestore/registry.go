@@ -1,0 +1,250 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// agentColumns ends with the seconds since last_seen on the database clock.
+const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, settings,
+	coordinator_id, connected_at, last_seen, (julianday('now') - julianday(last_seen)) * 86400.0`
+
+func scanAgent(row scanner) (coordinator.Agent, error) {
+	var (
+		a                       coordinator.Agent
+		devices, caps, settings string
+		connectedAt, lastSeen   sql.NullString
+		seenAgo                 sql.NullFloat64
+	)
+	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &settings,
+		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
+		return coordinator.Agent{}, err
+	}
+	if err := json.Unmarshal([]byte(devices), &a.Devices); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode devices: %w", err)
+	}
+	if err := json.Unmarshal([]byte(caps), &a.Capabilities); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode capabilities: %w", err)
+	}
+	if err := json.Unmarshal([]byte(settings), &a.Settings); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("decode settings: %w", err)
+	}
+	var err error
+	if connectedAt.Valid {
+		if a.ConnectedAt, err = parseTime(connectedAt.String); err != nil {
+			return coordinator.Agent{}, err
+		}
+	}
+	if lastSeen.Valid {
+		if a.LastSeen, err = parseTime(lastSeen.String); err != nil {
+			return coordinator.Agent{}, err
+		}
+	}
+	if seenAgo.Valid {
+		a.SeenAgo = max(0, time.Duration(seenAgo.Float64*float64(time.Second)))
+	}
+	return a, nil
+}
+
+var helloSQL = `
+	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, connected_at, last_seen)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ` + now + `, ` + now + `)
+	ON CONFLICT (agent_id) DO UPDATE SET
+		boot_id = excluded.boot_id,
+		version = excluded.version,
+		devices = excluded.devices,
+		capabilities = excluded.capabilities,
+		slots = excluded.slots,
+		coordinator_id = excluded.coordinator_id,
+		connected_at = CASE WHEN agents.boot_id = excluded.boot_id AND agents.connected_at IS NOT NULL
+		                    THEN agents.connected_at ELSE excluded.connected_at END,
+		last_seen = excluded.last_seen
+	RETURNING ` + agentColumns
+
+var releaseSQL = `
+	UPDATE jobs
+	SET status = 'QUEUED',
+	    lease_generation = lease_generation + 1,
+	    worker_id = NULL,
+	    device_serial = NULL,
+	    lease_expires_at = NULL,
+	    updated_at = ` + now + `
+	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
+	RETURNING id`
+
+// AgentHello records the agent's session and, in the same transaction,
+// reclaims the in-progress jobs of its other boots.
+func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+	if err := sqlstore.CheckAgentID(h.AgentID); err != nil {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello: %w", err)
+	}
+	if h.BootID == "" {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
+	}
+	owner := fencing.Owner(h.AgentID, h.BootID)
+	var (
+		a    coordinator.Agent
+		toks []fencing.Token
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		toks = nil
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
+			string(sqlstore.EncodeDevices(h.Devices)), string(sqlstore.EncodeStrings(h.Capabilities)), max(1, h.Slots), h.CoordinatorID))
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, worker_id, lease_generation FROM jobs
+			WHERE status = 'IN_PROGRESS' AND substr(worker_id, 1, length(?1) + 1) = ?1 || '/' AND worker_id <> ?2
+			ORDER BY id`, h.AgentID, owner)
+		if err != nil {
+			return err
+		}
+		var cands []fencing.Token
+		for rows.Next() {
+			var t fencing.Token
+			if err := rows.Scan(&t.JobID, &t.Owner, &t.Generation); err != nil {
+				rows.Close()
+				return err
+			}
+			cands = append(cands, t)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		for _, t := range cands {
+			var id string
+			err := tx.QueryRowContext(ctx, releaseSQL, t.JobID, t.Generation, t.Owner).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, sqlstore.DetailAgentRestarted); err != nil {
+				return err
+			}
+			toks = append(toks, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
+	}
+	return a, toks, nil
+}
+
+// AgentHeartbeat marks the session seen now.
+func (s *Store) AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (coordinator.Agent, error) {
+	var dev any
+	if devices != nil {
+		dev = string(sqlstore.EncodeDevices(devices))
+	}
+	var a coordinator.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, `
+			UPDATE agents SET last_seen = `+now+`, devices = COALESCE(?3, devices)
+			WHERE agent_id = ?1 AND boot_id = ?2 AND boot_id <> ''
+			RETURNING `+agentColumns, agentID, bootID, dev))
+		if errors.Is(err, sql.ErrNoRows) {
+			return answer(coordinator.ErrNoSession)
+		}
+		return err
+	})
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
+	}
+	return a, nil
+}
+
+// Agents lists every registered agent by id.
+func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// GetAgent returns one agent, or ErrAgentNotFound.
+func (s *Store) GetAgent(ctx context.Context, agentID string) (coordinator.Agent, error) {
+	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = ?`, agentID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, coordinator.ErrAgentNotFound)
+	}
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// SetAgentDraining sets or clears the drain flag.
+func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (coordinator.Agent, error) {
+	var a coordinator.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET draining = ? WHERE agent_id = ? RETURNING `+agentColumns, draining, agentID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return answer(coordinator.ErrAgentNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// SetAgentSettings merges settings into the agent's, creating the agent
+// without a session when it is not registered yet.
+func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (coordinator.Agent, error) {
+	if err := sqlstore.CheckAgentID(agentID); err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set settings of agent: %w", err)
+	}
+	var a coordinator.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (agent_id) VALUES (?) ON CONFLICT (agent_id) DO NOTHING`, agentID); err != nil {
+			return err
+		}
+		var cur string
+		if err := tx.QueryRowContext(ctx, `SELECT settings FROM agents WHERE agent_id = ?`, agentID).Scan(&cur); err != nil {
+			return err
+		}
+		var m map[string]string
+		if err := json.Unmarshal([]byte(cur), &m); err != nil {
+			return fmt.Errorf("decode settings: %w", err)
+		}
+		b, err := json.Marshal(sqlstore.MergeSettings(m, set, unset))
+		if err != nil {
+			return err
+		}
+		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET settings = ? WHERE agent_id = ? RETURNING `+agentColumns, string(b), agentID))
+		return err
+	})
+	if err != nil {
+		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+	}
+	return a, nil
+}

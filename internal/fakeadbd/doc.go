@@ -1,0 +1,14 @@
+// Package fakeadbd is a fake phone for tests: a TCP server speaking the adb
+// transport protocol the way adbd does, reached by the real adb server with
+// `adb connect 127.0.0.1:<port>`.
+//
+// It answers CNXN with a device banner (or, in unauthorized mode, with AUTH
+// tokens it never accepts), serves OPEN/OKAY/WRTE/CLSE streams with one WRTE
+// in flight per stream until its OKAY, and runs the services an agent uses:
+// shell: (protocol v1), shell,v2 (with exit codes), exec: and sync: (STAT,
+// RECV, SEND, DONE, QUIT). Behind them a tiny shell runs screencap (raw and
+// -p), uiautomator dump, input, monkey, screenrecord, kill, pkill, getprop
+// and rm. The screen is a capture.Simulated phone, so taps and launches
+// change what screencap returns; every input command is recorded as
+// received for tests to check. Unplug drops the connection mid-job.
+package fakeadbd

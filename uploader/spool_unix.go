@@ -1,0 +1,20 @@
+//go:build !windows
+
+package uploader
+
+import "os"
+
+// syncDir makes the renames and creations in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// restrictDir makes dir accessible to its owner only.
+func restrictDir(dir string) error {
+	return os.Chmod(dir, 0o700)
+}
