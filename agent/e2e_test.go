@@ -3,11 +3,13 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
@@ -21,11 +23,12 @@ import (
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 type system struct {
 	t     *testing.T
+	ns    *server.Server
 	nsURL string
+	mio   testenv.MinIOServer
 	store *pgstore.Store
 	coord *coordinator.Server
 	s3    *uploader.S3
@@ -47,7 +50,7 @@ func newSystem(t *testing.T, ttl time.Duration) *system {
 	if err != nil {
 		t.Fatalf("new s3: %v", err)
 	}
-	sys := &system{t: t, nsURL: ns.ClientURL(), store: st, s3: s3, ctx: ctx}
+	sys := &system{t: t, ns: ns, nsURL: ns.ClientURL(), mio: mio, store: st, s3: s3, ctx: ctx}
 	nc := sys.conn("coord")
 	sys.coord = coordinator.New(nc, st, coordinator.Options{
 		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
@@ -68,8 +71,11 @@ func newSystem(t *testing.T, ttl time.Duration) *system {
 
 func (s *system) conn(name string) *nats.Conn {
 	s.t.Helper()
-	opts := []nats.Option{nats.Name(name)}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.ReconnectJitter(0, 0)}
 	if name != "coord" {
+		// As the agent's own dialer does: a request made while the
+		// connection is down fails at once instead of going out later.
+		opts = append(opts, nats.ReconnectBufSize(-1))
 		opts = append(opts, nats.CustomInboxPrefix(protocol.InboxPrefix(name)))
 	}
 	nc, err := nats.Connect(s.nsURL, opts...)
@@ -83,15 +89,56 @@ func (s *system) conn(name string) *nats.Conn {
 // startAgent runs an agent with one simulated phone until the test ends.
 func (s *system) startAgent(id string) *agent.Agent {
 	s.t.Helper()
+	a, _ := s.startAgentWith(id, agentSetup{})
+	return a
+}
+
+// agentSetup adjusts the agent of startAgentWith; zero values take the
+// defaults of startAgent.
+type agentSetup struct {
+	phone  capture.SimOptions // serial defaults to sim-<id>
+	spool  string
+	store  uploader.Uploader
+	margin time.Duration
+	slots  int
+	log    io.Writer // JSON log at debug level; default: the test log at warn
+	tweak  func(*agent.Options)
+}
+
+// startAgentWith runs an agent until the test ends and returns it with its
+// simulated phone.
+func (s *system) startAgentWith(id string, st agentSetup) (*agent.Agent, *capture.Simulated) {
+	s.t.Helper()
+	if st.phone.Serial == "" {
+		st.phone.Serial = "sim-" + id
+	}
+	if st.phone.Width == 0 {
+		st.phone.Width, st.phone.Height = 160, 320
+	}
+	phone := capture.NewSimulated(st.phone)
 	inv := capture.NewInventory()
-	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-" + id, Width: 160, Height: 320})); err != nil {
+	if err := inv.Add(phone); err != nil {
 		s.t.Fatal(err)
 	}
-	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: s.conn(id), Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: s.s3, SafetyMargin: 200 * time.Millisecond,
-		Log: zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel),
-	})
+	store := st.store
+	if store == nil {
+		store = s.s3
+	}
+	if st.margin == 0 {
+		st.margin = 200 * time.Millisecond
+	}
+	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
+	if st.log != nil {
+		log = zerolog.New(st.log).Level(zerolog.DebugLevel)
+	}
+	opts := agent.Options{
+		AgentID: id, Conn: s.conn(id), Phones: agent.InventoryPhones(inv, st.spool, capture.OpLogOptions{}),
+		Store: store, SafetyMargin: st.margin, Slots: st.slots, RequestTimeout: time.Second, Log: log,
+	}
+	if st.tweak != nil {
+		st.tweak(&opts)
+	}
+	a, err := agent.New(opts)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -100,7 +147,7 @@ func (s *system) startAgent(id string) *agent.Agent {
 			s.t.Errorf("agent %s: %v", id, err)
 		}
 	})
-	return a
+	return a, phone
 }
 
 func (s *system) waitJob(id string, cond func(coordinator.Job) bool, what string) coordinator.Job {
@@ -121,6 +168,7 @@ func (s *system) waitJob(id string, cond func(coordinator.Job) bool, what string
 // TestEndToEndScreenshot: one screenshot job through NATS, PostgreSQL and
 // MinIO; the object carries all three stamps and the result is accepted.
 func TestEndToEndScreenshot(t *testing.T) {
+	leakCheck(t)
 	sys := newSystem(t, 3*time.Second)
 	sys.startAgent("pc-a")
 	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
@@ -180,6 +228,7 @@ type seen struct {
 // cancelled, and nothing more of that job comes from A: no upload, no
 // registration, no result. B finishes the job at generation 2.
 func TestStaleAgentStops(t *testing.T) {
+	leakCheck(t)
 	sys := newSystem(t, 3*time.Second)
 	a := sys.startAgent("pc-a")
 

@@ -144,7 +144,9 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 	if !j.guard.Check() || ctx.Err() != nil {
 		return errStopped
 	}
-	j.setCurrent(what)
+	if what != "renew" { // renewals run beside the work; they never are what a stop cuts short
+		j.setCurrent(what)
+	}
 	err := f(ctx)
 	if errors.Is(err, fencing.ErrStale) {
 		if staleCause == nil {
@@ -330,14 +332,15 @@ func (j *job) runSteps(endLease func()) error {
 		endLease()
 		return j.failJob(reason)
 	}
+	// Requested steps run after the task's step in progress.
 	for i, s := range j.task.Steps {
-		if err := j.servePending(phone); err != nil {
-			return j.stepFailure(err, fail)
-		}
 		if !j.guard.Check() || j.work.Err() != nil {
 			return errStopped
 		}
 		if _, err := j.runStep(phone, fmt.Sprintf("step %d (%s)", i+1, s.Op), "task", s); err != nil {
+			return j.stepFailure(err, fail)
+		}
+		if err := j.servePending(phone); err != nil {
 			return j.stepFailure(err, fail)
 		}
 	}

@@ -277,7 +277,12 @@ func (e *decodeError) Error() string { return e.err.Error() }
 func (e *decodeError) Unwrap() error { return e.err }
 
 func (d *ADBDevice) rawScreenshot(ctx context.Context) ([]byte, error) {
-	b, err := d.c.Exec(ctx, d.serial, "screencap", maxRawScreencap)
+	s, err := d.c.Open(ctx, d.serial, "exec:screencap")
+	if err != nil {
+		return nil, fmt.Errorf("exec screencap: %w", err)
+	}
+	b, err := adb.ReadScreencap(s, maxRawScreencap)
+	s.Close()
 	if err != nil {
 		return nil, err
 	}

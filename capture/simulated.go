@@ -70,9 +70,10 @@ type Simulated struct {
 	unplugged bool
 	history   []SimCall
 
-	frame int64 // screenshots taken
-	app   string
-	typed string
+	frame    int64 // screenshots taken
+	app      string
+	typed    string
+	selected int // list row tapped last in the foreground app, -1 for none
 	tap   *image.Point
 	swipe *[2]image.Point
 	rec   *simRecording
@@ -95,6 +96,7 @@ func NewSimulated(opts SimOptions) *Simulated {
 		opLatency: map[string]time.Duration{},
 		failures:  map[string][]error{},
 		app:       SimLauncher,
+		selected:  -1,
 	}
 	if s.serial == "" {
 		s.serial = "sim-0"
@@ -244,7 +246,7 @@ func (s *Simulated) attempt(ctx context.Context, op string, apply func() error) 
 }
 
 func (s *Simulated) screenLocked() simScreen {
-	sc := simScreen{w: s.w, h: s.h, frame: s.frame, app: s.app, typedLen: len([]rune(s.typed)), recording: s.rec != nil}
+	sc := simScreen{w: s.w, h: s.h, frame: s.frame, app: s.app, typed: s.typed, selected: s.selected, recording: s.rec != nil}
 	if s.tap != nil {
 		p := *s.tap
 		sc.tap = &p
@@ -256,10 +258,12 @@ func (s *Simulated) screenLocked() simScreen {
 	return sc
 }
 
-// Screenshot renders the screen as a PNG: the background colour follows the
-// foreground app, the status bar shows the frame counter (raised by every
-// screenshot), the text field shows how much was typed, and the last tap and
-// swipe are drawn.
+// Screenshot renders the screen as a PNG: the launcher (a wallpaper, a grid
+// of app icons with labels, a dock) or the foreground app (toolbar in the
+// app's colour, a text field showing what was typed, a button, a list, a
+// floating button), with a status bar whose clock follows the frame counter
+// (raised by every screenshot), a navigation bar, a ripple at the last tap
+// and the last swipe's path.
 func (s *Simulated) Screenshot(ctx context.Context) ([]byte, error) {
 	sc, err := s.shoot(ctx)
 	if err != nil {
@@ -296,24 +300,38 @@ func (s *Simulated) shoot(ctx context.Context) (simScreen, error) {
 // UIDump returns a uiautomator-style hierarchy of the current screen.
 func (s *Simulated) UIDump(ctx context.Context) ([]byte, error) {
 	var sc simScreen
-	var typed string
 	err := s.do(ctx, SimCall{Op: protocol.OpUIDump}, func() error {
 		sc = s.screenLocked()
-		typed = s.typed
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return sc.uiXML(typed), nil
+	return sc.uiXML(), nil
 }
 
-// Tap records a tap at (x, y); the next screenshot shows it.
+// Tap taps at (x, y); the next screenshot shows its ripple. On the
+// launcher, a tap on an app icon launches the app; in an app, a tap on a
+// list row selects it.
 func (s *Simulated) Tap(ctx context.Context, x, y int) error {
 	return s.do(ctx, SimCall{Op: protocol.OpTap, X: x, Y: y}, func() error {
 		s.tap = &image.Point{X: x, Y: y}
+		t, ok := s.screenLocked().hit(*s.tap)
+		switch {
+		case !ok:
+		case t.kind == "app":
+			s.launchLocked(t.pkg)
+		case t.kind == "row":
+			s.selected = t.index
+		}
 		return nil
 	})
+}
+
+func (s *Simulated) launchLocked(pkg string) {
+	s.app = pkg
+	s.typed = ""
+	s.selected = -1
 }
 
 // Swipe records a swipe; it takes d (cancellable) in addition to the latency,
@@ -337,14 +355,15 @@ func (s *Simulated) Text(ctx context.Context, str string) error {
 	})
 }
 
-// Key handles KEYCODE_HOME (launcher to the foreground) and KEYCODE_DEL
-// (delete the last typed character); other keys are only recorded.
+// Key handles KEYCODE_HOME and KEYCODE_BACK (launcher to the foreground)
+// and KEYCODE_DEL (delete the last typed character); other keys are only
+// recorded.
 func (s *Simulated) Key(ctx context.Context, key string) error {
 	return s.do(ctx, SimCall{Op: protocol.OpKey, Key: key}, func() error {
 		switch strings.TrimPrefix(strings.ToUpper(key), "KEYCODE_") {
-		case "HOME", "3":
-			s.app = SimLauncher
-			s.typed = ""
+		case "HOME", "3", "BACK", "4":
+			s.launchLocked(SimLauncher)
+			s.tap, s.swipe = nil, nil
 		case "DEL", "67":
 			if r := []rune(s.typed); len(r) > 0 {
 				s.typed = string(r[:len(r)-1])
@@ -360,8 +379,8 @@ func (s *Simulated) Launch(ctx context.Context, pkg string) error {
 		if pkg == "" {
 			return fmt.Errorf("empty package name")
 		}
-		s.app = pkg
-		s.typed = ""
+		s.launchLocked(pkg)
+		s.tap, s.swipe = nil, nil
 		return nil
 	})
 }

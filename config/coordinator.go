@@ -25,6 +25,8 @@ type Coordinator struct {
 	Lease CoordinatorLease `yaml:"lease" json:"lease"`
 	// Scheduler configures job assignment.
 	Scheduler Scheduler `yaml:"scheduler" json:"scheduler"`
+	// Agents configures agent presence.
+	Agents AgentPresence `yaml:"agents" json:"agents"`
 	// Storage is the bucket artifacts are uploaded to, used to presign
 	// uploads for agents in presigned mode. Optional; when any field is
 	// set, the endpoint, bucket and credentials are required.
@@ -71,6 +73,17 @@ type Scheduler struct {
 	Interval Duration `yaml:"interval" json:"interval"`
 }
 
+// AgentPresence configures how the coordinator tracks agents.
+type AgentPresence struct {
+	// Heartbeat is how often agents are asked to send a heartbeat.
+	// Default 5s.
+	Heartbeat Duration `yaml:"heartbeat" json:"heartbeat"`
+	// OfflineAfter is how long an agent may stay silent (database clock)
+	// before it is offline and gets no new jobs; it must be longer than
+	// Heartbeat. Default 15s (three heartbeats).
+	OfflineAfter Duration `yaml:"offline_after" json:"offline_after"`
+}
+
 // CoordinatorStorage is the bucket the coordinator presigns uploads for.
 type CoordinatorStorage struct {
 	// S3 is the bucket and its credentials.
@@ -103,6 +116,7 @@ func DefaultCoordinator() *Coordinator {
 		Store:         Store{Driver: StoreSQLite, Path: "edgecoord.db"},
 		Lease:         CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)},
 		Scheduler:     Scheduler{Interval: Duration(500 * time.Millisecond)},
+		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)},
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 	}
@@ -150,6 +164,11 @@ func (c *Coordinator) Validate() error {
 		ps.add("lease.reap_interval", "must be shorter than lease.ttl (%s), got %s", c.Lease.TTL, c.Lease.ReapInterval)
 	}
 	positive(&ps, "scheduler.interval", c.Scheduler.Interval)
+	positive(&ps, "agents.heartbeat", c.Agents.Heartbeat)
+	positive(&ps, "agents.offline_after", c.Agents.OfflineAfter)
+	if c.Agents.Heartbeat > 0 && c.Agents.OfflineAfter > 0 && c.Agents.OfflineAfter <= c.Agents.Heartbeat {
+		ps.add("agents.offline_after", "must be longer than agents.heartbeat (%s), got %s", c.Agents.Heartbeat, c.Agents.OfflineAfter)
+	}
 	if c.Storage.Enabled() {
 		c.Storage.S3.validate(&ps, "storage", true)
 	}

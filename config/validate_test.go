@@ -258,6 +258,9 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"reap interval zero", func(c *Coordinator) { c.Lease.ReapInterval = 0 }, []string{"lease.reap_interval: must be positive, got 0s"}},
 		{"reap interval not below ttl", func(c *Coordinator) { c.Lease.ReapInterval = c.Lease.TTL }, []string{"lease.reap_interval: must be shorter than lease.ttl (30s), got 30s"}},
 		{"scheduler interval", func(c *Coordinator) { c.Scheduler.Interval = -1 }, []string{"scheduler.interval: must be positive, got -1ns"}},
+		{"heartbeat zero", func(c *Coordinator) { c.Agents.Heartbeat = 0 }, []string{"agents.heartbeat: must be positive, got 0s"}},
+		{"offline zero", func(c *Coordinator) { c.Agents.OfflineAfter = 0 }, []string{"agents.offline_after: must be positive, got 0s"}},
+		{"offline not above heartbeat", func(c *Coordinator) { c.Agents.OfflineAfter = c.Agents.Heartbeat }, []string{"agents.offline_after: must be longer than agents.heartbeat (5s), got 5s"}},
 
 		{"storage", withStorage, nil},
 		{"storage with key file", func(c *Coordinator) { withStorage(c); c.Storage.SecretKey = ""; c.Storage.SecretKeyFile = secret }, nil},
@@ -290,6 +293,7 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Store != (Store{Driver: "sqlite", Path: "edgecoord.db"}) ||
 		c.Lease != (CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)}) ||
 		c.Scheduler.Interval.Duration() != 500*time.Millisecond ||
+		c.Agents != (AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
 		c.Metrics.Listen != "127.0.0.1:9090" {
 		t.Fatalf("DefaultCoordinator() = %+v", c)

@@ -83,7 +83,7 @@ func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offl
 			busy[j.WorkerID+" "+j.Device] = true
 		}
 	}
-	matching, draining, full := 0, 0, 0
+	matching, draining, busyPhone, noSlot := 0, 0, 0, 0
 	for _, a := range agents {
 		if !a.Online(offlineAfter) {
 			continue
@@ -94,10 +94,12 @@ func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offl
 			}
 			matching++
 			switch {
-			case a.Draining:
+			case a.Draining || a.AgentDraining:
 				draining++
-			case busy[a.Owner()+" "+d.Serial] || load[a.Owner()] >= max(1, a.Slots):
-				full++
+			case busy[a.Owner()+" "+d.Serial]:
+				busyPhone++
+			case load[a.Owner()] >= max(1, a.Slots):
+				noSlot++
 			default:
 				return ""
 			}
@@ -112,7 +114,11 @@ func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offl
 		return "waiting for " + want
 	case draining == matching:
 		return "waiting for " + want + " (every matching phone is on a draining agent)"
-	default:
+	case busyPhone+draining == matching:
 		return "waiting for " + want + " (every matching phone is busy)"
+	case noSlot+draining == matching:
+		return "waiting for " + want + " (every agent with a matching phone is at its slot limit)"
+	default:
+		return "waiting for " + want + " (every matching phone is busy or its agent at its slot limit)"
 	}
 }

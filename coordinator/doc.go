@@ -1,5 +1,15 @@
 // Package coordinator is the VPS side of edgeagent: the job store interface
 // (implemented by pgstore and sqlitestore), the agent-facing NATS service,
-// the scheduler that hands queued jobs to idle agents, and the lease reaper.
-// The coordinator alone grants generations and checks them.
+// the scheduler that hands queued jobs to agents with a free matching phone,
+// the lease reaper, presigned uploads, metrics and health endpoints. The
+// coordinator alone grants generations and checks them.
+//
+// Everything a coordinator decides from lives in the store: jobs and their
+// leases, and the agent registry (sessions, phones, slots, drain flags,
+// settings, last seen on the database clock). A Server keeps no state of its
+// own, so several Servers sharing one PostgreSQL store and one NATS queue
+// group are one coordinator: grants are single statements that skip rows
+// another coordinator is granting (FOR UPDATE SKIP LOCKED) and are
+// serialised per agent, so no agent exceeds its slots and no phone gets two
+// jobs whichever coordinator granted them.
 package coordinator

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
@@ -23,16 +23,36 @@ import (
 // several coordinators can serve the same subjects.
 const ServiceName = "edgecoord"
 
+// InboxPrefix is the reply inbox prefix of coordinator connections. It lies
+// outside every agent's _INBOX.<agent_id>, so NATS permissions can give the
+// coordinator its own inbox without the agents' (examples/nats-server.conf).
+const InboxPrefix = "_INBOX_edgecoord"
+
+// Verbs recorded for attempts that the service refuses before the store
+// (403): the same names as the protocol verbs.
+const (
+	verbRenew    = protocol.VerbRenew
+	verbUpload   = protocol.VerbUpload
+	verbArtifact = protocol.VerbArtifact
+	verbResult   = protocol.VerbResult
+	verbFail     = protocol.VerbFail
+)
+
 // Options configures a Server.
 type Options struct {
-	ID               string        // coordinator id, shown in service info
+	ID               string        // coordinator id, shown in service info, hello replies and the registry
 	Version          string        // semantic version for the micro service
 	LeaseTTL         time.Duration // granted on claim and renewal
-	ReapInterval     time.Duration // how often expired leases are reclaimed
+	ReapInterval     time.Duration // how often expired leases are reclaimed (one sweep)
 	ScheduleInterval time.Duration // how often queued jobs are handed out
 	HeartbeatEvery   time.Duration // asked of agents
-	OfflineAfter     time.Duration // an agent silent this long gets no new jobs
-	Log              zerolog.Logger
+	OfflineAfter     time.Duration // an agent silent this long (database clock) gets no new jobs
+	AssignTimeout    time.Duration // how long an agent has to accept an assign (default 5s)
+	// Presigner signs upload URLs for agents in presigned mode; nil answers
+	// the upload verb with 503 and tells agents to upload directly.
+	Presigner     Presigner
+	PresignExpiry time.Duration // validity of a presigned URL (default 15m)
+	Log           zerolog.Logger
 }
 
 func (o *Options) defaults() {
@@ -51,6 +71,12 @@ func (o *Options) defaults() {
 	if o.OfflineAfter <= 0 {
 		o.OfflineAfter = 3 * o.HeartbeatEvery
 	}
+	if o.AssignTimeout <= 0 {
+		o.AssignTimeout = 5 * time.Second
+	}
+	if o.PresignExpiry <= 0 {
+		o.PresignExpiry = 15 * time.Minute
+	}
 	if !semver.MatchString(o.Version) {
 		// The micro service needs a semantic version; development builds
 		// ("dev") are announced as a pre-release.
@@ -63,42 +89,44 @@ func (o *Options) defaults() {
 
 var semver = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
-type agentState struct {
-	id       string
-	bootID   string
-	version  string
-	devices  []protocol.Device
-	slots    int
-	running  map[string]fencing.Token // job id → token granted
-	lastSeen time.Time
-}
-
-func (a *agentState) owner() string { return fencing.Owner(a.id, a.bootID) }
-
 // Server serves the agent verbs over NATS and runs the scheduler and the
 // reaper. Construct it with New, then Run it.
+//
+// A Server keeps no agent or job state of its own: presence, sessions,
+// phones, drain flags and every lease live in the store, so several Servers
+// sharing one store (PostgreSQL) and one NATS queue group act as one
+// coordinator. Each request reaches one of them; each scheduler and reaper
+// pass of any of them sees every agent and every job.
 type Server struct {
-	nc    *nats.Conn
-	store Store
-	opts  Options
-	log   zerolog.Logger
+	nc      *nats.Conn
+	store   Store
+	opts    Options
+	log     zerolog.Logger
+	metrics *metrics
 
-	mu     sync.Mutex
-	agents map[string]*agentState
-	kick   chan struct{}
+	kick chan struct{}
+	bg   sync.WaitGroup // assigns and pushes in flight
+
+	mu sync.Mutex
+	// full holds agents that refused an assign for want of a slot (their
+	// view of their load is ahead of the store's, e.g. a job reassigned
+	// away is still stopping there), until their next heartbeat or hello.
+	full map[string]bool
 }
 
 // New returns a Server that uses nc and store.
 func New(nc *nats.Conn, store Store, opts Options) *Server {
 	opts.defaults()
-	return &Server{
-		nc:     nc,
-		store:  store,
-		opts:   opts,
-		log:    opts.Log.With().Str("component", "coordinator").Logger(),
-		agents: map[string]*agentState{},
-		kick:   make(chan struct{}, 1),
+	s := &Server{
+		nc:    nc,
+		store: store,
+		opts:  opts,
+		log:   opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
+		kick:  make(chan struct{}, 1),
+		full:  map[string]bool{},
 	}
+	s.metrics = newMetrics(store, opts.OfflineAfter)
+	return s
 }
 
 // Run serves until ctx is cancelled, then stops the service and returns
@@ -130,7 +158,8 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("add endpoint %s: %w", verb, err)
 		}
 	}
-	s.log.Info().Str("coordinator_id", s.opts.ID).Dur("lease_ttl", s.opts.LeaseTTL).Msg("coordinator serving")
+	s.log.Info().Dur("lease_ttl", s.opts.LeaseTTL).Dur("reap_interval", s.opts.ReapInterval).
+		Bool("presigned_uploads", s.opts.Presigner != nil).Msg("coordinator serving")
 
 	var wg sync.WaitGroup
 	wg.Go(func() { s.loop(ctx, s.opts.ReapInterval, nil, s.reapOnce) })
@@ -138,6 +167,7 @@ func (s *Server) Run(ctx context.Context) error {
 	<-ctx.Done()
 	err = svc.Stop()
 	wg.Wait()
+	s.bg.Wait()
 	if err != nil {
 		return fmt.Errorf("stop micro service: %w", err)
 	}
@@ -177,10 +207,15 @@ func badRequest(format string, a ...any) error {
 	return &handlerError{code: protocol.CodeBadRequest, msg: fmt.Sprintf(format, a...)}
 }
 
+func unavailable(format string, a ...any) error {
+	return &handlerError{code: protocol.CodeUnavailable, msg: fmt.Sprintf(format, a...)}
+}
+
 func (s *Server) wrap(ctx context.Context, verb string, h func(context.Context, string, []byte) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		agentID, v, err := protocol.ParseCoordSubject(req.Subject())
 		if err != nil || v != verb {
+			s.metrics.request(verb, protocol.CodeBadRequest)
 			_ = req.Error(strconv.Itoa(protocol.CodeBadRequest), "bad subject", nil)
 			return
 		}
@@ -188,20 +223,29 @@ func (s *Server) wrap(ctx context.Context, verb string, h func(context.Context, 
 		defer cancel()
 		resp, err := h(rctx, agentID, req.Data())
 		if err != nil {
-			code, msg := s.classify(err)
-			ev := s.log.Debug()
-			if code >= 500 {
+			code, msg := classify(err)
+			s.metrics.request(verb, code)
+			var ev *zerolog.Event
+			switch code {
+			case protocol.CodeUnavailable:
 				ev = s.log.Error()
+			case protocol.CodeForbidden:
+				ev = s.log.Warn()
+			case protocol.CodeStale:
+				ev = s.log.Info()
+			default:
+				ev = s.log.Debug()
 			}
 			ev.Str("agent_id", agentID).Str("verb", verb).Int("code", code).Err(err).Msg("request refused")
 			_ = req.Error(strconv.Itoa(code), msg, nil)
 			return
 		}
+		s.metrics.request(verb, 200)
 		_ = req.RespondJSON(resp)
 	}
 }
 
-func (s *Server) classify(err error) (int, string) {
+func classify(err error) (int, string) {
 	var he *handlerError
 	switch {
 	case errors.As(err, &he):
@@ -212,6 +256,8 @@ func (s *Server) classify(err error) (int, string) {
 		return protocol.CodeUnknownJob, "unknown job"
 	case errors.Is(err, ErrConflict):
 		return protocol.CodeStale, "job not in progress under this token"
+	case errors.Is(err, ErrNoSession):
+		return protocol.CodeUnavailable, "unknown agent session: send hello"
 	}
 	return protocol.CodeUnavailable, "coordinator unavailable"
 }
@@ -225,15 +271,50 @@ func decode(data []byte, v any) error {
 }
 
 // checkToken validates a token and that it belongs to the agent of the
-// subject the request came on.
-func checkToken(agentID string, tok fencing.Token) error {
+// subject the request came on. A token of another agent is refused with
+// 403, counted, and recorded in write_events under the verb (accepted
+// false, detail "forbidden: ..."): the agent on the subject tried to act on
+// a lease that is not its own.
+func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fencing.Token) error {
 	if err := tok.Validate(); err != nil {
 		return badRequest("%v", err)
 	}
-	if tok.AgentID() != agentID {
-		return &handlerError{code: protocol.CodeForbidden, msg: "token owner is not this agent"}
+	if tok.AgentID() == agentID {
+		return nil
 	}
-	return nil
+	s.metrics.forbidden.WithLabelValues(verb).Inc()
+	detail := fmt.Sprintf("forbidden: token of agent %s sent on the subject of agent %s", tok.AgentID(), agentID)
+	if err := s.store.RecordRefused(ctx, verb, tok, detail); err != nil {
+		s.log.Error().Err(err).Str("job_id", tok.JobID).Msg("record forbidden attempt")
+	}
+	s.log.Warn().Str("agent_id", agentID).Str("verb", verb).Str("job_id", tok.JobID).Str("owner", tok.Owner).
+		Int64("generation", tok.Generation).Msg("token of another agent refused")
+	return &handlerError{code: protocol.CodeForbidden, msg: "token owner is not this agent"}
+}
+
+// fenced counts a stale-token refusal of a fenced store call.
+func (s *Server) fenced(verb string, err error) error {
+	if err != nil {
+		if code, _ := classify(err); code == protocol.CodeStale {
+			s.metrics.stale.WithLabelValues(verb).Inc()
+		}
+	}
+	return err
+}
+
+func (s *Server) helloReply(a Agent) protocol.HelloReply {
+	mode := "direct"
+	if s.opts.Presigner != nil {
+		mode = "presigned"
+	}
+	return protocol.HelloReply{
+		LeaseTTLMS:    s.opts.LeaseTTL.Milliseconds(),
+		HeartbeatMS:   s.opts.HeartbeatEvery.Milliseconds(),
+		ServerTime:    time.Now().UTC(),
+		UploadMode:    mode,
+		CoordinatorID: s.opts.ID,
+		Settings:      a.Settings,
+	}
 }
 
 func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, error) {
@@ -247,37 +328,38 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 	if h.Slots <= 0 {
 		h.Slots = 1
 	}
-	s.mu.Lock()
-	prev := s.agents[agentID]
-	st := &agentState{id: agentID, bootID: h.BootID, version: h.Version, devices: h.Devices, slots: h.Slots, running: map[string]fencing.Token{}, lastSeen: time.Now()}
-	if prev != nil && prev.bootID == h.BootID {
-		st.running = prev.running // reconnect of the same process
-	}
-	s.agents[agentID] = st
-	s.mu.Unlock()
-	if prev != nil && prev.bootID != h.BootID {
-		s.log.Info().Str("agent_id", agentID).Str("boot_id", h.BootID).Str("previous_boot_id", prev.bootID).Msg("agent restarted")
-		s.releaseAll(ctx, prev)
-	}
-	s.log.Info().Str("agent_id", agentID).Str("boot_id", h.BootID).Str("version", h.Version).Int("devices", len(h.Devices)).Int("slots", h.Slots).Msg("agent hello")
-	s.Kick()
-	return protocol.HelloReply{
-		LeaseTTLMS:    s.opts.LeaseTTL.Milliseconds(),
-		HeartbeatMS:   s.opts.HeartbeatEvery.Milliseconds(),
-		ServerTime:    time.Now().UTC(),
-		UploadMode:    "direct",
-		CoordinatorID: s.opts.ID,
-	}, nil
-}
-
-// releaseAll requeues every job a previous boot of an agent held: a
-// restarted agent never finishes its previous life's jobs.
-func (s *Server) releaseAll(ctx context.Context, prev *agentState) {
-	for _, tok := range prev.running {
-		if err := s.store.Fail(ctx, tok, "agent restarted", true); err == nil {
-			s.log.Info().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Msg("job released: agent restarted")
+	if h.Probe {
+		// A connectivity check (edgeagent doctor): answered like a hello,
+		// but it opens no session and releases nothing.
+		a, err := s.store.GetAgent(ctx, agentID)
+		if err != nil && !errors.Is(err, ErrAgentNotFound) {
+			return nil, err
 		}
+		s.log.Debug().Str("agent_id", agentID).Msg("hello probe")
+		return s.helloReply(a), nil
 	}
+	a, released, err := s.store.AgentHello(ctx, AgentHello{
+		AgentID: agentID, BootID: h.BootID, Version: h.Version, Devices: h.Devices,
+		Capabilities: h.Capabilities, Slots: h.Slots, Draining: h.Draining, CoordinatorID: s.opts.ID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, tok := range released {
+		s.metrics.reclaimed.WithLabelValues("agent_restarted").Inc()
+		s.jobLog(tok).Info().Str("boot_id", h.BootID).Msg("job reclaimed: agent restarted")
+		s.Revoke(tok, "agent restarted")
+	}
+	s.log.Info().Str("agent_id", agentID).Str("boot_id", h.BootID).Str("version", h.Version).
+		Int("devices", len(h.Devices)).Int("usable_devices", len(UsableDevices(h.Devices))).
+		Int("slots", h.Slots).Bool("draining", h.Draining).Int("released", len(released)).Msg("agent hello")
+	s.setFull(agentID, false)
+	if a.Draining && !h.Draining {
+		// The operator drained this agent before it (re)started: tell it.
+		s.pushAsync(agentID, protocol.Control{Command: protocol.ControlDrain})
+	}
+	s.Kick()
+	return s.helloReply(a), nil
 }
 
 func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (any, error) {
@@ -285,44 +367,18 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	if err := decode(data, &hb); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	st := s.agents[agentID]
-	if st == nil || st.bootID != hb.BootID {
-		s.mu.Unlock()
-		return nil, &handlerError{code: protocol.CodeUnavailable, msg: "unknown agent session: send hello"}
+	if hb.BootID == "" {
+		return nil, badRequest("boot_id is empty")
 	}
-	st.lastSeen = time.Now()
-	if hb.Devices != nil {
-		st.devices = hb.Devices
+	a, err := s.store.AgentHeartbeat(ctx, AgentBeat{AgentID: agentID, BootID: hb.BootID, Devices: hb.Devices, Draining: hb.Draining})
+	if err != nil {
+		return nil, err
 	}
-	running := map[string]fencing.Token{}
-	for _, t := range hb.Running {
-		if g, ok := st.running[t.JobID]; ok && g == t {
-			running[t.JobID] = t
-		}
-	}
-	// Grants made after the agent built this heartbeat are kept.
-	for id, t := range st.running {
-		if _, ok := running[id]; !ok && !containsJob(hb.Running, id) {
-			running[id] = t
-		}
-	}
-	st.running = running
-	free := st.slots - len(st.running)
-	s.mu.Unlock()
-	if free > 0 {
+	s.setFull(agentID, hb.Free <= 0)
+	if hb.Free > 0 && !a.Draining && !a.AgentDraining {
 		s.Kick()
 	}
 	return protocol.Ack{OK: true}, nil
-}
-
-func containsJob(toks []fencing.Token, jobID string) bool {
-	for _, t := range toks {
-		if t.JobID == jobID {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) renew(ctx context.Context, agentID string, data []byte) (any, error) {
@@ -330,18 +386,92 @@ func (s *Server) renew(ctx context.Context, agentID string, data []byte) (any, e
 	if err := decode(data, &r); err != nil {
 		return nil, err
 	}
-	if err := checkToken(agentID, r.Token); err != nil {
+	if err := s.checkToken(ctx, verbRenew, agentID, r.Token); err != nil {
 		return nil, err
 	}
 	exp, err := s.store.Renew(ctx, r.Token, s.opts.LeaseTTL)
 	if err != nil {
-		return nil, err
+		return nil, s.fenced(verbRenew, err)
 	}
 	return protocol.RenewReply{LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), ExpiresAt: exp}, nil
 }
 
+// maxPresignedSize is the largest object one presigned PUT can carry (the
+// S3 limit of a single PUT).
+const maxPresignedSize = 5 << 30
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// headerSafe reports whether v can be sent as an S3 metadata header value
+// unchanged: printable US-ASCII.
+func headerSafe(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// upload authorises one object for the current token and answers with a
+// presigned PUT whose signed headers carry If-None-Match: * and the stamps,
+// so the agent can neither overwrite an object nor drop a stamp.
 func (s *Server) upload(ctx context.Context, agentID string, data []byte) (any, error) {
-	return nil, &handlerError{code: protocol.CodeUnavailable, msg: "presigned uploads are not enabled on this coordinator"}
+	var u protocol.Upload
+	if err := decode(data, &u); err != nil {
+		return nil, err
+	}
+	if s.opts.Presigner == nil {
+		return nil, unavailable("presigned uploads are not enabled on this coordinator (no storage configured)")
+	}
+	if err := s.checkToken(ctx, verbUpload, agentID, u.Token); err != nil {
+		return nil, err
+	}
+	if err := protocol.ValidateArtifactName(u.Name); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if !sha256Hex.MatchString(u.SHA256) {
+		return nil, badRequest("sha256 must be 64 lowercase hex digits")
+	}
+	if u.Size < 0 || u.Size > maxPresignedSize {
+		return nil, badRequest("size %d out of range 0..%d", u.Size, int64(maxPresignedSize))
+	}
+	if u.ContentType == "" {
+		u.ContentType = "application/octet-stream"
+	}
+	if !headerSafe(u.ContentType) || !headerSafe(u.Token.Owner) {
+		return nil, badRequest("content type and owner must be printable ASCII")
+	}
+	if err := s.fenced(verbUpload, s.store.AuthorizeUpload(ctx, u.Token, u.Name)); err != nil {
+		return nil, err
+	}
+	key := u.Token.ObjectKey(u.Name)
+	headers := UploadHeaders(u.Token, u.SHA256, u.ContentType)
+	signed := http.Header{}
+	for k, v := range headers {
+		signed.Set(k, v)
+	}
+	expires := time.Now().Add(s.opts.PresignExpiry).UTC()
+	url, err := s.opts.Presigner.PresignPut(ctx, key, signed, s.opts.PresignExpiry)
+	if err != nil {
+		return nil, unavailable("presign upload: %v", err)
+	}
+	s.jobLog(u.Token).Debug().Str("key", key).Int64("size", u.Size).Msg("upload authorised")
+	return protocol.UploadReply{Key: key, URL: url, Method: http.MethodPut, Headers: headers, Expires: expires}, nil
+}
+
+// UploadHeaders are the headers of a presigned artifact PUT, all signed
+// into the URL: If-None-Match: * (never overwrite), the three token stamps,
+// the content's SHA-256 and its type. The agent sends them verbatim.
+func UploadHeaders(tok fencing.Token, sha256, contentType string) map[string]string {
+	return map[string]string{
+		"If-None-Match":                        "*",
+		"Content-Type":                         contentType,
+		"x-amz-meta-" + fencing.MetaJobID:      tok.JobID,
+		"x-amz-meta-" + fencing.MetaOwner:      tok.Owner,
+		"x-amz-meta-" + fencing.MetaGeneration: strconv.FormatInt(tok.Generation, 10),
+		"x-amz-meta-sha256":                    sha256,
+	}
 }
 
 func (s *Server) artifact(ctx context.Context, agentID string, data []byte) (any, error) {
@@ -349,7 +479,7 @@ func (s *Server) artifact(ctx context.Context, agentID string, data []byte) (any
 	if err := decode(data, &a); err != nil {
 		return nil, err
 	}
-	if err := checkToken(agentID, a.Token); err != nil {
+	if err := s.checkToken(ctx, verbArtifact, agentID, a.Token); err != nil {
 		return nil, err
 	}
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
@@ -363,7 +493,7 @@ func (s *Server) artifact(ctx context.Context, agentID string, data []byte) (any
 		Name: a.Name, Key: a.Key, Size: a.Size, SHA256: a.SHA256, ContentType: a.ContentType, ETag: a.ETag,
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.fenced(verbArtifact, err)
 	}
 	return protocol.Ack{OK: true}, nil
 }
@@ -373,7 +503,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	if err := decode(data, &r); err != nil {
 		return nil, err
 	}
-	if err := checkToken(agentID, r.Token); err != nil {
+	if err := s.checkToken(ctx, verbResult, agentID, r.Token); err != nil {
 		return nil, err
 	}
 	if len(r.Result) == 0 {
@@ -383,18 +513,19 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		return nil, badRequest("result is not valid JSON")
 	}
 	if err := s.store.Commit(ctx, r.Token, r.Result); err != nil {
-		return nil, err
+		return nil, s.fenced(verbResult, err)
 	}
-	s.forget(agentID, r.Token.JobID)
+	s.metrics.commits.Inc()
 	arts, err := s.store.Artifacts(ctx, r.Token.JobID, r.Token.Generation)
 	if err != nil {
-		s.log.Error().Err(err).Str("job_id", r.Token.JobID).Msg("list manifest")
+		s.jobLog(r.Token).Error().Err(err).Msg("list manifest")
 	}
 	manifest := make([]string, 0, len(arts))
 	for _, a := range arts {
 		manifest = append(manifest, a.Key)
 	}
-	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).Int("artifacts", len(manifest)).Msg("result accepted")
+	s.jobLog(r.Token).Info().Int("artifacts", len(manifest)).Msg("result accepted")
+	s.Kick()
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
 }
 
@@ -403,147 +534,19 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	if err := decode(data, &f); err != nil {
 		return nil, err
 	}
-	if err := checkToken(agentID, f.Token); err != nil {
+	if err := s.checkToken(ctx, verbFail, agentID, f.Token); err != nil {
 		return nil, err
 	}
 	if err := s.store.Fail(ctx, f.Token, f.Reason, f.Requeue); err != nil {
-		return nil, err
+		return nil, s.fenced(verbFail, err)
 	}
-	s.forget(agentID, f.Token.JobID)
-	s.log.Info().Str("job_id", f.Token.JobID).Str("owner", f.Token.Owner).Int64("generation", f.Token.Generation).Bool("requeue", f.Requeue).Msg("job failure reported")
-	if f.Requeue {
-		s.Kick()
-	}
+	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Msg("job failure reported")
+	s.Kick()
 	return protocol.Ack{OK: true}, nil
 }
 
-func (s *Server) forget(agentID, jobID string) {
-	s.mu.Lock()
-	if st := s.agents[agentID]; st != nil {
-		delete(st.running, jobID)
-	}
-	s.mu.Unlock()
-	s.Kick()
-}
-
-// idleAgents returns agents with free slots, in random order so no agent is
-// favoured.
-func (s *Server) idleAgents() []*agentState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*agentState
-	now := time.Now()
-	for _, a := range s.agents {
-		if now.Sub(a.lastSeen) > s.opts.OfflineAfter {
-			continue
-		}
-		if len(a.running) < a.slots {
-			out = append(out, a)
-		}
-	}
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
-}
-
-func (s *Server) scheduleOnce(ctx context.Context) {
-	for _, a := range s.idleAgents() {
-		for {
-			s.mu.Lock()
-			free := a.slots - len(a.running)
-			owner := a.owner()
-			current := s.agents[a.id] == a
-			s.mu.Unlock()
-			if free <= 0 || !current {
-				break
-			}
-			lease, err := s.store.ClaimNext(ctx, owner, s.opts.LeaseTTL)
-			if errors.Is(err, ErrNoJob) {
-				return
-			}
-			if err != nil {
-				s.log.Error().Err(err).Msg("claim next job")
-				return
-			}
-			s.mu.Lock()
-			a.running[lease.Token.JobID] = lease.Token
-			s.mu.Unlock()
-			s.sendAssign(ctx, a.id, lease)
-		}
-	}
-}
-
-func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) {
-	log := s.log.With().Str("job_id", lease.Token.JobID).Str("owner", lease.Token.Owner).Int64("generation", lease.Token.Generation).Logger()
-	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
-		// The agent did not take it: release at once rather than wait for
-		// the lease to expire.
-		log.Warn().Err(err).Msg("assign not accepted; releasing")
-		if ferr := s.store.Fail(ctx, lease.Token, "assign not accepted: "+err.Error(), true); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
-			log.Error().Err(ferr).Msg("release job")
-		}
-		s.forget(agentID, lease.Token.JobID)
-		return
-	}
-	log.Info().Str("agent_id", agentID).Msg("job assigned")
-}
-
-func (s *Server) reapOnce(ctx context.Context) {
-	toks, err := s.store.ReclaimExpired(ctx, 100)
-	if err != nil {
-		s.log.Error().Err(err).Msg("reclaim expired leases")
-		return
-	}
-	for _, t := range toks {
-		s.log.Info().Str("job_id", t.JobID).Str("owner", t.Owner).Int64("generation", t.Generation).Msg("lease expired; job reclaimed")
-		s.forget(t.AgentID(), t.JobID)
-		s.Revoke(t, "lease expired")
-	}
-}
-
-// Revoke pushes a revoke for tok to its agent. Delivery is best effort: the
-// token is already stale in the store, so the agent learns it at its next
-// fenced call or its self-fence deadline at the latest.
-func (s *Server) Revoke(tok fencing.Token, reason string) {
-	data, _ := json.Marshal(protocol.Revoke{Token: tok, Reason: reason})
-	if err := s.nc.Publish(protocol.AgentSubject(tok.AgentID(), protocol.VerbRevoke), data); err != nil {
-		s.log.Warn().Err(err).Str("job_id", tok.JobID).Msg("push revoke")
-	}
-}
-
-// Reassign moves a job to another connected agent: the store raises the
-// generation, the old owner is revoked and the new one assigned.
-func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld bool) (Lease, error) {
-	s.mu.Lock()
-	st := s.agents[agentID]
-	var owner string
-	if st != nil {
-		owner = st.owner()
-	}
-	s.mu.Unlock()
-	if st == nil {
-		return Lease{}, fmt.Errorf("reassign job %s: agent %s is not connected", jobID, agentID)
-	}
-	before, err := s.store.Get(ctx, jobID)
-	if err != nil {
-		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
-	}
-	lease, err := s.store.Reassign(ctx, jobID, owner, s.opts.LeaseTTL)
-	if err != nil {
-		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
-	}
-	if before.WorkerID != "" {
-		old := fencing.Token{JobID: jobID, Owner: before.WorkerID, Generation: before.Generation}
-		s.forget(old.AgentID(), jobID)
-		if revokeOld {
-			s.Revoke(old, "reassigned")
-		}
-	}
-	s.mu.Lock()
-	st.running[jobID] = lease.Token
-	s.mu.Unlock()
-	s.sendAssign(ctx, agentID, lease)
-	return lease, nil
+// jobLog is the logger for events of one token's job.
+func (s *Server) jobLog(tok fencing.Token) *zerolog.Logger {
+	l := s.log.With().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Logger()
+	return &l
 }

@@ -94,7 +94,8 @@ type Agent struct {
 	Devices       []protocol.Device // as last reported
 	Capabilities  []string
 	Slots         int
-	Draining      bool              // the scheduler grants it nothing new
+	Draining      bool              // set by the operator: the scheduler grants it nothing new
+	AgentDraining bool              // reported by the agent (drain, shutdown): nothing new either
 	Settings      map[string]string // operator settings, sent with every hello reply
 	CoordinatorID string            // the coordinator that took the last hello
 	ConnectedAt   time.Time         // database clock at the hello of this boot; zero before
@@ -125,7 +126,16 @@ type AgentHello struct {
 	Devices       []protocol.Device
 	Capabilities  []string
 	Slots         int
+	Draining      bool // the agent takes no new jobs
 	CoordinatorID string
+}
+
+// AgentBeat is what a heartbeat records.
+type AgentBeat struct {
+	AgentID  string
+	BootID   string
+	Devices  []protocol.Device // nil keeps the stored phones
+	Draining bool              // the agent takes no new jobs
 }
 
 // ClaimRequest asks for a job for one agent session.
@@ -184,8 +194,8 @@ type Store interface {
 	// ClaimFor grants the oldest queued job whose device selector matches
 	// one of req.Devices that is in state "device" and free (no in-progress
 	// job of req.Owner counted against it), when req.Owner holds fewer than
-	// req.Slots in-progress jobs and its agent is neither draining nor
-	// registered under another boot. The lease names the phone chosen: the
+	// req.Slots in-progress jobs and its agent is not draining (by the
+	// operator or by its own report) nor registered under another boot. The lease names the phone chosen: the
 	// first matching free one in serial order. ErrNoJob when nothing fits.
 	// Grants for one agent are serialised, so several coordinators never
 	// exceed its slots or put two jobs on one phone.
@@ -219,10 +229,10 @@ type Store interface {
 	// works from the store alone, so it holds after a coordinator restart
 	// and whichever coordinator took the hello.
 	AgentHello(ctx context.Context, h AgentHello) (Agent, []fencing.Token, error)
-	// AgentHeartbeat marks the session seen now and, when devices is not
-	// nil, stores the phones. ErrNoSession when bootID is not the agent's
-	// current session.
-	AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (Agent, error)
+	// AgentHeartbeat marks the session seen now, stores whether the agent
+	// drains and, when hb.Devices is not nil, its phones. ErrNoSession when
+	// hb.BootID is not the agent's current session.
+	AgentHeartbeat(ctx context.Context, hb AgentBeat) (Agent, error)
 	// Agents lists every registered agent by id.
 	Agents(ctx context.Context) ([]Agent, error)
 	// GetAgent returns one agent, or ErrAgentNotFound.

@@ -175,4 +175,8 @@ func (s *Service) uninstall() error {
 	return nil
 }
 
+// stop runs systemctl stop, which returns once the unit has stopped (after
+// at most TimeoutStopSec, when systemd kills what is left).
+func (s *Service) stop() error { return s.svc.Stop() }
+
 func isNoSuchService(error) bool { return false }

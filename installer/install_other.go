@@ -19,4 +19,5 @@ func (s *Service) describe() (string, error)        { return "", errUnsupported 
 func (s *Service) install() error                   { return errUnsupported }
 func (s *Service) checkUninstall() error            { return errUnsupported }
 func (s *Service) uninstall() error                 { return errUnsupported }
+func (s *Service) stop() error                      { return errUnsupported }
 func isNoSuchService(error) bool                    { return false }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kardianos/service"
 	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/svc"
 	"golang.org/x/sys/windows/svc/mgr"
 )
 
@@ -202,6 +203,59 @@ func (s *Service) checkUninstall() error { return nil }
 
 // uninstall deletes the service and its event log source.
 func (s *Service) uninstall() error { return s.svc.Uninstall() }
+
+// stopGrace is how much longer than the stop timeout Stop waits for the
+// service to report it has stopped.
+const stopGrace = 15 * time.Second
+
+// stop sends the stop control and waits, at most the stop timeout and a
+// grace period, until the service reports it has stopped. A service that
+// is not running counts as stopped.
+func (s *Service) stop() error {
+	h, err := windows.OpenSCManager(nil, nil, windows.SC_MANAGER_CONNECT)
+	if err != nil {
+		return fmt.Errorf("connect to the service control manager: %w", err)
+	}
+	m := &mgr.Mgr{Handle: h}
+	defer m.Disconnect()
+	sh, err := windows.OpenService(h, windows.StringToUTF16Ptr(Name), windows.SERVICE_STOP|windows.SERVICE_QUERY_STATUS)
+	if err != nil {
+		return err
+	}
+	sv := &mgr.Service{Name: Name, Handle: sh}
+	defer sv.Close()
+	status, err := sv.Control(svc.Stop)
+	if errors.Is(err, windows.ERROR_SERVICE_NOT_ACTIVE) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	limit := s.opts.StopTimeout + stopGrace
+	deadline := time.Now().Add(limit)
+	for status.State != svc.Stopped {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %s after %s", stateName(status.State), limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if status, err = sv.Query(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stateName(s svc.State) string {
+	switch s {
+	case svc.StopPending:
+		return "stopping"
+	case svc.Running:
+		return "running"
+	case svc.StartPending:
+		return "starting"
+	}
+	return fmt.Sprintf("in state %d", s)
+}
 
 func isNoSuchService(err error) bool {
 	return errors.Is(err, windows.ERROR_SERVICE_DOES_NOT_EXIST)

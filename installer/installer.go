@@ -207,7 +207,7 @@ func (s *Service) Uninstall() error {
 	case StatusNotInstalled:
 		return fmt.Errorf("uninstall service: %w", ErrNotInstalled)
 	case StatusRunning:
-		if err := s.svc.Stop(); err != nil {
+		if err := s.stop(); err != nil {
 			return fmt.Errorf("uninstall service: stop it: %w", err)
 		}
 	}
@@ -229,7 +229,7 @@ func (s *Service) Start() error {
 // Stop asks the service manager to stop the service and waits until it has
 // drained and stopped.
 func (s *Service) Stop() error {
-	if err := s.svc.Stop(); err != nil {
+	if err := s.stop(); err != nil {
 		return fmt.Errorf("stop service: %w", s.notInstalled(err))
 	}
 	return nil
@@ -237,7 +237,10 @@ func (s *Service) Stop() error {
 
 // Restart stops the service, waiting for the drain, and starts it.
 func (s *Service) Restart() error {
-	if err := s.svc.Restart(); err != nil {
+	if err := s.stop(); err != nil {
+		return fmt.Errorf("restart service: %w", s.notInstalled(err))
+	}
+	if err := s.svc.Start(); err != nil {
 		return fmt.Errorf("restart service: %w", s.notInstalled(err))
 	}
 	return nil

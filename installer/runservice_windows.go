@@ -121,10 +121,10 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, changes chan<-
 	changes <- svc.Status{State: svc.StartPending}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- h.run(ctx, h.log) }()
 	changes <- svc.Status{State: svc.Running, Accepts: accepted}
 	h.log.Info("service started")
+	done := make(chan error, 1)
+	go func() { done <- h.run(ctx, h.log) }()
 	for {
 		select {
 		case err := <-done:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -21,9 +22,10 @@ type systemLogger interface {
 }
 
 // serviceLog is the stderr of a service. Every line goes to the log file;
-// warnings and errors also go to the system log: zerolog JSON lines at
-// level warn or above, and lines that are not JSON, such as the problems
-// of an invalid config. Either destination may be nil.
+// warnings and errors also go to the system log: log lines (zerolog's JSON
+// or console format) at level warn or above, and lines that are not log
+// lines, such as the problems of an invalid config. Either destination may
+// be nil.
 type serviceLog struct {
 	mu      sync.Mutex
 	file    io.Writer
@@ -70,19 +72,34 @@ func (l *serviceLog) line(line []byte) {
 	if text == "" {
 		return
 	}
+	switch lineLevel(line) {
+	case "trace", "debug", "info":
+	case "warn":
+		_ = l.sys.Warning(text)
+	default:
+		_ = l.sys.Error(text)
+	}
+}
+
+// consoleLevels are the level marks of zerolog's console format.
+var consoleLevels = map[string]string{
+	"TRC": "trace", "DBG": "debug", "INF": "info", "WRN": "warn",
+	"ERR": "error", "FTL": "fatal", "PNC": "panic",
+}
+
+// lineLevel returns the level of a log line in zerolog's JSON or console
+// format, or "" for a line that is neither.
+func lineLevel(line []byte) string {
 	var entry struct {
 		Level string `json:"level"`
 	}
-	if json.Unmarshal(line, &entry) != nil || entry.Level == "" {
-		_ = l.sys.Error(text)
-		return
+	if json.Unmarshal(line, &entry) == nil {
+		return entry.Level
 	}
-	switch entry.Level {
-	case "warn":
-		_ = l.sys.Warning(text)
-	case "error", "fatal", "panic":
-		_ = l.sys.Error(text)
+	if f := strings.Fields(string(line)); len(f) >= 2 {
+		return consoleLevels[f[1]]
 	}
+	return ""
 }
 
 // Info records an event of the service itself, such as its start, in both

@@ -4,67 +4,107 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/edgeagent/edgeagent/fencing"
 )
 
-// BenchmarkUpload compares an upload of a recording-sized file with a bare
-// minio-go PutObject of the same file to the same server, side by side.
+// BenchmarkUpload compares uploads of a recording-sized file with a bare
+// minio-go PutObject of the same file to the same server, in one run and
+// interleaved round by round, so that both see the same machine load. Each
+// round uploads the file once per variant, in rotating order; the reported
+// figures are medians over the rounds (run with -benchtime=Nx for N rounds):
+//
+//	bare      minio-go Client.PutObject of the file (size given)
+//	spooled   S3.Upload of a spool file, its SHA-256 known from the spool's copy
+//	sha-given S3.Upload of a file with a declared SHA-256 (checked in a first pass)
+//	no-sha    S3.Upload of a file without SHA-256 (hashed in a first pass)
+//	spool-put Spool.Put end to end: copy into the spool with hashing and fsync, then upload
 func BenchmarkUpload(b *testing.B) {
-	const size = 128 * mib
+	size := int64(128 * mib)
+	if s := os.Getenv("EDGE_BENCH_UPLOAD_MIB"); s != "" {
+		var n int64
+		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+			b.Fatalf("EDGE_BENCH_UPLOAD_MIB=%q", s)
+		}
+		size = n * mib
+	}
 	// Default part size and parallelism: what the agent runs with.
-	e := newEnv(b, func(o *S3Options) { o.PartSize = 0 })
-	body := randomBytes(size, 9)
-	path := filepath.Join(b.TempDir(), "rec.mp4")
-	if err := os.WriteFile(path, body, 0o600); err != nil {
+	e := newEnv(b, func(o *S3Options) { o.PartSize = 0; o.Transport = nil })
+	path, sha := writeRandomFile(b, size, 9)
+	spool, err := NewSpool(b.TempDir(), e.s, SpoolOptions{})
+	if err != nil {
 		b.Fatal(err)
 	}
-	sha := sum(body)
 	ctx := context.Background()
 	n := 0
-	b.Run("bare-minio-go", func(b *testing.B) {
-		b.SetBytes(size)
-		for b.Loop() {
+	tok := func() (t2 fencing.Token) {
+		n++
+		t2 = testToken
+		t2.JobID = fmt.Sprintf("bench-%d", n)
+		return t2
+	}
+	variants := []struct {
+		name string
+		run  func() error
+	}{
+		{"bare", func() error {
 			f, err := os.Open(path)
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
+			defer f.Close()
 			n++
 			_, err = e.raw.PutObject(ctx, e.srv.Bucket, fmt.Sprintf("bare/%d", n), f, size, minio.PutObjectOptions{})
-			f.Close()
-			if err != nil {
-				b.Fatal(err)
+			return err
+		}},
+		{"spooled", func() error {
+			_, err := e.s.Upload(ctx, tok(), Artifact{Name: "rec.mp4", Path: path, SHA256: sha, Size: size, hashed: true})
+			return err
+		}},
+		{"sha-given", func() error {
+			_, err := e.s.Upload(ctx, tok(), Artifact{Name: "rec.mp4", Path: path, SHA256: sha})
+			return err
+		}},
+		{"no-sha", func() error {
+			_, err := e.s.Upload(ctx, tok(), Artifact{Name: "rec.mp4", Path: path})
+			return err
+		}},
+		{"spool-put", func() error {
+			_, err := spool.Put(ctx, tok(), Artifact{Name: "rec.mp4", Path: path, SHA256: sha})
+			return err
+		}},
+	}
+	times := make([][]time.Duration, len(variants))
+	b.SetBytes(size)
+	round := 0
+	for b.Loop() {
+		for i := range variants {
+			j := (i + round) % len(variants)
+			start := time.Now()
+			if err := variants[j].run(); err != nil {
+				b.Fatalf("%s: %v", variants[j].name, err)
 			}
+			times[j] = append(times[j], time.Since(start))
 		}
-	})
-	b.Run("uploader/spooled", func(b *testing.B) {
-		b.SetBytes(size)
-		for b.Loop() {
-			n++
-			tok := testToken
-			tok.JobID = fmt.Sprintf("bench-%d", n)
-			if _, err := e.s.Upload(ctx, tok, Artifact{Name: "rec.mp4", Path: path, SHA256: sha, hashed: true}); err != nil {
-				b.Fatal(err)
-			}
+		round++
+	}
+	median := func(ds []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
+	bare := median(times[0])
+	for i, v := range variants {
+		m := median(times[i])
+		mbps := float64(size) / m.Seconds() / 1e6
+		b.ReportMetric(mbps, "MB/s-"+v.name)
+		if i > 0 {
+			b.ReportMetric(bare.Seconds()/m.Seconds(), "x-bare-"+v.name)
 		}
-	})
-	for _, withSHA := range []bool{true, false} {
-		b.Run(fmt.Sprintf("uploader/sha-given=%v", withSHA), func(b *testing.B) {
-			b.SetBytes(size)
-			for b.Loop() {
-				n++
-				tok := testToken
-				tok.JobID = fmt.Sprintf("bench-%d", n)
-				a := Artifact{Name: "rec.mp4", Path: path}
-				if withSHA {
-					a.SHA256 = sha
-				}
-				if _, err := e.s.Upload(ctx, tok, a); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

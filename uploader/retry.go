@@ -121,7 +121,8 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if errors.Is(err, ErrUnavailable) {
+	var te transientError
+	if errors.Is(err, ErrUnavailable) || errors.As(err, &te) {
 		return true
 	}
 	var resp minio.ErrorResponse

@@ -389,10 +389,12 @@ func (u *upload) single(open func() io.Reader, size int64) (Result, error) {
 
 // part is one part of a multipart upload; body returns a fresh reader of
 // its content for each attempt, and release, when set, frees its buffer.
+// A part of a stream is held in memory (data).
 type part struct {
 	n       int
 	size    int64
 	body    func() io.Reader
+	data    []byte
 	release func()
 }
 
@@ -454,7 +456,7 @@ func (u *upload) partsStream(hr *hashReader, first []byte, partSize int64) produ
 			free <- nil
 		}
 		mkPart := func(n int, data []byte) part {
-			return part{n: n, size: int64(len(data)),
+			return part{n: n, size: int64(len(data)), data: data,
 				body:    func() io.Reader { return bytes.NewReader(data) },
 				release: func() { free <- data[:0] }}
 		}
@@ -614,10 +616,23 @@ func (u *upload) multipart(partSize int64, produce producer, verify func() error
 	for range s.opts.Parallelism {
 		wg.Go(func() {
 			for p := range work {
+				// The payload's hash goes into the signature, so the server
+				// checks what arrived; over TLS it is UNSIGNED-PAYLOAD, as
+				// minio-go does. A part read from disk is hashed as it is
+				// sent (aws-chunked signing); one held in memory is hashed
+				// first, which costs the same and allocates less.
+				var popts minio.PutObjectPartOptions
+				if p.data != nil {
+					popts.DisableContentSha256 = true
+					if !s.opts.Secure {
+						sum := sha256.Sum256(p.data)
+						popts.Sha256Hex = hex.EncodeToString(sum[:])
+					}
+				}
 				var etag string
 				perr := s.opts.Retry.retry(pctx, s.opts.Metrics, "part", func(int) error {
 					body := newSendReader(pctx, p.body(), s.bw, u.tr, s.opts.Metrics)
-					op, err := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, p.n, body, p.size, minio.PutObjectPartOptions{})
+					op, err := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, p.n, body, p.size, popts)
 					if err != nil {
 						body.failed()
 						return err

@@ -57,14 +57,15 @@ type SpoolOptions struct {
 
 // Spool keeps artifacts on disk, in a directory of the agent's state
 // directory, from the moment they are handed over until storage has them.
-// Each entry is a data file and a record (job, owner, generation, name,
-// key, content type, size, SHA-256 and, once started, the multipart upload
-// id); both are 0600 in a 0700 directory, written and fsynced before the
-// upload starts. An entry lives only as long as its generation is current:
-// Put removes it once stored, failed or stopped; DropGeneration removes a
-// generation's entries at once; Recover, at start, removes those of
-// previous boots, whose tokens are stale by design, and aborts what they
-// left in storage.
+// Each entry is a data file (the artifact's file linked in when it is on the
+// same file system and private, else a copy) and a record (job, owner,
+// generation, name, key, content type, size, SHA-256 and, once started, the
+// multipart upload id), both 0600 in a 0700 directory; the record is synced
+// to disk before the upload starts and whenever it changes. An entry lives
+// only as long as its generation is current: Put removes it once stored,
+// failed or stopped; DropGeneration removes a generation's entries at once;
+// Recover, at start, removes those of previous boots, whose tokens are stale
+// by design, and aborts what they left in storage.
 type Spool struct {
 	dir  string
 	up   Uploader
@@ -195,14 +196,16 @@ func (s *Spool) Upload(ctx context.Context, tok fencing.Token, a Artifact) (Resu
 	return s.Put(ctx, tok, a)
 }
 
-// Put copies a into the spool, hashing it on the way (checked against a
-// declared SHA256 and Size) and syncing it to disk, then uploads it, trying
+// Put puts a into the spool, hashing it on the way (checked against a
+// declared SHA256 and Size), then uploads it, trying
 // again with backoff while the storage is unavailable, for at most
 // GiveUpAfter, and continuing an interrupted multipart upload from the
 // parts already stored. The entry is removed when Put returns, whatever the
 // outcome. When ctx is done (the job stopped), the request in flight is
 // cancelled, a multipart upload is aborted, the entry is removed and the
-// error carries the context's cause. a's own file is left in place.
+// error carries the context's cause. a's own file is left in place; when it
+// is linked into the spool, the caller may remove it but must not write to
+// it any more.
 func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Result, err error) {
 	if err := validate(tok, a); err != nil {
 		return Result{}, err
@@ -270,53 +273,39 @@ func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Res
 	return res, nil
 }
 
-// write copies a's content into a new entry and records it.
+// write puts a's content into a new entry, hashing it on the way, and
+// records the entry. A file on the spool's file system that only its owner
+// can read is linked, not copied; anything else is copied.
+//
+// The data is not synced to disk: an entry never outlives its process in
+// use (Recover drops entries of earlier boots), so only the record, which
+// lets Recover release what an upload left in storage, is made durable.
 func (s *Spool) write(ctx context.Context, e *spoolEntry, tok fencing.Token, a Artifact) (record, error) {
-	var in io.Reader = a.Body
-	if a.Path != "" {
-		f, err := os.Open(a.Path)
-		if err != nil {
-			return record{}, fmt.Errorf("open artifact: %w", err)
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return record{}, fmt.Errorf("stat artifact: %w", err)
-		}
-		if !fi.Mode().IsRegular() {
-			return record{}, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, a.Path)
-		}
-		in = f
-	}
 	data := filepath.Join(s.dir, e.id+dataExt)
-	out, err := os.OpenFile(data, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return record{}, fmt.Errorf("create spool file: %w", err)
-	}
 	ok := false
 	defer func() {
 		if !ok {
-			out.Close()
 			os.Remove(data)
 		}
 	}()
-	h := sha256.New()
-	n, err := io.CopyBuffer(io.MultiWriter(out, h), &ctxReader{ctx: ctx, r: in}, make([]byte, hashChunk))
+	var (
+		n   int64
+		sum string
+		err error
+	)
+	if a.Path != "" && linkPrivate(a.Path, data) {
+		n, sum, err = hashFile(ctx, data)
+	} else {
+		n, sum, err = copyHashed(ctx, a, data)
+	}
 	if err != nil {
-		return record{}, fmt.Errorf("copy into spool: %w", err)
+		return record{}, err
 	}
 	if a.Size > 0 && n != a.Size {
 		return record{}, fmt.Errorf("content has %d bytes, want %d: %w", n, a.Size, ErrSizeMismatch)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	if a.SHA256 != "" && !strings.EqualFold(a.SHA256, sum) {
 		return record{}, fmt.Errorf("content hashes to %s, want %s: %w", sum, strings.ToLower(a.SHA256), ErrChecksumMismatch)
-	}
-	if err := out.Sync(); err != nil {
-		return record{}, fmt.Errorf("sync spool file: %w", err)
-	}
-	if err := out.Close(); err != nil {
-		return record{}, fmt.Errorf("close spool file: %w", err)
 	}
 	ct := a.ContentType
 	if ct == "" {
@@ -331,6 +320,66 @@ func (s *Spool) write(ctx context.Context, e *spoolEntry, tok fencing.Token, a A
 	}
 	ok = true
 	return rec, nil
+}
+
+// linkPrivate links the regular file src to dst when src is readable by its
+// owner only (so that dst is as private as a spool file must be) and both
+// are on one file system.
+func linkPrivate(src, dst string) bool {
+	fi, err := os.Lstat(src)
+	if err != nil || !fi.Mode().IsRegular() || !privateMode(fi.Mode()) {
+		return false
+	}
+	return os.Link(src, dst) == nil
+}
+
+// hashFile returns the size and SHA-256 of the file at path.
+func hashFile(ctx context.Context, path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", fmt.Errorf("open spool file: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, &ctxReader{ctx: ctx, r: f}, make([]byte, hashChunk))
+	if err != nil {
+		return 0, "", fmt.Errorf("hash spool file: %w", err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// copyHashed copies a's content to a new file at dst and returns its size
+// and SHA-256.
+func copyHashed(ctx context.Context, a Artifact, dst string) (int64, string, error) {
+	in := a.Body
+	if a.Path != "" {
+		f, err := os.Open(a.Path)
+		if err != nil {
+			return 0, "", fmt.Errorf("open artifact: %w", err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, "", fmt.Errorf("stat artifact: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return 0, "", fmt.Errorf("%w: %s is not a regular file", ErrInvalid, a.Path)
+		}
+		in = f
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, "", fmt.Errorf("create spool file: %w", err)
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(out, h), &ctxReader{ctx: ctx, r: in}, make([]byte, hashChunk))
+	if cerr := out.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("copy into spool: %w", err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // deliver uploads an entry, attempt after attempt, while the storage is

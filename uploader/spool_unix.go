@@ -18,3 +18,6 @@ func syncDir(dir string) error {
 func restrictDir(dir string) error {
 	return os.Chmod(dir, 0o700)
 }
+
+// privateMode reports whether only the owner may access a file of mode m.
+func privateMode(m os.FileMode) bool { return m.Perm()&0o077 == 0 }

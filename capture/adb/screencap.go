@@ -1,9 +1,11 @@
 package adb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"image"
+	"io"
 )
 
 // Pixel formats screencap writes (android PixelFormat values).
@@ -129,4 +131,30 @@ func EncodeScreencapHeader(w, h, format, colorSpace int) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(colorSpace))
 	}
 	return b
+}
+
+// ReadScreencap reads raw screencap output from r into one buffer sized
+// from its header, so a large screen is not copied while the buffer grows.
+// More than limit bytes is an error.
+func ReadScreencap(r io.Reader, limit int64) ([]byte, error) {
+	head := make([]byte, 12)
+	if n, err := io.ReadFull(r, head); err != nil {
+		return nil, fmt.Errorf("read screencap header: got %d of 12 bytes: %w", n, err)
+	}
+	w := int64(binary.LittleEndian.Uint32(head[0:]))
+	h := int64(binary.LittleEndian.Uint32(head[4:]))
+	bpp := int64(BytesPerPixel(int(binary.LittleEndian.Uint32(head[8:]))))
+	want := 16 + w*h*bpp
+	if bpp == 0 || w > maxScreenSide || h > maxScreenSide || want > limit {
+		want = 64 << 10 // let the parser name the problem
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, want+1))
+	buf.Write(head)
+	if _, err := buf.ReadFrom(io.LimitReader(r, limit-12+1)); err != nil {
+		return nil, fmt.Errorf("read screencap pixels: %w", err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, fmt.Errorf("read screencap: output exceeds %d bytes", limit)
+	}
+	return buf.Bytes(), nil
 }

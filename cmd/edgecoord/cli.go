@@ -77,11 +77,53 @@ type app struct {
 func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error) *app {
 	a := &app{stdout: stdout, stderr: stderr}
 	a.commands = []command{
-		&runCommand{app: a, start: start},
+		&runCommand{app: a, start: start, cmd: "run"},
+		&runCommand{app: a, start: start, cmd: "serve"},
+		&migrateCommand{mgmt: mgmt{app: a}},
+		&jobSubmitCommand{mgmt: mgmt{app: a}},
+		&jobListCommand{mgmt: mgmt{app: a}},
+		&jobShowCommand{mgmt: mgmt{app: a}},
+		&jobCancelCommand{mgmt: mgmt{app: a}},
+		&agentListCommand{mgmt: mgmt{app: a}},
+		&agentShowCommand{mgmt: mgmt{app: a}},
+		&agentDrainCommand{mgmt: mgmt{app: a}, drain: true},
+		&agentDrainCommand{mgmt: mgmt{app: a}, drain: false},
+		&agentConfigCommand{mgmt: mgmt{app: a}},
 		&validateCommand{app: a},
 		&versionCommand{app: a},
 	}
 	return a
+}
+
+// positional is a command that takes arguments besides its flags.
+type positional interface {
+	// argsUsage names the arguments in the usage line, such as "ID".
+	argsUsage() string
+	// setArgs checks and keeps the arguments.
+	setArgs(args []string) error
+}
+
+// parseInterleaved parses flags that may stand before, between or after
+// the positional arguments ("job show ID --json") and returns the
+// positional arguments. After "--" everything is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// fs.Parse stops at the first non-flag; "--" is consumed by it.
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func (a *app) run(ctx context.Context, args []string) error {
@@ -108,14 +150,21 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	}
 	fs := cmd.flags(a.stderr)
 	fs.Usage = func() { a.commandUsage(fs.Output(), cmd, fs) }
-	if err := fs.Parse(rest); err != nil {
+	args, err := parseInterleaved(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitError{exitUsage} // the flag package has printed the problem and the usage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(a.stderr, "%s %s: unexpected argument %q\n", progName, cmd.name(), fs.Arg(0))
+	if p, ok := cmd.(positional); ok {
+		if err := p.setArgs(args); err != nil {
+			fmt.Fprintf(a.stderr, "%s %s: %v\n", progName, cmd.name(), err)
+			fs.Usage()
+			return &exitError{exitUsage}
+		}
+	} else if len(args) > 0 {
+		fmt.Fprintf(a.stderr, "%s %s: unexpected argument %q\n", progName, cmd.name(), args[0])
 		fs.Usage()
 		return &exitError{exitUsage}
 	}
@@ -212,7 +261,11 @@ func (a *app) listCommands(w io.Writer, cmds []command, extra ...string) {
 }
 
 func (a *app) commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s %s [flags]\n\n%s.\n", progName, cmd.name(), upperFirst(cmd.summary()))
+	args := ""
+	if p, ok := cmd.(positional); ok {
+		args = " " + p.argsUsage()
+	}
+	fmt.Fprintf(w, "Usage: %s %s [flags]%s\n\n%s.\n", progName, cmd.name(), args, upperFirst(cmd.summary()))
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
@@ -225,14 +278,19 @@ func (a *app) commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
 }
 
 // runCommand runs the coordinator in the foreground until it is interrupted.
+// It is registered as "run" and as "serve".
 type runCommand struct {
 	app        *app
 	start      func(context.Context, *config.Coordinator, zerolog.Logger) error
+	cmd        string
 	configPath string
 }
 
-func (c *runCommand) name() string { return "run" }
+func (c *runCommand) name() string { return c.cmd }
 func (c *runCommand) summary() string {
+	if c.cmd == "serve" {
+		return "run the coordinator in the foreground until interrupted (same as run)"
+	}
 	return "run the coordinator in the foreground until interrupted"
 }
 

@@ -12,11 +12,10 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, settings,
+const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
 	coordinator_id, connected_at, last_seen, EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
 
 func scanAgent(row pgx.Row) (coordinator.Agent, error) {
@@ -27,7 +26,7 @@ func scanAgent(row pgx.Row) (coordinator.Agent, error) {
 		seenAgo                 *float64
 		slots                   int32
 	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &slots, &a.Draining, &settings,
+	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &slots, &a.Draining, &a.AgentDraining, &settings,
 		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
 		return coordinator.Agent{}, err
 	}
@@ -54,10 +53,11 @@ func scanAgent(row pgx.Row) (coordinator.Agent, error) {
 }
 
 const helloSQL = `
-	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, connected_at, last_seen)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), clock_timestamp())
+	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), clock_timestamp())
 	ON CONFLICT (agent_id) DO UPDATE SET
 		boot_id = EXCLUDED.boot_id,
+		agent_draining = EXCLUDED.agent_draining,
 		version = EXCLUDED.version,
 		devices = EXCLUDED.devices,
 		capabilities = EXCLUDED.capabilities,
@@ -113,7 +113,7 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 	err := s.inAgentTx(ctx, h.AgentID, func(tx pgx.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRow(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
-			sqlstore.EncodeDevices(h.Devices), sqlstore.EncodeStrings(h.Capabilities), int32(max(1, h.Slots)), h.CoordinatorID))
+			sqlstore.EncodeDevices(h.Devices), sqlstore.EncodeStrings(h.Capabilities), int32(max(1, h.Slots)), h.CoordinatorID, h.Draining))
 		if err != nil {
 			return err
 		}
@@ -135,15 +135,16 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 }
 
 // AgentHeartbeat marks the session seen now.
-func (s *Store) AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (coordinator.Agent, error) {
+func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (coordinator.Agent, error) {
+	agentID, bootID := hb.AgentID, hb.BootID
 	var dev any
-	if devices != nil {
-		dev = sqlstore.EncodeDevices(devices)
+	if hb.Devices != nil {
+		dev = sqlstore.EncodeDevices(hb.Devices)
 	}
 	a, err := scanAgent(s.pool.QueryRow(ctx, `
-		UPDATE agents SET last_seen = clock_timestamp(), devices = COALESCE($3::jsonb, devices)
+		UPDATE agents SET last_seen = clock_timestamp(), devices = COALESCE($3::jsonb, devices), agent_draining = $4
 		WHERE agent_id = $1 AND boot_id = $2 AND boot_id <> ''
-		RETURNING `+agentColumns, agentID, bootID, dev))
+		RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, coordinator.ErrNoSession)
 	}

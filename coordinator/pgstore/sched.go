@@ -24,7 +24,8 @@ import (
 // serial order whose fields satisfy j's selector (coordinator.Matches).
 const claimCTEs = `
 	WITH agent_ok AS (
-		SELECT NOT EXISTS (SELECT 1 FROM agents WHERE agent_id = $5 AND (draining OR boot_id <> $6)) AS ok
+		SELECT NOT EXISTS (SELECT 1 FROM agents
+			WHERE agent_id = $5 AND (draining OR agent_draining OR boot_id <> $6)) AS ok
 	), load AS (
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (

@@ -11,11 +11,10 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, settings,
+const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
 	coordinator_id, connected_at, last_seen, (julianday('now') - julianday(last_seen)) * 86400.0`
 
 func scanAgent(row scanner) (coordinator.Agent, error) {
@@ -25,7 +24,7 @@ func scanAgent(row scanner) (coordinator.Agent, error) {
 		connectedAt, lastSeen   sql.NullString
 		seenAgo                 sql.NullFloat64
 	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &settings,
+	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &a.AgentDraining, &settings,
 		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
 		return coordinator.Agent{}, err
 	}
@@ -56,10 +55,11 @@ func scanAgent(row scanner) (coordinator.Agent, error) {
 }
 
 var helloSQL = `
-	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, connected_at, last_seen)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ` + now + `, ` + now + `)
+	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ` + now + `, ` + now + `)
 	ON CONFLICT (agent_id) DO UPDATE SET
 		boot_id = excluded.boot_id,
+		agent_draining = excluded.agent_draining,
 		version = excluded.version,
 		devices = excluded.devices,
 		capabilities = excluded.capabilities,
@@ -99,7 +99,7 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		toks = nil
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
-			string(sqlstore.EncodeDevices(h.Devices)), string(sqlstore.EncodeStrings(h.Capabilities)), max(1, h.Slots), h.CoordinatorID))
+			string(sqlstore.EncodeDevices(h.Devices)), string(sqlstore.EncodeStrings(h.Capabilities)), max(1, h.Slots), h.CoordinatorID, h.Draining))
 		if err != nil {
 			return err
 		}
@@ -144,18 +144,19 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 }
 
 // AgentHeartbeat marks the session seen now.
-func (s *Store) AgentHeartbeat(ctx context.Context, agentID, bootID string, devices []protocol.Device) (coordinator.Agent, error) {
+func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (coordinator.Agent, error) {
+	agentID, bootID := hb.AgentID, hb.BootID
 	var dev any
-	if devices != nil {
-		dev = string(sqlstore.EncodeDevices(devices))
+	if hb.Devices != nil {
+		dev = string(sqlstore.EncodeDevices(hb.Devices))
 	}
 	var a coordinator.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `
-			UPDATE agents SET last_seen = `+now+`, devices = COALESCE(?3, devices)
+			UPDATE agents SET last_seen = `+now+`, devices = COALESCE(?3, devices), agent_draining = ?4
 			WHERE agent_id = ?1 AND boot_id = ?2 AND boot_id <> ''
-			RETURNING `+agentColumns, agentID, bootID, dev))
+			RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrNoSession)
 		}

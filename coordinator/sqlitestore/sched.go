@@ -79,7 +79,8 @@ var (
 func canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
 	var ok bool
 	err := tx.QueryRowContext(ctx, `
-		SELECT NOT EXISTS (SELECT 1 FROM agents WHERE agent_id = ? AND (draining = 1 OR boot_id <> ?))
+		SELECT NOT EXISTS (SELECT 1 FROM agents
+			WHERE agent_id = ? AND (draining = 1 OR agent_draining = 1 OR boot_id <> ?))
 		   AND (SELECT count(*) FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS') < ?`,
 		c.AgentID, c.BootID, c.Owner, c.Slots).Scan(&ok)
 	return ok, err

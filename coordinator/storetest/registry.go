@@ -175,6 +175,15 @@ func testClaimForSession(t *testing.T, s coordinator.Store) {
 	if _, err := s.SetAgentDraining(t.Context(), "agent-a", false); err != nil {
 		t.Fatal(err)
 	}
+	// The agent's own report of draining blocks grants as well.
+	if _, err := s.AgentHeartbeat(t.Context(), coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2", Draining: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = claimFor(t, s, ownerA2, 1, phone("P1", "m"))
+	wantErr(t, "claim for an agent that reports draining", err, coordinator.ErrNoJob)
+	if _, err := s.AgentHeartbeat(t.Context(), coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2"}); err != nil {
+		t.Fatal(err)
+	}
 	if l, err := claimFor(t, s, ownerA2, 1, phone("P1", "m")); err != nil || l.Token != tok("sess", ownerA2, 1) {
 		t.Fatalf("claim for the current boot: %v, %v", l.Token, err)
 	}
@@ -422,27 +431,27 @@ func testAgentHelloReleases(t *testing.T, s coordinator.Store) {
 
 func testAgentHeartbeat(t *testing.T, s coordinator.Store) {
 	ctx := t.Context()
-	_, err := s.AgentHeartbeat(ctx, "agent-a", "boot-1", nil)
+	_, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
 	wantErr(t, "heartbeat of an unknown agent", err, coordinator.ErrNoSession)
 	a, _ := hello(t, s, ownerA, phone("P1", "m"))
 	time.Sleep(5 * time.Millisecond)
-	hb, err := s.AgentHeartbeat(ctx, "agent-a", "boot-1", nil)
+	hb, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !hb.LastSeen.After(a.LastSeen) || len(hb.Devices) != 1 || !hb.Online(time.Second) {
 		t.Fatalf("heartbeat %+v after hello %+v", hb, a)
 	}
-	hb, err = s.AgentHeartbeat(ctx, "agent-a", "boot-1", []protocol.Device{phone("P1", "m"), phone("P2", "m")})
-	if err != nil || len(hb.Devices) != 2 {
-		t.Fatalf("heartbeat with devices: %+v, %v", hb, err)
+	hb, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1", Devices: []protocol.Device{phone("P1", "m"), phone("P2", "m")}, Draining: true})
+	if err != nil || len(hb.Devices) != 2 || !hb.AgentDraining || hb.Draining {
+		t.Fatalf("heartbeat with devices, draining: %+v, %v", hb, err)
 	}
-	_, err = s.AgentHeartbeat(ctx, "agent-a", "boot-2", nil)
+	_, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2"})
 	wantErr(t, "heartbeat of another boot", err, coordinator.ErrNoSession)
 	if _, err := s.SetAgentSettings(ctx, "fresh", map[string]string{"k": "v"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.AgentHeartbeat(ctx, "fresh", "", nil)
+	_, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "fresh"})
 	wantErr(t, "heartbeat of an agent without a session", err, coordinator.ErrNoSession)
 	time.Sleep(expiredWait)
 	g, err := s.GetAgent(ctx, "agent-a")

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
@@ -313,7 +314,8 @@ type session struct {
 	maxData uint32
 	done    chan struct{}
 
-	wmu sync.Mutex
+	wmu          sync.Mutex
+	skipChecksum atomic.Bool
 
 	mu      sync.Mutex
 	streams map[uint32]*stream
@@ -324,11 +326,14 @@ func newSession(p *Phone, c net.Conn) *session {
 	return &session{p: p, c: c, maxData: p.opts.MaxPayload, done: make(chan struct{}), streams: map[uint32]*stream{}, nextID: 1}
 }
 
+// send writes m; like adbd, it leaves the data checksum zero once both
+// sides speak VersionSkipChecksum.
 func (s *session) send(m Message) error {
-	b := AppendMessage(make([]byte, 0, HeaderSize+len(m.Data)), m)
+	h := AppendHeader(make([]byte, 0, HeaderSize), m, !s.skipChecksum.Load())
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_, err := s.c.Write(b)
+	bufs := net.Buffers{h, m.Data}
+	_, err := bufs.WriteTo(s.c)
 	return err
 }
 
@@ -355,6 +360,7 @@ func (s *session) serve() {
 			if m.Arg1 > 0 && m.Arg1 < s.maxData {
 				s.maxData = m.Arg1
 			}
+			s.skipChecksum.Store(m.Arg0 >= VersionSkipChecksum)
 			if s.p.opts.Unauthorized {
 				if s.sendToken() != nil {
 					return

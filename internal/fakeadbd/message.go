@@ -69,13 +69,22 @@ func Checksum(data []byte) uint32 {
 // AppendMessage appends m, header and data, to b. The checksum is always
 // computed: peers of every version accept it.
 func AppendMessage(b []byte, m Message) []byte {
+	return append(AppendHeader(b, m, true), m.Data...)
+}
+
+// AppendHeader appends m's 24-byte header to b, with the data checksum or
+// zero in its place.
+func AppendHeader(b []byte, m Message, checksum bool) []byte {
+	var sum uint32
+	if checksum {
+		sum = Checksum(m.Data)
+	}
 	b = binary.LittleEndian.AppendUint32(b, m.Command)
 	b = binary.LittleEndian.AppendUint32(b, m.Arg0)
 	b = binary.LittleEndian.AppendUint32(b, m.Arg1)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Data)))
-	b = binary.LittleEndian.AppendUint32(b, Checksum(m.Data))
-	b = binary.LittleEndian.AppendUint32(b, m.Command^0xffffffff)
-	return append(b, m.Data...)
+	b = binary.LittleEndian.AppendUint32(b, sum)
+	return binary.LittleEndian.AppendUint32(b, m.Command^0xffffffff)
 }
 
 // ParseHeader checks a 24-byte header and returns the message it starts

@@ -183,38 +183,71 @@ func findMinIO() (string, error) {
 	return "", fmt.Errorf("minio binary not on PATH nor in %s", strings.Join(dirs, ", "))
 }
 
-// runMinIO starts one server and waits until it is live.
+// runMinIO starts one server in a new temp directory, on free loopback
+// ports, and waits until it is live.
 func runMinIO(bin string) (_ MinIOServer, err error) {
-	root, err := os.MkdirTemp("", minioDirPrefix+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		return MinIOServer{}, fmt.Errorf("create minio dir: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(root)
-		}
-	}()
-	apiPort, err := minioFreePort()
+	p, err := newMinIOProc(bin)
 	if err != nil {
 		return MinIOServer{}, err
+	}
+	if err := p.start(); err != nil {
+		os.RemoveAll(p.root)
+		return MinIOServer{}, err
+	}
+	return p.srv, nil
+}
+
+// minioProc is one MinIO server process, which can be stopped and started
+// again on the same addresses, credentials and data directory.
+type minioProc struct {
+	bin     string
+	root    string
+	console string
+	srv     MinIOServer
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *minioTail
+}
+
+func newMinIOProc(bin string) (*minioProc, error) {
+	root, err := os.MkdirTemp("", minioDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create minio dir: %w", err)
+	}
+	apiPort, err := minioFreePort()
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, err
 	}
 	consolePort, err := minioFreePort()
 	if err != nil {
-		return MinIOServer{}, err
+		os.RemoveAll(root)
+		return nil, err
 	}
-	srv := MinIOServer{
-		Endpoint:  net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)),
-		AccessKey: "edgetest",
-		SecretKey: "edgetest-" + minioRandHex(12),
-	}
-	cmd := exec.Command(bin, "server",
-		"--address", srv.Endpoint,
-		"--console-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(consolePort)),
-		"--certs-dir", filepath.Join(root, "certs"),
-		filepath.Join(root, "data"))
+	return &minioProc{
+		bin:     bin,
+		root:    root,
+		console: net.JoinHostPort("127.0.0.1", strconv.Itoa(consolePort)),
+		srv: MinIOServer{
+			Endpoint:  net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)),
+			AccessKey: "edgetest",
+			SecretKey: "edgetest-" + minioRandHex(12),
+		},
+	}, nil
+}
+
+// start runs the server and waits until it is live.
+func (p *minioProc) start() error {
+	cmd := exec.Command(p.bin, "server",
+		"--address", p.srv.Endpoint,
+		"--console-address", p.console,
+		"--certs-dir", filepath.Join(p.root, "certs"),
+		filepath.Join(p.root, "data"))
 	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+srv.AccessKey,
-		"MINIO_ROOT_PASSWORD="+srv.SecretKey,
+		"MINIO_ROOT_USER="+p.srv.AccessKey,
+		"MINIO_ROOT_PASSWORD="+p.srv.SecretKey,
 		"MINIO_UPDATE=off",
 		"MINIO_CI_CD=on",
 	)
@@ -239,31 +272,47 @@ func runMinIO(bin string) (_ MinIOServer, err error) {
 		close(exited)
 	}()
 	if err := <-started; err != nil {
-		return MinIOServer{}, fmt.Errorf("run %s: %w", bin, err)
+		return fmt.Errorf("run %s: %w", p.bin, err)
 	}
+	p.mu.Lock()
+	p.cmd, p.exited, p.out = cmd, exited, out
+	p.mu.Unlock()
 
-	live := "http://" + srv.Endpoint + "/minio/health/live"
+	live := "http://" + p.srv.Endpoint + "/minio/health/live"
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		select {
 		case <-exited:
-			return MinIOServer{}, fmt.Errorf("minio exited before it was live: %s", out.String())
+			return fmt.Errorf("minio exited before it was live: %s", out.String())
 		default:
 		}
 		if resp, err := client.Get(live); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return srv, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			return MinIOServer{}, fmt.Errorf("minio not live after 90s: %s", out.String())
+			p.kill()
+			return fmt.Errorf("minio not live after 90s: %s", out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// kill stops the server at once (SIGKILL, as a crash or a power cut would)
+// and waits until it is gone.
+func (p *minioProc) kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
 }
 
 // minioRemoveStale removes the directories of servers whose test binary has

@@ -27,7 +27,8 @@ CREATE TABLE agents (
     devices        jsonb NOT NULL DEFAULT '[]',
     capabilities   jsonb NOT NULL DEFAULT '[]',
     slots          integer NOT NULL DEFAULT 1,
-    draining       boolean NOT NULL DEFAULT false,
+    draining       boolean NOT NULL DEFAULT false,  -- operator: edgecoord agent drain
+    agent_draining boolean NOT NULL DEFAULT false,  -- reported by the agent (drain, shutdown)
     settings       jsonb NOT NULL DEFAULT '{}',
     coordinator_id text NOT NULL DEFAULT '',
     connected_at   timestamptz,              -- hello of the current boot

@@ -26,6 +26,7 @@ CREATE TABLE agents (
     capabilities   TEXT NOT NULL DEFAULT '[]',
     slots          INTEGER NOT NULL DEFAULT 1,
     draining       INTEGER NOT NULL DEFAULT 0 CHECK (draining IN (0, 1)),
+    agent_draining INTEGER NOT NULL DEFAULT 0 CHECK (agent_draining IN (0, 1)),
     settings       TEXT NOT NULL DEFAULT '{}',
     coordinator_id TEXT NOT NULL DEFAULT '',
     connected_at   TEXT,

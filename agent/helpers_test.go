@@ -1,0 +1,96 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// leakCheck fails the test if goroutines started during it are still
+// running once all of its cleanups (agent, coordinator, NATS server) have
+// run. Call it first: cleanups run last-registered first.
+func leakCheck(t *testing.T) {
+	t.Helper()
+	opts := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		// The shared MinIO server and PostgreSQL cluster of the test
+		// binary, started by the first test that needs them, live until the
+		// binary exits.
+		goleak.IgnoreAnyFunction("github.com/edgeagent/edgeagent/internal/testenv.runMinIO.func1"),
+		goleak.IgnoreAnyFunction("github.com/edgeagent/edgeagent/internal/testenv.runMinIO.func2"),
+		goleak.IgnoreAnyFunction("github.com/edgeagent/edgeagent/internal/testenv.(*pgCluster).run.func1"),
+		goleak.IgnoreAnyFunction("os/exec.(*Cmd).Start.func2"),
+		// Idle keep-alive connections of HTTP clients (minio-go) that are
+		// closed by their transport's idle timer.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"),
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if err := goleak.Find(opts...); err != nil {
+			t.Errorf("goroutines left behind: %v", err)
+		}
+	})
+}
+
+// logBuffer collects JSON log lines written by zerolog.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// entries returns the log lines with the given message.
+func (l *logBuffer) entries(msg string) []map[string]any {
+	l.mu.Lock()
+	data := append([]byte(nil), l.buf.Bytes()...)
+	l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e map[string]any
+		if json.Unmarshal(sc.Bytes(), &e) == nil && (msg == "" || e["message"] == msg) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

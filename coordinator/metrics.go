@@ -1,0 +1,130 @@
+package coordinator
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the coordinator's Prometheus metrics, in a registry of its
+// own. Counters count what this coordinator did; the gauges jobs and
+// agents_online are read from the store at scrape time and so are the same
+// on every coordinator sharing it (aggregate them with max, not sum).
+type metrics struct {
+	reg            *prometheus.Registry
+	stale          *prometheus.CounterVec // verb
+	forbidden      *prometheus.CounterVec // verb
+	reclaimed      *prometheus.CounterVec // reason
+	granted        *prometheus.CounterVec // how: claim, takeover, reassign
+	requests       *prometheus.CounterVec // verb, code
+	commits        prometheus.Counter
+	revokes        prometheus.Counter
+	assignFailures prometheus.Counter
+}
+
+func newMetrics(store Store, offlineAfter time.Duration) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stale_token_rejected_total",
+			Help: "Fenced requests refused with 409 because the token was not the job's current one, by verb.",
+		}, []string{"verb"}),
+		forbidden: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "forbidden_requests_total",
+			Help: "Requests refused with 403 because the token belongs to another agent than the subject's, by verb.",
+		}, []string{"verb"}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leases_reclaimed_total",
+			Help: "Leases taken back by this coordinator: expired on the database clock, or held by a restarted agent's previous boot.",
+		}, []string{"reason"}),
+		granted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leases_granted_total",
+			Help: "Leases granted by this coordinator: claim of a queued job, takeover of an expired lease, operator reassignment.",
+		}, []string{"how"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "requests_total",
+			Help: "Agent requests answered by this coordinator, by verb and reply code (200 for success).",
+		}, []string{"verb", "code"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commits_accepted_total",
+			Help: "Results accepted by the fenced commit.",
+		}),
+		revokes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "revokes_sent_total",
+			Help: "Revokes published to agents.",
+		}),
+		assignFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "assign_failures_total",
+			Help: "Assigns an agent did not accept; each job was released again at once.",
+		}),
+	}
+	m.reg.MustRegister(m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures,
+		&storeCollector{store: store, offlineAfter: offlineAfter},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	// Verbs appear at zero before the first refusal, so rate() works.
+	for _, v := range []string{verbRenew, verbUpload, verbArtifact, verbResult, verbFail} {
+		m.stale.WithLabelValues(v)
+		m.forbidden.WithLabelValues(v)
+	}
+	for _, r := range []string{"lease_expired", "agent_restarted"} {
+		m.reclaimed.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *metrics) request(verb string, code int) {
+	m.requests.WithLabelValues(verb, strconv.Itoa(code)).Inc()
+}
+
+// storeCollector reads the job and agent gauges from the store at scrape
+// time.
+type storeCollector struct {
+	store        Store
+	offlineAfter time.Duration
+}
+
+var (
+	jobsDesc   = prometheus.NewDesc("jobs", "Jobs in the store by state.", []string{"state"}, nil)
+	onlineDesc = prometheus.NewDesc("agents_online",
+		"Agents heard from within the offline threshold (database clock).", nil, nil)
+	registeredDesc = prometheus.NewDesc("agents_registered", "Agents in the registry.", nil, nil)
+	scrapeErrDesc  = prometheus.NewDesc("store_scrape_errors", "1 when the store could not be read for this scrape.", nil, nil)
+)
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- jobsDesc
+	ch <- onlineDesc
+	ch <- registeredDesc
+	ch <- scrapeErrDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	failed := 0.0
+	if counts, err := c.store.JobCounts(ctx); err == nil {
+		for _, st := range []string{StatusQueued, StatusInProgress, StatusSucceeded, StatusFailed} {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[st]), st)
+		}
+	} else {
+		failed = 1
+	}
+	if agents, err := c.store.Agents(ctx); err == nil {
+		online := 0
+		for _, a := range agents {
+			if a.Online(c.offlineAfter) {
+				online++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(onlineDesc, prometheus.GaugeValue, float64(online))
+		ch <- prometheus.MustNewConstMetric(registeredDesc, prometheus.GaugeValue, float64(len(agents)))
+	} else {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, failed)
+}

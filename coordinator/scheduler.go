@@ -1,0 +1,252 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// reapLimit bounds the leases one sweep returns to the queue.
+const reapLimit = 100
+
+// schedulable returns the agents that may get a job now, from the store:
+// online (heard from within OfflineAfter on the database clock), not
+// draining, with at least one usable phone. The order is random so no agent
+// is favoured.
+func (s *Server) schedulable(ctx context.Context) ([]Agent, error) {
+	all, err := s.store.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Agent
+	s.mu.Lock()
+	for _, a := range all {
+		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(UsableDevices(a.Devices)) > 0 {
+			out = append(out, a)
+		}
+	}
+	s.mu.Unlock()
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out, nil
+}
+
+func (s *Server) claimRequest(a Agent) ClaimRequest {
+	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL}
+}
+
+// scheduleOnce grants queued jobs to the agents that can take them: for
+// each agent, the oldest queued job matching one of its free phones, until
+// its slots or its matching phones run out. Each grant is one statement in
+// the store; the assign is sent after it.
+func (s *Server) scheduleOnce(ctx context.Context) {
+	counts, err := s.store.JobCounts(ctx)
+	if err != nil {
+		s.log.Error().Err(err).Msg("count jobs")
+		return
+	}
+	if counts[StatusQueued] == 0 {
+		return
+	}
+	agents, err := s.schedulable(ctx)
+	if err != nil {
+		s.log.Error().Err(err).Msg("list agents")
+		return
+	}
+	for _, a := range agents {
+		for {
+			lease, err := s.store.ClaimFor(ctx, s.claimRequest(a))
+			if errors.Is(err, ErrNoJob) {
+				break
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error().Err(err).Str("agent_id", a.ID).Msg("claim job")
+				}
+				return
+			}
+			s.metrics.granted.WithLabelValues("claim").Inc()
+			s.assignAsync(a.ID, lease)
+		}
+	}
+}
+
+// reapOnce is one sweep of the reaper. Expired leases (database clock) are
+// first handed straight to another agent with a free matching phone, one
+// statement per job (generation + 1, the old token recorded as reclaimed);
+// the rest go back to the queue (generation + 1, no owner). Each old owner
+// is sent a revoke.
+func (s *Server) reapOnce(ctx context.Context) {
+	agents, err := s.schedulable(ctx)
+	if err != nil {
+		s.log.Error().Err(err).Msg("list agents")
+		return
+	}
+	for _, a := range agents {
+		for {
+			lease, old, err := s.store.TakeOverExpired(ctx, s.claimRequest(a))
+			if errors.Is(err, ErrNoJob) {
+				break
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error().Err(err).Str("agent_id", a.ID).Msg("take over expired lease")
+				}
+				return
+			}
+			s.metrics.reclaimed.WithLabelValues("lease_expired").Inc()
+			s.metrics.granted.WithLabelValues("takeover").Inc()
+			s.jobLog(old).Info().Int64("new_generation", lease.Token.Generation).Str("new_owner", lease.Token.Owner).
+				Msg("lease expired; job reassigned")
+			s.Revoke(old, "lease expired")
+			s.assignAsync(a.ID, lease)
+		}
+	}
+	toks, err := s.store.ReclaimExpired(ctx, reapLimit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("reclaim expired leases")
+		}
+		return
+	}
+	for _, t := range toks {
+		s.metrics.reclaimed.WithLabelValues("lease_expired").Inc()
+		s.jobLog(t).Info().Msg("lease expired; job back in the queue")
+		s.Revoke(t, "lease expired")
+	}
+	if len(toks) > 0 {
+		s.Kick()
+	}
+}
+
+func (s *Server) assignAsync(agentID string, lease Lease) {
+	s.bg.Go(func() {
+		// The assign outlives a cancelled Run only as long as its timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.AssignTimeout+time.Second)
+		defer cancel()
+		s.sendAssign(ctx, agentID, lease)
+	})
+}
+
+// sendAssign offers a granted lease to its agent. When the agent does not
+// take it (error reply or no reply), the job is released at once with a
+// fenced requeue rather than left to expire.
+func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) error {
+	log := s.jobLog(lease.Token)
+	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task}
+	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
+	defer cancel()
+	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
+		log.Warn().Err(err).Str("agent_id", agentID).Msg("assign not accepted; releasing")
+		s.metrics.assignFailures.Inc()
+		if errors.Is(err, protocol.ErrUnavailable) {
+			// The agent is fuller than the store knows: leave it alone
+			// until it reports free slots again.
+			s.setFull(agentID, true)
+		}
+		if ferr := s.store.Fail(ctx, lease.Token, "assign not accepted: "+err.Error(), true); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
+			log.Error().Err(ferr).Msg("release job")
+		}
+		s.Kick()
+		return fmt.Errorf("assign job %s to %s: %w", lease.Token.JobID, agentID, err)
+	}
+	log.Info().Str("agent_id", agentID).Str("device", lease.Device).Msg("job assigned")
+	return nil
+}
+
+// Revoke pushes a revoke for tok to its agent. Delivery is best effort: the
+// token is already stale in the store, so the agent learns it at its next
+// fenced call or its self-fence deadline at the latest.
+func (s *Server) Revoke(tok fencing.Token, reason string) {
+	if err := PublishRevoke(s.nc, tok, reason); err != nil {
+		s.jobLog(tok).Warn().Err(err).Msg("push revoke")
+		return
+	}
+	s.metrics.revokes.Inc()
+}
+
+// PublishRevoke publishes a revoke of tok to its agent (no reply expected).
+func PublishRevoke(nc *nats.Conn, tok fencing.Token, reason string) error {
+	data, err := json.Marshal(protocol.Revoke{Token: tok, Reason: reason})
+	if err != nil {
+		return fmt.Errorf("encode revoke: %w", err)
+	}
+	if err := nc.Publish(protocol.AgentSubject(tok.AgentID(), protocol.VerbRevoke), data); err != nil {
+		return fmt.Errorf("publish revoke of %s: %w", tok, err)
+	}
+	return nil
+}
+
+// PushControl sends a control command to an agent and returns its reply
+// body.
+func PushControl(ctx context.Context, nc *nats.Conn, agentID string, c protocol.Control) (json.RawMessage, error) {
+	var reply json.RawMessage
+	if err := protocol.Request(ctx, nc, protocol.AgentSubject(agentID, protocol.VerbControl), c, &reply); err != nil {
+		return nil, fmt.Errorf("push %s to agent %s: %w", c.Command, agentID, err)
+	}
+	return reply, nil
+}
+
+// pushAsync sends a control command without waiting for the caller.
+func (s *Server) pushAsync(agentID string, c protocol.Control) {
+	s.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.AssignTimeout)
+		defer cancel()
+		if _, err := PushControl(ctx, s.nc, agentID, c); err != nil {
+			s.log.Warn().Err(err).Str("agent_id", agentID).Str("command", c.Command).Msg("push control")
+		}
+	})
+}
+
+// Reassign moves a job to another online agent: the store raises the
+// generation in one statement, the old owner is sent a revoke (when
+// revokeOld) and the new one an assign. It returns the granted lease once
+// the store has granted it, whether or not the agent took the assign.
+func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld bool) (Lease, error) {
+	a, err := s.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+	}
+	if !a.Online(s.opts.OfflineAfter) {
+		return Lease{}, fmt.Errorf("reassign job %s: agent %s is not connected", jobID, agentID)
+	}
+	before, err := s.store.Get(ctx, jobID)
+	if err != nil {
+		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+	}
+	lease, err := s.store.Reassign(ctx, jobID, a.Owner(), s.opts.LeaseTTL)
+	if err != nil {
+		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+	}
+	s.metrics.granted.WithLabelValues("reassign").Inc()
+	// The previous holder is the one the reassignment took the job from:
+	// its generation is the one just before the grant.
+	if before.WorkerID != "" && before.Generation == lease.Token.Generation-1 {
+		old := fencing.Token{JobID: jobID, Owner: before.WorkerID, Generation: before.Generation}
+		if revokeOld {
+			s.Revoke(old, "reassigned")
+		}
+	}
+	// An agent that does not take the assign gets the job released again
+	// (fenced requeue, see sendAssign); the grant happened all the same.
+	_ = s.sendAssign(ctx, agentID, lease)
+	return lease, nil
+}
+
+// setFull marks or clears an agent as having no free slot by its own word.
+func (s *Server) setFull(agentID string, full bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if full {
+		s.full[agentID] = true
+	} else {
+		delete(s.full, agentID)
+	}
+}

@@ -1,0 +1,251 @@
+//go:build linux
+
+package installer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
+)
+
+// The Wine test runs the Windows build under Debian's Wine 8.0 (packages
+// wine64 and gcc-mingw-w64-x86-64). Without them it is skipped, or fails in
+// CI; EDGE_TEST_WINE=0 turns it off everywhere.
+const envTestWine = "EDGE_TEST_WINE"
+
+// winePrefix is a throwaway Wine prefix with the ProcessPrng shim
+// (windows/wine/processprng.c) in its system32.
+type winePrefix struct {
+	wine, server string
+	dir          string // the prefix
+	env          []string
+}
+
+func newWinePrefix(t *testing.T) *winePrefix {
+	t.Helper()
+	if os.Getenv(envTestWine) == "0" {
+		t.Skip(envTestWine + "=0")
+	}
+	if testing.Short() {
+		t.Skip("-short: the Wine test takes about 15s")
+	}
+	wine := ""
+	for _, name := range []string{"wine64", "wine", "/usr/lib/wine/wine64"} {
+		if p, err := exec.LookPath(name); err == nil {
+			wine = p
+			break
+		}
+	}
+	gcc, gccErr := exec.LookPath("x86_64-w64-mingw32-gcc")
+	if wine == "" || gccErr != nil {
+		testenv.Missing(t, "wine64 and x86_64-w64-mingw32-gcc (Debian packages wine64, gcc-mingw-w64-x86-64); set %s=0 to skip", envTestWine)
+	}
+	server := filepath.Join(filepath.Dir(wine), "wineserver")
+	if _, err := os.Stat(server); err != nil {
+		server = filepath.Join(filepath.Dir(wine), "wineserver64")
+	}
+	w := &winePrefix{wine: wine, server: server, dir: filepath.Join(t.TempDir(), "prefix")}
+	w.env = append(os.Environ(),
+		"WINEPREFIX="+w.dir,
+		"WINEDEBUG=-all",
+		"WINEDLLOVERRIDES=mscoree,mshtml=", // no Mono or Gecko prompts
+		"DISPLAY=",
+	)
+	// A persistent wineserver keeps services.exe running between the
+	// commands: otherwise every command boots the prefix anew (seconds),
+	// and each boot starts the automatic services again.
+	wineserver := func(arg string) error {
+		cmd := exec.Command(w.server, arg)
+		cmd.Env = w.env
+		return cmd.Run()
+	}
+	if err := os.MkdirAll(w.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := wineserver("-p"); err != nil {
+		t.Fatalf("start wineserver: %v", err)
+	}
+	t.Cleanup(func() { _ = wineserver("-k") })
+	if _, _, code := w.run(t, 90*time.Second, "wineboot", "-i"); code != 0 {
+		t.Fatalf("wineboot -i exited %d", code)
+	}
+	// Go 1.24+ needs ProcessPrng from bcryptprimitives.dll, which Wine
+	// 8.0 lacks; the DLL must be in system32, not beside the program.
+	dll := filepath.Join(w.dir, "drive_c", "windows", "system32", "bcryptprimitives.dll")
+	if out, err := exec.Command(gcc, "-shared", "-O2", "-s", "-o", dll, "../windows/wine/processprng.c").CombinedOutput(); err != nil {
+		t.Fatalf("build the ProcessPrng shim: %v\n%s", err, out)
+	}
+	return w
+}
+
+// run runs a program under Wine and returns its output and exit status.
+func (w *winePrefix) run(t *testing.T, timeout time.Duration, prog string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.wine, append([]string{prog}, args...)...)
+	cmd.Env = w.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("wine %s %s: no answer within %s\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), timeout, out.String(), errOut.String())
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("wine %s: %v", prog, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// path returns the Unix path of the Windows path C:\<rel>.
+func (w *winePrefix) path(rel string) string {
+	return filepath.Join(w.dir, "drive_c", filepath.FromSlash(strings.ReplaceAll(rel, `\`, "/")))
+}
+
+// buildWindows builds pkg for windows/amd64 into the prefix's C:\<name>
+// and returns its Windows path.
+func buildWindows(t *testing.T, w *winePrefix, pkg, name string) string {
+	t.Helper()
+	out := w.path(`edgeagent\` + name)
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-winetest", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s for windows: %v\n%s", pkg, err, b)
+	}
+	return `C:\edgeagent\` + name
+}
+
+// TestWine runs edgeagent.exe under Wine: version, config validate and
+// install/status/uninstall with Wine's service control manager; then a
+// stand-in service built on RunService is started and stopped through the
+// service control manager, and its drain is waited for.
+func TestWine(t *testing.T) {
+	w := newWinePrefix(t)
+	exe := buildWindows(t, w, "github.com/edgeagent/edgeagent/cmd/edgeagent", "edgeagent.exe")
+	standIn := buildWindows(t, w, "github.com/edgeagent/edgeagent/installer/internal/servicetest", "servicetest.exe")
+	const timeout = 30 * time.Second
+
+	t.Run("version", func(t *testing.T) {
+		out, errOut, code := w.run(t, timeout, exe, "version")
+		if code != 0 || !strings.HasPrefix(out, "edgeagent v0.0.0-winetest (go") || !strings.Contains(out, "windows/amd64)") {
+			t.Fatalf("edgeagent.exe version: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+
+	t.Run("config validate", func(t *testing.T) {
+		if err := os.WriteFile(w.path(`edgeagent\good.yaml`), []byte("agent_id: home-pc-1\nnats:\n  url: nats://127.0.0.1:4222\nstorage:\n  mode: presigned\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(w.path(`edgeagent\bad.yaml`), []byte("agent_id: home-pc-1\nbogus: 1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := w.run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\good.yaml`)
+		if code != 0 || out != "ok\n" {
+			t.Errorf("validate good config: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		out, errOut, code = w.run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\bad.yaml`)
+		if code != 2 || !strings.Contains(errOut, `C:\edgeagent\bad.yaml:2:1: unknown field "bogus"`) || !strings.Contains(errOut, "nats.url: required") {
+			t.Errorf("validate bad config: exit %d (want 2), stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+
+	t.Run("install status uninstall", func(t *testing.T) {
+		status := func(want string) {
+			t.Helper()
+			out, errOut, code := w.run(t, timeout, exe, "service", "status")
+			if code != 0 || out != "service edgeagent: "+want+"\n" {
+				t.Fatalf("service status: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+			}
+		}
+		status("not installed")
+		out, errOut, code := w.run(t, timeout, exe, "install", "--config", `C:\ProgramData\edgeagent\config.yaml`)
+		if code != 0 || !strings.Contains(out, "installed service edgeagent") {
+			t.Fatalf("install: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		t.Logf("install warnings under Wine:\n%s", errOut)
+		status("stopped")
+		reg, _, _ := w.run(t, timeout, "reg", "query", `HKLM\System\CurrentControlSet\Services\edgeagent`)
+		for _, want := range []string{
+			`ImagePath    REG_SZ    C:\edgeagent\edgeagent.exe run -c C:\ProgramData\edgeagent\config.yaml`,
+			"Start    REG_DWORD    0x2",               // automatic
+			"PreshutdownTimeout    REG_DWORD    0xafc8", // 45s
+			"ObjectName    REG_SZ    LocalSystem",
+		} {
+			if !strings.Contains(reg, want) {
+				t.Errorf("service registry key lacks %q:\n%s", want, reg)
+			}
+		}
+		if _, errOut, code := w.run(t, timeout, exe, "install"); code != 1 || !strings.Contains(errOut, "already exists") {
+			t.Errorf("second install: exit %d, stderr %q; want a failure saying the service exists", code, errOut)
+		}
+		if out, errOut, code := w.run(t, timeout, exe, "service", "uninstall"); code != 0 || out != "removed service edgeagent\n" {
+			t.Fatalf("uninstall: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		status("not installed")
+		if _, errOut, code := w.run(t, timeout, exe, "uninstall"); code != 1 || !strings.Contains(errOut, "service is not installed") {
+			t.Errorf("second uninstall: exit %d, stderr %q", code, errOut)
+		}
+	})
+
+	t.Run("service start drain stop", func(t *testing.T) {
+		config := `C:\edgeagent\standin.yaml`
+		events := w.path(`edgeagent\standin.yaml.events`)
+		do := func(args ...string) string {
+			t.Helper()
+			out, errOut, code := w.run(t, timeout, standIn, args...)
+			if code != 0 {
+				t.Fatalf("servicetest %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+			}
+			return strings.TrimSpace(out)
+		}
+		do("install", config)
+		t.Cleanup(func() { w.run(t, timeout, standIn, "uninstall") })
+
+		start := time.Now()
+		do("start") // returns once the service reports running
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("start took %s", d)
+		}
+		if st := do("status"); st != "running" {
+			t.Fatalf("status after start = %q, want running", st)
+		}
+		if b, _ := os.ReadFile(events); string(b) != "started\n" {
+			t.Fatalf("events after start = %q", b)
+		}
+
+		start = time.Now()
+		do("stop") // waits until the service reports stopped
+		if d := time.Since(start); d < 1400*time.Millisecond {
+			t.Errorf("stop returned after %s, before the 1.5s drain ended", d)
+		}
+		if st := do("status"); st != "stopped" {
+			t.Fatalf("status after stop = %q, want stopped", st)
+		}
+		if b, _ := os.ReadFile(events); string(b) != "started\ncancelled\ndrained\n" {
+			t.Fatalf("events after stop = %q, want started, cancelled, drained", b)
+		}
+		log, err := os.ReadFile(w.path(`ProgramData\edgeagent\logs\edgeagent.log`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last int
+		for _, want := range []string{"service started", "stand-in running", "service stop requested; draining", "stand-in drained", "service stopped"} {
+			i := strings.Index(string(log[last:]), want)
+			if i < 0 {
+				t.Fatalf("service log lacks %q after byte %d:\n%s", want, last, log)
+			}
+			last += i
+		}
+	})
+}
