@@ -107,6 +107,10 @@ type StopRecord struct {
 	Err      error
 	At       time.Time
 	CutShort string // the step or call in progress
+	// Calls is how many fenced requests of the job had been published when
+	// it stopped; none is published after (a release's fail excepted,
+	// which is counted in).
+	Calls int
 }
 
 // JobStatus is a running job as the agent sees it.
@@ -149,6 +153,7 @@ type Agent struct {
 	idle     time.Duration
 	oplogTxt bool
 	rehello  chan struct{}
+	rpc      *rpc
 }
 
 // New validates opts and returns an agent with a fresh boot id. Settings
@@ -243,9 +248,21 @@ func (a *Agent) Ready() bool {
 }
 
 func (a *Agent) request(ctx context.Context, verb string, req, resp any) error {
+	return a.requestGated(ctx, verb, req, resp, nil)
+}
+
+// requestGated sends one request to the coordinator; publish, when set,
+// performs the publish (see job.publishGated).
+func (a *Agent) requestGated(ctx context.Context, verb string, req, resp any, publish func(func() error) error) error {
 	rctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
 	defer cancel()
-	return protocol.Request(rctx, a.nc, protocol.CoordSubject(a.opts.AgentID, verb), req, resp)
+	a.mu.Lock()
+	r := a.rpc
+	a.mu.Unlock()
+	if r == nil {
+		return errors.New("request: agent not running")
+	}
+	return r.request(rctx, protocol.CoordSubject(a.opts.AgentID, verb), req, resp, publish)
 }
 
 // noteError keeps err among the last errors shown by the status document.
@@ -316,6 +333,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		subs = append(subs, s)
 	}
+	r, err := newRPC(a.nc)
+	if err != nil {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	defer r.close()
+	a.mu.Lock()
+	a.rpc = r
+	a.mu.Unlock()
 	if err := a.nc.FlushTimeout(a.opts.RequestTimeout); err != nil {
 		a.log.Warn().Err(err).Msg("flush subscriptions")
 	}

@@ -72,18 +72,27 @@ func (r *rig) waitGone(jobID string) {
 	}
 }
 
-// noneAfter fails the test if the agent sent anything for the job after at.
-func (r *rig) noneAfter(jobID string, at time.Time) {
+// noneAfter fails the test if the agent sent any fenced request for the
+// stopped job beyond the ones it had published when it stopped (the stop
+// record counts them; NATS delivers one connection's messages in order).
+func (r *rig) noneAfter(stop agent.StopRecord) {
 	r.t.Helper()
-	for _, q := range r.coord.requests(jobID) {
-		if q.at.After(at) {
-			r.t.Errorf("%s for job %s %v after its stop", q.verb, jobID, q.at.Sub(at))
+	count := func() int {
+		n := 0
+		for _, q := range r.coord.requests(stop.Token.JobID) {
+			if q.tok == stop.Token {
+				n++
+			}
 		}
+		return n
 	}
-	for _, u := range r.store.uploads() {
-		if strings.Contains(u.key, "/"+jobID+"/") && u.end.After(at) && u.err == nil {
-			r.t.Errorf("upload %s completed after the stop", u.key)
-		}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() < stop.Calls && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // anything sent later would arrive by now
+	if n := count(); n != stop.Calls {
+		r.t.Errorf("the coordinator got %d requests for %v, the agent had sent %d when it stopped: %v", n, stop.Token, stop.Calls, r.coord.verbs(stop.Token.JobID))
 	}
 }
 
@@ -165,7 +174,7 @@ func TestRevokeKillsProcesses(t *testing.T) {
 			return syscall.Kill(pid, 0) != nil || isZombie(pid)
 		})
 	}
-	r.noneAfter(tok.JobID, stop.At)
+	r.noneAfter(stop)
 }
 
 func isZombie(pid int) bool {
@@ -361,7 +370,7 @@ func TestControl(t *testing.T) {
 		t.Fatalf("stop cause %v, want cancelled", stop.Err)
 	}
 	r.waitGone(tok.JobID)
-	r.noneAfter(tok.JobID, stop.At)
+	r.noneAfter(stop)
 	for _, v := range r.coord.verbs(tok.JobID) {
 		if v == protocol.VerbFail || v == protocol.VerbResult {
 			t.Fatalf("a cancelled job sent %s", v)
@@ -443,7 +452,10 @@ func TestShutdownReleases(t *testing.T) {
 	if last.verb != protocol.VerbFail || json.Unmarshal(last.data, &f) != nil || !f.Requeue || f.Reason != "agent shutting down" {
 		t.Fatalf("last call %s %s, want fail with requeue", last.verb, last.data)
 	}
-	r.noneAfter(tok.JobID, last.at)
+	if stop.Calls != len(reqs) {
+		t.Errorf("stop record counts %d calls, the coordinator got %d", stop.Calls, len(reqs))
+	}
+	r.noneAfter(stop)
 }
 
 // TestShutdownLetsJobsFinish: a job that ends within the shutdown timeout
@@ -558,7 +570,7 @@ func TestSuspendStopsIdleJob(t *testing.T) {
 		t.Fatalf("stop cause %v, want lease expired", stop.Err)
 	}
 	r.waitGone(tok.JobID)
-	r.noneAfter(tok.JobID, stop.At)
+	r.noneAfter(stop)
 }
 
 // TestRunLeavesNoGoroutines (issue 4, must show 6): after a job, a

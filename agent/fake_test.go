@@ -32,6 +32,8 @@ type fakeCoord struct {
 	mu    sync.Mutex
 	reqs  []fakeReq
 	stale map[string]bool // job ids whose every fenced call gets 409
+	// firstStale is when the first 409 was answered, per job.
+	firstStale map[string]time.Time
 	// hook, when set, may answer a request itself: it returns the reply
 	// (nil body with code for an error) and true, or false to let the fake
 	// answer; drop=true sends no reply at all.
@@ -51,7 +53,7 @@ func newFakeCoord(tb testing.TB, url string, ttl time.Duration) *fakeCoord {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(nc.Close)
-	f := &fakeCoord{tb: tb, nc: nc, ttl: ttl, stale: map[string]bool{}}
+	f := &fakeCoord{tb: tb, nc: nc, ttl: ttl, stale: map[string]bool{}, firstStale: map[string]time.Time{}}
 	if _, err := nc.Subscribe("edge.v1.coord.*.*", f.serve); err != nil {
 		tb.Fatal(err)
 	}
@@ -103,6 +105,11 @@ func (f *fakeCoord) serve(m *nats.Msg) {
 		resp = protocol.Ack{OK: true}
 	}
 	if stale && verb != protocol.VerbHello && verb != protocol.VerbHeartbeat {
+		f.mu.Lock()
+		if _, ok := f.firstStale[body.Token.JobID]; !ok {
+			f.firstStale[body.Token.JobID] = time.Now()
+		}
+		f.mu.Unlock()
 		replyErr(m, protocol.CodeStale)
 		return
 	}

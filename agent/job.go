@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +62,15 @@ type job struct {
 	work       context.Context // ctx, also cancelled when the job is released
 	cancelWork context.CancelCauseFunc
 
+	// gate orders the job's fenced publishes against its stop: a request
+	// is published under the read lock while the lease is held; stop takes
+	// the write lock. Once stop returns, nothing of the job leaves the
+	// agent on NATS.
+	gate  sync.RWMutex
+	calls atomic.Int64 // fenced requests published
+	// callsAtStop is calls when stop ran (-1 before).
+	callsAtStop atomic.Int64
+
 	mu        sync.Mutex
 	step      int    // steps run so far (task and interactive)
 	current   string // the call or step in progress, for the stop record
@@ -80,6 +90,7 @@ func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Durati
 	work, j.cancelWork = context.WithCancelCause(j.ctx)
 	j.work = procs.WithGroup(work, j.procs)
 	j.accepting = true
+	j.callsAtStop.Store(-1)
 	return j
 }
 
@@ -114,7 +125,34 @@ func (j *job) setCurrent(s string) {
 // (recordings are aborted), uploads in flight (multipart uploads are
 // aborted), local processes (killed with their process group), and no
 // fenced call is made after it.
-func (j *job) stop(cause error) { j.guard.Stop(cause) }
+func (j *job) stop(cause error) {
+	j.gate.Lock()
+	defer j.gate.Unlock()
+	if stopped, _, _ := j.guard.Stopped(); !stopped {
+		j.callsAtStop.Store(j.calls.Load())
+	}
+	j.guard.Stop(cause)
+}
+
+// publishGated publishes one fenced request of the job only while its
+// lease is held, and never concurrently with its stop.
+func (j *job) publishGated(send func() error) error {
+	j.gate.RLock()
+	defer j.gate.RUnlock()
+	if !j.guard.Held() {
+		return errStopped
+	}
+	err := send()
+	if err == nil {
+		j.calls.Add(1)
+	}
+	return err
+}
+
+// call sends one fenced request of the job to the coordinator.
+func (j *job) call(ctx context.Context, verb string, req, resp any) error {
+	return j.a.requestGated(ctx, verb, req, resp, j.publishGated)
+}
 
 // release cuts the job's work short and gives the job back with a fenced
 // fail (requeue) while its lease is held. A job already in its final call
@@ -144,7 +182,9 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 	if !j.guard.Check() || ctx.Err() != nil {
 		return errStopped
 	}
-	if what != "renew" { // renewals run beside the work; they never are what a stop cuts short
+	if what != "renew" && what != "release" {
+		// Renewals run beside the work and a release follows it: neither
+		// is what a stop cuts short.
 		j.setCurrent(what)
 	}
 	err := f(ctx)
@@ -152,7 +192,11 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 		if staleCause == nil {
 			staleCause = fencing.ErrStale
 		}
-		j.guard.Stop(staleCause)
+		j.stop(staleCause)
+		return errStopped
+	}
+	if errors.Is(err, errStopped) {
+		j.guard.Check() // the deadline passed: stop now
 		return errStopped
 	}
 	if err != nil && ctx.Err() != nil {
@@ -223,7 +267,11 @@ func (j *job) finish(err error, start time.Time) {
 		j.mu.Lock()
 		cut := j.current
 		j.mu.Unlock()
-		j.a.recordStop(StopRecord{Token: j.tok, Cause: cause.Error(), Err: cause, At: at, CutShort: cut})
+		calls := j.callsAtStop.Load()
+		if calls < 0 { // stopped by the deadline or shutdown: no request could leave after it
+			calls = j.calls.Load()
+		}
+		j.a.recordStop(StopRecord{Token: j.tok, Cause: cause.Error(), Err: cause, At: at, CutShort: cut, Calls: int(calls)})
 		if j.a.opts.OnStop != nil {
 			j.a.opts.OnStop(j.tok, cause)
 		}
@@ -249,7 +297,7 @@ func (j *job) renewOnce(ctx context.Context) error {
 	sent := time.Now()
 	var rep protocol.RenewReply
 	err := j.effect(ctx, "renew", nil, func(ctx context.Context) error {
-		return j.a.request(ctx, protocol.VerbRenew, protocol.Renew{Token: j.tok}, &rep)
+		return j.call(ctx, protocol.VerbRenew, protocol.Renew{Token: j.tok}, &rep)
 	})
 	if err != nil {
 		if errors.Is(err, errStopped) {
@@ -461,7 +509,7 @@ func (j *job) publish(c capture.Artifact) (string, error) {
 		j.a.metrics.uploadBytes.Add(float64(res.Size))
 	}
 	err = j.effect(j.work, "register "+c.Name, nil, func(ctx context.Context) error {
-		return j.a.request(ctx, protocol.VerbArtifact, protocol.Artifact{
+		return j.call(ctx, protocol.VerbArtifact, protocol.Artifact{
 			Token: j.tok, Name: c.Name, Key: res.Key, Size: res.Size, SHA256: res.SHA256,
 			ContentType: a.ContentType, ETag: res.ETag,
 		}, &protocol.Ack{})
@@ -501,7 +549,7 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 		if unanswered {
 			staleCause = fmt.Errorf("%s: %w (%w)", what, ErrOutcomeUnknown, fencing.ErrStale)
 		}
-		err := j.effect(j.ctx, what, staleCause, func(ctx context.Context) error { return j.a.request(ctx, verb, req, resp) })
+		err := j.effect(j.ctx, what, staleCause, func(ctx context.Context) error { return j.call(ctx, verb, req, resp) })
 		if err == nil || errors.Is(err, errStopped) ||
 			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) || errors.Is(err, protocol.ErrUnknownJob) {
 			return err
@@ -561,7 +609,7 @@ func (j *job) giveBack() error {
 	}
 	err := j.deliver("release", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Requeue: true}, &protocol.Ack{})
 	if err == nil {
-		j.guard.Stop(fmt.Errorf("%w: %s", ErrReleased, reason))
+		j.stop(fmt.Errorf("%w: %s", ErrReleased, reason))
 		return errStopped
 	}
 	if errors.Is(err, errStopped) {

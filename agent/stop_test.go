@@ -225,13 +225,14 @@ func TestStaleReplyAbortsLargeUpload(t *testing.T) {
 	}
 	// Nothing for the job after the stop, and never a result.
 	time.Sleep(300 * time.Millisecond)
-	for _, m := range w.forJob(job.ID) {
+	sent := w.forJob(job.ID)
+	for _, m := range sent {
 		if m.verb == protocol.VerbResult || m.verb == protocol.VerbFail || m.verb == protocol.VerbArtifact {
 			t.Errorf("agent sent %s for the stopped job", m.verb)
 		}
-		if m.at.After(stop.At) {
-			t.Errorf("agent sent %s %v after the stop", m.verb, m.at.Sub(stop.At))
-		}
+	}
+	if len(sent) > stop.Calls {
+		t.Errorf("NATS carried %d requests for the job, the agent had sent %d when it stopped", len(sent), stop.Calls)
 	}
 	if j, err := sys.store.Get(sys.ctx, job.ID); err != nil || j.Status != coordinator.StatusInProgress || j.Generation != 2 {
 		t.Errorf("job after the stop: %+v (%v), want IN_PROGRESS at generation 2", j, err)

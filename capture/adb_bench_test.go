@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/capture/adb"
@@ -16,12 +17,17 @@ import (
 // BenchmarkScreenshot compares, on the same fake phone behind the same real
 // adb server in the same run, three ways to get a PNG screenshot:
 //
-//   - host-raw: this package's path: raw screencap over exec: through the
-//     host protocol, decoded and PNG-encoded on the PC (ADBDevice.Screenshot);
+//   - host-auto: ADBDevice.Screenshot as the agent uses it: the faster of
+//     the two host-protocol paths below, chosen by timing them on the phone;
+//   - host-raw: raw screencap over exec: through the host protocol, decoded
+//     and PNG-encoded on the PC (ADBDevice.Screenshot in raw mode);
 //   - host-png: `screencap -p` over exec: through the host protocol (PNG
 //     encoded on the phone), no process;
 //   - exec-out-png: the adb binary run once per shot as
 //     `adb -s SERIAL exec-out screencap -p`.
+//
+// and then all four in turn, one shot each per iteration ("interleaved"),
+// so that every path sees the same load: the ratios to quote.
 //
 // Run: go test -run '^$' -bench BenchmarkScreenshot -benchtime 3s ./capture
 func BenchmarkScreenshot(b *testing.B) {
@@ -35,10 +41,6 @@ func BenchmarkScreenshot(b *testing.B) {
 		srv.Connect(b, p.Addr(), "device")
 		ctx := context.Background()
 		opts := capture.ADBOptions{Address: srv.Addr, ADBPath: srv.Path}
-		dev, err := capture.NewADBDevice(ctx, opts, p.Serial())
-		if err != nil {
-			b.Fatal(err)
-		}
 		client := adb.New(adb.Options{Addr: srv.Addr, NoStart: true})
 		name := fmt.Sprintf("%dx%d", size.w, size.h)
 
@@ -46,17 +48,30 @@ func BenchmarkScreenshot(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "shots/s")
 			b.ReportMetric(float64(bytes)/float64(b.N), "png-bytes/shot")
 		}
-		b.Run(name+"/host-raw", func(b *testing.B) {
-			var n int64
-			for b.Loop() {
-				png, err := dev.Screenshot(ctx)
-				if err != nil {
+		for _, mode := range []string{capture.ScreenshotAuto, capture.ScreenshotRaw} {
+			o := opts
+			o.ScreenshotMode = mode
+			dev, err := capture.NewADBDevice(ctx, o, p.Serial())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range 10 { // calibration of auto mode, warm-up of raw
+				if _, err := dev.Screenshot(ctx); err != nil {
 					b.Fatal(err)
 				}
-				n += int64(len(png))
 			}
-			report(b, n)
-		})
+			b.Run(name+"/host-"+mode, func(b *testing.B) {
+				var n int64
+				for b.Loop() {
+					png, err := dev.Screenshot(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += int64(len(png))
+				}
+				report(b, n)
+			})
+		}
 		b.Run(name+"/host-png", func(b *testing.B) {
 			var n int64
 			for b.Loop() {
@@ -68,27 +83,83 @@ func BenchmarkScreenshot(b *testing.B) {
 			}
 			report(b, n)
 		})
+		execOut := func(b *testing.B) int64 {
+			cmd := srv.Command(ctx, "-s", p.Serial(), "exec-out", "screencap", "-p")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			m, err := io.Copy(io.Discard, out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			return m
+		}
 		b.Run(name+"/exec-out-png", func(b *testing.B) {
 			var n int64
 			for b.Loop() {
-				cmd := srv.Command(ctx, "-s", p.Serial(), "exec-out", "screencap", "-p")
-				out, err := cmd.StdoutPipe()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					b.Fatal(err)
-				}
-				m, err := io.Copy(io.Discard, out)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := cmd.Wait(); err != nil {
-					b.Fatal(err)
-				}
-				n += m
+				n += execOut(b)
 			}
 			report(b, n)
+		})
+
+		// The same four ways taken in turn, one shot each per iteration,
+		// so that every path sees the same load on the machine: the
+		// figures to compare.
+		auto, err := capture.NewADBDevice(ctx, opts, p.Serial())
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw := opts
+		raw.ScreenshotMode = capture.ScreenshotRaw
+		rawDev, err := capture.NewADBDevice(ctx, raw, p.Serial())
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Calibrate auto mode first: the figures are its steady state.
+		for range 10 {
+			if _, err := auto.Screenshot(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(name+"/interleaved", func(b *testing.B) {
+			var took [4]time.Duration
+			shots := 0
+			for b.Loop() {
+				for i, shoot := range []func(){
+					func() {
+						if _, err := auto.Screenshot(ctx); err != nil {
+							b.Fatal(err)
+						}
+					},
+					func() {
+						if _, err := rawDev.Screenshot(ctx); err != nil {
+							b.Fatal(err)
+						}
+					},
+					func() {
+						if _, err := client.Exec(ctx, p.Serial(), "screencap -p", 64<<20); err != nil {
+							b.Fatal(err)
+						}
+					},
+					func() { execOut(b) },
+				} {
+					start := time.Now()
+					shoot()
+					took[i] += time.Since(start)
+				}
+				shots++
+			}
+			for i, name := range []string{"host-auto", "host-raw", "host-png", "exec-out-png"} {
+				b.ReportMetric(float64(shots)/took[i].Seconds(), name+"-shots/s")
+			}
+			b.ReportMetric(took[3].Seconds()/took[0].Seconds(), "auto/exec-out")
 		})
 	}
 }

@@ -138,3 +138,33 @@ func TestADBUnpluggedMidJob(t *testing.T) {
 		t.Errorf("select any = %v, %v; want phone 2", d, err)
 	}
 }
+
+// TestADBStartsServer: with no adb server running, the inventory starts one
+// with `adb start-server` and finds the phone.
+func TestADBStartsServer(t *testing.T) {
+	l := startADBLab(t)
+	if out, err := l.srv.Run("kill-server"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Setenv("HOME", l.srv.Home) // the started server's keys stay in the test's home
+	inv, stop, err := capture.NewADBInventory(context.Background(), l.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	p, err := fakeadbd.Start(fakeadbd.Options{Model: "Pixel 8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l.srv.Connect(t, p.Addr(), "device")
+	if d := waitState(t, inv, p.Serial(), "device"); d.Model != "Pixel 8" {
+		t.Errorf("phone = %+v", d)
+	}
+
+	// A server that cannot be started is an error naming the address.
+	_, _, err = capture.NewADBInventory(context.Background(), capture.ADBOptions{Address: "127.0.0.1:1", ADBPath: "/nonexistent/adb"})
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -238,11 +238,11 @@ func TestADBScreenshotPaths(t *testing.T) {
 		exact   bool   // pixels must equal the phone's frame
 		minSize int
 	}{
-		{name: "raw RGBA_8888 16-byte header", opts: fakeadbd.Options{}, service: "exec:screencap", exact: true},
-		{name: "raw RGBX_8888", opts: fakeadbd.Options{ScreencapFormat: 2}, service: "exec:screencap", exact: true},
-		{name: "raw RGB_565 12-byte header", opts: fakeadbd.Options{ScreencapFormat: 4, LegacyHeader: true}, service: "exec:screencap"},
-		{name: "raw over 1 MiB", opts: fakeadbd.Options{Noise: true}, service: "exec:screencap", exact: true, minSize: 1 << 20},
-		{name: "fallback to PNG over 1 MiB", opts: fakeadbd.Options{Noise: true, BrokenRaw: true}, service: "exec:screencap -p", exact: true, minSize: 1 << 20},
+		{name: "raw RGBA_8888 16-byte header", opts: fakeadbd.Options{Width: 240, Height: 400}, service: "exec:screencap", exact: true},
+		{name: "raw RGBX_8888", opts: fakeadbd.Options{Width: 240, Height: 400, ScreencapFormat: 2}, service: "exec:screencap", exact: true},
+		{name: "raw RGB_565 12-byte header", opts: fakeadbd.Options{Width: 240, Height: 400, ScreencapFormat: 4, LegacyHeader: true}, service: "exec:screencap"},
+		{name: "raw over 1 MiB", opts: fakeadbd.Options{Width: 480, Height: 800, Noise: true}, service: "exec:screencap", exact: true, minSize: 1 << 20},
+		{name: "fallback to PNG over 1 MiB", opts: fakeadbd.Options{Width: 480, Height: 800, Noise: true, BrokenRaw: true}, service: "exec:screencap -p", exact: true, minSize: 1 << 20},
 	}
 	var opts []fakeadbd.Options
 	for _, c := range cases {
@@ -251,12 +251,19 @@ func TestADBScreenshotPaths(t *testing.T) {
 	l := startADBLab(t, opts...)
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			p := l.phones[i]
-			dev, err := capture.NewADBDevice(context.Background(), l.options(), p.Serial())
+			opts := l.options()
+			opts.ScreenshotMode = capture.ScreenshotRaw
+			dev, err := capture.NewADBDevice(context.Background(), opts, p.Serial())
 			if err != nil {
 				t.Fatal(err)
 			}
-			for shot := range 2 {
+			shots := 1
+			if c.opts.BrokenRaw {
+				shots = 2 // the second must not try raw again
+			}
+			for shot := range shots {
 				b, err := dev.Screenshot(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -264,6 +271,7 @@ func TestADBScreenshotPaths(t *testing.T) {
 				if len(b) < c.minSize {
 					t.Errorf("screenshot is %d bytes, want at least %d", len(b), c.minSize)
 				}
+				t.Logf("shot %d: %d-byte PNG", shot, len(b))
 				img := decodePNG(t, b)
 				frame := p.LastFrame()
 				if img.Bounds() != frame.Rect {
@@ -337,6 +345,40 @@ func maxDiff(a image.Image, b *image.RGBA) int {
 		}
 	}
 	return worst
+}
+
+// TestADBScreenshotAuto: auto mode times both paths and keeps using them
+// both only as often as it re-checks.
+func TestADBScreenshotAuto(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{Width: 90, Height: 160})
+	p := l.phones[0]
+	dev, err := capture.NewADBDevice(context.Background(), l.options(), p.Serial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shots = 60
+	for range shots {
+		b, err := dev.Screenshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		decodePNG(t, b)
+	}
+	raw, png := 0, 0
+	for _, s := range p.Services() {
+		switch s {
+		case "exec:screencap":
+			raw++
+		case "exec:screencap -p":
+			png++
+		}
+	}
+	if raw+png != shots || raw == 0 || png == 0 {
+		t.Errorf("raw %d, png %d shots: want both paths timed", raw, png)
+	}
+	if _, err := capture.NewADBDevice(context.Background(), capture.ADBOptions{ScreenshotMode: "jpeg"}, p.Serial()); err == nil || !strings.Contains(err.Error(), `screenshot mode "jpeg"`) {
+		t.Errorf("bad mode: %v", err)
+	}
 }
 
 // TestADBUIDump covers uiautomator's transient failures and phones that

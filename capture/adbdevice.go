@@ -49,6 +49,7 @@ type ADBDevice struct {
 	features []string
 	probed   bool
 	rawBad   bool // raw screencap failed to decode once: use screencap -p
+	shots    shotStats
 	ttyBad   bool // uiautomator cannot dump to /dev/tty: dump to a file
 }
 
@@ -57,6 +58,9 @@ var _ Device = (*ADBDevice)(nil)
 // NewADBDevice returns the phone with serial as the adb server at
 // opts.Address lists it, after asking it for its model and features.
 func NewADBDevice(ctx context.Context, opts ADBOptions, serial string) (*ADBDevice, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("open phone %s: %w", serial, err)
+	}
 	opts = opts.withDefaults()
 	c := adb.New(adb.Options{Addr: opts.Address, ADBPath: opts.ADBPath})
 	ds, err := c.Devices(ctx)
@@ -115,6 +119,8 @@ func (d *ADBDevice) probe(ctx context.Context) error {
 	d.mu.Lock()
 	d.model = strings.TrimSpace(string(res.Stdout))
 	d.probed = true
+	// A phone that comes back may have been replaced or updated.
+	d.rawBad, d.ttyBad, d.shots = false, false, shotStats{}
 	d.mu.Unlock()
 	return nil
 }
@@ -233,19 +239,109 @@ func clipText(s string, n int) string {
 	return s
 }
 
-// Screenshot captures the screen with raw screencap over exec:, decodes it
-// and encodes the PNG on the PC; when the raw output cannot be decoded it
-// falls back to `screencap -p` (PNG encoded on the phone), and keeps using
-// it for this phone.
+// Screenshot paths (ADBOptions.ScreenshotMode).
+const (
+	// ScreenshotAuto times both paths on the first shots of each phone and
+	// then uses the faster, trying the other again every
+	// screenshotReprobe shots: raw wins when the phone is slow to encode
+	// PNG, -p when the link is slow to carry raw pixels.
+	ScreenshotAuto = "auto"
+	// ScreenshotRaw always uses raw screencap, PNG-encoded on the PC.
+	ScreenshotRaw = "raw"
+	// ScreenshotPNG always uses screencap -p, PNG-encoded on the phone.
+	ScreenshotPNG = "png"
+)
+
+// screenshotReprobe is how often, in shots, auto mode times the path it
+// does not use.
+const screenshotReprobe = 50
+
+// shotStats is auto mode's view of the two screenshot paths: the last few
+// durations of each, compared by their medians so that one slow shot (a GC
+// pause, a busy PC) does not switch paths.
+type shotStats struct {
+	raw, png shotWindow
+	useRaw   bool // the path in use after calibration
+	shots    int
+}
+
+// shotWindow holds the last durations of one path.
+type shotWindow struct {
+	d [5]time.Duration
+	n int // samples recorded
+}
+
+func (w *shotWindow) add(d time.Duration) {
+	w.d[w.n%len(w.d)] = d
+	w.n++
+}
+
+func (w *shotWindow) median() time.Duration {
+	k := min(w.n, len(w.d))
+	s := slices.Clone(w.d[:k])
+	slices.Sort(s)
+	return s[k/2]
+}
+
+// shotCalibration is how many first shots alternate raw and -p.
+const shotCalibration = 6
+
+// pick returns whether the next shot should be raw: the paths alternate
+// for the first shots, then the faster is used, with the other timed again
+// every screenshotReprobe shots.
+func (st *shotStats) pick() bool {
+	switch {
+	case st.shots < shotCalibration:
+		return st.shots%2 == 0
+	case st.shots%screenshotReprobe == screenshotReprobe-1:
+		return !st.useRaw
+	}
+	return st.useRaw
+}
+
+// record adds a timed shot; after calibration the path changes when the
+// other's median is at least 10% lower.
+func (st *shotStats) record(raw bool, d time.Duration) {
+	st.shots++
+	if raw {
+		st.raw.add(d)
+	} else {
+		st.png.add(d)
+	}
+	if st.shots < shotCalibration || st.raw.n == 0 || st.png.n == 0 {
+		return
+	}
+	r, p := st.raw.median(), st.png.median()
+	if st.shots == shotCalibration {
+		st.useRaw = r <= p
+		return
+	}
+	if st.useRaw && p*10 < r*9 {
+		st.useRaw = false
+	} else if !st.useRaw && r*10 < p*9 {
+		st.useRaw = true
+	}
+}
+
+// Screenshot captures the screen as a PNG, by raw screencap over exec:
+// (decoded and PNG-encoded on the PC) or by `screencap -p` (encoded on the
+// phone), as ADBOptions.ScreenshotMode says; auto mode uses whichever is
+// faster for this phone. When raw output cannot be decoded, the phone uses
+// screencap -p from then on.
 func (d *ADBDevice) Screenshot(ctx context.Context) ([]byte, error) {
 	var out []byte
 	err := d.op(ctx, "screenshot", d.opts.CaptureTimeout, func(ctx context.Context) error {
 		d.mu.Lock()
-		raw := !d.rawBad
+		raw := !d.rawBad && (d.opts.ScreenshotMode == ScreenshotRaw ||
+			d.opts.ScreenshotMode == ScreenshotAuto && d.shots.pick())
 		d.mu.Unlock()
+		start := time.Now()
 		if raw {
 			b, err := d.rawScreenshot(ctx)
 			if err == nil {
+				d.mu.Lock()
+				d.shots.record(true, time.Since(start))
+				d.mu.Unlock()
 				out = b
 				return nil
 			}
@@ -257,6 +353,7 @@ func (d *ADBDevice) Screenshot(ctx context.Context) ([]byte, error) {
 			d.rawBad = true
 			d.mu.Unlock()
 			d.opts.Log.Warn().Str("serial", d.serial).Err(err).Msg("raw screencap unusable, falling back to screencap -p")
+			start = time.Now()
 		}
 		b, err := d.c.Exec(ctx, d.serial, "screencap -p", maxRawScreencap)
 		if err != nil {
@@ -265,6 +362,9 @@ func (d *ADBDevice) Screenshot(ctx context.Context) ([]byte, error) {
 		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
 			return fmt.Errorf("screencap -p: output of %d bytes is not a PNG: %q", len(b), clipText(string(b), 80))
 		}
+		d.mu.Lock()
+		d.shots.record(false, time.Since(start))
+		d.mu.Unlock()
 		out = b
 		return nil
 	})
@@ -284,7 +384,10 @@ func (d *ADBDevice) rawScreenshot(ctx context.Context) ([]byte, error) {
 	b, err := adb.ReadScreencap(s, maxRawScreencap)
 	s.Close()
 	if err != nil {
-		return nil, err
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, cerr
+		}
+		return nil, &decodeError{err}
 	}
 	img, _, err := adb.DecodeScreencap(b)
 	if err != nil {

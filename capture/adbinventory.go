@@ -32,6 +32,17 @@ type ADBOptions struct {
 	// RecordLimit is screenrecord's --time-limit; default 180 s (the most
 	// that Android 10 and older allow).
 	RecordLimit time.Duration
+	// ScreenshotMode is ScreenshotAuto (default), ScreenshotRaw or
+	// ScreenshotPNG.
+	ScreenshotMode string
+}
+
+func (o ADBOptions) validate() error {
+	switch o.ScreenshotMode {
+	case "", ScreenshotAuto, ScreenshotRaw, ScreenshotPNG:
+		return nil
+	}
+	return fmt.Errorf("screenshot mode %q: want auto, raw or png", o.ScreenshotMode)
 }
 
 func (o ADBOptions) withDefaults() ADBOptions {
@@ -44,6 +55,9 @@ func (o ADBOptions) withDefaults() ADBOptions {
 	if o.RecordLimit <= 0 {
 		o.RecordLimit = DefaultRecordLimit
 	}
+	if o.ScreenshotMode == "" {
+		o.ScreenshotMode = ScreenshotAuto
+	}
 	return o
 }
 
@@ -55,6 +69,9 @@ func (o ADBOptions) withDefaults() ADBOptions {
 // one with `adb start-server`; it fails when that does not work. stop ends
 // the tracking and waits for it; the inventory keeps its last state.
 func NewADBInventory(ctx context.Context, opts ADBOptions) (*Inventory, func(), error) {
+	if err := opts.validate(); err != nil {
+		return nil, nil, fmt.Errorf("open adb inventory: %w", err)
+	}
 	opts = opts.withDefaults()
 	c := adb.New(adb.Options{Addr: opts.Address, ADBPath: opts.ADBPath})
 	v, err := c.Version(ctx)

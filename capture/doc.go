@@ -6,9 +6,21 @@
 // artifacts, and the OpLog, the per-job operation log that is itself uploaded
 // as the oplog.jsonl artifact.
 //
+// ADBDevice is a real phone reached through the adb server with the host
+// protocol of package capture/adb (no process per command): raw screencap
+// decoded and PNG-encoded on the PC or screencap -p, whichever is faster for
+// the phone; uiautomator dumps with retries; input, monkey and key events
+// with timeouts; screenrecord stopped with SIGINT, pulled over sync and
+// deleted from the phone. NewADBInventory keeps an Inventory in step with
+// the server's device list (host:track-devices). A phone that is
+// unauthorized, offline or gone fails with a *PhoneStateError that names it
+// and says how to fix it.
+//
 // Simulated is a deterministic in-memory phone for tests and the lab: its
-// screenshots are real PNGs that change with its state, its UI dump is
-// uiautomator XML, and it can be slowed down, made to fail, or unplugged.
+// screenshots are real PNGs of a launcher with app icons or of an app screen,
+// that change with its state (taps launch apps and select rows, and leave a
+// ripple), its UI dump is uiautomator XML of the same screen, and it can be
+// slowed down, made to fail, or unplugged.
 //
 // Every Device method takes a context and returns promptly once it is done,
 // with an error that satisfies errors.Is(err, context.Canceled) (or

@@ -4,33 +4,44 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
-func TestInputTextCommand(t *testing.T) {
-	for _, tc := range []struct {
-		in, want, wantErr string
-	}{
-		{in: "hello", want: `input text 'hello'`},
-		{in: "a b", want: `input text 'a%sb'`},
-		{in: `it's`, want: `input text 'it'\''s'`},
-		{in: `$(reboot); rm -rf / & "x" | y > z`, want: `input text '$(reboot);%srm%s-rf%s/%s&%s"x"%s|%sy%s>%sz'`},
-		{in: "100%sure", want: `input text '100%' && input text 'sure'`},
-		{in: "%s%s", want: `input text '%' && input text 's%' && input text 's'`},
-		{in: `back\slash`, want: `input text 'back\slash'`},
-		{in: "", want: ""},
-		{in: "héllo", wantErr: "character 2 of the text is not printable ASCII"},
-		{in: "line\nbreak", wantErr: "character 5 of the text is not printable ASCII"},
-	} {
-		got, err := InputTextCommand(tc.in)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("InputTextCommand(%q) err = %v, want %q", tc.in, err, tc.wantErr)
+func TestShotStats(t *testing.T) {
+	var st shotStats
+	seq := func(n int, raw, png time.Duration) string {
+		var b strings.Builder
+		for range n {
+			r := st.pick()
+			d := png
+			if r {
+				d = raw
+				b.WriteByte('r')
+			} else {
+				b.WriteByte('p')
 			}
-			continue
+			st.record(r, d)
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("InputTextCommand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
+		return b.String()
+	}
+	// Raw is slower: after calibration png is kept, raw re-timed every 50.
+	got := seq(100, 30*time.Millisecond, 20*time.Millisecond)
+	if want := "rprprp" + strings.Repeat("p", 43) + "r" + strings.Repeat("p", 49) + "r"; got != want {
+		t.Errorf("slow raw:\n%s\nwant\n%s", got, want)
+	}
+	// The phone's PNG encoder turns slow: once png's median crosses raw's,
+	// auto mode moves to raw, then re-checks png once.
+	got = seq(60, 30*time.Millisecond, 200*time.Millisecond)
+	if !strings.HasPrefix(got, "ppp") || !strings.Contains(got, "rrrrrrrrrr") || strings.Count(got[3:], "p") != 1 {
+		t.Errorf("slow png: %s", got)
+	}
+	// One slow shot does not switch; a tie does not flap.
+	st = shotStats{}
+	got = seq(10, 20*time.Millisecond, 21*time.Millisecond)
+	st.record(true, time.Second)
+	got += seq(30, 20*time.Millisecond, 21*time.Millisecond)
+	if got != "rprprp"+strings.Repeat("r", 34) {
+		t.Errorf("near tie with a spike: %s", got)
 	}
 }
 

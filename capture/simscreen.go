@@ -60,12 +60,12 @@ const (
 	pxNavBar
 	pxDock
 	pxShadow
-	pxWallpaper                        // first of simWallShades
-	simWallShades                      = 32
-	pxAppColors                        = pxWallpaper + simWallShades
-	simOtherColors                     = 8 // colours of apps not on the launcher, by hash
-	simAppSlots                        = 16 + simOtherColors
-	simPaletteSize                     = pxAppColors + 2*simAppSlots
+	pxWallpaper    // first of simWallShades
+	simWallShades  = 32
+	pxAppColors    = pxWallpaper + simWallShades
+	simOtherColors = 8 // colours of apps not on the launcher, by hash
+	simAppSlots    = 16 + simOtherColors
+	simPaletteSize = pxAppColors + 2*simAppSlots
 )
 
 var _ [256 - simPaletteSize]struct{} // the palette fits in a byte

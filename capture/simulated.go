@@ -74,10 +74,10 @@ type Simulated struct {
 	app      string
 	typed    string
 	selected int // list row tapped last in the foreground app, -1 for none
-	tap   *image.Point
-	swipe *[2]image.Point
-	rec   *simRecording
-	recs  int // recordings started
+	tap      *image.Point
+	swipe    *[2]image.Point
+	rec      *simRecording
+	recs     int // recordings started
 }
 
 var _ Device = (*Simulated)(nil)

@@ -100,7 +100,7 @@ func TestPresignedUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	signed := strings.Split(u.Query().Get("X-Amz-SignedHeaders"), ";")
-	for _, h := range []string{"if-none-match", "content-type", "x-amz-meta-job-id", "x-amz-meta-owner", "x-amz-meta-generation", "x-amz-meta-sha256"} {
+	for _, h := range []string{"if-none-match", "content-type", "x-amz-meta-job-id", "x-amz-meta-owner", "x-amz-meta-generation", "x-amz-meta-sha256", "x-amz-checksum-sha256"} {
 		if !slices.Contains(signed, h) {
 			t.Errorf("%s is not a signed header (%v)", h, signed)
 		}
@@ -129,6 +129,11 @@ func TestPresignedUpload(t *testing.T) {
 	}
 	if _, err := mio.Client(t).StatObject(ctx, mio.Bucket, rep.Key, minio.StatObjectOptions{}); minio.ToErrorResponse(err).StatusCode != http.StatusNotFound {
 		t.Fatalf("an object landed from a refused PUT: %v", err)
+	}
+
+	// Content other than the authorised is refused by the storage itself.
+	if resp := put(t, rep.URL, rep.Headers, []byte("\x89PNG other content!")); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT of other content: %s, want 400", resp.Status)
 	}
 
 	// The PUT as told lands, with every stamp.

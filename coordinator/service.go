@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -462,15 +464,19 @@ func (s *Server) upload(ctx context.Context, agentID string, data []byte) (any, 
 
 // UploadHeaders are the headers of a presigned artifact PUT, all signed
 // into the URL: If-None-Match: * (never overwrite), the three token stamps,
-// the content's SHA-256 and its type. The agent sends them verbatim.
-func UploadHeaders(tok fencing.Token, sha256, contentType string) map[string]string {
+// the content's SHA-256 as metadata and as x-amz-checksum-sha256 (base64),
+// so the storage refuses content other than what was authorised, and its
+// type. The agent sends them verbatim. sha256Hex must be 64 hex digits.
+func UploadHeaders(tok fencing.Token, sha256Hex, contentType string) map[string]string {
+	sum, _ := hex.DecodeString(sha256Hex)
 	return map[string]string{
 		"If-None-Match":                        "*",
 		"Content-Type":                         contentType,
 		"x-amz-meta-" + fencing.MetaJobID:      tok.JobID,
 		"x-amz-meta-" + fencing.MetaOwner:      tok.Owner,
 		"x-amz-meta-" + fencing.MetaGeneration: strconv.FormatInt(tok.Generation, 10),
-		"x-amz-meta-sha256":                    sha256,
+		"x-amz-meta-sha256":                    sha256Hex,
+		"x-amz-checksum-sha256":                base64.StdEncoding.EncodeToString(sum),
 	}
 }
 

@@ -190,6 +190,15 @@ func (g *Guard) Check() bool {
 	return true
 }
 
+// Held reports whether the lease is held now: not stopped and the deadline
+// not passed on either clock. Unlike Check it never stops the guard, so it
+// may be called while holding a lock that Stop's callers take.
+func (g *Guard) Held() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.stopped && !g.expiredLocked()
+}
+
 // Stop cancels the job context with cause. Only the first call has effect.
 func (g *Guard) Stop(cause error) {
 	g.mu.Lock()

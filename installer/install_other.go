@@ -13,7 +13,7 @@ const defaultUser = ""
 
 var errUnsupported = errors.New("edgeagent installs as a service on Linux (systemd) and Windows only, not on " + runtime.GOOS)
 
-func checkPlatform() error                           { return errUnsupported }
+func checkPlatform() error                          { return errUnsupported }
 func (s *Service) config() (*service.Config, error) { return s.serviceConfig(), nil }
 func (s *Service) describe() (string, error)        { return "", errUnsupported }
 func (s *Service) install() error                   { return errUnsupported }

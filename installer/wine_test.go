@@ -3,7 +3,6 @@
 package installer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -59,23 +58,26 @@ func newWinePrefix(t *testing.T) *winePrefix {
 		"WINEDLLOVERRIDES=mscoree,mshtml=", // no Mono or Gecko prompts
 		"DISPLAY=",
 	)
-	// A persistent wineserver keeps services.exe running between the
-	// commands: otherwise every command boots the prefix anew (seconds),
-	// and each boot starts the automatic services again.
 	wineserver := func(arg string) error {
 		cmd := exec.Command(w.server, arg)
 		cmd.Env = w.env
 		return cmd.Run()
 	}
-	if err := os.MkdirAll(w.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := wineserver("-p"); err != nil {
-		t.Fatalf("start wineserver: %v", err)
-	}
 	t.Cleanup(func() { _ = wineserver("-k") })
+	// Create the prefix, and wait for its wineserver to exit.
 	if _, _, code := w.run(t, 90*time.Second, "wineboot", "-i"); code != 0 {
 		t.Fatalf("wineboot -i exited %d", code)
+	}
+	if err := wineserver("-w"); err != nil {
+		t.Fatalf("wait for wineserver: %v", err)
+	}
+	// Then a persistent wineserver keeps services.exe running between the
+	// commands: otherwise every command boots the prefix anew (seconds),
+	// and each boot starts the automatic services again. (Started before
+	// the prefix exists, it races the prefix's creation, and two
+	// services.exe answer in turn.)
+	if err := wineserver("-p"); err != nil {
+		t.Fatalf("start wineserver: %v", err)
 	}
 	// Go 1.24+ needs ProcessPrng from bcryptprimitives.dll, which Wine
 	// 8.0 lacks; the DLL must be in system32, not beside the program.
@@ -87,25 +89,39 @@ func newWinePrefix(t *testing.T) *winePrefix {
 }
 
 // run runs a program under Wine and returns its output and exit status.
+// The output goes through files, not pipes: Wine's system processes
+// (services.exe, winedevice.exe) outlive the command and inherit its
+// stdout and stderr, so a pipe would not be closed when it exits.
 func (w *winePrefix) run(t *testing.T, timeout time.Duration, prog string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.wine, append([]string{prog}, args...)...)
 	cmd.Env = w.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	outFile, err := os.CreateTemp(t.TempDir(), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	errFile, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, errFile
+	err = cmd.Run()
+	out, _ := os.ReadFile(outFile.Name())
+	errOut, _ := os.ReadFile(errFile.Name())
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("wine %s %s: no answer within %s\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), timeout, out.String(), errOut.String())
+		t.Fatalf("wine %s %s: no answer within %s\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), timeout, out, errOut)
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
 		t.Fatalf("wine %s: %v", prog, err)
 	}
-	return out.String(), errOut.String(), code
+	return string(out), string(errOut), code
 }
 
 // path returns the Unix path of the Windows path C:\<rel>.
@@ -178,7 +194,7 @@ func TestWine(t *testing.T) {
 		reg, _, _ := w.run(t, timeout, "reg", "query", `HKLM\System\CurrentControlSet\Services\edgeagent`)
 		for _, want := range []string{
 			`ImagePath    REG_SZ    C:\edgeagent\edgeagent.exe run -c C:\ProgramData\edgeagent\config.yaml`,
-			"Start    REG_DWORD    0x2",               // automatic
+			"Start    REG_DWORD    0x2",                 // automatic
 			"PreshutdownTimeout    REG_DWORD    0xafc8", // 45s
 			"ObjectName    REG_SZ    LocalSystem",
 		} {

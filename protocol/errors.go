@@ -66,6 +66,16 @@ func Request(ctx context.Context, nc *nats.Conn, subj string, req, resp any) err
 	if err != nil {
 		return fmt.Errorf("request %s: %w", subj, err)
 	}
+	return DecodeReply(msg, subj, resp)
+}
+
+// DecodeReply interprets the reply msg to a request on subj: an error reply
+// becomes *Error, a no-responders status nats.ErrNoResponders, and a
+// success is decoded into resp (unless nil).
+func DecodeReply(msg *nats.Msg, subj string, resp any) error {
+	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+		return fmt.Errorf("request %s: %w", subj, nats.ErrNoResponders)
+	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		c, _ := strconv.Atoi(code)
 		return &Error{Code: c, Description: msg.Header.Get(micro.ErrorHeader)}

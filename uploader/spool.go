@@ -238,7 +238,7 @@ func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Res
 	e.total.Store(rec.Size)
 	log.Debug().Int64("size", rec.Size).Str("sha256", rec.SHA256).Msg("artifact spooled")
 
-	res, err = s.deliver(ctx, e, &rec, log)
+	res, err = s.deliver(ctx, e, &rec, a.Progress, log)
 	reason := ""
 	switch {
 	case err == nil:
@@ -384,11 +384,16 @@ func copyHashed(ctx context.Context, a Artifact, dst string) (int64, string, err
 
 // deliver uploads an entry, attempt after attempt, while the storage is
 // unavailable and the context lives, for at most GiveUpAfter.
-func (s *Spool) deliver(ctx context.Context, e *spoolEntry, rec *record, log zerolog.Logger) (Result, error) {
+func (s *Spool) deliver(ctx context.Context, e *spoolEntry, rec *record, progress func(int64), log zerolog.Logger) (Result, error) {
 	a := Artifact{
 		Name: rec.Name, ContentType: rec.ContentType, Path: filepath.Join(s.dir, e.id+dataExt),
 		Size: rec.Size, SHA256: rec.SHA256, hashed: true,
-		Progress: func(n int64) { e.sent.Store(n) },
+		Progress: func(n int64) {
+			e.sent.Store(n)
+			if progress != nil {
+				progress(n)
+			}
+		},
 	}
 	stopProgress := s.logProgress(e, log)
 	defer stopProgress()

@@ -253,7 +253,7 @@ func (c *runCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	}
 	root, sw := newLogger(cfg.Log, c.app.stderr)
 	log := root.With().Str("agent_id", cfg.AgentID).Logger()
-	ctx = withLevelSwitch(ctx, sw)
+	ctx = withLogging(ctx, root, sw)
 	for _, w := range cfg.Warnings() {
 		log.Warn().Msg(w)
 	}

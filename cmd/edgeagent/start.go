@@ -68,7 +68,7 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	a, err := agent.New(agent.Options{
 		AgentID: cfg.AgentID, Version: version, Conn: nc, Phones: phones, Store: store,
 		Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
-		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: log,
+		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: agentLogger(ctx, log),
 		LogLevel: levelSwitch(ctx), StateDir: cfg.StateDir,
 	})
 	if err != nil {
@@ -141,7 +141,12 @@ func buildPhones(ctx context.Context, cfg *config.Agent, spool string, log zerol
 // ── Process context ─────────────────────────────────────────────────────
 
 type hardStopKey struct{}
-type levelKey struct{}
+type loggingKey struct{}
+
+type logging struct {
+	root  zerolog.Logger // without agent_id, which the agent adds itself
+	level *agent.LevelSwitch
+}
 
 // withHardStop returns ctx carrying hard: closing it stops the agent at
 // once, even while it drains (the second SIGTERM or interrupt).
@@ -156,12 +161,21 @@ func hardStop(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
-// withLevelSwitch returns ctx carrying the root logger's level switch.
-func withLevelSwitch(ctx context.Context, s *agent.LevelSwitch) context.Context {
-	return context.WithValue(ctx, levelKey{}, s)
+// withLogging returns ctx carrying the root logger and its level switch.
+func withLogging(ctx context.Context, root zerolog.Logger, s *agent.LevelSwitch) context.Context {
+	return context.WithValue(ctx, loggingKey{}, logging{root: root, level: s})
 }
 
 func levelSwitch(ctx context.Context) *agent.LevelSwitch {
-	s, _ := ctx.Value(levelKey{}).(*agent.LevelSwitch)
-	return s
+	l, _ := ctx.Value(loggingKey{}).(logging)
+	return l.level
+}
+
+// agentLogger returns the logger for the agent core: the root logger when
+// ctx carries it (the agent adds agent_id itself), else log.
+func agentLogger(ctx context.Context, log zerolog.Logger) zerolog.Logger {
+	if l, ok := ctx.Value(loggingKey{}).(logging); ok {
+		return l.root
+	}
+	return log
 }

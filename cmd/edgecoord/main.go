@@ -5,10 +5,24 @@
 //
 // Usage:
 //
-//	edgecoord run [-c file]              run the coordinator in the foreground
+//	edgecoord serve [-c file]            run the coordinator in the foreground (alias: run)
+//	edgecoord migrate                    create or upgrade the store's schema
+//	edgecoord job submit -f job.yaml     queue a job
+//	edgecoord job list                   list jobs and what queued ones wait for
+//	edgecoord job show ID                a job's generations and every write attempt
+//	edgecoord job cancel ID              cancel a job, revoking its lease
+//	edgecoord agent list                 list agents
+//	edgecoord agent show ID              one agent: phones, jobs, settings
+//	edgecoord agent drain|resume ID      stop or restart giving an agent jobs
+//	edgecoord agent config ID [k=v ...]  show or change an agent's runtime settings
 //	edgecoord config validate [-c file]  check a config file
 //	edgecoord version                    print the version
 //	edgecoord help [command]             show help
+//
+// The management commands work on the database the config names, whether or
+// not a coordinator runs, and reach agents through NATS; --json makes them
+// print JSON for scripts. docs/operations.md describes running the
+// coordinator.
 //
 // The config file defaults to /etc/edgecoord/config.yaml on Unix and
 // C:\ProgramData\edgecoord\config.yaml on Windows;

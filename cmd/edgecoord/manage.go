@@ -141,8 +141,10 @@ func notFound(err error) bool {
 // migrateCommand applies pending schema migrations.
 type migrateCommand struct{ mgmt }
 
-func (c *migrateCommand) name() string    { return "migrate" }
-func (c *migrateCommand) summary() string { return "create or upgrade the store's schema and print its version" }
+func (c *migrateCommand) name() string { return "migrate" }
+func (c *migrateCommand) summary() string {
+	return "create or upgrade the store's schema and print its version"
+}
 func (c *migrateCommand) flags(w io.Writer) *flag.FlagSet {
 	return c.flagSet(c.name(), w, false)
 }
@@ -455,9 +457,20 @@ func (c *jobShowCommand) flags(w io.Writer) *flag.FlagSet { return c.flagSet(c.n
 // jobDetail is job show's --json document.
 type jobDetail struct {
 	jobView
-	Task        protocol.Task           `json:"task"`
-	Generations []generation            `json:"generations"`
-	Events      []coordinator.WriteEvent `json:"write_events"`
+	Task        protocol.Task `json:"task"`
+	Generations []generation  `json:"generations"`
+	Events      []eventView   `json:"write_events"`
+}
+
+// eventView is one write attempt as printed with --json.
+type eventView struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Verb       string    `json:"verb"`
+	Owner      string    `json:"owner"`
+	Generation int64     `json:"generation"`
+	Accepted   bool      `json:"accepted"`
+	Detail     string    `json:"detail,omitempty"`
 }
 
 func (c *jobShowCommand) run(ctx context.Context, _ *flag.FlagSet) error {
@@ -489,13 +502,14 @@ func (c *jobShowCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 		}
 	}
 	if c.json {
-		if evs == nil {
-			evs = []coordinator.WriteEvent{}
+		views := make([]eventView, 0, len(evs))
+		for _, e := range evs {
+			views = append(views, eventView{ID: e.ID, At: e.At, Verb: e.Verb, Owner: e.Owner, Generation: e.Generation, Accepted: e.Accepted, Detail: e.Detail})
 		}
 		if gens == nil {
 			gens = []generation{}
 		}
-		return c.printJSON(jobDetail{jobView: newJobView(j, waiting[j.ID]), Task: j.Task, Generations: gens, Events: evs})
+		return c.printJSON(jobDetail{jobView: newJobView(j, waiting[j.ID]), Task: j.Task, Generations: gens, Events: views})
 	}
 	w := c.app.stdout
 	fmt.Fprintf(w, "Job %s\n", j.ID)
@@ -853,7 +867,7 @@ func (c *agentConfigCommand) summary() string {
 	return "show or change an agent's runtime settings (key=value; key= removes), pushed now and kept for its next hello"
 }
 func (c *agentConfigCommand) flags(w io.Writer) *flag.FlagSet { return c.flagSet(c.name(), w, true) }
-func (c *agentConfigCommand) argsUsage() string                { return "ID [key=value ...]" }
+func (c *agentConfigCommand) argsUsage() string               { return "ID [key=value ...]" }
 
 func (c *agentConfigCommand) setArgs(args []string) error {
 	if len(args) == 0 {

@@ -52,6 +52,9 @@ type Options struct {
 	Behavior func(tok fencing.Token) Behavior
 	// RequestTimeout bounds each request (default 5s).
 	RequestTimeout time.Duration
+	// CheckSettings, when set, vets the settings of a config command; an
+	// error is answered 400 and nothing is applied.
+	CheckSettings func(map[string]string) error
 }
 
 // Outcome is the reply to one fenced call of a job.
@@ -509,6 +512,12 @@ func (a *Agent) onControl(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "decode control")
 		return
 	}
+	if c.Command == protocol.ControlConfig && a.opts.CheckSettings != nil {
+		if err := a.opts.CheckSettings(c.Settings); err != nil {
+			replyError(m, protocol.CodeBadRequest, err.Error())
+			return
+		}
+	}
 	a.mu.Lock()
 	a.controls = append(a.controls, c)
 	switch c.Command {
@@ -518,7 +527,11 @@ func (a *Agent) onControl(m *nats.Msg) {
 		a.draining = false
 	case protocol.ControlConfig:
 		for k, v := range c.Settings {
-			a.settings[k] = v
+			if v == "" {
+				delete(a.settings, k)
+			} else {
+				a.settings[k] = v
+			}
 		}
 	case protocol.ControlCancel:
 		j := a.jobs[c.JobID]

@@ -192,11 +192,19 @@ func testClaimForSession(t *testing.T, s coordinator.Store) {
 // testClaimForRace: many claims for one agent at once never exceed its
 // slots nor put two jobs on one phone, and grant each job once.
 func testClaimForRace(t *testing.T, s coordinator.Store) {
-	const jobs, claimers, slots = 12, 8, 3
-	for i := range jobs {
-		submitSel(t, s, fmt.Sprintf("cr-%02d", i), protocol.DeviceSelector{})
+	const jobs, phones, claimers, slots = 40, 10, 12, 3
+	// Each job names its phone, so concurrent claims reach for different
+	// phones; only the per-agent serialisation keeps them within the slots.
+	var devs []protocol.Device
+	for i := range phones {
+		devs = append(devs, phone(fmt.Sprintf("P%02d", i), "m"))
 	}
-	devs := []protocol.Device{phone("P1", "m"), phone("P2", "m"), phone("P3", "m"), phone("P4", "m")}
+	for i := range jobs {
+		if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: fmt.Sprintf("cr-%02d", i),
+			Task: protocol.Task{Device: protocol.DeviceSelector{Serial: devs[i%phones].Serial}, Steps: testTask().Steps}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var (
 		mu     sync.Mutex
 		leases []coordinator.Lease
@@ -223,15 +231,15 @@ func testClaimForRace(t *testing.T, s coordinator.Store) {
 	}
 	wg.Wait()
 	perOwner := map[string]int{}
-	phones := map[string]bool{}
+	onPhone := map[string]bool{}
 	jobsSeen := map[string]bool{}
 	for _, l := range leases {
 		perOwner[l.Token.Owner]++
 		key := l.Token.Owner + " " + l.Device
-		if phones[key] {
+		if onPhone[key] {
 			t.Errorf("two jobs on phone %s", key)
 		}
-		phones[key] = true
+		onPhone[key] = true
 		if jobsSeen[l.Token.JobID] {
 			t.Errorf("job %s granted twice", l.Token.JobID)
 		}

@@ -69,8 +69,10 @@ type Options struct {
 	// innermost wrapper, right on the database). Tests plant bugs with it.
 	WrapStore func(coordinator.Store) coordinator.Store
 	// Grace is how long after an agent recorded a stop a side effect of
-	// that token may still leave it (a message or request already past its
-	// lease check when the stop landed); default 100ms.
+	// that token may still be seen leaving it: a message or request that
+	// was past its lease check when the stop landed, and the time the
+	// agent's link took to read it on a loaded machine; default the lease
+	// TTL.
 	Grace time.Duration
 	// Settle is how long the system has, after the last fault healed, to
 	// bring every job to an end; default 16 × the lease TTL.
@@ -85,7 +87,7 @@ func (o Options) withDefaults() Options {
 		o.Store = StoreSQLite
 	}
 	if o.Grace <= 0 {
-		o.Grace = 100 * time.Millisecond
+		o.Grace = o.Shape.LeaseTTL
 	}
 	if o.Settle <= 0 {
 		o.Settle = 16 * o.Shape.LeaseTTL
@@ -137,8 +139,8 @@ type timing struct {
 
 func timingFor(ttl time.Duration) timing {
 	return timing{
-		ttl: ttl, reap: ttl / 10, schedule: ttl / 20, heartbeat: ttl / 5, offline: ttl, assign: ttl / 2,
-		margin: ttl * 3 / 10, request: ttl * 2 / 5, guardCheck: max(ttl/25, 5*time.Millisecond),
+		ttl: ttl, reap: ttl / 4, schedule: ttl / 4, heartbeat: ttl / 4, offline: ttl, assign: ttl / 2,
+		margin: ttl * 3 / 10, request: ttl / 2, guardCheck: max(ttl/25, 5*time.Millisecond),
 	}
 }
 
@@ -252,6 +254,7 @@ func (r *run) run() (h *History, err error) {
 	go func() { fwg.Wait(); close(faultsDone) }()
 
 	r.settle(runCtx, faultsDone)
+	settled := time.Now()
 	stop()
 	work.Wait()
 	fwg.Wait()
@@ -270,6 +273,7 @@ func (r *run) run() (h *History, err error) {
 		return nil, err
 	}
 	h = r.rec.History()
+	h.Settled = settled
 	h.End = time.Now()
 	h.Final = final
 	return h, nil
@@ -432,8 +436,8 @@ func (r *run) setupStore() error {
 	return nil
 }
 
-// setupPostgres creates the schedule's database and the proxy in front of
-// it.
+// setupPostgres creates the schedule's schema in the database of
+// PostgresDSN and the proxy the coordinators reach it through.
 func (r *run) setupPostgres(ctx context.Context) error {
 	cfg, err := pgx.ParseConfig(r.opts.PostgresDSN)
 	if err != nil {
@@ -442,15 +446,16 @@ func (r *run) setupPostgres(ctx context.Context) error {
 	if cfg.Host == "" || filepath.IsAbs(cfg.Host) {
 		return errors.New("postgres dsn: chaos needs a TCP host, not a unix socket")
 	}
-	name := fmt.Sprintf("chaos_%d_%s", uint64(r.plan.Seed), randHex(4))
+	schema := fmt.Sprintf("chaos_%d_%s", uint64(r.plan.Seed), randHex(4))
+	ident := pgx.Identifier{schema}.Sanitize()
 	admin, err := pgx.Connect(ctx, r.opts.PostgresDSN)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+ident)
 	admin.Close(ctx)
 	if err != nil {
-		return fmt.Errorf("create database %s: %w", name, err)
+		return fmt.Errorf("create schema %s: %w", schema, err)
 	}
 	adminDSN := r.opts.PostgresDSN
 	r.pgDrop = func() {
@@ -461,14 +466,15 @@ func (r *run) setupPostgres(ctx context.Context) error {
 			return
 		}
 		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+ident+" CASCADE")
 	}
 	upstream := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	if r.pgProxy, err = newTCPProxy(upstream); err != nil {
 		return err
 	}
 	dsn := func(hostport string) string {
-		u := url.URL{Scheme: "postgres", Host: hostport, Path: "/" + name, RawQuery: "sslmode=disable&pool_max_conns=4"}
+		q := url.Values{"sslmode": {"disable"}, "search_path": {schema}, "pool_max_conns": {"4"}}
+		u := url.URL{Scheme: "postgres", Host: hostport, Path: "/" + cfg.Database, RawQuery: q.Encode()}
 		if cfg.Password != "" {
 			u.User = url.UserPassword(cfg.User, cfg.Password)
 		} else {
@@ -585,7 +591,7 @@ func (r *run) submitJobs(ctx context.Context) {
 // the faults has passed.
 func (r *run) settle(ctx context.Context, faultsDone <-chan struct{}) {
 	var deadline time.Time
-	t := time.NewTicker(20 * time.Millisecond)
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -664,14 +670,36 @@ func (r *run) collect(f *Final) error {
 	if err != nil {
 		return err
 	}
-	for up := range c.ListIncompleteUploads(ctx, r.bucket, "jobs/", true) {
-		if up.Err != nil {
-			return fmt.Errorf("collect final state: list incomplete uploads: %w", up.Err)
-		}
-		f.Incomplete = append(f.Incomplete, up.Key)
+	if f.Incomplete, err = incompleteUploads(ctx, c, r.bucket, "jobs/"); err != nil {
+		return fmt.Errorf("collect final state: %w", err)
 	}
-	sort.Strings(f.Incomplete)
 	return nil
+}
+
+// incompleteUploads lists the keys of the multipart uploads open under
+// prefix.
+func incompleteUploads(ctx context.Context, c *minio.Client, bucket, prefix string) ([]string, error) {
+	core := minio.Core{Client: c}
+	var out []string
+	keyMarker, idMarker := "", ""
+	for {
+		res, err := core.ListMultipartUploads(ctx, bucket, prefix, keyMarker, idMarker, "", 1000)
+		if minio.ToErrorResponse(err).Code == "NoSuchUpload" {
+			break // the in-process server's answer when none was ever started
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list incomplete uploads: %w", err)
+		}
+		for _, u := range res.Uploads {
+			out = append(out, u.Key)
+		}
+		if !res.IsTruncated || (res.NextKeyMarker == keyMarker && res.NextUploadIDMarker == idMarker) {
+			break
+		}
+		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // ── Coordinators ────────────────────────────────────────────────────────
@@ -957,7 +985,7 @@ func (s *agentSlot) start() error {
 	}
 	up, err := uploader.NewS3(uploader.S3Options{
 		Endpoint: s3link.Endpoint(), Region: r.region, Bucket: r.bucket, AccessKey: r.ak, SecretKey: r.sk,
-		Transport: tr, Retry: uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+		Transport: stampTransport{tr}, Retry: uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
 	})
 	if err != nil {
 		return fail(err)

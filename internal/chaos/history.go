@@ -15,17 +15,18 @@ import (
 // process, the agents' stop records, and the final state read back from the
 // store and the storage.
 type History struct {
-	Seed   int64
-	Plan   Plan
-	Start  time.Time // every offset in the history is from here
-	End    time.Time
-	Ops    []*StoreOp
-	Frames []*FrameRecord
-	S3     []*S3Record
-	Faults []*FaultRecord
-	Notes  []Note
-	Stops  []StopRec
-	Final  Final
+	Seed    int64
+	Plan    Plan
+	Start   time.Time // every offset in the history is from here
+	Settled time.Time // when the schedule stopped waiting for jobs to end
+	End     time.Time
+	Ops     []*StoreOp
+	Frames  []*FrameRecord
+	S3      []*S3Record
+	Faults  []*FaultRecord
+	Notes   []Note
+	Stops   []StopRec
+	Final   Final
 }
 
 // StoreOp is one call of a coordinator (or of the harness, client
@@ -96,9 +97,10 @@ type S3Record struct {
 	Kind   string // put, initiate, part, complete, abort, list, head, get, other
 	Key    string
 	Token  fencing.Token // job and generation from the key, owner of the process
-	Read   time.Time
-	Status int    // the storage's answer; 0 when the request was not forwarded
-	Note   string // why it was not forwarded: "storage outage", "killed"
+	Read   time.Time     // when the agent's uploader issued it
+	Live   bool          // the job's context was still live when it was issued
+	Status int           // the storage's answer; 0 when the request was not forwarded
+	Note   string        // why it was not forwarded: "storage outage", "killed"
 }
 
 // writes reports whether the request creates or changes stored data.

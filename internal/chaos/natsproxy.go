@@ -227,7 +227,19 @@ func NewNATSLink(name, upstream string, ctl LinkControl, rec *Recorder) (*NATSLi
 func (l *NATSLink) URL() string { return "nats://" + l.ln.Addr().String() }
 
 // Name is the agent process the link carries.
-func (l *NATSLink) Name() string { return l.name }
+func (l *NATSLink) Name() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.name
+}
+
+// setName names the link after the agent process, once its boot id is
+// known and before it sends anything.
+func (l *NATSLink) setName(name string) {
+	l.mu.Lock()
+	l.name = name
+	l.mu.Unlock()
+}
 
 func (l *NATSLink) accept() {
 	for {
@@ -349,7 +361,7 @@ func (p *pipe) pump(dir Dir, src net.Conn, s *sender) {
 		now := time.Now()
 		it := &item{f: f, release: now}
 		if f.message() {
-			it.rec = p.l.rec.frame(p.l.name, dir, f, now)
+			it.rec = p.l.rec.frame(p.l.Name(), dir, f, now)
 			v := p.l.ctl.Hook(p.l, dir, it.rec)
 			it.after = v.After
 			if v.Drop {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,6 +34,23 @@ func (s *storageFaults) get() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mode
+}
+
+// sentHeader carries, from the agent's uploader to its storage link, when
+// the uploader issued the request and whether the job's context was still
+// live then. The link reads and removes it.
+const sentHeader = "Chaos-Sent"
+
+// stampTransport stamps every request of an agent's uploader with
+// sentHeader. It runs in the uploader's own goroutine, so the stamp is the
+// agent's send time, not the (possibly later) time the link got to it.
+type stampTransport struct{ base http.RoundTripper }
+
+func (t stampTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	live := req.Context().Err() == nil
+	out := req.Clone(req.Context())
+	out.Header.Set(sentHeader, fmt.Sprintf("%d %t", time.Now().UnixNano(), live))
+	return t.base.RoundTrip(out)
 }
 
 // S3Control is what the harness gives a storage link.
@@ -88,6 +104,7 @@ func NewS3Link(endpoint, bucket string, ctl S3Control, outage *storageFaults, re
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the agent signed this Host
+			pr.Out.Header.Del(sentHeader)
 		},
 		Transport:     l.tr,
 		FlushInterval: -1,
@@ -138,7 +155,14 @@ func (l *S3Link) dead() bool { return l.kill.Err() != nil }
 
 // classify names an S3 request and the token its key belongs to.
 func (l *S3Link) classify(r *http.Request) *S3Record {
-	rec := &S3Record{Link: l.getName(), Method: r.Method, Read: time.Now()}
+	rec := &S3Record{Link: l.getName(), Method: r.Method, Read: time.Now(), Live: true}
+	if v := r.Header.Get(sentHeader); v != "" {
+		var ns int64
+		var live bool
+		if _, err := fmt.Sscanf(v, "%d %t", &ns, &live); err == nil {
+			rec.Read, rec.Live = time.Unix(0, ns), live
+		}
+	}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	if b, key, ok := strings.Cut(path, "/"); ok && b == l.bucket {
 		rec.Key = key
@@ -401,5 +425,3 @@ func (p *tcpProxy) close() {
 	p.cut(true)
 	p.wg.Wait()
 }
-
-var errClosed = errors.New("closed")

@@ -45,7 +45,7 @@ func (p *Phone) frame(ctx context.Context) (*image.RGBA, int64, error) {
 			x ^= x << 13
 			x ^= x >> 7
 			x ^= x << 17
-			v := binary.LittleEndian.Uint64(px[i:]) ^ (x & 0x000f0f0f000f0f0f)
+			v := binary.LittleEndian.Uint64(px[i:]) ^ (x & 0x00ffffff00ffffff)
 			binary.LittleEndian.PutUint64(px[i:], v)
 		}
 	}

@@ -43,7 +43,8 @@ type Options struct {
 	// BrokenRaw makes raw screencap write a truncated header, so a client
 	// must fall back to screencap -p.
 	BrokenRaw bool
-	// Noise overlays noise on the screen: a 720x1280 PNG then exceeds 1 MiB.
+	// Noise scrambles the screen's colours with noise: a PNG of 480x800 or
+	// more then exceeds 1 MiB.
 	Noise bool
 	// UIDumpFailures makes the first n uiautomator dumps fail with
 	// "could not get idle state".

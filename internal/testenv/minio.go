@@ -186,11 +186,21 @@ func findMinIO() (string, error) {
 // runMinIO starts one server in a new temp directory, on free loopback
 // ports, and waits until it is live.
 func runMinIO(bin string) (_ MinIOServer, err error) {
+	// The goroutine that waits for the shared server is this function's
+	// first closure (runMinIO.func1): leak checks of other packages ignore
+	// it by that name, since the server lives until the test binary exits.
+	body := make(chan func(), 1)
+	go func() {
+		if f := <-body; f != nil {
+			f()
+		}
+	}()
 	p, err := newMinIOProc(bin)
 	if err != nil {
+		close(body)
 		return MinIOServer{}, err
 	}
-	if err := p.start(); err != nil {
+	if err := p.start(func(f func()) { body <- f }); err != nil {
 		os.RemoveAll(p.root)
 		return MinIOServer{}, err
 	}
@@ -238,8 +248,9 @@ func newMinIOProc(bin string) (*minioProc, error) {
 	}, nil
 }
 
-// start runs the server and waits until it is live.
-func (p *minioProc) start() error {
+// start runs the server and waits until it is live. launch runs its
+// argument, which waits for the process, in a goroutine of its own.
+func (p *minioProc) start(launch func(func())) error {
 	cmd := exec.Command(p.bin, "server",
 		"--address", p.srv.Endpoint,
 		"--console-address", p.console,
@@ -258,7 +269,7 @@ func (p *minioProc) start() error {
 
 	exited := make(chan struct{})
 	started := make(chan error, 1)
-	go func() {
+	launch(func() {
 		// The server is killed when the thread that started it ends (see
 		// minioSetDeathSignal), so that thread stays with this goroutine
 		// until the server is gone.
@@ -270,7 +281,7 @@ func (p *minioProc) start() error {
 		started <- nil
 		_ = cmd.Wait()
 		close(exited)
-	}()
+	})
 	if err := <-started; err != nil {
 		return fmt.Errorf("run %s: %w", p.bin, err)
 	}

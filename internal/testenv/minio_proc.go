@@ -32,7 +32,7 @@ func StartMinIOProcess(t testing.TB) *MinIOProcess {
 	for attempt := 1; ; attempt++ {
 		// A port picked free may be taken before minio binds it.
 		if p, err = newMinIOProc(bin); err == nil {
-			if err = p.start(); err != nil {
+			if err = p.start(goLaunch); err != nil {
 				os.RemoveAll(p.root)
 			}
 		}
@@ -67,8 +67,10 @@ func (m *MinIOProcess) Stop() {
 // Start starts the stopped server again and waits until it is live. It may
 // be called from any goroutine.
 func (m *MinIOProcess) Start() error {
-	if err := m.p.start(); err != nil {
+	if err := m.p.start(goLaunch); err != nil {
 		return fmt.Errorf("restart minio: %w", err)
 	}
 	return nil
 }
+
+func goLaunch(f func()) { go f() }

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// lab is a coordinator (PostgreSQL store) on an embedded NATS server and a
+// MinIO bucket, for runs of the real edgeagent binary.
+type lab struct {
+	t     *testing.T
+	ns    *server.Server
+	mio   testenv.MinIOServer
+	store *pgstore.Store
+	coord *coordinator.Server
+	ctx   context.Context
+}
+
+func newLab(t *testing.T, ttl time.Duration) *lab {
+	t.Helper()
+	ns := testenv.NATS(t)
+	dsn := testenv.Postgres(t)
+	mio := testenv.MinIO(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := pgstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{t: t, ns: ns, mio: mio, store: st, ctx: ctx}
+	l.coord = coordinator.New(nc, st, coordinator.Options{
+		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
+		HeartbeatEvery: 200 * time.Millisecond, Log: zerolog.Nop(),
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := l.coord.Run(ctx); err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		nc.Close()
+		st.Close()
+	})
+	return l
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// agentConfig writes a config for the binary with one simulated phone and
+// returns its path; extra is appended (YAML).
+func (l *lab) agentConfig(stateDir string, shutdownTimeout time.Duration, extra string) (path, statusAddr string) {
+	statusAddr = fmt.Sprintf("127.0.0.1:%d", freePort(l.t))
+	cfg := fmt.Sprintf(`agent_id: pc-bin
+state_dir: %s
+log:
+  level: debug
+nats:
+  url: %s
+  reconnect_wait: 100ms
+  request_timeout: 1s
+lease:
+  safety_margin: 300ms
+jobs:
+  shutdown_timeout: %s
+storage:
+  endpoint: %s
+  secure: false
+  bucket: %s
+  access_key: %s
+  secret_key: %s
+  part_size: 5MiB
+status:
+  listen: %s
+%s`, stateDir, l.ns.ClientURL(), shutdownTimeout, l.mio.Endpoint, l.mio.Bucket, l.mio.AccessKey, l.mio.SecretKey, statusAddr, extra)
+	if !strings.Contains(extra, "devices:") {
+		cfg += "devices:\n  - serial: sim-1\n    simulated: true\n    tags: [lab]\n"
+	}
+	path = filepath.Join(l.t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	return path, statusAddr
+}
+
+// buildAgent builds the edgeagent binary.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "edgeagent")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is a running edgeagent binary.
+type proc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.stderr.Write(b)
+}
+
+func startAgentBinary(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Stderr = lockedWriter{p}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("edgeagent %s log:\n%s", strings.Join(args, " "), p.log())
+		}
+	})
+	return p
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// logEntries returns the JSON log lines with message msg.
+func (p *proc) logEntries(msg string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.log()))
+	for sc.Scan() {
+		var e map[string]any
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e["message"] == msg {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (p *proc) signal(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit status.
+func (p *proc) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("edgeagent did not exit within %v", within)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// leased waits until the job runs under a lease its owner renewed, and
+// returns that owner.
+func (l *lab) leased(t *testing.T, jobID string) string {
+	t.Helper()
+	var owner string
+	waitFor(t, 30*time.Second, "job "+jobID+" to be renewed by the agent", func() bool {
+		evs, _ := l.store.WriteEvents(l.ctx, jobID)
+		for _, e := range evs {
+			if e.Verb == "renew" && e.Accepted {
+				owner = e.Owner
+				return true
+			}
+		}
+		return false
+	})
+	return owner
+}
+
+func (l *lab) submit(t *testing.T, steps ...protocol.Step) string {
+	t.Helper()
+	j, err := l.store.Submit(l.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: steps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// events returns the write events of a job made by owner.
+func (l *lab) events(t *testing.T, jobID, owner string) []coordinator.WriteEvent {
+	t.Helper()
+	evs, err := l.store.WriteEvents(l.ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []coordinator.WriteEvent
+	for _, e := range evs {
+		if e.Owner == owner {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var (
+	screenshot = protocol.Step{Op: protocol.OpScreenshot}
+	wait       = func(ms int64) protocol.Step { return protocol.Step{Op: protocol.OpWait, DurationMS: ms} }
+)
+
+// TestDrainOnSIGTERM (issue 4, must show 3) runs the real binary against a
+// coordinator, NATS and MinIO:
+//
+//   - finish: on SIGTERM the running job finishes and its result is
+//     accepted, a job submitted after the signal is not taken, exit 0; a
+//     second instance on the same state directory is refused meanwhile;
+//   - release: the running job outlasts shutdown_timeout and is released
+//     with a fenced fail (requeue) as the binary's last call, exit 0;
+//   - second signal: a second SIGTERM stops at once, exit 0, the job is
+//     stopped without a further call.
+func TestDrainOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildAgent(t)
+
+	t.Run("finish", func(t *testing.T) {
+		l := newLab(t, 2*time.Second)
+		state := t.TempDir()
+		cfg, _ := l.agentConfig(state, 30*time.Second, "")
+		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		job := l.submit(t, screenshot, wait(1500), screenshot)
+		owner := l.leased(t, job)
+
+		second := startAgentBinary(t, bin, "run", "-c", cfg)
+		if code := second.wait(t, 30*time.Second); code != 1 || !strings.Contains(second.log(), "state directory is in use by another edgeagent") {
+			t.Fatalf("second instance: exit %d, log:\n%s", code, second.log())
+		}
+
+		p.signal(t)
+		waitFor(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
+		late := l.submit(t, screenshot)
+		if code := p.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("exit status %d, want 0", code)
+		}
+		j, err := l.store.Get(l.ctx, job)
+		if err != nil || j.Status != coordinator.StatusSucceeded || j.CompletedBy != owner {
+			t.Fatalf("running job after the drain: %+v %v, want SUCCEEDED by %s", j, err, owner)
+		}
+		for _, e := range l.events(t, late, owner) {
+			if e.Verb != "claim" && e.Verb != "fail" { // the coordinator's grant and its release of a refused assign
+				t.Errorf("the draining agent took the late job: %+v", e)
+			}
+		}
+		for _, e := range p.logEntries("job assigned") {
+			if e["job_id"] == late {
+				t.Errorf("the draining agent started the late job")
+			}
+		}
+	})
+
+	t.Run("release", func(t *testing.T) {
+		l := newLab(t, 2*time.Second)
+		cfg, _ := l.agentConfig(t.TempDir(), 300*time.Millisecond, "")
+		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		job := l.submit(t, screenshot, wait(60_000), screenshot)
+		owner := l.leased(t, job)
+		p.signal(t)
+		if code := p.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("exit status %d, want 0", code)
+		}
+		// The release is the agent's last write of its generation (later
+		// generations are the coordinator granting the job again and
+		// releasing it when the exiting agent refuses the assign).
+		var evs []coordinator.WriteEvent
+		for _, e := range l.events(t, job, owner) {
+			if e.Generation == 1 {
+				evs = append(evs, e)
+			}
+		}
+		last := evs[len(evs)-1]
+		if last.Verb != "fail" || !last.Accepted {
+			t.Fatalf("last write of the agent %+v, want its accepted fail (release) at generation 1; all: %+v", last, evs)
+		}
+		j, err := l.store.Get(l.ctx, job)
+		if err != nil || j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed {
+			t.Fatalf("released job %+v %v: want it back in the queue", j, err)
+		}
+		var released bool
+		for _, e := range p.logEntries("job stopped") {
+			released = released || (e["job_id"] == job && strings.HasPrefix(fmt.Sprint(e["cause"]), "released"))
+		}
+		if !released {
+			t.Error("no \"job stopped\" log line with cause released")
+		}
+	})
+
+	t.Run("second signal", func(t *testing.T) {
+		l := newLab(t, 2*time.Second)
+		cfg, _ := l.agentConfig(t.TempDir(), 60*time.Second, "")
+		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		job := l.submit(t, screenshot, wait(60_000), screenshot)
+		owner := l.leased(t, job)
+		p.signal(t)
+		waitFor(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
+		p.signal(t)
+		// The job has a minute to go and the drain a minute to wait: an exit
+		// now is the second signal's doing.
+		if code := p.wait(t, 20*time.Second); code != 0 {
+			t.Fatalf("exit status %d, want 0", code)
+		}
+		for _, e := range l.events(t, job, owner) {
+			if e.Verb == "fail" || e.Verb == "result" {
+				t.Errorf("stopped at once, yet the agent sent %s", e.Verb)
+			}
+		}
+		var stopped bool
+		for _, e := range p.logEntries("job stopped") {
+			stopped = stopped || (e["job_id"] == job && e["cause"] == "agent shutting down" && e["owner"] == owner && e["generation"] == float64(1))
+		}
+		if !stopped {
+			t.Error("no \"job stopped\" log line with cause \"agent shutting down\"")
+		}
+	})
+}

@@ -1,0 +1,74 @@
+package coordinator_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+func TestMatches(t *testing.T) {
+	d := protocol.Device{Serial: "R58", State: "device", Model: "SM-G991B", Tags: []string{"eu", "rooted"}}
+	for _, tc := range []struct {
+		sel  protocol.DeviceSelector
+		dev  protocol.Device
+		want bool
+	}{
+		{protocol.DeviceSelector{}, d, true},
+		{protocol.DeviceSelector{Serial: "R58"}, d, true},
+		{protocol.DeviceSelector{Serial: "R5"}, d, false},
+		{protocol.DeviceSelector{Model: "SM-G991B"}, d, true},
+		{protocol.DeviceSelector{Model: "sm-g991b"}, d, false}, // case-sensitive
+		{protocol.DeviceSelector{Tags: []string{"eu"}}, d, true},
+		{protocol.DeviceSelector{Tags: []string{"rooted", "eu"}}, d, true},
+		{protocol.DeviceSelector{Tags: []string{"eu", "us"}}, d, false},
+		{protocol.DeviceSelector{Serial: "R58", Model: "SM-G991B", Tags: []string{"eu"}}, d, true},
+		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "offline"}, false},
+		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "unauthorized"}, false},
+	} {
+		if got := coordinator.Matches(tc.sel, tc.dev); got != tc.want {
+			t.Errorf("Matches(%+v, %+v) = %v", tc.sel, tc.dev, got)
+		}
+	}
+	if got := coordinator.DescribeSelector(protocol.DeviceSelector{Serial: "a", Model: "b", Tags: []string{"x", "y"}}); got != "serial=a model=b tags=x,y" {
+		t.Errorf("DescribeSelector = %q", got)
+	}
+	devs := coordinator.UsableDevices([]protocol.Device{{Serial: "b", State: "device"}, {Serial: "a", State: "device"}, {Serial: "c", State: "offline"}, {State: "device"}})
+	if len(devs) != 2 || devs[0].Serial != "a" || devs[1].Serial != "b" {
+		t.Errorf("UsableDevices = %+v", devs)
+	}
+}
+
+func TestWaitReason(t *testing.T) {
+	const off = 15 * time.Second
+	online := func(id string, slots int, draining bool, devs ...protocol.Device) coordinator.Agent {
+		return coordinator.Agent{ID: id, BootID: "b", Slots: slots, Draining: draining, Devices: devs, LastSeen: time.Now(), SeenAgo: time.Second}
+	}
+	p := func(serial string) protocol.Device { return protocol.Device{Serial: serial, State: "device"} }
+	busy := func(owner, serial string) coordinator.Job {
+		return coordinator.Job{Status: coordinator.StatusInProgress, WorkerID: owner, Device: serial}
+	}
+	offline := online("gone", 1, false, p("G1"))
+	offline.SeenAgo = time.Minute
+	for name, tc := range map[string]struct {
+		sel     protocol.DeviceSelector
+		agents  []coordinator.Agent
+		running []coordinator.Job
+		want    string
+	}{
+		"free phone":       {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, false, p("A1"))}, nil, ""},
+		"no agent":         {protocol.DeviceSelector{}, nil, nil, "waiting for any phone"},
+		"no such phone":    {protocol.DeviceSelector{Serial: "X"}, []coordinator.Agent{online("a", 1, false, p("A1"))}, nil, "waiting for phone serial=X"},
+		"offline agent":    {protocol.DeviceSelector{Serial: "G1"}, []coordinator.Agent{offline}, nil, "waiting for phone serial=G1"},
+		"phone busy":       {protocol.DeviceSelector{Serial: "A1"}, []coordinator.Agent{online("a", 2, false, p("A1"))}, []coordinator.Job{busy("a/b", "A1")}, "waiting for phone serial=A1 (every matching phone is busy)"},
+		"slots full":       {protocol.DeviceSelector{Serial: "A2"}, []coordinator.Agent{online("a", 1, false, p("A1"), p("A2"))}, []coordinator.Job{busy("a/b", "A1")}, "waiting for phone serial=A2 (every agent with a matching phone is at its slot limit)"},
+		"draining":         {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1"))}, nil, "waiting for any phone (every matching phone is on a draining agent)"},
+		"one of two free":  {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1")), online("c", 1, false, p("C1"))}, nil, ""},
+		"busy or draining": {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1")), online("c", 2, false, p("C1"))}, []coordinator.Job{busy("c/b", "C1")}, "waiting for any phone (every matching phone is busy)"},
+	} {
+		if got := coordinator.WaitReason(tc.sel, tc.agents, tc.running, off); got != tc.want {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package chaos breaks a whole edgeagent system on purpose and checks what
+// it did. A schedule runs several agents (real agent.Agent processes with
+// simulated phones), several coordinators (coordinator.Server) on one job
+// store (SQLite or PostgreSQL), a NATS server and an S3 store, and injects a
+// seeded random plan of faults: agent pauses longer than the lease, agent
+// kill -9 and restart, coordinator restarts, NATS server restarts, store
+// outages and lost store replies, storage outages, message delay,
+// duplication and reordering, wall-clock jumps on agents, and operator
+// reassignments. The same seed always gives the same plan; the interleaving
+// of the running system is not reproducible.
+//
+// Every agent process talks to NATS through its own NATSLink, a proxy that
+// reads the NATS client protocol and acts on whole messages, and to the
+// storage through its own S3Link; both record what the agent sent and when.
+// Every coordinator's store calls are recorded with their call and return
+// times. Check verifies the history with a porcupine model of the fenced job
+// register (calls whose outcome is unknown return at infinity) and with
+// direct audits of the final store and storage state: at most one accepted
+// result per job, the accepted result belongs to the job's final
+// generation, the manifest's objects carry that generation's stamps, no side
+// effect left an agent after it stopped the job, no job and no accepted
+// result was lost. History.Format prints a failing schedule's history.
+package chaos

@@ -1,0 +1,30 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+)
+
+func TestSmoke(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SMOKE_N"))
+	par, _ := strconv.Atoi(os.Getenv("SMOKE_P"))
+	seed, _ := strconv.ParseInt(os.Getenv("SMOKE_SEED"), 10, 64)
+	st := RunMany(context.Background(), Options{}, RunOptions{Seed: seed, Schedules: max(n, 1), Parallel: max(par, 1), OnResult: func(r *Result) {
+		if r.Failed() {
+			if r.Err != nil {
+				t.Logf("seed %d: %v", r.Seed, r.Err)
+				return
+			}
+			f, _ := os.Create(fmt.Sprintf("/tmp/chaosdev/fail-%d.txt", r.Seed))
+			r.History.Format(f, r.Report, r.Report.FailedJobs()...)
+			f.Close()
+			for _, v := range r.Report.Violations {
+				t.Logf("seed %d: %s", r.Seed, v)
+			}
+		}
+	}})
+	st.Print(os.Stdout)
+}
