@@ -65,12 +65,15 @@ func newWinePrefix(t *testing.T) *winePrefix {
 	}
 	t.Cleanup(func() { _ = wineserver("-k") })
 	// Create the prefix, and wait for its wineserver to exit.
+	start := time.Now()
 	if _, _, code := w.run(t, 90*time.Second, "wineboot", "-i"); code != 0 {
 		t.Fatalf("wineboot -i exited %d", code)
 	}
+	t.Logf("wineboot: %s", time.Since(start).Round(time.Millisecond))
 	if err := wineserver("-w"); err != nil {
 		t.Fatalf("wait for wineserver: %v", err)
 	}
+	t.Logf("wineserver exited: %s", time.Since(start).Round(time.Millisecond))
 	// Then a persistent wineserver keeps services.exe running between the
 	// commands: otherwise every command boots the prefix anew (seconds),
 	// and each boot starts the automatic services again. (Started before
@@ -94,7 +97,7 @@ func newWinePrefix(t *testing.T) *winePrefix {
 // stdout and stderr, so a pipe would not be closed when it exits.
 func (w *winePrefix) run(t *testing.T, timeout time.Duration, prog string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout) // also in Cleanup, after t.Context ends
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.wine, append([]string{prog}, args...)...)
 	cmd.Env = w.env
@@ -148,8 +151,10 @@ func buildWindows(t *testing.T, w *winePrefix, pkg, name string) string {
 // service control manager, and its drain is waited for.
 func TestWine(t *testing.T) {
 	w := newWinePrefix(t)
+	start := time.Now()
 	exe := buildWindows(t, w, "github.com/edgeagent/edgeagent/cmd/edgeagent", "edgeagent.exe")
 	standIn := buildWindows(t, w, "github.com/edgeagent/edgeagent/installer/internal/servicetest", "servicetest.exe")
+	t.Logf("built the Windows programs: %s", time.Since(start).Round(time.Millisecond))
 	const timeout = 30 * time.Second
 
 	t.Run("version", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,7 @@ func TestSpoolResumesAfterStorageRestart(t *testing.T) {
 	// once the spool has seen an attempt fail.
 	var (
 		once        sync.Once
+		stopped     atomic.Bool
 		ackedAtStop int // parts acknowledged before the server died
 		restarted   = make(chan error, 1)
 	)
@@ -58,6 +60,7 @@ func TestSpoolResumesAfterStorageRestart(t *testing.T) {
 			once.Do(func() {
 				go func() {
 					m.Stop()
+					stopped.Store(true)
 					ackedAtStop = f.count(kindPart, http.StatusOK)
 					deadline := time.Now().Add(time.Minute)
 					for time.Now().Before(deadline) {
@@ -78,13 +81,11 @@ func TestSpoolResumesAfterStorageRestart(t *testing.T) {
 	tok := testToken
 	res, err := spool.Put(ctx, tok, Artifact{Name: "rec.mp4", ContentType: "video/mp4", Path: path, SHA256: sha, Size: size})
 	took := time.Since(start)
-	select {
-	case rerr := <-restarted:
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-	default:
+	if !stopped.Load() {
 		t.Fatalf("the server was never stopped (Put returned %v)", err)
+	}
+	if rerr := <-restarted; rerr != nil {
+		t.Fatal(rerr)
 	}
 	if err != nil {
 		t.Fatalf("Put: %v", err)

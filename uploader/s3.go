@@ -49,10 +49,11 @@ type S3Options struct {
 	Bucket    string
 	AccessKey string
 	SecretKey string
-	// PartSize is the size of one multipart part and of each read buffer;
-	// defaults to DefaultPartSize, at least MinPartSize. Memory held by one
-	// upload is at most Parallelism × PartSize (parts grow only for known
-	// sizes beyond 10,000 parts).
+	// PartSize is the size of one multipart part; defaults to
+	// DefaultPartSize, at least MinPartSize. Content up to one part goes up
+	// in a single PUT. Parts of a file or a seekable body are read from it
+	// as they are sent; a stream holds at most Parallelism × PartSize bytes
+	// in memory (parts grow only for known sizes beyond 10,000 parts).
 	PartSize int64
 	// Parallelism is the number of parts uploaded at once; defaults to
 	// DefaultParallelism.

@@ -61,10 +61,10 @@ type Report struct {
 	Violations []Violation
 
 	// Jobs by how they ended. InProgress: run by a live agent process at
-	// the end. Unfinished: not ended, but the store wrote the job within
-	// the quiet time before the end (it is still being worked on, for
-	// instance leases expiring on an overloaded machine). Lost: not ended
-	// and nobody acting on it.
+	// the end. Unfinished: not ended, but still being worked on: the store
+	// wrote the job within the quiet time before the end (leases expiring
+	// on an overloaded machine, say), or it is queued while other jobs are
+	// still being granted. Lost: not ended, and nobody acting on it.
 	Jobs, Succeeded, Failed, InProgress, Unfinished, Lost int
 
 	// StaleRejected counts fenced writes (renew, upload, artifact, result,
@@ -289,14 +289,33 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			rep.InProgress++
 			return
 		}
-		if !j.UpdatedAt.Before(h.Settled.Add(-o.Quiet)) {
-			rep.Unfinished++
+		since := h.Settled.Add(-o.Quiet)
+		if !j.UpdatedAt.Before(since) {
+			rep.Unfinished++ // its own row is still being written
+			return
+		}
+		if j.Status == coordinator.StatusQueued && !lastGrant(h).Before(since) {
+			rep.Unfinished++ // waiting its turn: jobs are still being granted
 			return
 		}
 		rep.Lost++
 		rep.add(RuleNoJobLost, id, "still %s (generation %d, owner %q) at the end, untouched for %s, and no live process runs it",
 			j.Status, j.Generation, j.WorkerID, ms(h.Settled.Sub(j.UpdatedAt)))
 	}
+}
+
+// lastGrant is when the last grant of any job was answered.
+func lastGrant(h *History) time.Time {
+	var t time.Time
+	for _, op := range h.Ops {
+		switch op.Method {
+		case opClaim, opTakeover, opReassign:
+			if op.Outcome == outOK && op.Return.After(t) {
+				t = op.Return
+			}
+		}
+	}
+	return t
 }
 
 // agentResult is the result document the agent commits.

@@ -500,6 +500,7 @@ func (r *run) openStore(ctx context.Context) (coordinator.Store, error) {
 func (r *run) setupStorage() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 	defer cancel()
+	r.s3tr = newTransport()
 	if t := r.opts.S3; t != nil {
 		r.s3ep, r.ak, r.sk, r.region = t.Endpoint, t.AccessKey, t.SecretKey, t.Region
 		if r.region == "" {
@@ -526,7 +527,6 @@ func (r *run) setupStorage() error {
 		r.lab = lab
 		r.s3ep, r.ak, r.sk, r.region, r.bucket = lab.Endpoint, lab.AccessKey, lab.SecretKey, lab.Region, lab.Bucket
 	}
-	r.s3tr = newTransport()
 	var err error
 	r.direct, err = uploader.NewS3(uploader.S3Options{Endpoint: r.s3ep, Region: r.region, Bucket: r.bucket,
 		AccessKey: r.ak, SecretKey: r.sk, Transport: r.s3tr})

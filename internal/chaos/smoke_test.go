@@ -6,13 +6,26 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
 func TestSmoke(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SMOKE_N"))
 	par, _ := strconv.Atoi(os.Getenv("SMOKE_P"))
 	seed, _ := strconv.ParseInt(os.Getenv("SMOKE_SEED"), 10, 64)
-	st := RunMany(context.Background(), Options{}, RunOptions{Seed: seed, Schedules: max(n, 1), Parallel: max(par, 1), OnResult: func(r *Result) {
+	ttl, _ := time.ParseDuration(os.Getenv("SMOKE_TTL"))
+	opts := Options{Shape: Shape{LeaseTTL: ttl}}
+	if os.Getenv("SMOKE_STORE") == "postgres" {
+		opts.Store = StorePostgres
+		opts.PostgresDSN = testenv.Postgres(t)
+	}
+	if os.Getenv("SMOKE_S3") == "minio" {
+		m := testenv.MinIO(t)
+		opts.S3 = &S3Target{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey}
+	}
+	st := RunMany(context.Background(), opts, RunOptions{Seed: seed, Schedules: max(n, 1), Parallel: max(par, 1), OnResult: func(r *Result) {
 		if r.Failed() {
 			if r.Err != nil {
 				t.Logf("seed %d: %v", r.Seed, r.Err)
