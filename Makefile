@@ -9,7 +9,7 @@ GOBIN_DIR := $(shell $(GO) env GOBIN)
 GOPATH_BIN := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 export PATH := $(PATH):$(if $(GOBIN_DIR),$(GOBIN_DIR):)$(GOPATH_BIN)
 
-.PHONY: all build test test-short deps fmt fmt-check vet lab
+.PHONY: all build test test-short deps fmt fmt-check vet lab cross dist
 
 all: build
 
@@ -17,8 +17,8 @@ all: build
 build:
 	$(GO) build ./...
 
-## test: install missing test dependencies, check formatting, vet, and run every test with the race detector
-test: deps fmt-check vet
+## test: install missing test dependencies, check formatting, vet, cross-compile, and run every test with the race detector
+test: deps fmt-check vet cross
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: like test without the dependency step, and with -short
@@ -45,6 +45,25 @@ fmt-check:
 ## vet: run go vet
 vet:
 	$(GO) vet ./...
+
+# Platforms every package must build for; the release archives are built
+# for the same ones.
+CROSS_TARGETS := windows/amd64 linux/amd64 linux/arm64
+
+## cross: compile every package for windows/amd64, linux/amd64 and linux/arm64, and vet the Windows build with its tests
+cross:
+	@set -e; for target in $(CROSS_TARGETS); do \
+		echo "GOOS=$${target%/*} GOARCH=$${target#*/} $(GO) build ./..."; \
+		GOOS=$${target%/*} GOARCH=$${target#*/} CGO_ENABLED=0 $(GO) build ./...; \
+	done
+	GOOS=windows $(GO) vet ./...
+
+# The release version: the latest v* tag, or v0.0.0-dev without one.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo v0.0.0-dev)
+
+## dist: build the release archives (linux amd64/arm64 .tar.gz, windows amd64 .zip) and the .deb packages into dist/
+dist:
+	VERSION=$(VERSION) GO=$(GO) packaging/dist.sh
 
 ## lab: run the whole system in one process on embedded defaults
 lab:

@@ -253,6 +253,8 @@ func TestStaleReplyAbortsLargeUpload(t *testing.T) {
 		if e["job_id"] == job.ID && e["owner"] == a.Owner() && e["generation"] == float64(1) &&
 			strings.Contains(fmt.Sprint(e["cause"]), "stale token") && e["level"] == "warn" {
 			found = true
+			line, _ := json.Marshal(e)
+			t.Logf("stop logged: %s", line)
 		}
 	}
 	if !found {

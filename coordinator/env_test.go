@@ -201,7 +201,9 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, want map[s
 	return sum
 }
 
-// pingedBy reports whether the coordinator with id answers a micro ping.
+// pingedBy reports whether the coordinator with id serves every verb: its
+// micro service lists all endpoints. (The service answers discovery as soon
+// as it exists, before its endpoints are added.)
 func pingedBy(nc *nats.Conn, id string) bool {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -209,7 +211,7 @@ func pingedBy(nc *nats.Conn, id string) bool {
 		return false
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest("$SRV.PING."+coordinator.ServiceName, inbox, nil); err != nil {
+	if err := nc.PublishRequest("$SRV.INFO."+coordinator.ServiceName, inbox, nil); err != nil {
 		return false
 	}
 	deadline := time.Now().Add(200 * time.Millisecond)
@@ -218,10 +220,12 @@ func pingedBy(nc *nats.Conn, id string) bool {
 		if err != nil {
 			return false
 		}
-		var ping struct {
-			Metadata map[string]string `json:"metadata"`
+		var info struct {
+			Metadata  map[string]string `json:"metadata"`
+			Endpoints []json.RawMessage `json:"endpoints"`
 		}
-		if json.Unmarshal(m.Data, &ping) == nil && ping.Metadata["coordinator_id"] == id {
+		if json.Unmarshal(m.Data, &info) == nil && info.Metadata["coordinator_id"] == id &&
+			len(info.Endpoints) == len(protocol.CoordVerbs) {
 			return true
 		}
 	}

@@ -18,13 +18,16 @@ import (
 // Registry returns the Prometheus registry of the server's metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
-// Ready checks what the coordinator needs to serve: the store answers, the
-// NATS connection is up, and the storage bucket is reachable when presigned
-// uploads are configured. It returns one error per failed check, by name.
+// Ready checks what the coordinator needs to serve: Run serves every agent
+// verb, the store answers, the NATS connection is up, and the storage bucket
+// is reachable when presigned uploads are configured. It returns one error per failed check, by name.
 func (s *Server) Ready(ctx context.Context) map[string]error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	out := map[string]error{}
+	if !s.serving.Load() {
+		out["service"] = errors.New("not serving the agent verbs")
+	}
 	if err := s.store.Ping(ctx); err != nil {
 		out["store"] = err
 	}

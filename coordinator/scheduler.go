@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -73,7 +72,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 				return
 			}
 			s.metrics.granted.WithLabelValues("claim").Inc()
-			s.assignAsync(a.ID, lease)
+			s.assignAsync(ctx, a.ID, lease)
 		}
 	}
 }
@@ -106,7 +105,7 @@ func (s *Server) reapOnce(ctx context.Context) {
 			s.jobLog(old).Info().Int64("new_generation", lease.Token.Generation).Str("new_owner", lease.Token.Owner).
 				Msg("lease expired; job reassigned")
 			s.Revoke(old, "lease expired")
-			s.assignAsync(a.ID, lease)
+			s.assignAsync(ctx, a.ID, lease)
 		}
 	}
 	toks, err := s.store.ReclaimExpired(ctx, reapLimit)
@@ -126,13 +125,8 @@ func (s *Server) reapOnce(ctx context.Context) {
 	}
 }
 
-func (s *Server) assignAsync(agentID string, lease Lease) {
-	s.bg.Go(func() {
-		// The assign outlives a cancelled Run only as long as its timeout.
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.AssignTimeout+time.Second)
-		defer cancel()
-		s.sendAssign(ctx, agentID, lease)
-	})
+func (s *Server) assignAsync(ctx context.Context, agentID string, lease Lease) {
+	s.bg.Go(func() { _ = s.sendAssign(ctx, agentID, lease) })
 }
 
 // sendAssign offers a granted lease to its agent. When the agent does not
@@ -146,6 +140,10 @@ func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) er
 	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
 		log.Warn().Err(err).Str("agent_id", agentID).Msg("assign not accepted; releasing")
 		s.metrics.assignFailures.Inc()
+		// Release even when the assign ended because the coordinator is
+		// stopping: the job is not left to wait for its lease to expire.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.AssignTimeout)
+		defer cancel()
 		if errors.Is(err, protocol.ErrUnavailable) {
 			// The agent is fuller than the store knows: leave it alone
 			// until it reports free slots again.

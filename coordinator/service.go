@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -106,8 +107,9 @@ type Server struct {
 	log     zerolog.Logger
 	metrics *metrics
 
-	kick chan struct{}
-	bg   sync.WaitGroup // assigns and pushes in flight
+	kick    chan struct{}
+	bg      sync.WaitGroup // assigns and pushes in flight
+	serving atomic.Bool    // every endpoint is subscribed
 
 	mu sync.Mutex
 	// full holds agents that refused an assign for want of a slot (their
@@ -160,6 +162,8 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("add endpoint %s: %w", verb, err)
 		}
 	}
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	s.log.Info().Dur("lease_ttl", s.opts.LeaseTTL).Dur("reap_interval", s.opts.ReapInterval).
 		Bool("presigned_uploads", s.opts.Presigner != nil).Msg("coordinator serving")
 
@@ -238,7 +242,14 @@ func (s *Server) wrap(ctx context.Context, verb string, h func(context.Context, 
 			default:
 				ev = s.log.Debug()
 			}
-			ev.Str("agent_id", agentID).Str("verb", verb).Int("code", code).Err(err).Msg("request refused")
+			ev = ev.Str("agent_id", agentID).Str("verb", verb).Int("code", code).Err(err)
+			var body struct {
+				Token fencing.Token `json:"token"`
+			}
+			if json.Unmarshal(req.Data(), &body) == nil && body.Token.JobID != "" {
+				ev = ev.Str("job_id", body.Token.JobID).Str("owner", body.Token.Owner).Int64("generation", body.Token.Generation)
+			}
+			ev.Msg("request refused")
 			_ = req.Error(strconv.Itoa(code), msg, nil)
 			return
 		}
@@ -296,10 +307,8 @@ func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fenci
 
 // fenced counts a stale-token refusal of a fenced store call.
 func (s *Server) fenced(verb string, err error) error {
-	if err != nil {
-		if code, _ := classify(err); code == protocol.CodeStale {
-			s.metrics.stale.WithLabelValues(verb).Inc()
-		}
+	if errors.Is(err, fencing.ErrStale) {
+		s.metrics.stale.WithLabelValues(verb).Inc()
 	}
 	return err
 }
@@ -376,7 +385,9 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	if err != nil {
 		return nil, err
 	}
-	s.setFull(agentID, hb.Free <= 0)
+	// An agent that runs jobs and says it has no free slot gets no assign
+	// from this coordinator until it reports one again.
+	s.setFull(agentID, hb.Free <= 0 && len(hb.Running) > 0)
 	if hb.Free > 0 && !a.Draining && !a.AgentDraining {
 		s.Kick()
 	}

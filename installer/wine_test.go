@@ -5,6 +5,7 @@ package installer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,15 +29,16 @@ type winePrefix struct {
 	env          []string
 }
 
-func newWinePrefix(t *testing.T) *winePrefix {
+// findWine returns wine and the MinGW compiler, or skips the test (fails it
+// in CI) when they are missing.
+func findWine(t *testing.T) (wine, gcc string) {
 	t.Helper()
 	if os.Getenv(envTestWine) == "0" {
 		t.Skip(envTestWine + "=0")
 	}
 	if testing.Short() {
-		t.Skip("-short: the Wine test takes about 15s")
+		t.Skip("-short: the Wine test takes about 20s")
 	}
-	wine := ""
 	for _, name := range []string{"wine64", "wine", "/usr/lib/wine/wine64"} {
 		if p, err := exec.LookPath(name); err == nil {
 			wine = p
@@ -47,6 +49,11 @@ func newWinePrefix(t *testing.T) *winePrefix {
 	if wine == "" || gccErr != nil {
 		testenv.Missing(t, "wine64 and x86_64-w64-mingw32-gcc (Debian packages wine64, gcc-mingw-w64-x86-64); set %s=0 to skip", envTestWine)
 	}
+	return wine, gcc
+}
+
+func newWinePrefix(t *testing.T, wine, gcc string) *winePrefix {
+	t.Helper()
 	server := filepath.Join(filepath.Dir(wine), "wineserver")
 	if _, err := os.Stat(server); err != nil {
 		server = filepath.Join(filepath.Dir(wine), "wineserver64")
@@ -63,25 +70,23 @@ func newWinePrefix(t *testing.T) *winePrefix {
 		cmd.Env = w.env
 		return cmd.Run()
 	}
-	t.Cleanup(func() { _ = wineserver("-k") })
-	// Create the prefix, and wait for its wineserver to exit.
-	start := time.Now()
-	if _, _, code := w.run(t, 90*time.Second, "wineboot", "-i"); code != 0 {
-		t.Fatalf("wineboot -i exited %d", code)
-	}
-	t.Logf("wineboot: %s", time.Since(start).Round(time.Millisecond))
-	if err := wineserver("-w"); err != nil {
-		t.Fatalf("wait for wineserver: %v", err)
-	}
-	t.Logf("wineserver exited: %s", time.Since(start).Round(time.Millisecond))
-	// Then a persistent wineserver keeps services.exe running between the
+	// A persistent wineserver keeps services.exe running between the
 	// commands: otherwise every command boots the prefix anew (seconds),
-	// and each boot starts the automatic services again. (Started before
-	// the prefix exists, it races the prefix's creation, and two
-	// services.exe answer in turn.)
+	// and each boot starts the automatic services again.
+	if err := os.MkdirAll(w.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := wineserver("-p"); err != nil {
 		t.Fatalf("start wineserver: %v", err)
 	}
+	t.Cleanup(func() { _ = wineserver("-k") })
+	// The first command creates the prefix. (Not wineboot -i: that starts
+	// a second services.exe, and the two answer in turn.)
+	start := time.Now()
+	if _, _, code := w.run(t, 90*time.Second, "cmd.exe", "/c", "exit 0"); code != 0 {
+		t.Fatalf("creating the Wine prefix: exit %d", code)
+	}
+	t.Logf("created the Wine prefix: %s", time.Since(start).Round(time.Millisecond))
 	// Go 1.24+ needs ProcessPrng from bcryptprimitives.dll, which Wine
 	// 8.0 lacks; the DLL must be in system32, not beside the program.
 	dll := filepath.Join(w.dir, "drive_c", "windows", "system32", "bcryptprimitives.dll")
@@ -132,15 +137,32 @@ func (w *winePrefix) path(rel string) string {
 	return filepath.Join(w.dir, "drive_c", filepath.FromSlash(strings.ReplaceAll(rel, `\`, "/")))
 }
 
-// buildWindows builds pkg for windows/amd64 into the prefix's C:\<name>
-// and returns its Windows path.
-func buildWindows(t *testing.T, w *winePrefix, pkg, name string) string {
-	t.Helper()
-	out := w.path(`edgeagent\` + name)
+// buildWindows builds pkg for windows/amd64 into dir and returns the
+// binary's path.
+func buildWindows(dir, pkg, name string) (string, error) {
+	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-winetest", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s for windows: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("go build %s for windows: %w\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// install copies a binary to C:\edgeagent in the prefix and returns its
+// Windows path.
+func (w *winePrefix) install(t *testing.T, file string) string {
+	t.Helper()
+	name := filepath.Base(file)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(w.path(`edgeagent`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.path(`edgeagent\`+name), b, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return `C:\edgeagent\` + name
 }
@@ -150,11 +172,26 @@ func buildWindows(t *testing.T, w *winePrefix, pkg, name string) string {
 // stand-in service built on RunService is started and stopped through the
 // service control manager, and its drain is waited for.
 func TestWine(t *testing.T) {
-	w := newWinePrefix(t)
-	start := time.Now()
-	exe := buildWindows(t, w, "github.com/edgeagent/edgeagent/cmd/edgeagent", "edgeagent.exe")
-	standIn := buildWindows(t, w, "github.com/edgeagent/edgeagent/installer/internal/servicetest", "servicetest.exe")
-	t.Logf("built the Windows programs: %s", time.Since(start).Round(time.Millisecond))
+	wine, gcc := findWine(t)
+	// Build while the prefix is created.
+	type built struct {
+		exe, standIn string
+		err          error
+	}
+	builds := make(chan built, 1)
+	go func() {
+		var b built
+		if b.exe, b.err = buildWindows(t.TempDir(), "github.com/edgeagent/edgeagent/cmd/edgeagent", "edgeagent.exe"); b.err == nil {
+			b.standIn, b.err = buildWindows(t.TempDir(), "github.com/edgeagent/edgeagent/installer/internal/servicetest", "servicetest.exe")
+		}
+		builds <- b
+	}()
+	w := newWinePrefix(t, wine, gcc)
+	b := <-builds
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	exe, standIn := w.install(t, b.exe), w.install(t, b.standIn)
 	const timeout = 30 * time.Second
 
 	t.Run("version", func(t *testing.T) {

@@ -197,10 +197,9 @@ func (s *Spool) Upload(ctx context.Context, tok fencing.Token, a Artifact) (Resu
 }
 
 // Put puts a into the spool, hashing it on the way (checked against a
-// declared SHA256 and Size), then uploads it, trying
-// again with backoff while the storage is unavailable, for at most
-// GiveUpAfter, and continuing an interrupted multipart upload from the
-// parts already stored. The entry is removed when Put returns, whatever the
+// declared SHA256 and Size), then uploads it, trying again with backoff
+// while the storage is unavailable, for at most GiveUpAfter, and continuing
+// an interrupted multipart upload from the parts already stored. The entry is removed when Put returns, whatever the
 // outcome. When ctx is done (the job stopped), the request in flight is
 // cancelled, a multipart upload is aborted, the entry is removed and the
 // error carries the context's cause. a's own file is left in place; when it

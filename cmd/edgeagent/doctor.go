@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,12 +130,12 @@ func (d *doctor) print(w io.Writer) int {
 	failed, warned := 0, 0
 	for _, r := range d.results {
 		lines := strings.Split(r.detail, "\n")
-		fmt.Fprintf(w, "[%-4s] %-17s %s\n", r.status, r.name, lines[0])
+		fmt.Fprintf(w, "[%-4s] %-20s %s\n", r.status, r.name, lines[0])
 		for _, l := range lines[1:] {
-			fmt.Fprintf(w, "       %-17s %s\n", "", l)
+			fmt.Fprintf(w, "       %-20s %s\n", "", l)
 		}
 		if r.fix != "" && r.status != checkOK {
-			fmt.Fprintf(w, "       %-17s fix: %s\n", "", r.fix)
+			fmt.Fprintf(w, "       %-20s fix: %s\n", "", r.fix)
 		}
 		switch r.status {
 		case checkFail:
@@ -251,6 +252,8 @@ func (d *doctor) checkNATS() {
 			why := "no answer within " + d.timeout.String()
 			if lerr != nil {
 				why = lerr.Error()
+			} else if derr := dialServers(d.cfg.NATS.Servers(), d.timeout); derr != nil {
+				why = derr.Error()
 			}
 			d.add("nats", checkFail, fmt.Sprintf("cannot connect to %s: %s", servers, why),
 				"check nats.url, that the coordinator's NATS server runs, and that this PC can reach it (firewall, DNS)")
@@ -259,6 +262,27 @@ func (d *doctor) checkNATS() {
 	}
 	d.nc = nc
 	d.add("nats", checkOK, "connected to "+nc.ConnectedUrlRedacted()+" and authenticated", "")
+}
+
+// dialServers opens a TCP connection to each server URL and returns the
+// first failure, naming why NATS is not reachable.
+func dialServers(servers []string, timeout time.Duration) error {
+	for _, s := range servers {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "4222")
+		}
+		c, err := net.DialTimeout("tcp", host, timeout)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
 }
 
 func isAuthError(err error) bool {

@@ -152,7 +152,7 @@ func TestStatusAndDoctor(t *testing.T) {
 		t.Errorf("doctor on a broken setup: exit %d, want 1", code)
 	}
 	for _, want := range []string{
-		"[FAIL] nats", "cannot connect to nats://127.0.0.1:", "fix: check nats.url",
+		"[FAIL] nats", "cannot connect to nats://127.0.0.1:", "connection refused", "fix: check nats.url",
 		"[FAIL] storage", "credentials refused", "fix: check storage.access_key",
 		"[ok  ] adb", "protocol version 41",
 		"[FAIL] phone R58M123ABC", "unauthorized", "Allow USB debugging",

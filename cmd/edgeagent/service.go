@@ -72,27 +72,7 @@ func (c *installCommand) flags(w io.Writer) *flag.FlagSet {
 }
 
 func (c *installCommand) run(context.Context, *flag.FlagSet) error {
-	opts := installer.Options{
-		ConfigPath: c.configPath,
-		User:       c.user,
-		Password:   os.Getenv(envServicePassword),
-	}
-	cfg, err := config.LoadAgent(c.configPath)
-	var ps config.Problems
-	switch {
-	case err == nil:
-		opts.StateDir = cfg.StateDir
-		opts.StopTimeout = cfg.Jobs.ShutdownTimeout.Duration() + stopMargin
-	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(c.app.stderr, "warning: %s does not exist yet; write it (see %s) before starting the service\n", c.configPath, "examples/agent.yaml")
-	case errors.As(err, &ps):
-		fmt.Fprintf(c.app.stderr, "warning: the service will not start until these problems in %s are fixed:\n", c.configPath)
-		for _, p := range ps {
-			fmt.Fprintf(c.app.stderr, "  %s\n", p)
-		}
-	default:
-		fmt.Fprintf(c.app.stderr, "warning: %v\n", err)
-	}
+	opts := c.options()
 	if c.dryRun {
 		text, err := installer.Describe(opts)
 		if err != nil {
@@ -113,6 +93,35 @@ func (c *installCommand) run(context.Context, *flag.FlagSet) error {
 	}
 	fmt.Fprintf(c.app.stdout, "installed service %s; start it with: %s start\n", installer.Name, progName)
 	return nil
+}
+
+// options returns the service's options for the flags. A config that
+// exists and is valid gives the state directory and the drain's length;
+// a missing or invalid one is warned about, since it can be written or
+// fixed before the service starts.
+func (c *installCommand) options() installer.Options {
+	opts := installer.Options{
+		ConfigPath: c.configPath,
+		User:       c.user,
+		Password:   os.Getenv(envServicePassword),
+	}
+	cfg, err := config.LoadAgent(c.configPath)
+	var ps config.Problems
+	switch {
+	case err == nil:
+		opts.StateDir = cfg.StateDir
+		opts.StopTimeout = cfg.Jobs.ShutdownTimeout.Duration() + stopMargin
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(c.app.stderr, "warning: %s does not exist yet; write it (see examples/agent.yaml) before starting the service\n", c.configPath)
+	case errors.As(err, &ps):
+		fmt.Fprintf(c.app.stderr, "warning: the service will not start until these problems in %s are fixed:\n", c.configPath)
+		for _, p := range ps {
+			fmt.Fprintf(c.app.stderr, "  %s\n", p)
+		}
+	default:
+		fmt.Fprintf(c.app.stderr, "warning: %v\n", err)
+	}
+	return opts
 }
 
 // controlCommand is a service command without flags: uninstall, start,

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
@@ -30,21 +32,15 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	}
 	defer lock.Unlock()
 	spool := filepath.Join(cfg.StateDir, agent.SpoolDir)
-	if err := os.MkdirAll(spool, 0o700); err != nil {
+	captureDir := filepath.Join(spool, "capture")
+	if err := os.MkdirAll(captureDir, 0o700); err != nil {
 		return fmt.Errorf("create spool directory: %w", err)
 	}
-	if cfg.Storage.Mode != config.StorageDirect {
-		return errors.New("storage.mode presigned is not supported by this agent yet; use direct")
-	}
-	store, err := uploader.NewS3(uploader.S3Options{
-		Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
-		Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
-		PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
-	})
+	store, err := buildStorage(cfg, spool, log)
 	if err != nil {
-		return fmt.Errorf("set up storage: %w", err)
+		return err
 	}
-	phones, closePhones, err := buildPhones(ctx, cfg, spool, log)
+	phones, closePhones, err := buildPhones(ctx, cfg, captureDir, log)
 	if err != nil {
 		return err
 	}
@@ -70,10 +66,24 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 		Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: agentLogger(ctx, log),
 		LogLevel: levelSwitch(ctx), StateDir: cfg.StateDir,
+		// The stop path drops what the spool holds of the stopped token.
+		OnStop: func(tok fencing.Token, _ error) {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := store.DropGeneration(dctx, tok); err != nil {
+				log.Warn().Err(err).Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Msg("drop spooled uploads")
+			}
+		},
 	})
 	if err != nil {
 		return err
 	}
+	// Uploads spooled by previous boots carry stale tokens: drop them.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if _, err := store.Recover(rctx, a.Owner()); err != nil {
+		log.Warn().Err(err).Msg("recover upload spool")
+	}
+	cancel()
 	log.Info().Str("boot_id", a.BootID()).Str("state_dir", cfg.StateDir).Str("status", statusL.Addr().String()).Msg("agent starting")
 
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -113,6 +123,29 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	}
 	stopRun()
 	return <-runErr
+}
+
+// ── Storage ─────────────────────────────────────────────────────────────
+//
+// buildStorage returns the uploader the agent stores artifacts with: the
+// on-disk upload spool (state_dir/spool/uploads) in front of the bucket.
+func buildStorage(cfg *config.Agent, spool string, log zerolog.Logger) (*uploader.Spool, error) {
+	if cfg.Storage.Mode != config.StorageDirect {
+		return nil, errors.New("storage.mode presigned is not supported by this agent yet; use direct")
+	}
+	s3, err := uploader.NewS3(uploader.S3Options{
+		Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
+		Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
+		PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up storage: %w", err)
+	}
+	sp, err := uploader.NewSpool(filepath.Join(spool, "uploads"), s3, uploader.SpoolOptions{Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("set up upload spool: %w", err)
+	}
+	return sp, nil
 }
 
 // ── Phones ──────────────────────────────────────────────────────────────

@@ -549,11 +549,17 @@ func (a *Agent) onControl(m *nats.Msg) {
 		reply(m, st)
 		return
 	}
-	changed := c.Command == protocol.ControlDrain || c.Command == protocol.ControlResume
+	changed := (c.Command == protocol.ControlDrain || c.Command == protocol.ControlResume) && !a.stopped
+	if changed {
+		a.wg.Add(1)
+	}
 	a.mu.Unlock()
 	reply(m, protocol.Ack{OK: true})
 	if changed {
 		// Like the reference agent: a drain change is told with a hello.
-		a.wg.Go(func() { _ = a.Hello() })
+		go func() {
+			defer a.wg.Done()
+			_ = a.Hello()
+		}()
 	}
 }

@@ -140,7 +140,7 @@ type timing struct {
 func timingFor(ttl time.Duration) timing {
 	return timing{
 		ttl: ttl, reap: ttl / 4, schedule: ttl / 4, heartbeat: ttl / 4, offline: ttl, assign: ttl / 2,
-		margin: ttl * 3 / 10, request: ttl / 2, guardCheck: max(ttl/25, 5*time.Millisecond),
+		margin: ttl * 3 / 10, request: ttl, guardCheck: max(ttl/25, 5*time.Millisecond),
 	}
 }
 
@@ -229,14 +229,20 @@ func (r *run) run() (h *History, err error) {
 		r.coords = append(r.coords, s)
 		s.start()
 	}
+	if err := r.waitCoordinators(15 * time.Second); err != nil {
+		return nil, err
+	}
 	for i := range r.plan.Shape.Agents {
-		s := &agentSlot{r: r, idx: i, id: fmt.Sprintf("agent-%d", i), rnd: newLockedRand(uint64(r.plan.Seed)*31 + uint64(i))}
+		// Agent ids carry the seed: schedules sharing a PostgreSQL
+		// database do not share the per-agent grant locks.
+		id := fmt.Sprintf("a%d-s%d", i, uint64(r.plan.Seed))
+		s := &agentSlot{r: r, idx: i, id: id, rnd: newLockedRand(uint64(r.plan.Seed)*31 + uint64(i))}
 		r.agents = append(r.agents, s)
 		if err := s.start(); err != nil {
 			return nil, err
 		}
 	}
-	r.waitReady(5 * time.Second)
+	r.waitReady(15 * time.Second)
 
 	r.t0 = time.Now()
 	r.rec.mu.Lock()
@@ -550,6 +556,42 @@ func newTransport() *http.Transport {
 }
 
 // ── Workload and settling ───────────────────────────────────────────────
+
+// waitCoordinators waits until every coordinator answers the micro service
+// ping.
+func (r *run) waitCoordinators(limit time.Duration) error {
+	nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name("chaos harness"))
+	if err != nil {
+		return fmt.Errorf("connect harness to nats: %w", err)
+	}
+	defer nc.Close()
+	want := len(r.coords)
+	deadline := time.Now().Add(limit)
+	for {
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			return fmt.Errorf("ping coordinators: %w", err)
+		}
+		seen := map[string]bool{}
+		if err := nc.PublishRequest("$SRV.PING."+coordinator.ServiceName, inbox, nil); err == nil {
+			for {
+				m, err := sub.NextMsg(100 * time.Millisecond)
+				if err != nil {
+					break
+				}
+				seen[string(m.Data)] = true
+			}
+		}
+		_ = sub.Unsubscribe()
+		if len(seen) >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("wait for coordinators: %d of %d serving after %s", len(seen), want, limit)
+		}
+	}
+}
 
 func (r *run) waitReady(limit time.Duration) {
 	deadline := time.Now().Add(limit)

@@ -74,3 +74,14 @@ func (m *MinIOProcess) Start() error {
 }
 
 func goLaunch(f func()) { go f() }
+
+// PID returns the process id of the running server, or 0 when it is
+// stopped.
+func (m *MinIOProcess) PID() int {
+	m.p.mu.Lock()
+	defer m.p.mu.Unlock()
+	if m.p.cmd == nil || m.p.cmd.Process == nil {
+		return 0
+	}
+	return m.p.cmd.Process.Pid
+}
