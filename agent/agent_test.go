@@ -609,3 +609,28 @@ func TestLockStateDir(t *testing.T) {
 	}
 	l2.Unlock()
 }
+
+// TestHelloSettings: settings in the hello reply are applied and kept like
+// a config command.
+func TestHelloSettings(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	settings := map[string]string{agent.SettingConcurrency: "2", agent.SettingInteractiveIdle: "90s"}
+	r := newRig(t, rigSetup{tweak: func(o *agent.Options) { o.StateDir = dir }})
+	r.coord.setHook(func(verb string, _ fencing.Token) (any, int, bool, bool) {
+		if verb != protocol.VerbHello {
+			return nil, 0, false, false
+		}
+		return protocol.HelloReply{LeaseTTLMS: 3000, HeartbeatMS: 100, ServerTime: time.Now(), Settings: settings}, 0, false, true
+	})
+	// The next hello picks them up: a drain makes the agent say hello.
+	if err := r.coord.send("pc-a", protocol.VerbControl, protocol.Control{Command: protocol.ControlDrain}, &protocol.Ack{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the hello reply's settings to apply and be kept", func() bool {
+		s := r.a.Settings()
+		data, _ := os.ReadFile(filepath.Join(dir, agent.SettingsFile))
+		return s[agent.SettingConcurrency] == "2" && s[agent.SettingInteractiveIdle] == "90s" &&
+			strings.Contains(string(data), `"capture.interactive_idle": "90s"`)
+	})
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,8 +40,9 @@ func (t throttled) Upload(ctx context.Context, tok fencing.Token, a uploader.Art
 			return uploader.Result{}, err
 		}
 		defer f.Close()
-		a.Body, a.Path = &slowReader{ctx: ctx, r: f, bps: t.bps}, ""
+		a.Body, a.Path = f, ""
 	}
+	a.Body = &slowReader{ctx: ctx, r: a.Body, bps: t.bps}
 	return t.inner.Upload(ctx, tok, a)
 }
 
@@ -139,8 +142,15 @@ func waitStop(t *testing.T, a *agent.Agent, jobID string, within time.Duration) 
 // to its next renewal, and at once: the multipart upload is aborted (MinIO
 // lists no incomplete upload and no object), no result or other call for
 // the job follows, the spooled recording is gone, and the stop is logged
-// with the job id, owner and generation.
+// with the job id, owner and generation. It runs with the uploader alone
+// and with the on-disk upload spool in front of it, as the edgeagent binary
+// has it (the stop hook drops the spool's entries of the token).
 func TestStaleReplyAbortsLargeUpload(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { staleReplyAbortsLargeUpload(t, false) })
+	t.Run("spool", func(t *testing.T) { staleReplyAbortsLargeUpload(t, true) })
+}
+
+func staleReplyAbortsLargeUpload(t *testing.T, useSpool bool) {
 	leakCheck(t)
 	sys := newSystem(t, 1500*time.Millisecond)
 	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: sys.mio.Endpoint, AccessKey: sys.mio.AccessKey,
@@ -152,14 +162,27 @@ func TestStaleReplyAbortsLargeUpload(t *testing.T) {
 	spool := t.TempDir()
 	var onStop []fencing.Token
 	var onStopMu sync.Mutex
+	var store uploader.Uploader = throttled{inner: s3, bps: 24 << 20}
+	var sp *uploader.Spool
+	if useSpool {
+		if sp, err = uploader.NewSpool(t.TempDir(), store, uploader.SpoolOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		store = sp
+	}
 	a, _ := sys.startAgentWith("pc-a", agentSetup{
 		phone: capture.SimOptions{RecordingSize: 96 << 20}, spool: spool, log: &logs, margin: 300 * time.Millisecond,
-		store: throttled{inner: s3, bps: 24 << 20},
+		store: store,
 		tweak: func(o *agent.Options) {
 			o.OnStop = func(tok fencing.Token, _ error) {
 				onStopMu.Lock()
 				onStop = append(onStop, tok)
 				onStopMu.Unlock()
+				if sp != nil {
+					if _, err := sp.DropGeneration(context.Background(), tok); err != nil {
+						t.Errorf("drop spooled uploads: %v", err)
+					}
+				}
 			}
 		},
 	})
@@ -240,7 +263,18 @@ func TestStaleReplyAbortsLargeUpload(t *testing.T) {
 	// The spooled recording of the stopped generation is gone, and the
 	// stop hook ran once for the token.
 	if ents, _ := os.ReadDir(spool); len(ents) != 0 {
-		t.Errorf("spool still holds %d file(s): %v", len(ents), ents)
+		t.Errorf("capture spool still holds %d file(s): %v", len(ents), ents)
+	}
+	if sp != nil {
+		if ups := sp.Uploads(); len(ups) != 0 {
+			t.Errorf("upload spool still has uploads: %+v", ups)
+		}
+		_ = filepath.WalkDir(sp.Dir(), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				t.Errorf("upload spool still holds %s", path)
+			}
+			return nil
+		})
 	}
 	onStopMu.Lock()
 	if len(onStop) != 1 || onStop[0] != stop.Token {

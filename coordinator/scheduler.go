@@ -44,14 +44,33 @@ func (s *Server) claimRequest(a Agent) ClaimRequest {
 // scheduleOnce grants queued jobs to the agents that can take them: for
 // each agent, the oldest queued job matching one of its free phones, until
 // its slots or its matching phones run out. Each grant is one statement in
-// the store; the assign is sent after it.
+// the store; the assign is sent after it. A pass ends once it has granted
+// as many jobs as were queued when it began; jobs queued since wait for the
+// next pass (a kick or the schedule interval).
+//
+// With a store that is a WorkCounter the pass starts from its indexes:
+// the queued jobs are counted without reading the others, and agents whose
+// slots are all taken are skipped without a grant attempt (the grant
+// statement checks the load again in any case).
 func (s *Server) scheduleOnce(ctx context.Context) {
-	counts, err := s.store.JobCounts(ctx)
-	if err != nil {
-		s.log.Error().Err(err).Msg("count jobs")
-		return
+	wc, fast := s.store.(WorkCounter)
+	var queued int64
+	if fast {
+		n, err := wc.QueuedJobs(ctx)
+		if err != nil {
+			s.log.Error().Err(err).Msg("count queued jobs")
+			return
+		}
+		queued = n
+	} else {
+		counts, err := s.store.JobCounts(ctx)
+		if err != nil {
+			s.log.Error().Err(err).Msg("count jobs")
+			return
+		}
+		queued = counts[StatusQueued]
 	}
-	if counts[StatusQueued] == 0 {
+	if queued == 0 {
 		return
 	}
 	agents, err := s.schedulable(ctx)
@@ -59,8 +78,21 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 		s.log.Error().Err(err).Msg("list agents")
 		return
 	}
+	var load map[string]int
+	if fast {
+		if load, err = wc.InProgressByOwner(ctx); err != nil {
+			s.log.Error().Err(err).Msg("count jobs in progress")
+			return
+		}
+	}
 	for _, a := range agents {
-		for {
+		if queued <= 0 {
+			return
+		}
+		if load != nil && load[a.Owner()] >= max(1, a.Slots) {
+			continue
+		}
+		for queued > 0 {
 			lease, err := s.store.ClaimFor(ctx, s.claimRequest(a))
 			if errors.Is(err, ErrNoJob) {
 				break
@@ -71,6 +103,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 				}
 				return
 			}
+			queued--
 			s.metrics.granted.WithLabelValues("claim").Inc()
 			s.assignAsync(ctx, a.ID, lease)
 		}
@@ -82,13 +115,39 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 // statement per job (generation + 1, the old token recorded as reclaimed);
 // the rest go back to the queue (generation + 1, no owner). Each old owner
 // is sent a revoke.
+//
+// With a store that is a WorkCounter a sweep first counts the expired
+// leases from the expiry index and ends there when there are none, and it
+// skips agents whose slots are all taken.
 func (s *Server) reapOnce(ctx context.Context) {
+	var load map[string]int
+	if wc, ok := s.store.(WorkCounter); ok {
+		n, err := wc.ExpiredLeases(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("count expired leases")
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		if load, err = wc.InProgressByOwner(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("count jobs in progress")
+			}
+			return
+		}
+	}
 	agents, err := s.schedulable(ctx)
 	if err != nil {
 		s.log.Error().Err(err).Msg("list agents")
 		return
 	}
 	for _, a := range agents {
+		if load != nil && load[a.Owner()] >= max(1, a.Slots) {
+			continue
+		}
 		for {
 			lease, old, err := s.store.TakeOverExpired(ctx, s.claimRequest(a))
 			if errors.Is(err, ErrNoJob) {

@@ -56,6 +56,10 @@ type Options struct {
 	Presigner     Presigner
 	PresignExpiry time.Duration // validity of a presigned URL (default 15m)
 	Log           zerolog.Logger
+
+	// Outbox publishes accepted results through the transactional outbox
+	// (outbox.go); zero publishes nothing.
+	Outbox OutboxOptions
 }
 
 func (o *Options) defaults() {
@@ -116,6 +120,8 @@ type Server struct {
 	// view of their load is ahead of the store's, e.g. a job reassigned
 	// away is still stopping there), until their next heartbeat or hello.
 	full map[string]bool
+
+	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 }
 
 // New returns a Server that uses nc and store.
@@ -130,6 +136,7 @@ func New(nc *nats.Conn, store Store, opts Options) *Server {
 		full:  map[string]bool{},
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
+	s.fx = newEffects(s)
 	return s
 }
 
@@ -154,6 +161,7 @@ func (s *Server) Run(ctx context.Context) error {
 		protocol.VerbArtifact:  s.artifact,
 		protocol.VerbResult:    s.result,
 		protocol.VerbFail:      s.fail,
+		protocol.VerbEffect:    s.effect,
 	}
 	for _, verb := range protocol.CoordVerbs {
 		h := handlers[verb]
@@ -170,6 +178,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.loop(ctx, s.opts.ReapInterval, nil, s.reapOnce) })
 	wg.Go(func() { s.loop(ctx, s.opts.ScheduleInterval, s.kick, s.scheduleOnce) })
+	wg.Go(func() { s.fx.run(ctx) })
 	<-ctx.Done()
 	err = svc.Stop()
 	wg.Wait()
@@ -529,7 +538,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	if !json.Valid(r.Result) {
 		return nil, badRequest("result is not valid JSON")
 	}
-	if err := s.store.Commit(ctx, r.Token, r.Result); err != nil {
+	if err := s.commit(ctx, r.Token, r.Result); err != nil {
 		return nil, s.fenced(verbResult, err)
 	}
 	s.metrics.commits.Inc()

@@ -245,6 +245,10 @@ type Store interface {
 	// session, so settings can be given before its first hello.
 	SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (Agent, error)
 
+	// EffectStore keeps effect intents, their receipts and the outbox
+	// (effectstore.go).
+	EffectStore
+
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// Close releases the store.

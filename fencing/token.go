@@ -3,6 +3,7 @@ package fencing
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -90,27 +91,37 @@ func (t Token) Metadata() map[string]string {
 
 // FromMetadata reads a token back from S3 user metadata. Keys are matched
 // case-insensitively, with or without the x-amz-meta- prefix, because servers
-// and clients canonicalise them differently.
+// and clients canonicalise them differently; two keys that name the same
+// stamp with different values are refused. On error the token is zero.
 func FromMetadata(md map[string]string) (Token, error) {
-	var t Token
-	var gen string
+	var vals [3]*string // job id, owner, generation
 	for k, v := range md {
 		k = strings.ToLower(strings.TrimPrefix(strings.ToLower(k), "x-amz-meta-"))
-		switch k {
-		case MetaJobID:
-			t.JobID = v
-		case MetaOwner:
-			t.Owner = v
-		case MetaGeneration:
-			gen = v
+		i := slices.Index([]string{MetaJobID, MetaOwner, MetaGeneration}, k)
+		if i < 0 {
+			continue
 		}
+		if vals[i] != nil && *vals[i] != v {
+			return Token{}, fmt.Errorf("parse token metadata: conflicting values for %s", k)
+		}
+		vals[i] = &v
 	}
+	get := func(i int) string {
+		if vals[i] == nil {
+			return ""
+		}
+		return *vals[i]
+	}
+	gen := get(2)
 	g, err := strconv.ParseInt(gen, 10, 64)
 	if err != nil {
 		return Token{}, fmt.Errorf("parse generation metadata %q: %w", gen, err)
 	}
-	t.Generation = g
-	return t, t.Validate()
+	t := Token{JobID: get(0), Owner: get(1), Generation: g}
+	if err := t.Validate(); err != nil {
+		return Token{}, err
+	}
+	return t, nil
 }
 
 // ObjectKey returns the storage key of an artifact of this token:

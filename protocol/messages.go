@@ -49,6 +49,9 @@ type Step struct {
 	DurationMS int64  `json:"duration_ms,omitempty"` // wait, swipe, long press
 	Text       string `json:"text,omitempty"`
 	Key        string `json:"key,omitempty"`
+	// Effect marks an input step as an effect in the world, guarded by an
+	// idempotency key (see EffectSpec and docs/effects.md).
+	Effect *EffectSpec `json:"effect,omitempty"`
 }
 
 // Task is what a job does: steps run in order on one phone.
@@ -90,7 +93,7 @@ func (t Task) Validate() error {
 			}
 		}
 	}
-	return nil
+	return validateEffects(t.Steps)
 }
 
 // ValidateArtifactName accepts names that are safe as the last element of an

@@ -28,7 +28,7 @@ const (
 )
 
 // CoordVerbs lists every verb the coordinator serves.
-var CoordVerbs = []string{VerbHello, VerbHeartbeat, VerbRenew, VerbUpload, VerbArtifact, VerbResult, VerbFail}
+var CoordVerbs = []string{VerbHello, VerbHeartbeat, VerbRenew, VerbUpload, VerbArtifact, VerbResult, VerbFail, VerbEffect}
 
 var agentIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,20 +94,34 @@ func BenchmarkUpload(b *testing.B) {
 			return err
 		}},
 	}
+	if only := os.Getenv("EDGE_BENCH_UPLOAD_VARIANTS"); only != "" {
+		// bare always runs: it is what the others are measured against.
+		keep := variants[:1]
+		for _, v := range variants[1:] {
+			if slices.Contains(strings.Split(only, ","), v.name) {
+				keep = append(keep, v)
+			}
+		}
+		variants = keep
+	}
 	times := make([][]time.Duration, len(variants))
 	cpu := make([]time.Duration, len(variants))
+	split := make([][2]time.Duration, len(variants)) // client, server
 	b.SetBytes(size)
 	round := 0
 	for b.Loop() {
 		for i := range variants {
 			j := (i + round) % len(variants)
-			cpu0 := cpuTime(b, srv.PID())
+			self0, srv0 := cpuTime(b, srv.PID())
 			start := time.Now()
 			if err := variants[j].run(); err != nil {
 				b.Fatalf("%s: %v", variants[j].name, err)
 			}
 			times[j] = append(times[j], time.Since(start))
-			cpu[j] += cpuTime(b, srv.PID()) - cpu0
+			self1, srv1 := cpuTime(b, srv.PID())
+			cpu[j] += self1 - self0 + srv1 - srv0
+			split[j][0] += self1 - self0
+			split[j][1] += srv1 - srv0
 		}
 		round++
 	}
@@ -117,7 +133,12 @@ func BenchmarkUpload(b *testing.B) {
 	for i, v := range variants {
 		b.ReportMetric(float64(size)/median(times[i]).Seconds()/1e6, "MB/s-"+v.name)
 		if cpu[0] > 0 {
-			b.ReportMetric(float64(cpu[i].Milliseconds())/float64(round)/float64(size/mib), "cpu-ms/MiB-"+v.name)
+			perMiB := func(d time.Duration) float64 {
+				return float64(d.Microseconds()) / 1000 / float64(round) / float64(size/mib)
+			}
+			b.ReportMetric(perMiB(cpu[i]), "cpu-ms/MiB-"+v.name)
+			b.ReportMetric(perMiB(split[i][0]), "client-cpu-ms/MiB-"+v.name)
+			b.ReportMetric(perMiB(split[i][1]), "server-cpu-ms/MiB-"+v.name)
 			if i > 0 {
 				b.ReportMetric(cpu[0].Seconds()/cpu[i].Seconds(), "x-bare-cpu-"+v.name)
 			}

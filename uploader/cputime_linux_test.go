@@ -11,16 +11,16 @@ import (
 )
 
 // cpuTime returns the CPU time (user and system) used so far by this process
-// and by the process pid, or 0 where /proc cannot tell.
-func cpuTime(b *testing.B, pid int) time.Duration {
+// and by the process pid, or zeros where /proc cannot tell.
+func cpuTime(b *testing.B, pid int) (self, other time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the command name, which is in parentheses: utime and
 	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
@@ -31,5 +31,5 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return self + time.Duration(ut+st)*10*time.Millisecond
+	return self, time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -25,7 +25,7 @@ import (
 // Part sizes and counts S3 allows for multipart uploads.
 const (
 	MinPartSize     = 5 << 20
-	DefaultPartSize = 8 << 20
+	DefaultPartSize = 16 << 20
 	maxPartSize     = 5 << 30
 	maxParts        = 10000
 

@@ -119,7 +119,11 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 		}
 	}()
 	if err := a.Shutdown(sctx); err != nil {
-		log.Warn().Err(err).Msg("running jobs were released")
+		select {
+		case <-hard:
+		default:
+			log.Warn().Dur("shutdown_timeout", timeout).Msg("running jobs outlasted the shutdown timeout and were released")
+		}
 	}
 	stopRun()
 	return <-runErr

@@ -73,10 +73,12 @@ const claimForSQL = claimCTEs + `, pick AS (
 
 // takeOverSQL grants the longest-expired lease of another owner whose job
 // matches a free phone to $1 in one statement, with the token checked again
-// in the UPDATE, and records the reclaim and the reassignment.
+// in the UPDATE, and records the reclaim and the reassignment. As in
+// reclaimSQL, the candidates compare with the clock read once, so that the
+// expiry index bounds the scan.
 const takeOverSQL = claimCTEs + `, pick AS (
 		SELECT j.id, j.worker_id AS old_owner, j.lease_generation AS old_generation, m.serial FROM jobs j` + matchLateral + `
-		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= clock_timestamp() AND j.worker_id <> $1
+		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= (SELECT clock_timestamp()) AND j.worker_id <> $1
 		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
 		ORDER BY j.lease_expires_at, j.id
 		LIMIT 1

@@ -558,11 +558,15 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 
 // reclaimSQL returns up to $1 (NULL: all) expired in-progress leases to
 // QUEUED with the generation raised and no owner, in one statement, and
-// returns the tokens taken away. SKIP LOCKED lets several reapers run.
+// returns the tokens taken away. SKIP LOCKED lets several reapers run. The
+// candidates compare with the database clock read once ((SELECT
+// clock_timestamp()), an InitPlan), so that the partial index
+// jobs_in_progress_expiry bounds the scan; a volatile call there would make
+// every sweep read every in-progress job. The UPDATE checks the expiry again.
 const reclaimSQL = `
 	WITH cand AS (
 		SELECT id, lease_generation, worker_id, lease_expires_at FROM jobs
-		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= clock_timestamp()
+		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= (SELECT clock_timestamp())
 		ORDER BY lease_expires_at, id
 		LIMIT $1::bigint
 		FOR UPDATE SKIP LOCKED

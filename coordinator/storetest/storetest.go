@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) coordinator.Store) {
 		{"StaleWriterExperiment", testStaleWriterExperiment},
 	}
 	tests = append(tests, registryTests...)
+	tests = append(tests, effectTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -158,6 +159,7 @@ type run struct {
 	natsMu   sync.Mutex
 	ns       *server.Server
 	natsPort int
+	natsDown int // restarts in progress
 
 	sqlitePath string
 	pgDirect   string // the schedule's database, straight
@@ -363,16 +365,41 @@ func (r *run) teardown() {
 
 // ── NATS ────────────────────────────────────────────────────────────────
 
+// natsPort picks a free loopback port below the kernel's ephemeral range,
+// so that, while the server is down, no outgoing connection (nor a
+// connection of a client to itself, which TCP allows) takes it.
+func natsPort() (int, error) {
+	var last error
+	for range 100 {
+		p := 10000 + int(randUint()%22000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			last = err
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("find a port for nats: %w", last)
+}
+
 func (r *run) startNATS(port int) error {
+	if port <= 0 {
+		p, err := natsPort()
+		if err != nil {
+			return err
+		}
+		port = p
+	}
 	var err error
-	for attempt := 0; attempt < 50; attempt++ {
+	for attempt := 0; attempt < 20; attempt++ {
 		var ns *server.Server
 		ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
 		if err != nil {
 			return fmt.Errorf("start nats server: %w", err)
 		}
 		go ns.Start()
-		if ns.ReadyForConnections(5 * time.Second) {
+		if ns.ReadyForConnections(2 * time.Second) {
 			r.natsMu.Lock()
 			r.ns = ns
 			r.natsPort = ns.Addr().(*net.TCPAddr).Port
@@ -393,18 +420,28 @@ func (r *run) natsAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.natsPort))
 }
 
+// restartNATS takes the NATS server down for down and starts a new one on
+// the same port. Overlapping restarts keep it down until the last ends.
 func (r *run) restartNATS(ctx context.Context, down time.Duration) string {
 	r.natsMu.Lock()
 	ns := r.ns
 	r.ns = nil
-	port := r.natsPort
+	r.natsDown++
 	r.natsMu.Unlock()
 	if ns != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		r.rec.note("nats server down")
 	}
-	r.rec.note("nats server down")
 	sleepCtx(ctx, down)
+	r.natsMu.Lock()
+	r.natsDown--
+	last := r.natsDown == 0
+	port := r.natsPort
+	r.natsMu.Unlock()
+	if !last {
+		return fmt.Sprintf("down %s, overlapping another restart", ms(down))
+	}
 	if err := r.startNATS(port); err != nil {
 		r.rec.note("nats server failed to restart: " + err.Error())
 		return "restart failed: " + err.Error()
@@ -799,7 +836,7 @@ func (s *coordSlot) start() {
 		defer raw.Close()
 		nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name(name), nats.MaxReconnects(-1),
 			nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
-			nats.RetryOnFailedConnect(true), nats.Timeout(time.Second))
+			nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(log))
 		if err != nil {
 			r.rec.note(name + " could not connect: " + err.Error())
 			return
@@ -1034,7 +1071,7 @@ func (s *agentSlot) start() error {
 	}
 	nc, err := nats.Connect(nlink.URL(), nats.Name("edgeagent "+s.id), nats.CustomInboxPrefix(protocol.InboxPrefix(s.id)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(25*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
-		nats.ReconnectBufSize(-1), nats.RetryOnFailedConnect(true), nats.Timeout(time.Second))
+		nats.ReconnectBufSize(-1), nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(r.log))
 	if err != nil {
 		return fail(fmt.Errorf("connect agent %s: %w", s.id, err))
 	}
@@ -1133,6 +1170,14 @@ func (s *agentSlot) stop(running map[string]string, live map[string]bool) {
 
 // ── helpers ─────────────────────────────────────────────────────────────
 
+// natsErrors sends a connection's asynchronous errors to log instead of
+// stderr.
+func natsErrors(log zerolog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		log.Debug().Err(err).Msg("nats connection error")
+	})
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -1148,6 +1193,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool { return sleepCtx(ctx, time.Until(t)) }
+
+func randUint() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
 
 func randHex(n int) string {
 	b := make([]byte, n)

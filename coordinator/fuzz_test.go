@@ -1,0 +1,280 @@
+package coordinator_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// handlerFuzz is a coordinator on an embedded NATS server and an SQLite
+// store with one job in progress under a known token, reached through the
+// public surface: NATS requests on edge.v1.coord.<agent_id>.<verb>.
+type handlerFuzz struct {
+	nc     *nats.Conn
+	store  coordinator.Store
+	serial string // the selector of every job: no phone ever matches it
+	n      int
+	cur    fencing.Token // the job in progress
+}
+
+const fuzzOwner = "pc-a/boot-1"
+
+// next makes a fresh job in progress under fuzzOwner at generation 1 and
+// ends the previous one.
+func (h *handlerFuzz) next(t testing.TB) {
+	ctx := context.Background()
+	if h.cur.JobID != "" {
+		if _, err := h.store.Cancel(ctx, h.cur.JobID, "fuzz: next job"); err != nil && !errors.Is(err, coordinator.ErrConflict) {
+			t.Fatalf("cancel %s: %v", h.cur.JobID, err)
+		}
+	}
+	h.n++
+	id := fmt.Sprintf("job-%d", h.n)
+	task := protocol.Task{Device: protocol.DeviceSelector{Serial: h.serial}, Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}
+	if _, err := h.store.Submit(ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	l, err := h.store.Claim(ctx, id, fuzzOwner, time.Hour)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	h.cur = l.Token
+}
+
+// current reports whether the job of h.cur is still in progress under it.
+func (h *handlerFuzz) current(t testing.TB) bool {
+	j, err := h.store.Get(context.Background(), h.cur.JobID)
+	if err != nil {
+		t.Fatalf("get %s: %v", h.cur.JobID, err)
+	}
+	return j.Status == coordinator.StatusInProgress && j.WorkerID == h.cur.Owner && j.Generation == h.cur.Generation
+}
+
+// events counts the recorded attempts of verb with tok that were accepted
+// or not.
+func (h *handlerFuzz) events(t testing.TB, verb string, tok fencing.Token, accepted bool) (n int, forbidden int) {
+	evs, err := h.store.WriteEvents(context.Background(), tok.JobID)
+	if err != nil {
+		t.Fatalf("write events of %q: %v", tok.JobID, err)
+	}
+	for _, e := range evs {
+		if e.Verb == verb && e.Owner == tok.Owner && e.Generation == tok.Generation && e.Accepted == accepted {
+			n++
+			if strings.HasPrefix(e.Detail, "forbidden:") {
+				forbidden++
+			}
+		}
+	}
+	return n, forbidden
+}
+
+// subjectToken turns arbitrary text into one token of a subject a client
+// can publish on: no separators, wildcards, spaces or control characters.
+// What remains may still be an invalid agent id ("a$b", "é", 65 letters).
+func subjectToken(s string) string {
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	s = strings.Map(func(r rune) rune {
+		if r <= ' ' || r == 0x7f || r == '.' || r == '*' || r == '>' || r == 0xfffd {
+			return '_'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "_"))
+	if s == "" {
+		return "pc-a"
+	}
+	return s
+}
+
+var fencedVerbs = map[string]bool{
+	protocol.VerbRenew: true, protocol.VerbUpload: true, protocol.VerbArtifact: true,
+	protocol.VerbResult: true, protocol.VerbFail: true,
+}
+
+// FuzzHandlers sends arbitrary bodies on every verb's subject, for the agent
+// that holds the job, another agent and arbitrary subject tokens. "$JOB" in
+// a body stands for the id of the job in progress, whose token is
+// {"job_id":"$JOB","owner":"pc-a/boot-1","generation":1}. Every request is
+// answered, with a body or one of the protocol's error codes; a fenced verb
+// succeeds only with the current token on its owner's subject; every 403,
+// 404 and 409 of a fenced verb is recorded in write_events, and every
+// success too; the job's generation never moves but by a grant.
+func FuzzHandlers(f *testing.F) {
+	tok := `{"job_id":"$JOB","owner":"pc-a/boot-1","generation":1}`
+	sum := strings.Repeat("ab", 32)
+	seeds := []struct {
+		verb  uint8
+		agent string
+		body  string
+	}{
+		{0, "pc-a", `{"boot_id":"boot-1","version":"v1","devices":[{"serial":"S1","state":"device"}],"slots":1}`},
+		{0, "pc-a", `{"boot_id":"boot-2","slots":1,"draining":true}`},
+		{0, "pc-b", `{"boot_id":"x","probe":true}`},
+		{0, "pc-a", `{"boot_id":""}`},
+		{1, "pc-a", `{"boot_id":"boot-1","running":[` + tok + `],"free":0}`},
+		{1, "pc-z", `{"boot_id":"nope","free":1}`},
+		{2, "pc-a", `{"token":` + tok + `}`},
+		{2, "pc-a", `{"token":{"job_id":"$JOB","owner":"pc-a/boot-1","generation":2}}`},
+		{2, "pc-a", `{"token":{"job_id":"$JOB","owner":"pc-a/boot-0","generation":1}}`},
+		{2, "pc-b", `{"token":` + tok + `}`},
+		{2, "pc-a", `{"token":{"job_id":"no-such-job","owner":"pc-a/boot-1","generation":1}}`},
+		{2, "pc-a", `{"token":{"job_id":"$JOB","owner":"pc-a/boot-1","generation":0}}`},
+		{3, "pc-a", `{"token":` + tok + `,"name":"s.png","size":5,"content_type":"image/png","sha256":"` + sum + `"}`},
+		{3, "pc-a", `{"token":` + tok + `,"name":"../s.png","size":5,"sha256":"` + sum + `"}`},
+		{3, "pc-a", `{"token":` + tok + `,"name":"s.png","size":-1,"content_type":"a\nb","sha256":"` + sum + `"}`},
+		{4, "pc-a", `{"token":` + tok + `,"name":"s.png","key":"jobs/$JOB/g1/s.png","size":5,"sha256":"` + sum + `","content_type":"image/png"}`},
+		{4, "pc-a", `{"token":` + tok + `,"name":"s.png","key":"jobs/other/g1/s.png"}`},
+		{5, "pc-a", `{"token":` + tok + `,"result":{"ok":true}}`},
+		{5, "pc-a", `{"token":` + tok + `}`},
+		{5, "pc-a", `{"token":` + tok + `,"result":"\u0000"}`},
+		{5, "pc-b", `{"token":{"job_id":"$JOB","owner":"pc-b/boot-1","generation":1},"result":{}}`},
+		{6, "pc-a", `{"token":` + tok + `,"reason":"boom","requeue":true}`},
+		{6, "pc-a", `{"token":` + tok + `,"reason":"boom"}`},
+		{6, "a$b", `{"token":` + tok + `}`},
+		{6, strings.Repeat("a", 65), `{}`},
+		{2, "pc-a", `{"token":[]}`},
+		{5, "pc-a", `not json`},
+		{5, "pc-a", ``},
+	}
+	for _, s := range seeds {
+		f.Add(s.verb, s.agent, []byte(s.body))
+	}
+
+	ns := testenv.NATS(f)
+	store := openSQLite(f)
+	presigner, err := coordinator.NewS3Presigner(coordinator.S3Options{
+		Endpoint: "127.0.0.1:9", Region: "us-east-1", Bucket: "artifacts", AccessKey: "fuzz", SecretKey: "fuzz-secret-key",
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	opts := coordinator.Options{
+		ID: "fuzz", LeaseTTL: time.Hour, ReapInterval: time.Hour, ScheduleInterval: time.Hour,
+		HeartbeatEvery: time.Hour, Presigner: presigner, Log: zerolog.Nop(),
+	}
+	startCoordinator(f, ns.ClientURL(), store, opts)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(nc.Close)
+	var rnd [8]byte
+	_, _ = crand.Read(rnd[:])
+	h := &handlerFuzz{nc: nc, store: store, serial: "never-" + hex.EncodeToString(rnd[:])}
+	h.next(f)
+
+	f.Fuzz(func(t *testing.T, verbIndex uint8, agent string, body []byte) {
+		if !h.current(t) {
+			h.next(t)
+		}
+		verb := protocol.CoordVerbs[int(verbIndex)%len(protocol.CoordVerbs)]
+		agent = subjectToken(agent)
+		body = []byte(strings.ReplaceAll(string(body), "$JOB", h.cur.JobID))
+		before := h.cur
+
+		// What the handler will read as the token, decoded the same way.
+		var req struct {
+			Token fencing.Token `json:"token"`
+		}
+		decoded := json.Unmarshal(body, &req) == nil
+		var acceptedBefore, refusedBefore int
+		if fencedVerbs[verb] && decoded {
+			acceptedBefore, _ = h.events(t, verb, req.Token, true)
+			refusedBefore, _ = h.events(t, verb, req.Token, false)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		msg, err := nc.RequestWithContext(ctx, protocol.CoordSubject(agent, verb), body)
+		if err != nil {
+			t.Fatalf("%s on %q: no reply: %v", verb, agent, err)
+		}
+		code := 200
+		if c := msg.Header.Get(micro.ErrorCodeHeader); c != "" {
+			code, err = strconv.Atoi(c)
+			if err != nil {
+				t.Fatalf("error code header %q", c)
+			}
+			if len(msg.Data) != 0 {
+				t.Fatalf("error %d with a body %q", code, msg.Data)
+			}
+		}
+		switch code {
+		case 200:
+			if !json.Valid(msg.Data) {
+				t.Fatalf("%s: reply is not JSON: %q", verb, msg.Data)
+			}
+		case protocol.CodeBadRequest, protocol.CodeForbidden, protocol.CodeUnknownJob, protocol.CodeStale, protocol.CodeUnavailable:
+		default:
+			t.Fatalf("%s: unknown error code %d", verb, code)
+		}
+		if protocol.ValidateAgentID(agent) != nil && code != protocol.CodeBadRequest {
+			t.Fatalf("%s on the invalid agent id %q: %d, want 400", verb, agent, code)
+		}
+
+		if fencedVerbs[verb] && decoded {
+			acceptedAfter, _ := h.events(t, verb, req.Token, true)
+			refusedAfter, forbidden := h.events(t, verb, req.Token, false)
+			switch code {
+			case 200:
+				if req.Token != before || agent != "pc-a" {
+					t.Fatalf("%s with token %v on %q accepted; the current token is %v", verb, req.Token, agent, before)
+				}
+				if acceptedAfter != acceptedBefore+1 {
+					t.Fatalf("%s accepted but recorded %d times", verb, acceptedAfter-acceptedBefore)
+				}
+			case protocol.CodeForbidden:
+				if req.Token.AgentID() == agent {
+					t.Fatalf("%s: 403 for the subject's own agent %q", verb, agent)
+				}
+				if refusedAfter != refusedBefore+1 || forbidden == 0 {
+					t.Fatalf("%s: 403 recorded %d times (forbidden %d)", verb, refusedAfter-refusedBefore, forbidden)
+				}
+			case protocol.CodeStale, protocol.CodeUnknownJob:
+				if req.Token == before && agent == "pc-a" && verb != protocol.VerbUpload {
+					t.Fatalf("%s with the current token refused %d", verb, code)
+				}
+				if refusedAfter != refusedBefore+1 {
+					t.Fatalf("%s: %d recorded %d times", verb, code, refusedAfter-refusedBefore)
+				}
+				_, err := h.store.Get(ctx, req.Token.JobID)
+				if (code == protocol.CodeUnknownJob) != errors.Is(err, coordinator.ErrNotFound) {
+					t.Fatalf("%s: %d for job %q whose lookup says %v", verb, code, req.Token.JobID, err)
+				}
+			}
+		}
+
+		// The job's generation moves only by a grant: a hello of another
+		// boot releases it (generation + 1), nothing else does.
+		j, err := h.store.Get(ctx, before.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case j.Generation == before.Generation:
+		case j.Generation == before.Generation+1 && verb == protocol.VerbHello && j.Status == coordinator.StatusQueued:
+		default:
+			t.Fatalf("after %s on %q (%d) job is %s at generation %d, was %v", verb, agent, code, j.Status, j.Generation, before)
+		}
+		if j.Status != coordinator.StatusInProgress && j.Generation == before.Generation && code != 200 {
+			t.Fatalf("refused %s (%d) ended the job: %s", verb, code, j.Status)
+		}
+	})
+}

@@ -1,0 +1,447 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// effectColumns are the columns of an effect row, for RETURNING (the state
+// as written) and, with effectiveState, for reads.
+const effectColumns = `e.key, e.kind, e.state, e.job_id, e.step, e.op, e.owner, e.generation, e.receipt, e.evidence,
+	e.payload, e.attempts, e.last_error, e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
+
+// holderStale is true when the token that reserved e is no longer the
+// current token of its job.
+const holderStale = `NOT EXISTS (SELECT 1 FROM jobs h
+	WHERE h.id = e.job_id AND h.lease_generation = e.generation AND h.worker_id = e.owner AND h.status = 'IN_PROGRESS')`
+
+// effectiveState reports an intent reserved by a stale token as in_doubt.
+const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt' ELSE e.state END`
+
+var effectReadColumns = strings.Replace(effectColumns, "e.state", effectiveState+" AS state", 1)
+
+func scanEffect(row pgx.Row) (coordinator.EffectRecord, error) {
+	var (
+		r                          coordinator.EffectRecord
+		receipt, evidence, payload []byte
+		step, attempts, reserv     int32
+		doneAt                     *time.Time
+	)
+	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &step, &r.Op, &r.Owner, &r.Generation, &receipt, &evidence,
+		&payload, &attempts, &r.LastError, &reserv, &r.Resolution, &r.Note, &r.CreatedAt, &r.UpdatedAt, &doneAt); err != nil {
+		return coordinator.EffectRecord{}, err
+	}
+	r.Step, r.Attempts, r.Reservations = int(step), int(attempts), int(reserv)
+	if len(receipt) > 0 {
+		r.Receipt = json.RawMessage(receipt)
+	}
+	if len(payload) > 0 {
+		r.Payload = json.RawMessage(payload)
+	}
+	var err error
+	if r.Evidence, err = sqlstore.DecodeEvidence(evidence); err != nil {
+		return coordinator.EffectRecord{}, err
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	if doneAt != nil {
+		r.DoneAt = doneAt.UTC()
+	}
+	return r, nil
+}
+
+// tokenCurrent reports whether tok is its job's current token. It only
+// classifies a fenced effect write that changed nothing; the write never
+// depends on it.
+func (s *Store) tokenCurrent(ctx context.Context, tok fencing.Token) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS')`,
+		tok.JobID, tok.Generation, tok.Owner).Scan(&ok)
+	return ok, err
+}
+
+// fencedJob is the token check shared by the effect writes: the job row,
+// locked FOR SHARE against a concurrent grant until the statement's
+// transaction ends, only while the token is current.
+const fencedJob = `j AS (
+		SELECT id, lease_generation, worker_id FROM jobs
+		WHERE id = $1 AND lease_generation = $2::bigint AND worker_id = $3 AND status = 'IN_PROGRESS'
+		FOR SHARE
+	)`
+
+// effectEvent records the attempt of an effect request.
+func effectEvent(action, cte string) string {
+	return `ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT $1, '` + sqlstore.VerbEffect + `', $3, $2::bigint, EXISTS (SELECT 1 FROM ` + cte + `),
+		       '` + action + ` ' || $4::text || ': ' || COALESCE((SELECT state FROM ` + cte + `),
+		           CASE WHEN EXISTS (SELECT 1 FROM j) THEN 'unchanged' ELSE 'refused' END)
+	)`
+}
+
+// reserveEffectSQL inserts the intent when the token is current and no
+// intent has the key, in one statement. On a conflict the existing row is
+// returned (the upsert locks it): taken again after a person's retry,
+// turned in_doubt when the token that reserved it is no longer current,
+// otherwise unchanged. A stale token inserts nothing and touches nothing.
+var reserveEffectSQL = `
+	WITH ` + fencedJob + `, up AS (
+		INSERT INTO effects AS e (key, kind, state, job_id, step, op, owner, generation)
+		SELECT $4::text, 'step', 'reserved', id, $5::integer, $6::text, worker_id, lease_generation FROM j
+		ON CONFLICT (key) DO UPDATE SET
+			state = CASE
+				WHEN e.state = 'retry' THEN 'reserved'
+				WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt'
+				ELSE e.state END,
+			job_id = CASE WHEN e.state = 'retry' THEN EXCLUDED.job_id ELSE e.job_id END,
+			step = CASE WHEN e.state = 'retry' THEN EXCLUDED.step ELSE e.step END,
+			op = CASE WHEN e.state = 'retry' THEN EXCLUDED.op ELSE e.op END,
+			owner = CASE WHEN e.state = 'retry' THEN EXCLUDED.owner ELSE e.owner END,
+			generation = CASE WHEN e.state = 'retry' THEN EXCLUDED.generation ELSE e.generation END,
+			receipt = CASE WHEN e.state = 'retry' THEN NULL ELSE e.receipt END,
+			done_at = CASE WHEN e.state = 'retry' THEN NULL ELSE e.done_at END,
+			reservations = e.reservations + CASE WHEN e.state = 'retry' THEN 1 ELSE 0 END,
+			updated_at = clock_timestamp()
+		WHERE e.kind = 'step'
+		RETURNING ` + effectColumns + `
+	), ` + effectEvent("reserve", "up") + `
+	SELECT * FROM up`
+
+// ReserveEffect reserves the intent in.Key for tok (see
+// coordinator.EffectStore).
+func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in coordinator.EffectIntent) (coordinator.EffectRecord, error) {
+	if err := sqlstore.CheckEffectIntent(in); err != nil {
+		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
+	}
+	r, err := scanEffect(s.pool.QueryRow(ctx, reserveEffectSQL, tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.EffectRecord{}, s.effectRefused(ctx, "reserve effect "+in.Key+" of", tok, in.Key)
+	}
+	if err != nil {
+		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect %s of %s: %w", in.Key, tok, err)
+	}
+	return r, nil
+}
+
+// effectRefused classifies an effect write that changed nothing: stale or
+// unknown job when the token is not current, otherwise a conflict with the
+// row under the key.
+func (s *Store) effectRefused(ctx context.Context, what string, tok fencing.Token, key string) error {
+	ok, err := s.tokenCurrent(ctx, tok)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, what, tok)
+	}
+	return fmt.Errorf("%s %s: key %q is not a step intent this token may change: %w", what, tok, key, coordinator.ErrConflict)
+}
+
+// receiptSQL records the receipt of an intent the token holds.
+var receiptSQL = `
+	WITH ` + fencedJob + `, up AS (
+		UPDATE effects e
+		SET state = CASE WHEN $5::boolean THEN 'done' ELSE 'in_doubt' END,
+		    receipt = $6::jsonb,
+		    done_at = CASE WHEN $5::boolean THEN clock_timestamp() END,
+		    updated_at = clock_timestamp()
+		FROM j
+		WHERE e.key = $4::text AND e.kind = 'step' AND e.state = 'reserved'
+		  AND e.job_id = j.id AND e.generation = j.lease_generation AND e.owner = j.worker_id
+		RETURNING ` + effectColumns + `
+	), ` + effectEvent("receipt", "up") + `
+	SELECT * FROM up`
+
+// RecordEffectReceipt records the receipt of an intent tok holds (see
+// coordinator.EffectStore).
+func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (coordinator.EffectRecord, error) {
+	rc.Owner, rc.Generation = tok.Owner, tok.Generation
+	b, err := json.Marshal(rc)
+	if err != nil {
+		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+	}
+	r, err := scanEffect(s.pool.QueryRow(ctx, receiptSQL, tok.JobID, tok.Generation, tok.Owner, key, rc.Outcome == protocol.ReceiptOK, b))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+	}
+	// A repeated receipt of the token that recorded it (its reply was lost).
+	if cur, gerr := s.GetEffect(ctx, key); gerr == nil && cur.Kind == coordinator.EffectKindStep &&
+		cur.State == protocol.EffectDone && cur.JobID == tok.JobID && cur.Owner == tok.Owner && cur.Generation == tok.Generation {
+		if ok, err := s.tokenCurrent(ctx, tok); err == nil && ok {
+			return cur, nil
+		}
+	}
+	return coordinator.EffectRecord{}, s.effectRefused(ctx, "record receipt of effect "+key+" of", tok, key)
+}
+
+// evidenceSQL appends artifact keys to an intent's evidence (no key twice),
+// while the token is current; an intent still reserved by a stale token is
+// written down as in_doubt on the way.
+var evidenceSQL = `
+	WITH ` + fencedJob + `, up AS (
+		UPDATE effects e
+		SET evidence = (SELECT COALESCE(jsonb_agg(x ORDER BY o), '[]'::jsonb)
+		                FROM (SELECT x, min(o) AS o
+		                      FROM jsonb_array_elements(e.evidence || $5::jsonb) WITH ORDINALITY AS t(x, o)
+		                      GROUP BY x) d),
+		    state = CASE WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt' ELSE e.state END,
+		    updated_at = clock_timestamp()
+		FROM j
+		WHERE e.key = $4::text AND e.kind = 'step'
+		RETURNING ` + effectColumns + `
+	), ` + effectEvent("evidence", "up") + `
+	SELECT * FROM up`
+
+// AddEffectEvidence appends artifact keys to the evidence of an intent
+// while tok is current.
+func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (coordinator.EffectRecord, error) {
+	r, err := scanEffect(s.pool.QueryRow(ctx, evidenceSQL, tok.JobID, tok.Generation, tok.Owner, key, sqlstore.EncodeEvidence(keys)))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
+	}
+	ok, err := s.tokenCurrent(ctx, tok)
+	switch {
+	case err != nil:
+		return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
+	case !ok:
+		return coordinator.EffectRecord{}, s.refused(ctx, "add evidence to effect "+key+" of", tok)
+	}
+	return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, coordinator.ErrEffectNotFound)
+}
+
+// MarkEffectsInDoubt writes down in_doubt for every intent still reserved by
+// a stale token.
+func (s *Store) MarkEffectsInDoubt(ctx context.Context) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE effects e SET state = 'in_doubt', updated_at = clock_timestamp()
+		WHERE e.state = 'reserved' AND e.kind = 'step' AND `+holderStale)
+	if err != nil {
+		return 0, fmt.Errorf("mark effects in doubt: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// resolveSQL records a person's decision on an intent in doubt and, in the
+// same statement, queues its job again when the job stopped needing that
+// decision (the next grant raises the generation).
+var resolveSQL = `
+	WITH up AS (
+		UPDATE effects e
+		SET state = CASE WHEN $2::text = 'done' THEN 'done' ELSE 'retry' END,
+		    resolution = $2::text,
+		    note = $3::text,
+		    receipt = CASE WHEN $2::text = 'done' THEN $4::jsonb ELSE e.receipt END,
+		    done_at = CASE WHEN $2::text = 'done' THEN clock_timestamp() ELSE e.done_at END,
+		    updated_at = clock_timestamp()
+		WHERE e.key = $1::text AND e.kind = 'step'
+		  AND (e.state = 'in_doubt' OR (e.state = 'reserved' AND ` + holderStale + `))
+		RETURNING ` + effectColumns + `
+	), rq AS (
+		UPDATE jobs SET status = 'QUEUED', worker_id = NULL, device_serial = NULL, lease_expires_at = NULL,
+		       updated_at = clock_timestamp()
+		FROM up
+		WHERE jobs.id = up.job_id AND jobs.status = 'FAILED'
+		  AND starts_with(COALESCE(jobs.fail_reason, ''), '` + coordinator.ReasonNeedsDecision + `')
+		RETURNING jobs.id, jobs.lease_generation
+	), ev AS (
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT up.job_id, '` + sqlstore.VerbResolve + `', '',
+		       COALESCE((SELECT lease_generation FROM rq), (SELECT lease_generation FROM jobs WHERE id = up.job_id)),
+		       true, up.key || ': ' || $2::text || CASE WHEN EXISTS (SELECT 1 FROM rq) THEN '; job queued again' ELSE '' END
+		FROM up
+	)
+	SELECT up.*, EXISTS (SELECT 1 FROM rq) FROM up`
+
+// ResolveEffect records a person's decision on an intent in doubt (see
+// coordinator.EffectStore).
+func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (coordinator.EffectRecord, bool, error) {
+	if err := sqlstore.CheckDecision(decision); err != nil {
+		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+	}
+	var requeued bool
+	row := s.pool.QueryRow(ctx, resolveSQL, key, decision, note, sqlstore.ResolvedReceipt(note, time.Now()))
+	r, err := scanEffect(scanTail{row, &requeued})
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := s.GetEffect(ctx, key)
+		if gerr != nil {
+			return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, gerr)
+		}
+		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: it is %s (%s), not in doubt: %w",
+			key, cur.State, cur.Kind, coordinator.ErrConflict)
+	}
+	if err != nil {
+		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+	}
+	return r, requeued, nil
+}
+
+// scanTail scans a row whose columns are an effect's followed by more.
+type scanTail struct {
+	row  pgx.Row
+	tail any
+}
+
+func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }
+
+// GetEffect returns one effect, or ErrEffectNotFound.
+func (s *Store) GetEffect(ctx context.Context, key string) (coordinator.EffectRecord, error) {
+	r, err := scanEffect(s.pool.QueryRow(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, coordinator.ErrEffectNotFound)
+	}
+	if err != nil {
+		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
+	}
+	return r, nil
+}
+
+// ListEffects lists effects oldest first.
+func (s *Store) ListEffects(ctx context.Context, f coordinator.EffectFilter) ([]coordinator.EffectRecord, error) {
+	var lim any
+	if f.Limit > 0 {
+		lim = int64(f.Limit)
+	}
+	states := f.States
+	if len(states) == 0 {
+		states = nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT * FROM (SELECT `+effectReadColumns+` FROM effects e
+		               WHERE ($1::text = '' OR e.kind = $1) AND ($2::text = '' OR e.job_id = $2)) x
+		WHERE $3::text[] IS NULL OR x.state = ANY($3::text[])
+		ORDER BY x.created_at, x.key
+		LIMIT $4::bigint`, f.Kind, f.JobID, states, lim)
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.EffectRecord, error) { return scanEffect(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	return out, nil
+}
+
+// outboxInsertSQL writes the message that publishes an accepted result:
+// job, generation, owner, result and manifest (the artifacts registered
+// under that generation, in manifest order), pending delivery.
+const outboxInsertSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
+	        jsonb_build_object(
+	            'key', $4::text, 'event', 'result', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'result', $5::jsonb,
+	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
+	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
+	ON CONFLICT (key) DO NOTHING`
+
+// CommitOutbox is Commit with the outbox message written in the same
+// transaction when the result is accepted. The fenced write is commitSQL,
+// unchanged.
+func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json.RawMessage, key string) error {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	var ok bool
+	if err := tx.QueryRow(ctx, commitSQL, tok.JobID, tok.Generation, tok.Owner, nullJSON(result)).Scan(&ok); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	if ok {
+		if _, err := tx.Exec(ctx, outboxInsertSQL, tok.JobID, tok.Generation, tok.Owner, key, nullJSON(result)); err != nil {
+			return fmt.Errorf("commit %s: write outbox %s: %w", tok, key, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit %s: %w", tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, "commit", tok)
+	}
+	return nil
+}
+
+// claimOutboxSQL takes due pending messages, skipping those another
+// dispatcher is claiming, and makes them not due for the lease.
+var claimOutboxSQL = `
+	WITH c AS (
+		SELECT key FROM effects
+		WHERE state = 'pending' AND (dispatch_after IS NULL OR dispatch_after <= clock_timestamp())
+		ORDER BY created_at, key
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED
+	)
+	UPDATE effects e
+	SET attempts = e.attempts + 1,
+	    dispatch_after = clock_timestamp() + $2::bigint * interval '1 microsecond',
+	    updated_at = clock_timestamp()
+	FROM c WHERE e.key = c.key
+	RETURNING ` + effectColumns
+
+// ClaimOutbox takes up to limit due pending outbox messages (see
+// coordinator.EffectStore).
+func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]coordinator.EffectRecord, error) {
+	if limit <= 0 {
+		limit = 1
+	}
+	rows, err := s.pool.Query(ctx, claimOutboxSQL, int64(limit), micros(lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.EffectRecord, error) { return scanEffect(r) })
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return out, nil
+}
+
+// OutboxDelivered stores the receipt of a delivered message.
+func (s *Store) OutboxDelivered(ctx context.Context, key string, receipt json.RawMessage) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE effects SET state = 'done', receipt = $2, done_at = clock_timestamp(), dispatch_after = NULL,
+		       last_error = '', updated_at = clock_timestamp()
+		WHERE key = $1 AND kind = 'outbox' AND state = 'pending'`, key, nullJSON(receipt))
+	if err != nil {
+		return fmt.Errorf("store receipt of outbox %s: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		if _, err := s.GetEffect(ctx, key); err != nil {
+			return fmt.Errorf("store receipt of outbox %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// OutboxFailed records a failed delivery; the message is due again after
+// retryIn.
+func (s *Store) OutboxFailed(ctx context.Context, key, errText string, retryIn time.Duration) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE effects SET last_error = $2, dispatch_after = clock_timestamp() + $3::bigint * interval '1 microsecond',
+		       updated_at = clock_timestamp()
+		WHERE key = $1 AND kind = 'outbox' AND state = 'pending'`, key, errText, micros(retryIn))
+	if err != nil {
+		return fmt.Errorf("record failed delivery of outbox %s: %w", key, err)
+	}
+	return nil
+}

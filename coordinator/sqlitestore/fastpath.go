@@ -1,0 +1,111 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+)
+
+var (
+	_ coordinator.ManifestCommitter = (*Store)(nil)
+	_ coordinator.WorkCounter       = (*Store)(nil)
+)
+
+// CommitManifest is Commit and the manifest in one write transaction: the
+// fenced UPDATE of commitSQL, its write_events row, and, when accepted, the
+// artifacts registered under the token, read before any other writer can
+// come in.
+func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, error) {
+	if err := sqlstore.CheckResult(result); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", tok, err)
+	}
+	var keys []string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		keys = nil
+		var id string
+		err := tx.QueryRowContext(ctx, commitSQL, nullJSON(result), tok.Owner, tok.JobID, tok.Generation, tok.Owner).Scan(&id)
+		accepted := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := record(ctx, tx, tok.JobID, sqlstore.VerbResult, tok.Owner, tok.Generation, accepted); err != nil {
+			return err
+		}
+		if !accepted {
+			return refusal(ctx, tx, tok.JobID)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT key FROM artifacts WHERE job_id = ? AND generation = ? ORDER BY created_at, rowid`,
+			tok.JobID, tok.Generation)
+		if err != nil {
+			return err
+		}
+		keys = []string{}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", tok, err)
+	}
+	return keys, nil
+}
+
+// QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
+func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued jobs: %w", err)
+	}
+	return n, nil
+}
+
+// ExpiredLeases counts the in-progress jobs whose lease expired on the
+// database clock (partial index jobs_in_progress_expiry).
+func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs
+		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= `+now).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count expired leases: %w", err)
+	}
+	return n, nil
+}
+
+// InProgressByOwner counts the in-progress jobs of every owner (partial
+// index jobs_in_progress_owner).
+func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs in progress: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			owner sql.NullString
+			n     int
+		)
+		if err := rows.Scan(&owner, &n); err != nil {
+			return nil, fmt.Errorf("count jobs in progress: %w", err)
+		}
+		if owner.Valid {
+			out[owner.String] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs in progress: %w", err)
+	}
+	return out, nil
+}

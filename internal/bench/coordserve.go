@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+)
+
+// ServeCoordinator runs a coordinator in this process for a benchmark that
+// runs it apart from its load (edgelab bench coordinator): it prints
+// "ready" on stdout once it serves every verb, and stops when ctx is
+// cancelled, writing its CPU profile when asked to. Its log goes to
+// stderr.
+func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("edgelab bench coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("nats", "", "NATS server URL")
+	driver := fs.String("store", DriverSQLite, "store driver: sqlite or postgres")
+	dsn := fs.String("dsn", "", "SQLite file or PostgreSQL URL")
+	ttl := fs.Duration("lease-ttl", 30*time.Second, "lease TTL")
+	reap := fs.Duration("reap-interval", time.Second, "reaper interval")
+	sched := fs.Duration("schedule-interval", 500*time.Millisecond, "scheduler interval")
+	hb := fs.Duration("heartbeat", 5*time.Second, "heartbeat interval asked of agents")
+	offline := fs.Duration("offline-after", 15*time.Second, "agents silent this long get no jobs")
+	level := fs.String("log-level", "info", "log level")
+	prof := fs.String("cpuprofile", "", "write a CPU profile to `file`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lvl, err := zerolog.ParseLevel(*level)
+	if err != nil {
+		return fmt.Errorf("parse log level: %w", err)
+	}
+	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
+	var store coordinator.Store
+	switch *driver {
+	case DriverSQLite:
+		store, err = sqlitestore.Open(ctx, *dsn)
+	case DriverPostgres:
+		store, err = pgstore.Open(ctx, *dsn)
+	default:
+		err = fmt.Errorf("unknown store %q", *driver)
+	}
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer store.Close()
+	nc, err := nats.Connect(*url, nats.Name("edgecoord"), nats.CustomInboxPrefix(coordinator.InboxPrefix))
+	if err != nil {
+		return fmt.Errorf("connect nats: %w", err)
+	}
+	defer nc.Close()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			return fmt.Errorf("create cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("start cpu profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	srv := coordinator.New(nc, store, coordinator.Options{
+		ID: "bench-coord", LeaseTTL: *ttl, ReapInterval: *reap, ScheduleInterval: *sched,
+		HeartbeatEvery: *hb, OfflineAfter: *offline, Log: log,
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	for {
+		if _, bad := srv.Ready(ctx)["service"]; !bad {
+			break
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("run coordinator: %w", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	fmt.Fprintln(stdout, "ready")
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("run coordinator: %w", err)
+	}
+	return nil
+}

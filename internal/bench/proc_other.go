@@ -1,0 +1,16 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// SampleProc is not supported here: the sample is not OK.
+func SampleProc(int) ProcSample {
+	return ProcSample{At: time.Now(), Desc: "process sampling needs Linux /proc"}
+}
+
+// SampleSelf is not supported here: the sample is not OK.
+func SampleSelf() ProcSample { return SampleProc(0) }
+
+// SampleTree is not supported here: the sample is not OK.
+func SampleTree(int) ProcSample { return SampleProc(0) }
