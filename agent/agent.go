@@ -440,7 +440,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	defer a.mu.Unlock()
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
-		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step"},
+		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", "effect"},
 		Draining: a.draining || a.shutdown,
 	}
 }

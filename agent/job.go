@@ -79,6 +79,7 @@ type job struct {
 	leased    bool
 	accepting bool // interactive steps are taken
 	releasing string
+	effects   map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
 }
 
 // newJob returns a job whose lease guard runs from now on under parent.
@@ -385,7 +386,7 @@ func (j *job) runSteps(endLease func()) error {
 		if !j.guard.Check() || j.work.Err() != nil {
 			return errStopped
 		}
-		if _, err := j.runStep(phone, fmt.Sprintf("step %d (%s)", i+1, s.Op), "task", s); err != nil {
+		if _, err := j.runGuarded(phone, fmt.Sprintf("step %d (%s)", i+1, s.Op), "task", s); err != nil {
 			return j.stepFailure(err, fail)
 		}
 		if err := j.servePending(phone); err != nil {
@@ -572,7 +573,7 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 
 func (j *job) commit() (protocol.ResultReply, error) {
 	j.mu.Lock()
-	res, _ := json.Marshal(map[string]any{"artifacts": j.arts, "steps": j.step})
+	res, _ := json.Marshal(j.resultLocked())
 	j.mu.Unlock()
 	var rep protocol.ResultReply
 	if err := j.deliver("result", protocol.VerbResult, protocol.Result{Token: j.tok, Result: res}, &rep); err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -135,7 +137,7 @@ func (j *job) runRequested(phone Phone, r *stepReq, replyNow bool) error {
 		return errStopped
 	}
 	start := time.Now()
-	keys, err := j.runStep(phone, fmt.Sprintf("step %d (%s, interactive)", j.stepCount()+1, r.req.Step.Op), "interactive", r.req.Step)
+	keys, err := j.runGuarded(phone, fmt.Sprintf("step %d (%s, interactive)", j.stepCount()+1, r.req.Step.Op), "interactive", r.req.Step)
 	rep := protocol.StepReply{Seq: j.stepCount(), Op: r.req.Step.Op, Outcome: protocol.OutcomeOK,
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000, Artifacts: keys}
 	var se *stepError
@@ -192,4 +194,28 @@ func (j *job) closeSteps() {
 			return
 		}
 	}
+}
+
+// AuthorizeUpload asks the coordinator to authorise and presign one upload
+// of a running job (the upload verb, presigned mode): the request is fenced
+// like the job's other calls — sent only while the job's lease is held, and
+// a 409 stops the job. It is the uploader.Authorize of a presigned-mode
+// uploader. A token that is not a running job's current one here is
+// refused with fencing.ErrStale without asking.
+func (a *Agent) AuthorizeUpload(ctx context.Context, req protocol.Upload) (protocol.UploadReply, error) {
+	var rep protocol.UploadReply
+	a.mu.Lock()
+	j := a.jobs[req.Token.JobID]
+	a.mu.Unlock()
+	if j == nil || j.tok != req.Token {
+		return rep, fmt.Errorf("authorize upload %s: not a running job's token: %w", req.Name, fencing.ErrStale)
+	}
+	err := j.call(ctx, protocol.VerbUpload, req, &rep)
+	if errors.Is(err, fencing.ErrStale) {
+		j.stop(fencing.ErrStale)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("authorize upload %s: %w", req.Name, err)
+	}
+	return rep, nil
 }

@@ -103,6 +103,9 @@ func (l *OpLog) Params(s protocol.Step) map[string]any {
 	if s.Name != "" {
 		p["name"] = s.Name
 	}
+	if s.Effect != nil {
+		p["effect"] = s.Effect.Key
+	}
 	if len(p) == 0 {
 		return nil
 	}

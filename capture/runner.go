@@ -149,6 +149,9 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
+	if s.Effect != nil {
+		ctx = WithEffectKey(ctx, s.Effect.Key)
+	}
 	d := r.dev
 	dur := time.Duration(s.DurationMS) * time.Millisecond
 	if s.DurationMS < 0 {

@@ -50,6 +50,9 @@ type SimCall struct {
 	Key      string
 	Package  string
 	Err      error
+	// EffectKey is the idempotency key of the effect step the operation
+	// belongs to ("" for other steps); see WithEffectKey.
+	EffectKey string
 }
 
 // Simulated is a deterministic in-memory phone. The same sequence of
@@ -204,6 +207,7 @@ func (s *Simulated) do(ctx context.Context, c SimCall, apply func() error) error
 		err = fmt.Errorf("%s %s: %w", c.Op, s.serial, err)
 	}
 	c.Err = err
+	c.EffectKey = EffectKey(ctx)
 	s.mu.Lock()
 	s.history = append(s.history, c)
 	s.mu.Unlock()

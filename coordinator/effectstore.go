@@ -37,7 +37,7 @@ const (
 // because one of its effects is in doubt: the job is FAILED with a reason
 // "needs_decision: ..." until a person resolves the effect, which queues the
 // job again.
-const ReasonNeedsDecision = "needs_decision"
+const ReasonNeedsDecision = protocol.ReasonNeedsDecision
 
 // NeedsDecision reports whether a job stopped because an effect of it is in
 // doubt.

@@ -55,6 +55,9 @@ type Options struct {
 	// the upload verb with 503 and tells agents to upload directly.
 	Presigner     Presigner
 	PresignExpiry time.Duration // validity of a presigned URL (default 15m)
+	// MaxConcurrent is how many agent requests are handled at once, across
+	// every verb (default 64).
+	MaxConcurrent int
 	Log           zerolog.Logger
 
 	// Outbox publishes accepted results through the transactional outbox
@@ -84,6 +87,9 @@ func (o *Options) defaults() {
 	if o.PresignExpiry <= 0 {
 		o.PresignExpiry = 15 * time.Minute
 	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 64
+	}
 	if !semver.MatchString(o.Version) {
 		// The micro service needs a semantic version; development builds
 		// ("dev") are announced as a pre-release.
@@ -111,9 +117,13 @@ type Server struct {
 	log     zerolog.Logger
 	metrics *metrics
 
-	kick    chan struct{}
-	bg      sync.WaitGroup // assigns and pushes in flight
-	serving atomic.Bool    // every endpoint is subscribed
+	kick       chan struct{}
+	bg         sync.WaitGroup // assigns and pushes in flight
+	inflight   chan struct{}  // one token per request being handled
+	handling   sync.WaitGroup // requests being handled
+	handlingMu sync.Mutex
+	stopping   bool        // Run is returning: no new request is handled
+	serving    atomic.Bool // every endpoint is subscribed
 
 	mu sync.Mutex
 	// full holds agents that refused an assign for want of a slot (their
@@ -128,12 +138,13 @@ type Server struct {
 func New(nc *nats.Conn, store Store, opts Options) *Server {
 	opts.defaults()
 	s := &Server{
-		nc:    nc,
-		store: store,
-		opts:  opts,
-		log:   opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
-		kick:  make(chan struct{}, 1),
-		full:  map[string]bool{},
+		nc:       nc,
+		store:    store,
+		opts:     opts,
+		log:      opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
+		kick:     make(chan struct{}, 1),
+		inflight: make(chan struct{}, opts.MaxConcurrent),
+		full:     map[string]bool{},
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
 	s.fx = newEffects(s)
@@ -170,6 +181,9 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("add endpoint %s: %w", verb, err)
 		}
 	}
+	s.handlingMu.Lock()
+	s.stopping = false
+	s.handlingMu.Unlock()
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 	s.log.Info().Dur("lease_ttl", s.opts.LeaseTTL).Dur("reap_interval", s.opts.ReapInterval).
@@ -181,6 +195,10 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.fx.run(ctx) })
 	<-ctx.Done()
 	err = svc.Stop()
+	s.handlingMu.Lock()
+	s.stopping = true
+	s.handlingMu.Unlock()
+	s.handling.Wait()
 	wg.Wait()
 	s.bg.Wait()
 	if err != nil {
@@ -228,42 +246,99 @@ func unavailable(format string, a ...any) error {
 
 func (s *Server) wrap(ctx context.Context, verb string, h func(context.Context, string, []byte) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
-		agentID, v, err := protocol.ParseCoordSubject(req.Subject())
-		if err != nil || v != verb {
-			s.metrics.request(verb, protocol.CodeBadRequest)
-			_ = req.Error(strconv.Itoa(protocol.CodeBadRequest), "bad subject", nil)
+		// The micro service delivers an endpoint's requests one at a time;
+		// each is handled on a goroutine of its own, up to MaxConcurrent
+		// at once across every verb, so that one request waiting for the
+		// store does not hold up the others. When that many are in flight
+		// the delivery waits. The reply is published here rather than
+		// through req, which the micro service reads when its handler
+		// returns.
+		s.inflight <- struct{}{}
+		s.handlingMu.Lock()
+		if s.stopping {
+			// Run is returning: the subscription is draining.
+			s.handlingMu.Unlock()
+			<-s.inflight
+			_ = req.Error(strconv.Itoa(protocol.CodeUnavailable), "coordinator stopping", nil)
 			return
 		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		resp, err := h(rctx, agentID, req.Data())
-		if err != nil {
-			code, msg := classify(err)
-			s.metrics.request(verb, code)
-			var ev *zerolog.Event
-			switch code {
-			case protocol.CodeUnavailable:
-				ev = s.log.Error()
-			case protocol.CodeForbidden:
-				ev = s.log.Warn()
-			case protocol.CodeStale:
-				ev = s.log.Info()
-			default:
-				ev = s.log.Debug()
-			}
+		s.handling.Add(1)
+		s.handlingMu.Unlock()
+		subject, reply, data := req.Subject(), req.Reply(), req.Data()
+		go func() {
+			defer func() {
+				<-s.inflight
+				s.handling.Done()
+			}()
+			s.handle(ctx, verb, h, subject, reply, data)
+		}()
+	}
+}
+
+// handle serves one request and publishes its reply.
+func (s *Server) handle(ctx context.Context, verb string, h func(context.Context, string, []byte) (any, error), subject, reply string, data []byte) {
+	agentID, v, err := protocol.ParseCoordSubject(subject)
+	if err != nil || v != verb {
+		s.metrics.request(verb, protocol.CodeBadRequest)
+		s.replyError(reply, protocol.CodeBadRequest, "bad subject")
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := h(rctx, agentID, data)
+	if err != nil {
+		code, msg := classify(err)
+		s.metrics.request(verb, code)
+		var ev *zerolog.Event
+		switch code {
+		case protocol.CodeUnavailable:
+			ev = s.log.Error()
+		case protocol.CodeForbidden:
+			ev = s.log.Warn()
+		case protocol.CodeStale:
+			ev = s.log.Info()
+		default:
+			ev = s.log.Debug()
+		}
+		if ev.Enabled() {
 			ev = ev.Str("agent_id", agentID).Str("verb", verb).Int("code", code).Err(err)
 			var body struct {
 				Token fencing.Token `json:"token"`
 			}
-			if json.Unmarshal(req.Data(), &body) == nil && body.Token.JobID != "" {
+			if json.Unmarshal(data, &body) == nil && body.Token.JobID != "" {
 				ev = ev.Str("job_id", body.Token.JobID).Str("owner", body.Token.Owner).Int64("generation", body.Token.Generation)
 			}
 			ev.Msg("request refused")
-			_ = req.Error(strconv.Itoa(code), msg, nil)
-			return
 		}
-		s.metrics.request(verb, 200)
-		_ = req.RespondJSON(resp)
+		s.replyError(reply, code, msg)
+		return
+	}
+	s.metrics.request(verb, 200)
+	body, err := json.Marshal(resp)
+	if err != nil {
+		s.log.Error().Err(err).Str("verb", verb).Msg("encode reply")
+		s.replyError(reply, protocol.CodeUnavailable, "encode reply")
+		return
+	}
+	s.respond(reply, &nats.Msg{Data: body})
+}
+
+// replyError answers a request with a micro service error (code and
+// description headers).
+func (s *Server) replyError(reply string, code int, msg string) {
+	s.respond(reply, &nats.Msg{Header: nats.Header{
+		micro.ErrorHeader:     []string{msg},
+		micro.ErrorCodeHeader: []string{strconv.Itoa(code)},
+	}})
+}
+
+func (s *Server) respond(reply string, m *nats.Msg) {
+	if reply == "" {
+		return
+	}
+	m.Subject = reply
+	if err := s.nc.PublishMsg(m); err != nil {
+		s.log.Warn().Err(err).Msg("publish reply")
 	}
 }
 
@@ -538,19 +613,13 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	if !json.Valid(r.Result) {
 		return nil, badRequest("result is not valid JSON")
 	}
-	if err := s.commit(ctx, r.Token, r.Result); err != nil {
+	manifest, err := s.commitResult(ctx, r.Token, r.Result)
+	if err != nil {
 		return nil, s.fenced(verbResult, err)
 	}
 	s.metrics.commits.Inc()
-	arts, err := s.store.Artifacts(ctx, r.Token.JobID, r.Token.Generation)
-	if err != nil {
-		s.jobLog(r.Token).Error().Err(err).Msg("list manifest")
-	}
-	manifest := make([]string, 0, len(arts))
-	for _, a := range arts {
-		manifest = append(manifest, a.Key)
-	}
-	s.jobLog(r.Token).Info().Int("artifacts", len(manifest)).Msg("result accepted")
+	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).
+		Int("artifacts", len(manifest)).Msg("result accepted")
 	s.Kick()
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
 }

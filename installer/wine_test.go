@@ -62,7 +62,7 @@ func newWinePrefix(t *testing.T, wine, gcc string) *winePrefix {
 	w.env = append(os.Environ(),
 		"WINEPREFIX="+w.dir,
 		"WINEDEBUG=-all",
-		"WINEDLLOVERRIDES=mscoree,mshtml=", // no Mono or Gecko prompts
+		"WINEDLLOVERRIDES=mscoree,mshtml=;winemenubuilder.exe=d", // no Mono or Gecko prompts, no menus
 		"DISPLAY=",
 	)
 	wineserver := func(arg string) error {
@@ -227,7 +227,19 @@ func TestWine(t *testing.T) {
 			}
 		}
 		status("not installed")
-		out, errOut, code := w.run(t, timeout, exe, "install", "--config", `C:\ProgramData\edgeagent\config.yaml`)
+		out, errOut, code := w.run(t, timeout, exe, "install", "--dry-run")
+		for _, want := range []string{
+			`command:   C:\edgeagent\edgeagent.exe run -c C:\ProgramData\edgeagent\config.yaml`,
+			"account:   LocalSystem",
+			"recovery:  restart after 5s, then 30s, then 1m0s",
+			`log:       C:\ProgramData\edgeagent\logs\edgeagent.log`,
+		} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("install --dry-run: exit %d, stdout lacks %q:\n%s\nstderr: %s", code, want, out, errOut)
+			}
+		}
+		status("not installed")
+		out, errOut, code = w.run(t, timeout, exe, "install", "--config", `C:\ProgramData\edgeagent\config.yaml`)
 		if code != 0 || !strings.Contains(out, "installed service edgeagent") {
 			t.Fatalf("install: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}

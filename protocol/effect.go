@@ -112,6 +112,11 @@ func (r EffectReply) Holds(tok fencing.Token) bool {
 	return r.State == EffectReserved && r.JobID == tok.JobID && r.Owner == tok.Owner && r.Generation == tok.Generation
 }
 
+// ReasonNeedsDecision starts the failure reason (fail) of a job that
+// stopped because one of its effects is in doubt: nobody knows whether it
+// happened, so it is not run again until a person decides.
+const ReasonNeedsDecision = "needs_decision"
+
 // ReservedKeyPrefix starts the keys the coordinator chooses itself (its
 // outbox); a task may not use it.
 const ReservedKeyPrefix = "edgecoord/"

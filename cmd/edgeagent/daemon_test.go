@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -42,6 +43,12 @@ type lab struct {
 
 func newLab(t *testing.T, ttl time.Duration) *lab {
 	t.Helper()
+	return newLabWith(t, ttl, nil)
+}
+
+// newLabWith is newLab with the coordinator's options adjusted by tweak.
+func newLabWith(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer)) *lab {
+	t.Helper()
 	ns := testenv.NATS(t)
 	dsn := testenv.Postgres(t)
 	mio := testenv.MinIO(t)
@@ -55,10 +62,14 @@ func newLab(t *testing.T, ttl time.Duration) *lab {
 		t.Fatal(err)
 	}
 	l := &lab{t: t, ns: ns, mio: mio, store: st, ctx: ctx}
-	l.coord = coordinator.New(nc, st, coordinator.Options{
+	opts := coordinator.Options{
 		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
 		HeartbeatEvery: 200 * time.Millisecond, Log: zerolog.Nop(),
-	})
+	}
+	if tweak != nil {
+		tweak(&opts, mio)
+	}
+	l.coord = coordinator.New(nc, st, opts)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := l.coord.Run(ctx); err != nil {
@@ -375,7 +386,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		}
 		for _, e := range l.events(t, job, owner) {
 			if e.Verb == "fail" || e.Verb == "result" {
-				t.Errorf("stopped at once, yet the agent sent %s", e.Verb)
+				t.Errorf("stopped at once, yet the agent sent %s: %+v", e.Verb, e)
 			}
 		}
 		var stopped bool
@@ -386,4 +397,62 @@ func TestDrainOnSIGTERM(t *testing.T) {
 			t.Error("no \"job stopped\" log line with cause \"agent shutting down\"")
 		}
 	})
+}
+
+// TestPresignedMode: with storage.mode presigned the binary holds no
+// storage credentials; each artifact is authorised and presigned by the
+// coordinator (the fenced upload verb) and PUT by the agent, stamped with
+// the token.
+func TestPresignedMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildAgent(t)
+	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, m testenv.MinIOServer) {
+		p, err := coordinator.NewS3Presigner(coordinator.S3Options{Endpoint: m.Endpoint, Region: "us-east-1", Bucket: m.Bucket, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Presigner = p
+	})
+	cfg, _ := l.agentConfig(filepath.Join(t.TempDir(), "state"), time.Second, "")
+	// The same config without any storage credentials.
+	text := readFile(t, cfg)
+	i, j := strings.Index(text, "storage:\n"), strings.Index(text, "status:\n")
+	cfg = writeConfig(t, text[:i]+"storage:\n  mode: presigned\n"+text[j:])
+	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	job := l.submit(t, screenshot, protocol.Step{Op: protocol.OpUIDump, Name: "home"})
+	var done coordinator.Job
+	waitFor(t, 30*time.Second, "the job to succeed", func() bool {
+		j, err := l.store.Get(l.ctx, job)
+		done = j
+		return err == nil && (j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed)
+	})
+	if done.Status != coordinator.StatusSucceeded {
+		t.Fatalf("job %s: %s", done.Status, done.FailReason)
+	}
+	mc := l.mio.Client(t)
+	for _, name := range []string{"screenshot-001.png", "home.xml", "oplog.jsonl"} {
+		key := "jobs/" + job + "/g1/" + name
+		info, err := mc.StatObject(l.ctx, l.mio.Bucket, key, minio.StatObjectOptions{})
+		if err != nil {
+			t.Fatalf("stat %s: %v", key, err)
+		}
+		if info.UserMetadata["Owner"] != done.CompletedBy || info.UserMetadata["Generation"] != "1" {
+			t.Errorf("%s stamps %v, want owner %s generation 1", key, info.UserMetadata, done.CompletedBy)
+		}
+	}
+	var authorised int
+	for _, e := range l.events(t, job, done.CompletedBy) {
+		if e.Verb == "upload" && e.Accepted {
+			authorised++
+		}
+	}
+	if authorised != 3 {
+		t.Errorf("%d accepted upload authorisations, want 3", authorised)
+	}
+	p.signal(t)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
 }

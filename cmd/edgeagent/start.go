@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -36,7 +37,17 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	if err := os.MkdirAll(captureDir, 0o700); err != nil {
 		return fmt.Errorf("create spool directory: %w", err)
 	}
-	store, err := buildStorage(cfg, spool, log)
+	// In presigned mode the uploader asks the coordinator through the agent
+	// (fenced like the job's other calls); the agent exists only later.
+	var ag atomic.Pointer[agent.Agent]
+	authorize := func(ctx context.Context, req protocol.Upload) (protocol.UploadReply, error) {
+		a := ag.Load()
+		if a == nil {
+			return protocol.UploadReply{}, errors.New("authorize upload: agent not running")
+		}
+		return a.AuthorizeUpload(ctx, req)
+	}
+	store, err := buildStorage(cfg, spool, authorize, log)
 	if err != nil {
 		return err
 	}
@@ -78,6 +89,7 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	if err != nil {
 		return err
 	}
+	ag.Store(a)
 	// Uploads spooled by previous boots carry stale tokens: drop them.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if _, err := store.Recover(rctx, a.Owner()); err != nil {
@@ -112,9 +124,11 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 	go func() {
 		select {
 		case <-hard:
+			// Stopping Run stops every job with no further call; Shutdown
+			// then sees them gone. (Cancelling sctx instead would release
+			// them, which is a call.)
 			log.Warn().Msg("stopping at once: running jobs are cut short")
 			stopRun()
-			cancel()
 		case <-sctx.Done():
 		}
 	}()
@@ -132,20 +146,34 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 // ── Storage ─────────────────────────────────────────────────────────────
 //
 // buildStorage returns the uploader the agent stores artifacts with: the
-// on-disk upload spool (state_dir/spool/uploads) in front of the bucket.
-func buildStorage(cfg *config.Agent, spool string, log zerolog.Logger) (*uploader.Spool, error) {
-	if cfg.Storage.Mode != config.StorageDirect {
-		return nil, errors.New("storage.mode presigned is not supported by this agent yet; use direct")
+// on-disk upload spool (state_dir/spool/uploads) in front of the bucket
+// (direct mode) or of presigned PUTs authorised by the coordinator
+// (presigned mode, through authorize).
+func buildStorage(cfg *config.Agent, spool string, authorize uploader.Authorize, log zerolog.Logger) (*uploader.Spool, error) {
+	var up uploader.Uploader
+	switch cfg.Storage.Mode {
+	case config.StorageDirect:
+		s3, err := uploader.NewS3(uploader.S3Options{
+			Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
+			Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
+			PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("set up storage: %w", err)
+		}
+		up = s3
+	case config.StoragePresigned:
+		p, err := uploader.NewPresigned(authorize, uploader.PresignedOptions{
+			TempDir: spool, BytesPerSecond: cfg.Storage.BandwidthLimit.Int64(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("set up presigned uploads: %w", err)
+		}
+		up = p
+	default:
+		return nil, fmt.Errorf("set up storage: unknown storage.mode %q", cfg.Storage.Mode)
 	}
-	s3, err := uploader.NewS3(uploader.S3Options{
-		Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
-		Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
-		PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("set up storage: %w", err)
-	}
-	sp, err := uploader.NewSpool(filepath.Join(spool, "uploads"), s3, uploader.SpoolOptions{Log: log})
+	sp, err := uploader.NewSpool(filepath.Join(spool, "uploads"), up, uploader.SpoolOptions{Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("set up upload spool: %w", err)
 	}

@@ -89,6 +89,9 @@ func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordi
 		&agentDrainCommand{mgmt: mgmt{app: a}, drain: true},
 		&agentDrainCommand{mgmt: mgmt{app: a}, drain: false},
 		&agentConfigCommand{mgmt: mgmt{app: a}},
+		&effectListCommand{mgmt: mgmt{app: a}},
+		&effectShowCommand{mgmt: mgmt{app: a}},
+		&effectResolveCommand{mgmt: mgmt{app: a}},
 		&validateCommand{app: a},
 		&versionCommand{app: a},
 	}

@@ -15,6 +15,9 @@
 //	edgecoord agent show ID              one agent: phones, jobs, settings
 //	edgecoord agent drain|resume ID      stop or restart giving an agent jobs
 //	edgecoord agent config ID [k=v ...]  show or change an agent's runtime settings
+//	edgecoord effect list                list effect intents (those in doubt need a decision) and outbox messages
+//	edgecoord effect show KEY            one effect: state, receipt, evidence
+//	edgecoord effect resolve KEY --done|--retry   decide an effect in doubt
 //	edgecoord config validate [-c file]  check a config file
 //	edgecoord version                    print the version
 //	edgecoord help [command]             show help

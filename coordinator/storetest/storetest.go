@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) coordinator.Store) {
 	}
 	tests = append(tests, registryTests...)
 	tests = append(tests, effectTests...)
+	tests = append(tests, fastpathTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -91,8 +91,10 @@ type Report struct {
 	FaultsInjected map[Kind]int
 
 	// MaxStopLag is the longest time from a recorded stop to a side effect
-	// of the stopped token that was still within the grace period.
-	MaxStopLag time.Duration
+	// of the stopped token that was still within the grace period, and
+	// which side effect that was.
+	MaxStopLag     time.Duration
+	MaxStopLagWhat string
 	// Orphans counts multipart uploads left open (killed processes leave
 	// them; the spool's recovery removes them on restart).
 	Orphans  int
@@ -160,6 +162,7 @@ func Check(h *History, o CheckOptions) *Report {
 	checkObjects(h, rep)
 	checkStops(h, o, rep)
 	checkResultsKept(h, rep)
+	checkEffects(h, rep)
 	rep.Orphans = len(h.Final.Incomplete)
 	return rep
 }
@@ -455,7 +458,10 @@ func checkStops(h *History, o CheckOptions, rep *Report) {
 		}
 		lag := at.Sub(stop)
 		if lag <= o.Grace {
-			rep.MaxStopLag = max(rep.MaxStopLag, lag)
+			if lag > rep.MaxStopLag {
+				rep.MaxStopLag = lag
+				rep.MaxStopLagWhat = fmt.Sprintf("%s sent %s after it stopped %s", k.process, what, k.tok)
+			}
 			return
 		}
 		rep.add(RuleNoEffectAfterEnd, k.tok.JobID, "%s sent %s %s after it stopped %s", k.process, what, ms(lag), k.tok)

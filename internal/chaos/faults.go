@@ -109,21 +109,21 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 	case KindStoreOutage:
 		if r.opts.Store == StorePostgres {
 			applied("postgres connections dropped and refused")
-			r.pgProxy.cut(true)
+			r.pgProxy.cut()
 			sleepCtx(ctx, f.Duration)
 			r.pgProxy.up()
 		} else {
 			applied("store calls fail")
-			r.storeF.set(true, false)
+			r.storeF.setDown(true)
 			sleepCtx(ctx, f.Duration)
-			r.storeF.set(false, false)
+			r.storeF.setDown(false)
 		}
 		healed("")
 	case KindStoreLostReply:
 		applied("store writes applied, replies lost")
-		r.storeF.set(false, true)
+		r.storeF.setLostReply(true)
 		sleepCtx(ctx, f.Duration)
-		r.storeF.set(false, false)
+		r.storeF.setLostReply(false)
 		healed("")
 	case KindStorageOutage:
 		applied("storage " + f.Mode)
@@ -150,9 +150,9 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 	case KindClockJump:
 		s := r.agents[f.Target]
 		applied(fmt.Sprintf("agent %s wall clock %+.0fms", s.id, float64(f.Amount)/float64(time.Millisecond)))
-		s.clock.offset.Store(int64(f.Amount))
+		s.clock.offset.Add(int64(f.Amount))
 		sleepCtx(ctx, f.Duration)
-		s.clock.offset.Store(0)
+		s.clock.offset.Add(-int64(f.Amount))
 		healed("")
 	case KindReassign:
 		r.reassign(ctx, fr, f)

@@ -30,6 +30,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/labs3"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
@@ -64,7 +65,8 @@ type Options struct {
 	// S3 selects an S3 server; nil starts an in-process one (labs3) per
 	// schedule.
 	S3 *S3Target
-	// TempDir holds the schedules' files; default os.TempDir().
+	// TempDir holds the schedules' files; default /dev/shm when it can be
+	// written, else os.TempDir().
 	TempDir string
 	// WrapStore, when set, wraps every coordinator's store handle (the
 	// innermost wrapper, right on the database). Tests plant bugs with it.
@@ -78,6 +80,12 @@ type Options struct {
 	// Settle is how long the system has, after the last fault healed, to
 	// bring every job to an end; default 16 × the lease TTL.
 	Settle time.Duration
+	// RecordingSize is the size of every simulated screen recording;
+	// default 8 KiB.
+	RecordingSize int64
+	// PartSize is the agents' multipart part size (uploader default when
+	// zero).
+	PartSize int64
 	// Log receives the components' logs; default none.
 	Log zerolog.Logger
 }
@@ -95,6 +103,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()
+		// A schedule fsyncs its spool and database files many times a
+		// second; on a RAM disk that costs nothing.
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			if f, err := os.CreateTemp("/dev/shm", "edgechaos-probe-"); err == nil {
+				f.Close()
+				os.Remove(f.Name())
+				o.TempDir = "/dev/shm"
+			}
+		}
+	}
+	if o.RecordingSize <= 0 {
+		o.RecordingSize = 8 << 10
 	}
 	return o
 }
@@ -179,6 +199,7 @@ type run struct {
 
 	coords []*coordSlot
 	agents []*agentSlot
+	phones phoneLedger // every simulated phone created (effects.go)
 
 	bgMu    sync.Mutex
 	bgDone  []chan struct{} // background work (process stops and restarts) in flight
@@ -190,13 +211,22 @@ type run struct {
 // RunSchedule runs the schedule of seed and checks its history.
 func RunSchedule(ctx context.Context, opts Options, seed int64) *Result {
 	opts = opts.withDefaults()
+	return RunPlan(ctx, opts, NewPlan(seed, opts.Shape))
+}
+
+// RunPlan runs one plan (drawn by NewPlan, or written by hand) and checks
+// its history. The plan's shape decides the system; opts.Shape is not used.
+func RunPlan(ctx context.Context, opts Options, plan Plan) *Result {
+	plan.Shape = plan.Shape.withDefaults()
+	opts.Shape = plan.Shape
+	opts = opts.withDefaults()
+	seed := plan.Seed
 	start := time.Now()
 	res := &Result{Seed: seed}
 	if err := opts.Validate(); err != nil {
 		res.Err = err
 		return res
 	}
-	plan := NewPlan(seed, opts.Shape)
 	r := &run{
 		opts: opts, plan: plan, tm: timingFor(opts.Shape.LeaseTTL), ctx: ctx,
 		rec: NewRecorder(seed, plan, start),
@@ -752,7 +782,7 @@ func (r *run) collect(f *Final) error {
 	if f.Incomplete, err = incompleteUploads(ctx, c, r.bucket, "jobs/"); err != nil {
 		return fmt.Errorf("collect final state: %w", err)
 	}
-	return nil
+	return r.collectEffects(ctx, f)
 }
 
 // incompleteUploads lists the keys of the multipart uploads open under
@@ -902,7 +932,7 @@ func (c *wallClock) Now() time.Time { return time.Now().Round(0).Add(time.Durati
 
 // trigger is a fault waiting for a message or a storage write of an agent.
 type trigger struct {
-	on    string // a verb (result, artifact, renew) or "put" (a storage write)
+	on    string // a verb (result, artifact, renew), "put" (any storage write) or "part" (a multipart part)
 	fire  func(process, what string) Verdict
 	fired chan struct{}
 	done  bool
@@ -982,10 +1012,23 @@ func (s *agentSlot) S3Hook(l *S3Link, rec *S3Record) Verdict {
 	if !rec.writes() {
 		return Verdict{}
 	}
-	return s.fire("put", rec.Link, fmt.Sprintf("storage %s %s", rec.Kind, rec.Key))
+	what := fmt.Sprintf("storage %s %s", rec.Kind, rec.Key)
+	if rec.Kind == s3Part {
+		if v, ok := s.tryFire("part", rec.Link, what); ok {
+			return v
+		}
+	}
+	return s.fire("put", rec.Link, what)
 }
 
 func (s *agentSlot) fire(on, process, what string) Verdict {
+	v, _ := s.tryFire(on, process, what)
+	return v
+}
+
+// tryFire fires the first armed trigger waiting for on, and reports whether
+// there was one.
+func (s *agentSlot) tryFire(on, process, what string) (Verdict, bool) {
 	s.mu.Lock()
 	var t *trigger
 	if s.inst != nil && s.inst.name == process {
@@ -999,11 +1042,11 @@ func (s *agentSlot) fire(on, process, what string) Verdict {
 	}
 	s.mu.Unlock()
 	if t == nil {
-		return Verdict{}
+		return Verdict{}, false
 	}
 	v := t.fire(process, what)
 	close(t.fired)
-	return v
+	return v, true
 }
 
 // arm registers a trigger; disarm removes it if it has not fired.
@@ -1046,6 +1089,13 @@ func (s *agentSlot) start() error {
 	if r.closing.Load() {
 		return nil
 	}
+	// The state directory outlives the process, as on a PC: a restarted
+	// process finds the upload spool of the one before.
+	stateDir := filepath.Join(r.dir, "agents", s.id)
+	captureDir := filepath.Join(stateDir, agent.SpoolDir, "capture")
+	if err := os.MkdirAll(captureDir, 0o700); err != nil {
+		return fmt.Errorf("create state directory of %s: %w", s.id, err)
+	}
 	nlink, err := NewNATSLink("", r.natsAddr(), s, r.rec)
 	if err != nil {
 		return err
@@ -1062,9 +1112,20 @@ func (s *agentSlot) start() error {
 		tr.CloseIdleConnections()
 		return err
 	}
-	up, err := uploader.NewS3(uploader.S3Options{
+	log := r.opts.Log.With().Int64("seed", r.plan.Seed).Logger()
+	// Storage as cmd/edgeagent wires it: the upload spool in front of the
+	// bucket, its entries dropped when a job stops and those of previous
+	// boots recovered at start.
+	s3, err := uploader.NewS3(uploader.S3Options{
 		Endpoint: s3link.Endpoint(), Region: r.region, Bucket: r.bucket, AccessKey: r.ak, SecretKey: r.sk,
-		Transport: stampTransport{tr}, Retry: uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+		Transport: stampTransport{tr}, PartSize: r.opts.PartSize, TempDir: filepath.Join(stateDir, agent.SpoolDir),
+		Retry: uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	spool, err := uploader.NewSpool(filepath.Join(stateDir, agent.SpoolDir, "uploads"), s3, uploader.SpoolOptions{
+		Log: log, Retry: uploader.RetryPolicy{Initial: tm.ttl / 10, Max: tm.ttl / 2}, GiveUpAfter: 4 * tm.ttl,
 	})
 	if err != nil {
 		return fail(err)
@@ -1077,18 +1138,24 @@ func (s *agentSlot) start() error {
 	}
 	inv := capture.NewInventory()
 	for k := range r.plan.Shape.PhonesPerAgent {
-		if err := inv.Add(capture.NewSimulated(capture.SimOptions{
-			Serial: fmt.Sprintf("%s-p%d", s.id, k), Model: "ChaosPhone", Width: 32, Height: 64, RecordingSize: 8 << 10,
-		})); err != nil {
+		ph := capture.NewSimulated(capture.SimOptions{
+			Serial: fmt.Sprintf("%s-p%d", s.id, k), Model: "ChaosPhone", Width: 32, Height: 64, RecordingSize: r.opts.RecordingSize,
+		})
+		r.keepPhone(ph)
+		if err := inv.Add(ph); err != nil {
 			nc.Close()
 			return fail(err)
 		}
 	}
-	log := r.opts.Log.With().Int64("seed", r.plan.Seed).Logger()
 	a, err := agent.New(agent.Options{
-		AgentID: s.id, Version: "chaos", Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: up, Slots: r.plan.Shape.PhonesPerAgent, SafetyMargin: tm.margin, RequestTimeout: tm.request,
+		AgentID: s.id, Version: "chaos", Conn: nc, Phones: agent.InventoryPhones(inv, captureDir, capture.OpLogOptions{}),
+		Store: spool, Slots: r.plan.Shape.PhonesPerAgent, SafetyMargin: tm.margin, RequestTimeout: tm.request,
 		Log: log, GuardCheckInterval: tm.guardCheck, WallClock: s.clock.Now,
+		OnStop: func(tok fencing.Token, _ error) {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = spool.DropGeneration(dctx, tok)
+		},
 	})
 	if err != nil {
 		nc.Close()
@@ -1096,6 +1163,13 @@ func (s *agentSlot) start() error {
 	}
 	nlink.setName(a.Owner())
 	s3link.setName(a.Owner())
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if rep, err := spool.Recover(rctx, a.Owner()); err != nil {
+		r.rec.note(fmt.Sprintf("agent process %s: recover upload spool: %v", a.Owner(), err))
+	} else if rep.Dropped > 0 {
+		r.rec.note(fmt.Sprintf("agent process %s dropped %d uploads of previous boots", a.Owner(), rep.Dropped))
+	}
+	rcancel()
 	ctx, cancel := context.WithCancel(context.Background())
 	inst := &agentInst{name: a.Owner(), a: a, nc: nc, nlink: nlink, s3link: s3link, tr: tr, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()

@@ -160,6 +160,11 @@ type Final struct {
 	Incomplete []string          // keys of multipart uploads left open
 	Running    map[string]string // job id → the live process running it at the end
 	Live       map[string]bool   // agent processes alive at the end
+	// EffectRuns counts, by effect key, the operations of effect steps the
+	// phones of every agent process received; Effects are the intents of
+	// the plan's effect steps (effects.go).
+	EffectRuns map[string]int
+	Effects    map[string]coordinator.EffectRecord
 }
 
 // Recorder collects a History from many goroutines.

@@ -594,9 +594,10 @@ func messageInfo(f *frame) (verb string, tok fencing.Token, code int, accepted b
 }
 
 // pauseGate is a pause switch: while paused, Gate returns a channel closed
-// at the end of the pause.
+// at the end of the pause. Overlapping pauses end with the last one.
 type pauseGate struct {
 	mu     sync.Mutex
+	depth  int
 	resume chan struct{} // nil when not paused
 }
 
@@ -611,6 +612,7 @@ func (g *pauseGate) Gate() <-chan struct{} {
 
 func (g *pauseGate) pause() {
 	g.mu.Lock()
+	g.depth++
 	if g.resume == nil {
 		g.resume = make(chan struct{})
 	}
@@ -619,17 +621,13 @@ func (g *pauseGate) pause() {
 
 func (g *pauseGate) unpause() {
 	g.mu.Lock()
-	if g.resume != nil {
+	g.depth--
+	if g.depth <= 0 && g.resume != nil {
+		g.depth = 0
 		close(g.resume)
 		g.resume = nil
 	}
 	g.mu.Unlock()
-}
-
-func (g *pauseGate) paused() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.resume != nil
 }
 
 // lockedRand is a seeded source safe for concurrent use.

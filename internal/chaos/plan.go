@@ -141,6 +141,9 @@ type Shape struct {
 	Window time.Duration
 	// Kinds are the faults drawn from; default AllKinds.
 	Kinds []Kind
+	// Effects marks the taps of the drawn tasks as effect steps, each with
+	// an idempotency key of its own (effects.go).
+	Effects bool
 }
 
 func (s Shape) withDefaults() Shape {
@@ -208,6 +211,9 @@ func NewPlan(seed int64, shape Shape) Plan {
 			At:   between(0, shape.Window*2/3),
 			Task: randomTask(r),
 		})
+	}
+	if shape.Effects {
+		markEffects(&p)
 	}
 	nf := shape.MinFaults + r.IntN(shape.MaxFaults-shape.MinFaults+1)
 	for range nf {

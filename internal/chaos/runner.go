@@ -31,11 +31,12 @@ type Stats struct {
 	Linearizable         map[porcupine.CheckResult]int
 	Violations           map[string]int // by rule
 
-	MaxStopLag time.Duration
-	Orphans    int
-	StoreOps   int
-	Messages   int
-	Elapsed    time.Duration
+	MaxStopLag     time.Duration
+	MaxStopLagWhat string
+	Orphans        int
+	StoreOps       int
+	Messages       int
+	Elapsed        time.Duration
 }
 
 func newStats() Stats {
@@ -75,7 +76,9 @@ func (s *Stats) add(r *Result) {
 	for _, v := range rep.Violations {
 		s.Violations[v.Rule]++
 	}
-	s.MaxStopLag = max(s.MaxStopLag, rep.MaxStopLag)
+	if rep.MaxStopLag > s.MaxStopLag {
+		s.MaxStopLag, s.MaxStopLagWhat = rep.MaxStopLag, fmt.Sprintf("schedule %d: %s", r.Seed, rep.MaxStopLagWhat)
+	}
 	s.Orphans += rep.Orphans
 	s.StoreOps += rep.StoreOps
 	s.Messages += rep.Messages
@@ -180,7 +183,10 @@ func (s Stats) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(tw, "longest stop → side effect\t%s\t(within the grace period)\n", s.MaxStopLag.Round(time.Microsecond))
-	fmt.Fprintf(tw, "multipart uploads left open\t%d\t(by killed processes; no spool recovery in schedules)\n", s.Orphans)
+	if s.MaxStopLagWhat != "" {
+		fmt.Fprintf(tw, "  \t%s\n", s.MaxStopLagWhat)
+	}
+	fmt.Fprintf(tw, "multipart uploads left open\t%d\t(at the end of a schedule; a killed process's are aborted when its agent restarts)\n", s.Orphans)
 	fmt.Fprintf(tw, "store calls checked\t%d\n", s.StoreOps)
 	fmt.Fprintf(tw, "messages recorded\t%d\n", s.Messages)
 	tw.Flush()

@@ -19,14 +19,24 @@ import (
 // storageFaults is the storage outage switch shared by every agent's
 // storage link: while set, requests are refused with 503 ServiceUnavailable
 // ("503") or their connection is closed without an answer ("reset").
+// Overlapping outages end with the last one; the latest mode applies.
 type storageFaults struct {
-	mu   sync.Mutex
-	mode string
+	mu    sync.Mutex
+	depth int
+	mode  string
 }
 
 func (s *storageFaults) set(mode string) {
 	s.mu.Lock()
-	s.mode = mode
+	if mode == "" {
+		s.depth--
+		if s.depth <= 0 {
+			s.depth, s.mode = 0, ""
+		}
+	} else {
+		s.depth++
+		s.mode = mode
+	}
 	s.mu.Unlock()
 }
 
@@ -316,7 +326,7 @@ type tcpProxy struct {
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
-	refuse  bool
+	refuse  int // outages in progress
 	stopped bool
 }
 
@@ -335,7 +345,7 @@ func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
 func (p *tcpProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.refuse || p.stopped {
+	if p.refuse > 0 || p.stopped {
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -397,10 +407,11 @@ func copyConn(dst, src net.Conn) {
 	}
 }
 
-// cut closes every connection and, while down, refuses new ones.
-func (p *tcpProxy) cut(down bool) {
+// cut closes every connection and refuses new ones until up is called
+// as often as cut.
+func (p *tcpProxy) cut() {
 	p.mu.Lock()
-	p.refuse = down
+	p.refuse++
 	conns := make([]net.Conn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
@@ -413,7 +424,7 @@ func (p *tcpProxy) cut(down bool) {
 
 func (p *tcpProxy) up() {
 	p.mu.Lock()
-	p.refuse = false
+	p.refuse = max(0, p.refuse-1)
 	p.mu.Unlock()
 }
 
@@ -422,6 +433,6 @@ func (p *tcpProxy) close() {
 	p.stopped = true
 	p.mu.Unlock()
 	p.ln.Close()
-	p.cut(true)
+	p.cut()
 	p.wg.Wait()
 }

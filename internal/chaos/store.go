@@ -179,25 +179,39 @@ var errStoreDown = errors.New("store unavailable (fault injected)")
 var errReplyLost = errors.New("store connection lost before the reply (fault injected)")
 
 // storeFaults is the outage switch shared by the coordinators' stores.
-// down: every call fails before it reaches the database. lostReply: every
-// write is applied, then fails as if the connection broke before the
-// answer came back, so the coordinator cannot know it took effect.
+// While down, every call fails before it reaches the database. While
+// replies are lost, every write is applied, then fails as if the connection
+// broke before the answer came back, so the coordinator cannot know it took
+// effect. Overlapping faults of a kind end with the last one.
 type storeFaults struct {
 	mu        sync.Mutex
-	down      bool
-	lostReply bool
+	down      int
+	lostReply int
 }
 
-func (f *storeFaults) set(down, lostReply bool) {
+func (f *storeFaults) setDown(on bool) {
 	f.mu.Lock()
-	f.down, f.lostReply = down, lostReply
+	f.down += count(on)
 	f.mu.Unlock()
+}
+
+func (f *storeFaults) setLostReply(on bool) {
+	f.mu.Lock()
+	f.lostReply += count(on)
+	f.mu.Unlock()
+}
+
+func count(on bool) int {
+	if on {
+		return 1
+	}
+	return -1
 }
 
 func (f *storeFaults) before() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.down {
+	if f.down > 0 {
 		return errStoreDown
 	}
 	return nil
@@ -206,7 +220,7 @@ func (f *storeFaults) before() error {
 func (f *storeFaults) after(err error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err == nil && f.lostReply {
+	if err == nil && f.lostReply > 0 {
 		return errReplyLost
 	}
 	return err

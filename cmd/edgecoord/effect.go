@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// effectView is an effect as printed with --json.
+type effectView struct {
+	Key        string `json:"key"`
+	Kind       string `json:"kind"`
+	State      string `json:"state"`
+	JobID      string `json:"job_id"`
+	Step       int    `json:"step,omitempty"`
+	Op         string `json:"op,omitempty"`
+	Owner      string `json:"owner"`
+	Generation int64  `json:"generation"`
+	// Evidence are the artifact keys that show what happened: those
+	// recorded with the intent by generations that met it in doubt, then
+	// the artifacts the reserving generation registered before it lost its
+	// lease (the screenshot and UI dump after the step, the operation log).
+	Evidence     []string        `json:"evidence"`
+	Receipt      json.RawMessage `json:"receipt,omitempty"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	Attempts     int             `json:"attempts,omitempty"`
+	LastError    string          `json:"last_error,omitempty"`
+	Reservations int             `json:"reservations,omitempty"`
+	Resolution   string          `json:"resolution,omitempty"`
+	Note         string          `json:"note,omitempty"`
+	JobStatus    string          `json:"job_status,omitempty"`
+	FailReason   string          `json:"job_fail_reason,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	DoneAt       *time.Time      `json:"done_at,omitempty"`
+}
+
+// newEffectView completes r with its evidence and its job's state.
+func newEffectView(ctx context.Context, store coordinator.Store, r coordinator.EffectRecord) (effectView, error) {
+	v := effectView{
+		Key: r.Key, Kind: r.Kind, State: r.State, JobID: r.JobID, Step: r.Step, Op: r.Op, Owner: r.Owner,
+		Generation: r.Generation, Evidence: append([]string{}, r.Evidence...), Receipt: r.Receipt, Payload: r.Payload,
+		Attempts: r.Attempts, LastError: r.LastError, Reservations: r.Reservations, Resolution: r.Resolution,
+		Note: r.Note, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if !r.DoneAt.IsZero() {
+		t := r.DoneAt
+		v.DoneAt = &t
+	}
+	if r.Kind == coordinator.EffectKindStep {
+		arts, err := store.Artifacts(ctx, r.JobID, r.Generation)
+		if err != nil {
+			return effectView{}, err
+		}
+		for _, a := range arts {
+			if !slices.Contains(v.Evidence, a.Key) {
+				v.Evidence = append(v.Evidence, a.Key)
+			}
+		}
+	}
+	j, err := store.Get(ctx, r.JobID)
+	if err != nil {
+		return effectView{}, err
+	}
+	v.JobStatus, v.FailReason = j.Status, j.FailReason
+	return v, nil
+}
+
+// effectListCommand lists effects.
+type effectListCommand struct {
+	mgmt
+	state string
+	job   string
+	kind  string
+	limit int
+}
+
+func (c *effectListCommand) name() string { return "effect list" }
+func (c *effectListCommand) summary() string {
+	return "list effect intents and outbox messages, oldest first, with the evidence of those in doubt"
+}
+func (c *effectListCommand) flags(w io.Writer) *flag.FlagSet {
+	fs := c.flagSet(c.name(), w, true)
+	fs.StringVar(&c.state, "state", "", "only effects in these `states` (comma-separated: reserved, done, in_doubt, retry, pending)")
+	fs.StringVar(&c.job, "job", "", "only effects of job `id`")
+	fs.StringVar(&c.kind, "kind", "", "only effects of this `kind` (step or outbox)")
+	fs.IntVar(&c.limit, "limit", 0, "at most `n` effects (0: all)")
+	return fs
+}
+
+func (c *effectListCommand) run(ctx context.Context, _ *flag.FlagSet) error {
+	f := coordinator.EffectFilter{JobID: c.job, Kind: c.kind, Limit: c.limit}
+	for _, st := range strings.Split(c.state, ",") {
+		if st = strings.ToLower(strings.TrimSpace(st)); st != "" {
+			switch st {
+			case protocol.EffectReserved, protocol.EffectDone, protocol.EffectInDoubt, protocol.EffectRetry, protocol.EffectPending:
+			default:
+				fmt.Fprintf(c.app.stderr, "%s %s: unknown state %q\n", progName, c.name(), st)
+				return &exitError{exitUsage}
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if c.kind != "" && c.kind != coordinator.EffectKindStep && c.kind != coordinator.EffectKindOutbox {
+		fmt.Fprintf(c.app.stderr, "%s %s: unknown kind %q\n", progName, c.name(), c.kind)
+		return &exitError{exitUsage}
+	}
+	store, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	recs, err := store.ListEffects(ctx, f)
+	if err != nil {
+		return err
+	}
+	views := make([]effectView, 0, len(recs))
+	for _, r := range recs {
+		v, err := newEffectView(ctx, store, r)
+		if err != nil {
+			return err
+		}
+		views = append(views, v)
+	}
+	if c.json {
+		return c.printJSON(views)
+	}
+	now := time.Now()
+	tw := c.table()
+	fmt.Fprintln(tw, "KEY\tKIND\tSTATE\tJOB\tSTEP\tHOLDER\tAGE\tNOTE")
+	for _, v := range views {
+		step := "-"
+		if v.Step > 0 {
+			step = fmt.Sprintf("%d (%s)", v.Step, v.Op)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s#g%d\t%s\t%s\n", v.Key, v.Kind, v.State, v.JobID, step, v.Owner, v.Generation,
+			age(now, v.CreatedAt), v.note())
+	}
+	return tw.Flush()
+}
+
+// note says what a person may want to know about an effect at a glance.
+func (v effectView) note() string {
+	switch {
+	case v.State == protocol.EffectInDoubt:
+		return fmt.Sprintf("needs a decision: %d evidence; edgecoord effect show %s", len(v.Evidence), v.Key)
+	case v.Kind == coordinator.EffectKindOutbox && v.State == protocol.EffectPending && v.LastError != "":
+		return fmt.Sprintf("%d attempts, last: %s", v.Attempts, v.LastError)
+	case v.Kind == coordinator.EffectKindOutbox && v.State == protocol.EffectPending:
+		return fmt.Sprintf("%d attempts", v.Attempts)
+	case v.Resolution != "":
+		return "resolved " + v.Resolution + " by a person" + strings.TrimSuffix(": "+v.Note, ": ")
+	}
+	return ""
+}
+
+// effectShowCommand shows one effect with its evidence.
+type effectShowCommand struct {
+	mgmt
+	oneArg
+}
+
+func (c *effectShowCommand) name() string { return "effect show" }
+func (c *effectShowCommand) summary() string {
+	return "show an effect: its state, receipt, and the evidence captured so far"
+}
+func (c *effectShowCommand) flags(w io.Writer) *flag.FlagSet { return c.flagSet(c.name(), w, true) }
+func (c *effectShowCommand) argsUsage() string               { return "KEY" }
+
+func (c *effectShowCommand) run(ctx context.Context, _ *flag.FlagSet) error {
+	store, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, err := store.GetEffect(ctx, c.id)
+	if err != nil {
+		return err
+	}
+	v, err := newEffectView(ctx, store, r)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(v)
+	}
+	c.printEffect(v)
+	return nil
+}
+
+func (c *effectShowCommand) printEffect(v effectView) { printEffect(&c.mgmt, v) }
+
+func printEffect(m *mgmt, v effectView) {
+	w := m.app.stdout
+	fmt.Fprintf(w, "Effect %s\n", v.Key)
+	tw := m.table()
+	fmt.Fprintf(tw, "  kind\t%s\n", v.Kind)
+	fmt.Fprintf(tw, "  state\t%s\n", v.State)
+	fmt.Fprintf(tw, "  job\t%s (%s%s)\n", v.JobID, v.JobStatus, strings.TrimSuffix(": "+v.FailReason, ": "))
+	if v.Step > 0 {
+		fmt.Fprintf(tw, "  step\t%d (%s)\n", v.Step, v.Op)
+	}
+	fmt.Fprintf(tw, "  holder\t%s generation %d\n", v.Owner, v.Generation)
+	if v.Reservations > 1 {
+		fmt.Fprintf(tw, "  reservations\t%d\n", v.Reservations)
+	}
+	if v.Attempts > 0 {
+		fmt.Fprintf(tw, "  attempts\t%d\n", v.Attempts)
+	}
+	if v.LastError != "" {
+		fmt.Fprintf(tw, "  last error\t%s\n", v.LastError)
+	}
+	if v.Resolution != "" {
+		fmt.Fprintf(tw, "  resolution\t%s\n", v.Resolution)
+	}
+	if v.Note != "" {
+		fmt.Fprintf(tw, "  note\t%s\n", v.Note)
+	}
+	if len(v.Receipt) > 0 {
+		fmt.Fprintf(tw, "  receipt\t%s\n", v.Receipt)
+	}
+	fmt.Fprintf(tw, "  created\t%s\n", v.CreatedAt.Format(time.RFC3339Nano))
+	fmt.Fprintf(tw, "  updated\t%s\n", v.UpdatedAt.Format(time.RFC3339Nano))
+	if v.DoneAt != nil {
+		fmt.Fprintf(tw, "  done\t%s\n", v.DoneAt.Format(time.RFC3339Nano))
+	}
+	_ = tw.Flush()
+	if v.Kind == coordinator.EffectKindStep {
+		fmt.Fprintf(w, "\nEvidence:\n")
+		if len(v.Evidence) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, k := range v.Evidence {
+			fmt.Fprintf(w, "  %s\n", k)
+		}
+	}
+	if v.State == protocol.EffectInDoubt {
+		fmt.Fprintf(w, "\nNobody knows whether this effect happened; it is not run again until a person decides:\n"+
+			"  edgecoord effect resolve %s --done    it happened: later generations skip the step\n"+
+			"  edgecoord effect resolve %s --retry   it did not happen: the next generation runs it\n", v.Key, v.Key)
+	}
+}
+
+// effectResolveCommand records a person's decision on an effect in doubt.
+type effectResolveCommand struct {
+	mgmt
+	oneArg
+	done, retry bool
+	note        string
+}
+
+func (c *effectResolveCommand) name() string { return "effect resolve" }
+func (c *effectResolveCommand) summary() string {
+	return "decide an effect in doubt: --done (it happened) or --retry (it did not); its job is queued again"
+}
+func (c *effectResolveCommand) flags(w io.Writer) *flag.FlagSet {
+	fs := c.flagSet(c.name(), w, true)
+	fs.BoolVar(&c.done, "done", false, "the effect happened: later generations skip the step and reuse this decision as the receipt")
+	fs.BoolVar(&c.retry, "retry", false, "the effect did not happen: the next generation reserves it again and runs the step")
+	fs.StringVar(&c.note, "note", "", "what the decision rests on (`text`), kept with the effect")
+	return fs
+}
+func (c *effectResolveCommand) argsUsage() string { return "KEY" }
+
+func (c *effectResolveCommand) run(ctx context.Context, _ *flag.FlagSet) error {
+	if c.done == c.retry {
+		fmt.Fprintf(c.app.stderr, "%s %s: give exactly one of --done and --retry\n", progName, c.name())
+		return &exitError{exitUsage}
+	}
+	decision := coordinator.ResolveRetry
+	if c.done {
+		decision = coordinator.ResolveDone
+	}
+	store, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, requeued, err := store.ResolveEffect(ctx, c.id, decision, c.note)
+	if err != nil {
+		return err
+	}
+	v, err := newEffectView(ctx, store, r)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(struct {
+			effectView
+			Requeued bool `json:"job_requeued"`
+		}{v, requeued})
+	}
+	fmt.Fprintf(c.app.stdout, "effect %s resolved %s", r.Key, decision)
+	if requeued {
+		fmt.Fprintf(c.app.stdout, "; job %s queued again", r.JobID)
+	}
+	fmt.Fprintln(c.app.stdout)
+	return nil
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/internal/chaos"
+)
+
+// runChaos is `edgelab chaos`: seeded random fault schedules against the
+// whole system, every history checked. It fails when a schedule broke a
+// rule or could not run.
+func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("edgelab chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		schedules = fs.Int("schedules", 100, "number of schedules to run")
+		seed      = fs.Int64("seed", 1, "seed of the first schedule; schedule i runs seed+i")
+		store     = fs.String("store", chaos.StoreSQLite, "job store: sqlite (a database file per schedule) or postgres")
+		pgDSN     = fs.String("postgres-dsn", os.Getenv("EDGE_TEST_POSTGRES_URL"), "postgres: a database (over TCP) where the role may create schemas; each schedule gets one (default $EDGE_TEST_POSTGRES_URL)")
+		s3ep      = fs.String("s3-endpoint", "", "S3 server (host:port, plain HTTP) to use instead of an in-process one; each schedule creates and removes a bucket")
+		s3ak      = fs.String("s3-access-key", os.Getenv("EDGE_CHAOS_S3_ACCESS_KEY"), "access key for -s3-endpoint (default $EDGE_CHAOS_S3_ACCESS_KEY)")
+		s3sk      = fs.String("s3-secret-key", os.Getenv("EDGE_CHAOS_S3_SECRET_KEY"), "secret key for -s3-endpoint (default $EDGE_CHAOS_S3_SECRET_KEY)")
+		parallel  = fs.Int("parallel", 8, "schedules run at once")
+		ttl       = fs.Duration("lease-ttl", 500*time.Millisecond, "coordinator lease TTL; every other timing of a schedule is derived from it")
+		stopAfter = fs.Int("stop-after", 0, "stop after this many failed schedules (0: run them all)")
+		show      = fs.Int("show", 3, "print the history of at most this many failed schedules")
+		htmlDir   = fs.String("html", "", "write porcupine's view of non-linearizable histories into `dir`")
+		verbose   = fs.Bool("verbose", false, "print a line per schedule and the components' warnings to stderr")
+	)
+	fs.BoolVar(verbose, "v", false, "short for -verbose")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: edgelab chaos [-schedules N] [-seed S] [-store sqlite|postgres] [-verbose] [flags]\n\nRuns seeded random fault schedules against agents, coordinators, the job store, NATS and storage, and checks every history.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *schedules <= 0 {
+		return errors.New("-schedules must be positive")
+	}
+	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: *ttl}, Store: *store, PostgresDSN: *pgDSN}
+	if *s3ep != "" {
+		opts.S3 = &chaos.S3Target{Endpoint: *s3ep, AccessKey: *s3ak, SecretKey: *s3sk}
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if *verbose {
+		opts.Log = zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	}
+	fmt.Fprintf(stdout, "edgelab chaos: schedules %d…%d on %s, lease TTL %s, %d at once\n",
+		*seed, *seed+int64(*schedules)-1, *store, *ttl, *parallel)
+	var (
+		mu     sync.Mutex
+		shown  int
+		done   int
+		failed int
+		start  = time.Now()
+	)
+	st := chaos.RunMany(ctx, opts, chaos.RunOptions{
+		Seed: *seed, Schedules: *schedules, Parallel: *parallel, StopAfter: *stopAfter,
+		OnResult: func(r *chaos.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			if r.Failed() {
+				failed++
+			}
+			switch {
+			case *verbose:
+				status := "ok"
+				if r.Err != nil {
+					status = "could not run: " + r.Err.Error()
+				} else if r.Failed() {
+					status = fmt.Sprintf("FAILED (%d violations)", len(r.Report.Violations))
+				}
+				fmt.Fprintf(stderr, "schedule %d: %s in %s\n", r.Seed, status, r.Took.Round(time.Millisecond))
+			case done%100 == 0:
+				fmt.Fprintf(stderr, "%d schedules, %d failed, %s\n", done, failed, time.Since(start).Round(time.Second))
+			}
+			if !r.Failed() {
+				return
+			}
+			if r.Err != nil {
+				fmt.Fprintf(stdout, "\nschedule %d could not run: %v\n", r.Seed, r.Err)
+				return
+			}
+			fmt.Fprintf(stdout, "\nschedule %d FAILED (reproduce: edgelab chaos -seed %d -schedules 1 -store %s -lease-ttl %s):\n", r.Seed, r.Seed, *store, *ttl)
+			for _, v := range r.Report.Violations {
+				fmt.Fprintf(stdout, "  %s\n", v)
+			}
+			if shown < *show {
+				shown++
+				r.History.Format(stdout, r.Report, r.Report.FailedJobs()...)
+			}
+			if *htmlDir != "" && len(r.Report.Illegal) > 0 {
+				files, err := r.Report.WriteVisualization(*htmlDir)
+				if err != nil {
+					fmt.Fprintf(stderr, "edgelab chaos: %v\n", err)
+				}
+				for _, f := range files {
+					fmt.Fprintf(stdout, "  linearizability view: %s\n", f)
+				}
+			}
+		},
+	})
+	fmt.Fprintln(stdout)
+	st.Print(stdout)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("chaos run interrupted: %w", err)
+	}
+	if !st.OK() {
+		return fmt.Errorf("%d of %d schedules failed", len(st.Failed), st.Schedules)
+	}
+	return nil
+}

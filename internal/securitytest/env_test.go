@@ -1,0 +1,297 @@
+package securitytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
+)
+
+// TestMain keeps one throwaway PostgreSQL cluster for the whole binary.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// natsFromExample starts an embedded NATS server with the users and
+// permissions of examples/nats-server.conf, the passwords taken from the
+// environment as the file says.
+func natsFromExample(t *testing.T, coordPassword, kitchenPassword, garagePassword string) *server.Server {
+	t.Helper()
+	t.Setenv("EDGE_NATS_PASSWORD", coordPassword)
+	t.Setenv("EDGE_NATS_PC_KITCHEN_PASSWORD", kitchenPassword)
+	t.Setenv("EDGE_NATS_PC_GARAGE_PASSWORD", garagePassword)
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "examples", "nats-server.conf"))
+	if err != nil {
+		t.Fatalf("examples/nats-server.conf: %v", err)
+	}
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	return startNATS(t, opts)
+}
+
+func startNATS(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("start nats server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // the umask may have narrowed it
+		t.Fatal(err)
+	}
+	return path
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ── The binaries ────────────────────────────────────────────────────────
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// binaries builds edgeagent and edgecoord once per test binary and returns
+// their paths.
+func binaries(t *testing.T) (edgeagent, edgecoord string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "edge-securitytest-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, cmd := range []string{"edgeagent", "edgecoord"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, cmd), "github.com/edgeagent/edgeagent/cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", cmd, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "edgeagent"), filepath.Join(buildDir, "edgecoord")
+}
+
+// output collects everything the processes and commands of a test print.
+type output struct {
+	mu  sync.Mutex
+	all []capture
+}
+
+type capture struct {
+	what string
+	buf  *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (o *output) add(what string) *lockedBuffer {
+	b := &lockedBuffer{}
+	o.mu.Lock()
+	o.all = append(o.all, capture{what, b})
+	o.mu.Unlock()
+	return b
+}
+
+// addText records text produced elsewhere (an HTTP body).
+func (o *output) addText(what, text string) {
+	b := o.add(what)
+	_, _ = b.Write([]byte(text))
+}
+
+// run runs a command to its end with env added to the environment and
+// records its standard output and error; it returns both and the exit
+// status.
+func (o *output) run(t *testing.T, env []string, name string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	what := filepath.Base(name) + " " + strings.Join(args, " ")
+	outBuf, errBuf := o.add(what+" (stdout)"), o.add(what+" (stderr)")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = outBuf, errBuf
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return outBuf.String(), errBuf.String(), code
+}
+
+// proc is a long-running process whose output is recorded.
+type proc struct {
+	what string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// start starts a long-running command; it is killed at the end of the test
+// if it is still running.
+func (o *output) start(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	what := filepath.Base(name) + " " + strings.Join(args, " ")
+	p := &proc{what: what, cmd: exec.Command(name, args...), out: o.add(what), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s printed:\n%s", what, p.out.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit; it returns the exit status.
+func (p *proc) stop(t *testing.T, within time.Duration) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.wait(t, within)
+}
+
+func (p *proc) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("%s did not exit within %v", p.what, within)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// ── Finding secrets ─────────────────────────────────────────────────────
+
+// encodedForms returns s and the forms it takes when encoded on its way to
+// a log: URL query and path escaping, JSON string escaping, hex, and base64
+// (standard and URL alphabets, padded or not) at each of the three byte
+// alignments it can have inside a longer encoded value such as
+// "user:password".
+func encodedForms(s string) []string {
+	forms := []string{s, url.QueryEscape(s), url.PathEscape(s), hex.EncodeToString([]byte(s))}
+	if j, err := json.Marshal(s); err == nil {
+		forms = append(forms, strings.Trim(string(j), `"`))
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for shift := range 3 {
+			e := enc.EncodeToString(append(make([]byte, shift), s...))
+			// The first characters mix in the padding bytes, the last
+			// ones the end of the value: keep those s alone decides.
+			skip := (shift*8 + 5) / 6
+			e = strings.TrimRight(e, "=")
+			if len(e)-skip-1 < 8 {
+				continue
+			}
+			forms = append(forms, e[skip:len(e)-1])
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range forms {
+		if len(f) >= 8 && !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// scanForSecrets fails the test for every recorded output that contains a
+// secret in any of its encoded forms, and returns how many bytes it read.
+func (o *output) scanForSecrets(t *testing.T, secrets map[string]string) int {
+	t.Helper()
+	o.mu.Lock()
+	all := append([]capture(nil), o.all...)
+	o.mu.Unlock()
+	n := 0
+	for _, c := range all {
+		text := c.buf.String()
+		n += len(text)
+		for name, secret := range secrets {
+			for _, form := range encodedForms(secret) {
+				if i := strings.Index(text, form); i >= 0 {
+					lo, hi := max(0, i-200), min(len(text), i+len(form)+200)
+					t.Errorf("%s shows %s (as %q):\n…%s…", c.what, name, form, text[lo:hi])
+				}
+			}
+		}
+	}
+	return n
+}
