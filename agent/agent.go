@@ -98,6 +98,10 @@ type Options struct {
 	GuardCheckInterval time.Duration
 	// WallClock overrides the wall clock of the lease guards (tests).
 	WallClock func() time.Time
+	// UploadMode is the agent's storage mode (direct or presigned); a
+	// presigned agent warns when the coordinator's hello reply says it does
+	// not presign.
+	UploadMode string
 }
 
 // StopRecord says when and why a job was stopped and what was cut short.
@@ -470,6 +474,11 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 			a.metrics.session.Set(1)
 			a.log.Info().Str("coordinator_id", rep.CoordinatorID).Int64("lease_ttl_ms", rep.LeaseTTLMS).
 				Int64("clock_offset_ms", offset.Milliseconds()).Msg("connected to coordinator")
+			if a.opts.UploadMode == "presigned" && rep.UploadMode == "direct" {
+				err := errors.New("this agent uploads in presigned mode, but the coordinator does not presign (upload_mode direct): uploads will be refused; configure the coordinator's storage or set storage.mode direct")
+				a.log.Warn().Err(err).Msg("storage mode mismatch")
+				a.noteError("hello", "", err)
+			}
 			if len(rep.Settings) > 0 {
 				if err := a.applySettings(rep.Settings, true); err != nil {
 					a.log.Warn().Err(err).Msg("settings in the hello reply refused")

@@ -67,7 +67,7 @@ const (
 type AgentStorage struct {
 	// Mode is direct or presigned. Default direct. Direct mode requires
 	// the endpoint, bucket, access key and secret key; presigned mode
-	// requires none of them.
+	// requires none of them and refuses the access key and secret key.
 	Mode string `yaml:"mode" json:"mode"`
 	// S3 is the bucket and its credentials.
 	S3 `yaml:",inline"`
@@ -203,6 +203,16 @@ func (s AgentStorage) validate(ps *Problems, path string) {
 		s.S3.validate(ps, path, true)
 	case StoragePresigned:
 		s.S3.validate(ps, path, false)
+		// The point of presigned mode is an agent without storage
+		// credentials: refuse them rather than hold them unused.
+		for _, c := range []struct {
+			key string
+			set bool
+		}{{"access_key", s.AccessKey != ""}, {"secret_key", s.SecretKey.IsSet()}, {"secret_key_file", s.SecretKeyFile != ""}} {
+			if c.set {
+				ps.add(path+"."+c.key, "not used in presigned mode, where the agent holds no storage credentials; remove it")
+			}
+		}
 	default:
 		ps.add(path+".mode", "must be direct or presigned, got %q", s.Mode)
 	}

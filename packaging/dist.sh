@@ -78,7 +78,7 @@ all() {
 	rm -rf "$dist"
 	mkdir -p "$dist"
 	work="$(mktemp -d)"
-	trap 'rm -rf "$work"' EXIT
+	trap "rm -rf '$work'" EXIT
 
 	for arch in "${LINUX_ARCHES[@]}"; do
 		local base="edgeagent_${VER}_linux_${arch}" dir

@@ -31,6 +31,17 @@ storage:
   mode: presigned
 `
 
+// directConfig is a valid config in direct storage mode, whose secret key
+// the tests append.
+const directConfig = `agent_id: home-pc-1
+nats:
+  url: nats://127.0.0.1:4222
+storage:
+  endpoint: minio.example.com:9000
+  bucket: edge-artifacts
+  access_key: edge
+`
+
 // runCLI runs the real command-line entry point and returns the exit status
 // and the output.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -88,7 +99,7 @@ func TestConfigValidateWarns(t *testing.T) {
 	if os.PathSeparator == '\\' {
 		t.Skip("file modes do not govern access on Windows")
 	}
-	path := writeConfig(t, validConfig+"  secret_key: literal-secret\n")
+	path := writeConfig(t, directConfig+"  secret_key: literal-secret\n")
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +257,7 @@ func TestRun(t *testing.T) {
 	})
 
 	t.Run("secrets stay out of the log", func(t *testing.T) {
-		secretCfg := writeConfig(t, validConfig+"  secret_key: very-secret-key\n")
+		secretCfg := writeConfig(t, directConfig+"  secret_key: very-secret-key\n")
 		start := func(_ context.Context, cfg *config.Agent, log zerolog.Logger) error {
 			log.Info().Interface("config", cfg).Msg("config")
 			return nil

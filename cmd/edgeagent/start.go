@@ -76,7 +76,7 @@ func startAgent(ctx context.Context, cfg *config.Agent, log zerolog.Logger) erro
 		AgentID: cfg.AgentID, Version: version, Conn: nc, Phones: phones, Store: store,
 		Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: agentLogger(ctx, log),
-		LogLevel: levelSwitch(ctx), StateDir: cfg.StateDir,
+		LogLevel: levelSwitch(ctx), StateDir: cfg.StateDir, UploadMode: cfg.Storage.Mode,
 		// The stop path drops what the spool holds of the stopped token.
 		OnStop: func(tok fencing.Token, _ error) {
 			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,6 +15,10 @@ type ProcSample struct {
 	RSS  int64         // VmRSS, bytes
 	HWM  int64         // VmHWM (peak RSS), bytes
 	CPU  time.Duration // user + system time since the process started
+	// Switches counts the context switches of all the process's threads
+	// (voluntary and not): how often it woke up.
+	Switches int64
+	Threads  int
 	OK   bool          // false when the process could not be read
 	Desc string        // what failed, when !OK
 }

@@ -32,8 +32,11 @@ func SampleProc(pid int) ProcSample {
 			s.RSS = parseKB(v)
 		case "VmHWM":
 			s.HWM = parseKB(v)
+		case "Threads":
+			s.Threads, _ = strconv.Atoi(strings.TrimSpace(v))
 		}
 	}
+	s.Switches = switches(pid)
 	cpu, err := procCPU(pid)
 	if err != nil {
 		s.Desc = err.Error()
@@ -127,4 +130,24 @@ func ppid(pid int) int {
 	}
 	p, _ := strconv.Atoi(f[1])
 	return p
+}
+
+// switches sums the context switches of every thread of pid.
+func switches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }

@@ -87,6 +87,7 @@ type StopSample struct {
 	Verb409    string        // the call the first 409 answered
 	ToReclaim  time.Duration // trigger → the coordinator reclaimed the expired lease (self-fence)
 	LeaseLeft  time.Duration // lease left at the trigger (database clock): what waiting for expiry would take
+	ToRevoke   time.Duration // trigger → the revoke published (revoke way)
 	InFlight   bool          // an upload of the old owner was in flight at the trigger
 	Cause      string
 	SideAfter  int // side effects (requests reaching the coordinator, uploads ending) after the trigger
@@ -104,6 +105,8 @@ type StopRow struct {
 	Reclaim   Summary // self-fence: trigger → reclaim (the lease-expiry baseline)
 	LastVsRec Summary // self-fence: last side effect − reclaim (negative: before)
 	LeaseLeft Summary
+	ToRevoke  Summary
+	RevToStop Summary
 	InFlight  int
 	Verbs     map[string]int
 }
@@ -322,7 +325,7 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 		}
 		p.a, err = agent.New(agent.Options{
 			AgentID: p.aID, Version: "bench", Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-			Store: p.up, Slots: 1, SafetyMargin: o.SafetyMargin, RequestTimeout: time.Second, Log: zerolog.Nop(),
+			Store: p.up, Slots: 1, SafetyMargin: o.SafetyMargin, Log: zerolog.Nop(),
 		})
 		if err != nil {
 			return nil, err
@@ -433,8 +436,8 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	}
 	var delay time.Duration
 	switch way {
-	case StopStaleRenew:
-		// Anywhere in the renewal period, after the job settled in its wait.
+	case StopStaleRenew, StopSelfFence:
+		// Anywhere in the renewal period.
 		delay = 50*time.Millisecond + time.Duration(rand.Int64N(int64(o.LeaseTTL/3)))
 	default:
 		delay = time.Duration(rand.Int64N(int64(20 * time.Millisecond)))
@@ -508,6 +511,28 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	}
 	// Whatever was on its way has arrived.
 	sleepCtx(ctx, 30*time.Millisecond)
+	if way != StopSelfFence {
+		// The reassignment happened when the store granted the job to the
+		// new owner, as its write_events row says (database clock; SQLite
+		// keeps milliseconds, so the trigger is up to 1 ms early and the
+		// latencies up to 1 ms long).
+		evs, err := sys.Store.WriteEvents(ctx, id)
+		if err != nil {
+			return s, err
+		}
+		found := false
+		for _, e := range evs {
+			if e.Verb == "reassign" && e.Accepted && e.Generation == old.Generation+1 {
+				t0, found = e.At, true
+				break
+			}
+		}
+		if !found {
+			return s, fmt.Errorf("job %s: no reassign event", id)
+		}
+		s.LeaseLeft = before.LeaseExpiresAt.Sub(t0)
+		s.ToStop = rec.At.Sub(t0)
+	}
 	last := t0
 	ev.mu.Lock()
 	for _, r := range ev.requests[id] {
@@ -525,8 +550,13 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 		s.To409 = f.At.Sub(t0)
 		s.Verb409 = f.Verb
 	}
-	if r, ok := ev.revokes[id]; ok && way == StopSelfFence {
-		s.ToReclaim = r.Sub(t0)
+	if r, ok := ev.revokes[id]; ok {
+		switch way {
+		case StopSelfFence:
+			s.ToReclaim = r.Sub(t0)
+		case StopRevoke:
+			s.ToRevoke = r.Sub(t0)
+		}
 	}
 	delete(ev.requests, id)
 	ev.mu.Unlock()
@@ -559,7 +589,7 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 
 func summarizeStops(way string, ss []StopSample) StopRow {
 	row := StopRow{Way: way, Samples: ss, Verbs: map[string]int{}}
-	var last, stop, from, to, rec, vs, left []time.Duration
+	var last, stop, from, to, rec, vs, left, rev, revStop []time.Duration
 	for _, s := range ss {
 		last = append(last, s.ToLast)
 		stop = append(stop, s.ToStop)
@@ -572,6 +602,10 @@ func summarizeStops(way string, ss []StopSample) StopRow {
 			from = append(from, s.From409)
 			to = append(to, s.To409)
 		}
+		if way == StopRevoke {
+			rev = append(rev, s.ToRevoke)
+			revStop = append(revStop, s.ToStop-s.ToRevoke)
+		}
 		if way == StopSelfFence {
 			rec = append(rec, s.ToReclaim)
 			vs = append(vs, s.LastBefore)
@@ -579,6 +613,7 @@ func summarizeStops(way string, ss []StopSample) StopRow {
 	}
 	row.Last, row.Stop, row.From409, row.To409 = Summarize(last), Summarize(stop), Summarize(from), Summarize(to)
 	row.Reclaim, row.LastVsRec, row.LeaseLeft = Summarize(rec), Summarize(vs), Summarize(left)
+	row.ToRevoke, row.RevToStop = Summarize(rev), Summarize(revStop)
 	return row
 }
 
@@ -623,6 +658,8 @@ func PrintStop(w io.Writer, r *StopReport) {
 		case StopSelfFence:
 			d.Add(x.Way, "last side effect − reclaim (negative: before the coordinator took the job back)", ms(x.LastVsRec.P50), ms(x.LastVsRec.P99), ms(x.LastVsRec.Max))
 		case StopRevoke:
+			d.Add(x.Way, "reassignment → revoke published", ms(x.ToRevoke.P50), ms(x.ToRevoke.P99), ms(x.ToRevoke.Max))
+			d.Add(x.Way, "revoke published → the old owner's job stopped", ms(x.RevToStop.P50), ms(x.RevToStop.P99), ms(x.RevToStop.Max))
 			d.Add(x.Way, "lease left at the reassignment (what waiting for expiry would take)", ms(x.LeaseLeft.P50), ms(x.LeaseLeft.P99), ms(x.LeaseLeft.Max))
 		}
 	}

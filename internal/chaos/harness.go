@@ -144,6 +144,14 @@ type Result struct {
 	Report  *Report
 	Err     error
 	Took    time.Duration
+	Phases  Phases
+}
+
+// Phases is where a schedule's time went: starting the system, running
+// the plan until every job ended (or the settle time ran out), stopping the
+// processes and reading the final state, and tearing down plus checking.
+type Phases struct {
+	Setup, Run, Collect, TeardownCheck time.Duration
 }
 
 // Failed reports whether the schedule could not run or its history broke a
@@ -239,6 +247,10 @@ func RunPlan(ctx context.Context, opts Options, plan Plan) *Result {
 		res.Report = Check(h, CheckOptions{Grace: opts.Grace})
 	}
 	res.Took = time.Since(start)
+	if h != nil {
+		res.Phases = Phases{Setup: h.Start.Sub(start), Run: h.Settled.Sub(h.Start), Collect: h.End.Sub(h.Settled)}
+		res.Phases.TeardownCheck = res.Took - h.End.Sub(start)
+	}
 	return res
 }
 
@@ -779,9 +791,28 @@ func (r *run) collect(f *Final) error {
 	if err != nil {
 		return err
 	}
-	if f.Incomplete, err = incompleteUploads(ctx, c, r.bucket, "jobs/"); err != nil {
-		return fmt.Errorf("collect final state: %w", err)
+	// MinIO lists the multipart uploads of one key at a time: ask for every
+	// key an agent started one for.
+	keys := map[string]bool{}
+	r.rec.mu.Lock()
+	for _, s := range r.rec.h.S3 {
+		if s.Kind == s3Initiate && s.Key != "" {
+			keys[s.Key] = true
+		}
 	}
+	r.rec.mu.Unlock()
+	for k := range keys {
+		open, err := incompleteUploads(ctx, c, r.bucket, k)
+		if err != nil {
+			return fmt.Errorf("collect final state: %w", err)
+		}
+		for _, o := range open {
+			if o == k {
+				f.Incomplete = append(f.Incomplete, o)
+			}
+		}
+	}
+	sort.Strings(f.Incomplete)
 	return r.collectEffects(ctx, f)
 }
 

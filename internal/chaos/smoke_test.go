@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 	}
 	st := RunMany(context.Background(), opts, RunOptions{Seed: seed, Schedules: max(n, 1), Parallel: max(par, 1), OnResult: func(r *Result) {
 		if r.Report != nil {
-			t.Logf("seed %d took %v: inprogress %d unfinished %d failed %d", r.Seed, r.Took.Round(time.Millisecond), r.Report.InProgress, r.Report.Unfinished, r.Report.Failed)
+			t.Logf("seed %d took %v %+v: inprogress %d unfinished %d failed %d", r.Seed, r.Took.Round(time.Millisecond), r.Phases, r.Report.InProgress, r.Report.Unfinished, r.Report.Failed)
 			if (r.Report.Unfinished > 0 || r.Report.InProgress > 0 || r.Took > 10*time.Second) && os.Getenv("SMOKE_SLOW") != "" {
 				f, _ := os.Create(fmt.Sprintf("/tmp/chaosdev/slow-%d.txt", r.Seed))
 				r.History.Format(f, r.Report)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,8 +20,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // TestMain keeps one throwaway PostgreSQL cluster for the whole binary.
@@ -195,9 +201,15 @@ type proc struct {
 // if it is still running.
 func (o *output) start(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
+	return o.startEnv(t, append(os.Environ(), env...), name, args...)
+}
+
+// startEnv is start with exactly the environment env.
+func (o *output) startEnv(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
 	what := filepath.Base(name) + " " + strings.Join(args, " ")
 	p := &proc{what: what, cmd: exec.Command(name, args...), out: o.add(what), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", what, err)
@@ -273,25 +285,110 @@ func encodedForms(s string) []string {
 	return out
 }
 
-// scanForSecrets fails the test for every recorded output that contains a
-// secret in any of its encoded forms, and returns how many bytes it read.
-func (o *output) scanForSecrets(t *testing.T, secrets map[string]string) int {
-	t.Helper()
+// findSecrets reports every recorded output that contains a secret in any
+// of its encoded forms, with the text around it, and adds the bytes read to
+// *n.
+func (o *output) findSecrets(secrets map[string]string, n *int) []string {
 	o.mu.Lock()
 	all := append([]capture(nil), o.all...)
 	o.mu.Unlock()
-	n := 0
+	var found []string
 	for _, c := range all {
 		text := c.buf.String()
-		n += len(text)
+		*n += len(text)
 		for name, secret := range secrets {
 			for _, form := range encodedForms(secret) {
 				if i := strings.Index(text, form); i >= 0 {
 					lo, hi := max(0, i-200), min(len(text), i+len(form)+200)
-					t.Errorf("%s shows %s (as %q):\n…%s…", c.what, name, form, text[lo:hi])
+					found = append(found, fmt.Sprintf("%s shows the %s (as %q):\n…%s…", c.what, name, form, text[lo:hi]))
 				}
 			}
 		}
 	}
-	return n
+	return found
+}
+
+// matches reports whether any recorded output matches re.
+func (o *output) matches(re *regexp.Regexp) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.all {
+		if re.MatchString(c.buf.String()) {
+			return true
+		}
+	}
+	return false
+}
+
+// ── A coordinator in the test process ───────────────────────────────────
+
+// openSQLite opens a fresh SQLite job store.
+func openSQLite(t *testing.T) coordinator.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatalf("open sqlite store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openPostgres opens a store on a fresh PostgreSQL database.
+func openPostgres(t *testing.T) coordinator.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), testenv.Postgres(t))
+	if err != nil {
+		t.Fatalf("open postgres store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// runCoordinator runs a coordinator on store, connected to url with nopts,
+// until the end of the test, and waits until it serves every verb.
+func runCoordinator(t *testing.T, url string, store coordinator.Store, opts coordinator.Options, nopts ...nats.Option) *coordinator.Server {
+	t.Helper()
+	nopts = append([]nats.Option{nats.Name("coordinator"), nats.CustomInboxPrefix(coordinator.InboxPrefix)}, nopts...)
+	nc, err := nats.Connect(url, nopts...)
+	if err != nil {
+		t.Fatalf("connect coordinator: %v", err)
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 30 * time.Second
+	}
+	if opts.ScheduleInterval == 0 {
+		opts.ScheduleInterval = 50 * time.Millisecond
+	}
+	if opts.HeartbeatEvery == 0 {
+		opts.HeartbeatEvery = 200 * time.Millisecond
+	}
+	if opts.ReapInterval == 0 {
+		opts.ReapInterval = 200 * time.Millisecond
+	}
+	srv := coordinator.New(nc, store, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Run(ctx); err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+	})
+	// Serving once its micro service lists every endpoint.
+	eventually(t, 10*time.Second, "the coordinator to serve", func() bool {
+		msg, err := nc.Request("$SRV.INFO."+coordinator.ServiceName, nil, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		var info struct {
+			Endpoints []json.RawMessage `json:"endpoints"`
+		}
+		return json.Unmarshal(msg.Data, &info) == nil && len(info.Endpoints) == len(protocol.CoordVerbs)
+	})
+	return srv
 }
