@@ -318,4 +318,64 @@ func TestWine(t *testing.T) {
 			last += i
 		}
 	})
+
+	t.Run("edgeagent service", func(t *testing.T) {
+		main, err := os.ReadFile("../cmd/edgeagent/main.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(main), "serviceMain(") {
+			t.Skip("cmd/edgeagent/main.go does not call serviceMain: edgeagent.exe cannot run as a service yet")
+		}
+		// Nothing listens on port 1: the agent keeps trying to reach its
+		// coordinator until it is stopped.
+		config := "agent_id: wine-pc\nnats:\n  url: nats://127.0.0.1:1\nstorage:\n  mode: direct\n" +
+			"  endpoint: 127.0.0.1:1\n  secure: false\n  bucket: edge-artifacts\n  access_key: a\n  secret_key: s\n"
+		if err := os.MkdirAll(w.path(`ProgramData\edgeagent`), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(w.path(`ProgramData\edgeagent\config.yaml`), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logFile := w.path(`ProgramData\edgeagent\logs\edgeagent.log`)
+		_ = os.Remove(logFile)
+		do := func(args ...string) string {
+			t.Helper()
+			out, errOut, code := w.run(t, timeout, exe, args...)
+			if code != 0 {
+				t.Fatalf("edgeagent.exe %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+			}
+			return strings.TrimSpace(out)
+		}
+		do("install")
+		t.Cleanup(func() { w.run(t, timeout, exe, "uninstall") })
+		do("start")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			log, _ := os.ReadFile(logFile)
+			if strings.Contains(string(log), "agent starting") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the agent did not start within 10s; log:\n%s", log)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if st := do("service", "status"); st != "service edgeagent: running" {
+			t.Fatalf("status after start = %q", st)
+		}
+		do("stop")
+		if st := do("service", "status"); st != "service edgeagent: stopped" {
+			t.Fatalf("status after stop = %q", st)
+		}
+		log, _ := os.ReadFile(logFile)
+		var last int
+		for _, want := range []string{"service started", "starting edgeagent", "service stop requested; draining", "edgeagent stopped", "service stopped"} {
+			i := strings.Index(string(log[last:]), want)
+			if i < 0 {
+				t.Fatalf("service log lacks %q after byte %d:\n%s", want, last, log)
+			}
+			last += i
+		}
+	})
 }

@@ -187,20 +187,38 @@ func buildStorage(cfg *config.Agent, spool string, authorize uploader.Authorize,
 // simulated phones from the config (devices[].simulated) for labs and
 // tests, and the adb backend for real phones.
 func buildPhones(ctx context.Context, cfg *config.Agent, spool string, log zerolog.Logger) (agent.Phones, func(), error) {
-	inv := capture.NewInventory()
-	for _, d := range cfg.SimulatedDevices() {
+	sims := cfg.SimulatedDevices()
+	real := len(cfg.Devices) == 0 || len(sims) < len(cfg.Devices)
+	var inv *capture.Inventory
+	closeInv := func() {}
+	if real {
+		tags := map[string][]string{}
+		for _, d := range cfg.Devices {
+			if !d.Simulated && len(d.Tags) > 0 {
+				tags[d.Serial] = d.Tags
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var err error
+		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
+			Address: cfg.ADB.Address, ADBPath: cfg.ADB.Path, Tags: tags,
+			Log: log.With().Str("component", "capture").Logger(),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to the adb server at %s (adb.address; install adb or set adb.path): %w", cfg.ADB.Address, err)
+		}
+	} else {
+		inv = capture.NewInventory()
+	}
+	for _, d := range sims {
 		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: d.Serial, Tags: d.Tags})); err != nil {
+			closeInv()
 			return nil, nil, fmt.Errorf("add simulated phone %s: %w", d.Serial, err)
 		}
 		log.Info().Str("serial", d.Serial).Msg("simulated phone added")
 	}
-	if len(cfg.SimulatedDevices()) == 0 {
-		// The adb-backed inventory is not part of this build yet: the
-		// agent announces no phones and every job fails with a reason
-		// naming that.
-		log.Warn().Msg("no phone backend configured: this build has no adb support yet")
-	}
-	return agent.InventoryPhones(inv, spool, capture.OpLogOptions{}), func() {}, nil
+	return agent.InventoryPhones(inv, spool, capture.OpLogOptions{}), closeInv, nil
 }
 
 // ── Process context ─────────────────────────────────────────────────────

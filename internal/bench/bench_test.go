@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,6 +149,9 @@ func TestCapacityScenario(t *testing.T) {
 func TestFootprintScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the edgeagent binary")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("samples /proc")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
