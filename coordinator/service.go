@@ -614,6 +614,15 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		return nil, badRequest("result is not valid JSON")
 	}
 	manifest, err := s.commitResult(ctx, r.Token, r.Result)
+	if errors.Is(err, fencing.ErrStale) {
+		// A retry whose first attempt was accepted but whose reply was
+		// lost: the job already holds this very token's result. Answer as
+		// the first time; nothing is written again.
+		if m, ok := s.replayedResult(ctx, r.Token); ok {
+			s.jobLog(r.Token).Info().Msg("result already accepted; replying again")
+			return protocol.ResultReply{Accepted: true, Manifest: m}, nil
+		}
+	}
 	if err != nil {
 		return nil, s.fenced(verbResult, err)
 	}
@@ -622,6 +631,24 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		Int("artifacts", len(manifest)).Msg("result accepted")
 	s.Kick()
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
+}
+
+// replayedResult reports whether tok's own result is the job's accepted one,
+// and returns its manifest.
+func (s *Server) replayedResult(ctx context.Context, tok fencing.Token) ([]string, bool) {
+	j, err := s.store.Get(ctx, tok.JobID)
+	if err != nil || j.Status != StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation {
+		return nil, false
+	}
+	arts, err := s.store.Artifacts(ctx, tok.JobID, tok.Generation)
+	if err != nil {
+		return nil, false
+	}
+	m := make([]string, 0, len(arts))
+	for _, a := range arts {
+		m = append(m, a.Key)
+	}
+	return m, true
 }
 
 func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, error) {

@@ -3,9 +3,12 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -19,43 +22,34 @@ var (
 
 const manifestSQL = `SELECT key FROM artifacts WHERE job_id = $1 AND generation = $2 ORDER BY created_at, name`
 
-// CommitManifest is Commit followed by the manifest, sent as one batch: one
-// round trip, two statements. The fenced write is commitSQL itself; the
-// manifest query runs after it with a snapshot of its own (READ
-// COMMITTED), so it sees every artifact registered under the token,
-// including one whose registration the write waited for.
+// CommitManifest is Commit followed by the manifest. Results that arrive
+// while another batch of them is with the database are grouped (see
+// commitGroup): each is its own fenced commitSQL statement and its own
+// manifest query, and a batch goes to the database in one round trip and
+// one transaction.
 func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
 	}
-	b := &pgx.Batch{}
-	b.Queue(commitSQL, tok.JobID, tok.Generation, tok.Owner, nullJSON(result))
-	b.Queue(manifestSQL, tok.JobID, tok.Generation)
-	br := s.pool.SendBatch(ctx, b)
-	var ok bool
-	if err := br.QueryRow().Scan(&ok); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("commit %s: %w", tok, err)
+	r := &groupedCommit{ctx: ctx, tok: tok, result: result, done: make(chan struct{})}
+	s.commits.add(r)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		// The statement may still run; its outcome is then unknown to the
+		// caller, as with any request cut short.
+		return nil, fmt.Errorf("commit %s: %w", tok, ctx.Err())
 	}
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, fmt.Errorf("commit %s: manifest: %w", tok, err)
+	if r.err != nil {
+		return nil, fmt.Errorf("commit %s: %w", tok, r.err)
 	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("commit %s: manifest: %w", tok, err)
-	}
-	if !ok {
+	if !r.ok {
 		return nil, s.refused(ctx, "commit", tok)
 	}
-	if keys == nil {
-		keys = []string{}
+	if r.keys == nil {
+		r.keys = []string{}
 	}
-	return keys, nil
+	return r.keys, nil
 }
 
 // QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
@@ -103,3 +97,130 @@ func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// maxGroup bounds the results of one batch.
+const maxGroup = 64
+
+// groupedCommit is one result waiting for its batch.
+type groupedCommit struct {
+	ctx    context.Context
+	tok    fencing.Token
+	result json.RawMessage
+	done   chan struct{}
+	ok     bool // accepted
+	keys   []string
+	err    error
+}
+
+// commitGroup sends accepted-result writes to the database in batches: one
+// batch at a time, holding every result that arrived while the previous
+// one was with the database (group commit). Each result is still its own
+// fenced statement (commitSQL, the token in its WHERE clause, its
+// write_events row) followed by its own manifest query; the batch is one
+// round trip and one implicit transaction, so the database commits once
+// for all of them. Should the database refuse the batch (an error, not a
+// stale token: the whole transaction is then rolled back), each result is
+// sent again on its own.
+type commitGroup struct {
+	s       *Store
+	mu      sync.Mutex
+	queue   []*groupedCommit
+	running bool
+	wg      sync.WaitGroup
+}
+
+func (g *commitGroup) add(r *groupedCommit) {
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if g.running {
+		g.mu.Unlock()
+		return
+	}
+	g.running = true
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go g.drain()
+}
+
+// drain sends batches until the queue is empty.
+func (g *commitGroup) drain() {
+	defer g.wg.Done()
+	for {
+		g.mu.Lock()
+		n := min(len(g.queue), maxGroup)
+		if n == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		batch := append([]*groupedCommit(nil), g.queue[:n]...)
+		g.queue = g.queue[n:]
+		g.mu.Unlock()
+		g.send(batch)
+	}
+}
+
+// send writes one batch and hands every result its outcome.
+func (g *commitGroup) send(batch []*groupedCommit) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.err = r.ctx.Err()
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) > 1 {
+		err := g.exec(context.Background(), live)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) {
+			for _, r := range live {
+				if err != nil {
+					r.err = err
+				}
+				close(r.done)
+			}
+			return
+		}
+		// The database refused the transaction and rolled it all back:
+		// nothing of the batch was written. Each goes again on its own.
+	}
+	for _, r := range live {
+		r.ok, r.keys, r.err = false, nil, g.exec(r.ctx, []*groupedCommit{r})
+		close(r.done)
+	}
+}
+
+// exec sends rs as one batch: commitSQL and the manifest query for each.
+func (g *commitGroup) exec(ctx context.Context, rs []*groupedCommit) error {
+	b := &pgx.Batch{}
+	for _, r := range rs {
+		b.Queue(commitSQL, r.tok.JobID, r.tok.Generation, r.tok.Owner, nullJSON(r.result))
+		b.Queue(manifestSQL, r.tok.JobID, r.tok.Generation)
+	}
+	br := g.s.pool.SendBatch(ctx, b)
+	var err error
+	for _, r := range rs {
+		if err = br.QueryRow().Scan(&r.ok); err != nil {
+			break
+		}
+		var rows pgx.Rows
+		if rows, err = br.Query(); err != nil {
+			break
+		}
+		if r.keys, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// wait returns once no batch is being sent.
+func (g *commitGroup) wait() { g.wg.Wait() }

@@ -25,7 +25,8 @@ const migrationLockKey int64 = 0x656467656d6967
 
 // Store is a coordinator.Store on PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	commits *commitGroup // batches of CommitManifest (fastpath.go)
 }
 
 var (
@@ -50,6 +51,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool}
+	s.commits = &commitGroup{s: s}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -63,6 +65,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // Close releases the connection pool.
 func (s *Store) Close() error {
+	s.commits.wait()
 	s.pool.Close()
 	return nil
 }

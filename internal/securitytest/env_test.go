@@ -252,14 +252,16 @@ func (p *proc) wait(t *testing.T, within time.Duration) int {
 // ── Finding secrets ─────────────────────────────────────────────────────
 
 // encodedForms returns s and the forms it takes when encoded on its way to
-// a log: URL query and path escaping, JSON string escaping, hex, and base64
+// a log: URL query and path escaping, JSON string escaping (with and
+// without escaped slashes), hex, and base64
 // (standard and URL alphabets, padded or not) at each of the three byte
 // alignments it can have inside a longer encoded value such as
 // "user:password".
 func encodedForms(s string) []string {
 	forms := []string{s, url.QueryEscape(s), url.PathEscape(s), hex.EncodeToString([]byte(s))}
 	if j, err := json.Marshal(s); err == nil {
-		forms = append(forms, strings.Trim(string(j), `"`))
+		inner := strings.Trim(string(j), `"`)
+		forms = append(forms, inner, strings.ReplaceAll(inner, "/", `\/`))
 	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for shift := range 3 {
