@@ -9,7 +9,7 @@ GOBIN_DIR := $(shell $(GO) env GOBIN)
 GOPATH_BIN := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 export PATH := $(PATH):$(if $(GOBIN_DIR),$(GOBIN_DIR):)$(GOPATH_BIN)
 
-.PHONY: all build test test-short deps fmt fmt-check vet lab cross dist
+.PHONY: all build test test-short deps fmt fmt-check vet lab cross dist fuzz-short
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 	$(GO) build ./...
 
 ## test: install missing test dependencies, check formatting, vet, cross-compile, and run every test with the race detector
-test: deps fmt-check vet cross
+test: deps fmt-check vet cross fuzz-short
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: like test without the dependency step, and with -short
@@ -45,6 +45,36 @@ fmt-check:
 ## vet: run go vet
 vet:
 	$(GO) vet ./...
+
+# Every fuzz target, as package:Target (`go test -fuzz` takes one target per
+# run). internal/securitytest checks that the list is complete.
+FUZZ_TARGETS := \
+	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol:FuzzDecodeReply \
+	./config:FuzzParseAgent ./config:FuzzParseCoordinator \
+	./coordinator:FuzzHandlers \
+	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
+	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
+	./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
+	./internal/fakeadbd:FuzzReadMessage
+FUZZTIME ?= 5s
+
+## fuzz-short: run each fuzz target for FUZZTIME (default 5s) after its committed seed corpus
+# A run that fails with nothing but "context deadline exceeded" and writes no
+# failing input is the fuzzing engine missing its own -fuzztime deadline
+# under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t#*:}; try=1; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		until out="$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1)"; do \
+			echo "$$out"; \
+			if [ $$try -ge 3 ] || echo "$$out" | grep -q 'Failing input written to' || \
+				! echo "$$out" | grep -qx '    context deadline exceeded'; then exit 1; fi; \
+			echo "(go.dev/issue/75804: the engine missed its deadline; running $$fn again)"; \
+			try=$$((try + 1)); \
+		done; \
+		echo "$$out" | tail -n 1; \
+	done
 
 # Platforms every package must build for; the release archives are built
 # for the same ones.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/edgeagent/edgeagent/protocol"
@@ -39,6 +40,7 @@ func (j *job) runGuarded(phone Phone, what, kind string, s protocol.Step) ([]str
 	step := j.stepCount() + 1
 	rep, err := j.effectRequest(j.work, "reserve effect "+key, protocol.Effect{
 		Token: j.tok, Action: protocol.EffectActionReserve, Key: key, Step: step, Op: s.Op,
+		Attempt: j.effectAttempt(),
 	})
 	if err != nil {
 		return nil, err
@@ -180,6 +182,11 @@ func (j *job) effectRequest(ctx context.Context, what string, req protocol.Effec
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }
+
+// effectAttempt identifies this run of the token: were the same token's job
+// started twice in this process (a late duplicate of its assign), the
+// second run's reservations find the intents in doubt instead of held.
+func (j *job) effectAttempt() string { return strconv.FormatInt(j.started.UnixNano(), 36) }
 
 // keepReceipt remembers the receipt of an effect step for the result.
 func (j *job) keepReceipt(key string, rc *protocol.EffectReceipt) {

@@ -31,6 +31,8 @@ type Coordinator struct {
 	// uploads for agents in presigned mode. Optional; when any field is
 	// set, the endpoint, bucket and credentials are required.
 	Storage CoordinatorStorage `yaml:"storage" json:"storage"`
+	// Outbox publishes accepted results (outbox.go). Optional.
+	Outbox CoordinatorOutbox `yaml:"outbox" json:"outbox"`
 	// Metrics is the Prometheus metrics endpoint.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
 
@@ -119,6 +121,7 @@ func DefaultCoordinator() *Coordinator {
 		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)},
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
+		Outbox:        defaultOutbox(),
 	}
 }
 
@@ -179,6 +182,7 @@ func (c *Coordinator) Validate() error {
 	if c.Metrics.Listen != "" {
 		checkHostPort(&ps, "metrics.listen", c.Metrics.Listen)
 	}
+	c.Outbox.validate(&ps, "outbox")
 	return ps.Err()
 }
 

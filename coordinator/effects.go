@@ -112,7 +112,7 @@ func (s *Server) effect(ctx context.Context, agentID string, data []byte) (any, 
 	)
 	switch e.Action {
 	case protocol.EffectActionReserve:
-		rec, err = s.store.ReserveEffect(ctx, tok, EffectIntent{Key: e.Key, Step: e.Step, Op: e.Op})
+		rec, err = s.store.ReserveEffect(ctx, tok, EffectIntent{Key: e.Key, Step: e.Step, Op: e.Op, Attempt: e.Attempt})
 	case protocol.EffectActionReceipt:
 		if e.Receipt == nil {
 			return nil, badRequest("receipt is missing")

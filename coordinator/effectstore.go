@@ -53,6 +53,10 @@ type EffectIntent struct {
 	Key  string
 	Step int    // 1-based step number in the job, for display
 	Op   string // the step's op, for display
+	// Attempt identifies the run of the token that reserves: the same
+	// token reserving again with another attempt finds the intent in
+	// doubt (its job was started twice; the first run may have done it).
+	Attempt string
 }
 
 // EffectRecord is one row of the effects table. State is the effective
@@ -70,6 +74,7 @@ type EffectRecord struct {
 	// or whose accepted result the message publishes (outbox).
 	Owner      string
 	Generation int64
+	Attempt    string // the run of the token that reserved it (steps)
 	// Receipt is the step's protocol.EffectReceipt (steps), or the
 	// receiver's reply (outbox); nil before.
 	Receipt json.RawMessage

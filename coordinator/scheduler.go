@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -20,14 +21,21 @@ const reapLimit = 100
 // online (heard from within OfflineAfter on the database clock), not
 // draining, with at least one usable phone. The order is random so no agent
 // is favoured.
+//
+// The list read from the store is reused for agentsMaxAge (passes come on
+// every kick: a heartbeat with a free slot, a result), its SeenAgo moved on
+// by the time since it was read. A pass thus sees a hello, a heartbeat or a
+// drain that came in since at most that late; the grant statement checks
+// the agent's session, drain flags and load itself.
 func (s *Server) schedulable(ctx context.Context) ([]Agent, error) {
-	all, err := s.store.Agents(ctx)
+	all, age, err := s.agentList(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Agent
 	s.mu.Lock()
 	for _, a := range all {
+		a.SeenAgo += age
 		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(UsableDevices(a.Devices)) > 0 {
 			out = append(out, a)
 		}
@@ -35,6 +43,29 @@ func (s *Server) schedulable(ctx context.Context) ([]Agent, error) {
 	s.mu.Unlock()
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out, nil
+}
+
+// agentsMaxAge is how long the scheduler and the reaper reuse the agent
+// list they read from the store: at most a quarter of the schedule
+// interval, at most 100ms.
+func (s *Server) agentsMaxAge() time.Duration {
+	return min(s.opts.ScheduleInterval/4, 100*time.Millisecond)
+}
+
+// agentList returns every agent as read from the store at most
+// agentsMaxAge ago, and how long ago.
+func (s *Server) agentList(ctx context.Context) ([]Agent, time.Duration, error) {
+	s.agentsMu.Lock()
+	defer s.agentsMu.Unlock()
+	if age := time.Since(s.agentsAt); s.agents != nil && age < s.agentsMaxAge() {
+		return s.agents, age, nil
+	}
+	all, err := s.store.Agents(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.agents, s.agentsAt = all, time.Now()
+	return all, 0, nil
 }
 
 func (s *Server) claimRequest(a Agent) ClaimRequest {

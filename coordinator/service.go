@@ -131,6 +131,10 @@ type Server struct {
 	// away is still stopping there), until their next heartbeat or hello.
 	full map[string]bool
 
+	agentsMu sync.Mutex // the agent list of the scheduler and the reaper (scheduler.go)
+	agents   []Agent
+	agentsAt time.Time
+
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 }
 

@@ -64,6 +64,11 @@ type Effect struct {
 	// display); set on reserve.
 	Step int    `json:"step,omitempty"`
 	Op   string `json:"op,omitempty"`
+	// Attempt identifies this run of the token on the agent (reserve): a
+	// reservation asked again by the same token with the same attempt is
+	// a retry and still held; with another attempt the token's job was
+	// started twice, and the intent is answered in doubt.
+	Attempt string `json:"attempt,omitempty"`
 	// Receipt is what the step did (receipt).
 	Receipt *EffectReceipt `json:"receipt,omitempty"`
 	// Evidence are artifact keys registered under the token (evidence).

@@ -105,3 +105,19 @@ else
 	[ -n "$(minio_path)" ] || die "minio: not found in ${GOBIN_DIR:-$GOPATH_BIN} after go install"
 	echo "minio: installed $(minio_path)"
 fi
+
+# --- Wine (the Windows build's test) and systemd tools ---------------------
+wine_path() { command -v wine64 || command -v wine || { [ -x /usr/lib/wine/wine64 ] && echo /usr/lib/wine/wine64; } || true; } 2>/dev/null
+if [ -n "$(wine_path)" ] && command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
+	echo "wine: found $(wine_path) ($(summary "$(wine_path)" --version))"
+else
+	echo "wine: installing via apt-get (about 40 s)"
+	apt_install wine64 wine64 gcc-mingw-w64-x86-64
+	[ -n "$(wine_path)" ] || die "wine: wine64 not found after apt-get install"
+fi
+if command -v systemd-analyze >/dev/null 2>&1; then
+	echo "systemd-analyze: found $(command -v systemd-analyze)"
+else
+	echo "systemd-analyze: installing via apt-get (package systemd)"
+	apt_install systemd systemd
+fi

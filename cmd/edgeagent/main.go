@@ -38,6 +38,10 @@ var version = "dev"
 
 func main() {
 	zerolog.TimeFieldFormat = timeFormat
+	// Started by the Windows service manager: run under its control.
+	if code, ok := serviceMain(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -104,5 +106,28 @@ func TestEffectCommands(t *testing.T) {
 	}
 	if code, _, _ := cli("effect", "show", "nope"); code != exitFailure {
 		t.Fatalf("show of an unknown key: exit %d", code)
+	}
+}
+
+// TestServePublishesResults runs edgecoord serve with an outbox subject in
+// its config: an accepted result is delivered to it with its key, and
+// effect list shows the message done with the receiver's receipt.
+func TestServePublishesResults(t *testing.T) {
+	ns := testenv.NATS(t)
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	recv := coordtest.StartReceiver(t, ns.ClientURL(), "results.cli")
+	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\noutbox:\n  subject: results.cli\n  timeout: 1s", db))
+	coordtest.Start(t, coordtest.Options{ID: "pc-a", URL: ns.ClientURL(), Devices: []protocol.Device{{Serial: "P1", State: "device"}}})
+	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: pub-job\nsteps: [{op: screenshot}]\n"))
+	key := coordinator.OutboxKey("pub-job")
+	eventually(t, "the result to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
+	eventually(t, "the receipt to be stored", func() bool {
+		out := srv.mustCLI(t, "effect", "list", "--kind", "outbox", "--state", "done")
+		return strings.Contains(out, key)
+	})
+	out := srv.mustCLI(t, "effect", "show", key, "--json")
+	var v effectView
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.State != protocol.EffectDone || !strings.Contains(string(v.Receipt), `"seq": 1`) {
+		t.Fatalf("effect show: %s (%v)", out, err)
 	}
 }

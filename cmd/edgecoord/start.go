@@ -77,6 +77,7 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 		return err
 	}
 	defer nc.Close()
+	opts.Outbox = outboxOptions(cfg.Outbox, nc)
 	srv := coordinator.New(nc, store, opts)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +38,8 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		show      = fs.Int("show", 3, "print the history of at most this many failed schedules")
 		htmlDir   = fs.String("html", "", "write porcupine's view of non-linearizable histories into `dir`")
 		verbose   = fs.Bool("verbose", false, "print a line per schedule and the components' warnings to stderr")
+		outDir    = fs.String("out", "", "write the full history of every failed schedule into `dir` (chaos-<seed>.txt)")
+		kinds     = fs.String("faults", "", "comma-separated fault kinds to draw from (default every kind: "+kindNames()+")")
 	)
 	fs.BoolVar(verbose, "v", false, "short for -verbose")
 	fs.Usage = func() {
@@ -52,6 +57,15 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("-schedules must be positive")
 	}
 	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: *ttl}, Store: *store, PostgresDSN: *pgDSN}
+	if *kinds != "" {
+		for _, k := range strings.Split(*kinds, ",") {
+			k = strings.TrimSpace(k)
+			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {
+				return fmt.Errorf("unknown fault kind %q (want %s)", k, kindNames())
+			}
+			opts.Shape.Kinds = append(opts.Shape.Kinds, chaos.Kind(k))
+		}
+	}
 	if *s3ep != "" {
 		opts.S3 = &chaos.S3Target{Endpoint: *s3ep, AccessKey: *s3ak, SecretKey: *s3sk}
 	}
@@ -102,6 +116,11 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			for _, v := range r.Report.Violations {
 				fmt.Fprintf(stdout, "  %s\n", v)
 			}
+			if *outDir != "" {
+				if err := writeHistory(*outDir, r); err != nil {
+					fmt.Fprintf(stderr, "edgelab chaos: %v\n", err)
+				}
+			}
 			if shown < *show {
 				shown++
 				r.History.Format(stdout, r.Report, r.Report.FailedJobs()...)
@@ -124,6 +143,33 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if !st.OK() {
 		return fmt.Errorf("%d of %d schedules failed", len(st.Failed), st.Schedules)
+	}
+	return nil
+}
+
+func kindNames() string {
+	var names []string
+	for _, k := range chaos.AllKinds {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ",")
+}
+
+// writeHistory writes a failed schedule's whole history into dir.
+func writeHistory(dir string, r *chaos.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write history: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("chaos-%d.txt", r.Seed)))
+	if err != nil {
+		return fmt.Errorf("write history: %w", err)
+	}
+	for _, v := range r.Report.Violations {
+		fmt.Fprintf(f, "%s\n", v)
+	}
+	r.History.Format(f, r.Report)
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write history: %w", err)
 	}
 	return nil
 }

@@ -18,13 +18,19 @@ import (
 
 // effectColumns are the columns of an effect row, for RETURNING (the state
 // as written) and, with effectiveState, for reads.
-const effectColumns = `e.key, e.kind, e.state, e.job_id, e.step, e.op, e.owner, e.generation, e.receipt, e.evidence,
+const effectColumns = `e.key, e.kind, e.state, e.job_id, e.step, e.op, e.owner, e.generation, e.attempt, e.receipt, e.evidence,
 	e.payload, e.attempts, e.last_error, e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
 
 // holderStale is true when the token that reserved e is no longer the
 // current token of its job.
 const holderStale = `NOT EXISTS (SELECT 1 FROM jobs h
 	WHERE h.id = e.job_id AND h.lease_generation = e.generation AND h.worker_id = e.owner AND h.status = 'IN_PROGRESS')`
+
+// sameTokenOtherRun is true when the reservation in EXCLUDED comes from the
+// token that holds e, but from another run of it (its job was started
+// twice on the agent).
+const sameTokenOtherRun = `(e.job_id = EXCLUDED.job_id AND e.owner = EXCLUDED.owner
+	AND e.generation = EXCLUDED.generation AND e.attempt <> EXCLUDED.attempt)`
 
 // effectiveState reports an intent reserved by a stale token as in_doubt.
 const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt' ELSE e.state END`
@@ -38,7 +44,7 @@ func scanEffect(row pgx.Row) (coordinator.EffectRecord, error) {
 		step, attempts, reserv     int32
 		doneAt                     *time.Time
 	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &step, &r.Op, &r.Owner, &r.Generation, &receipt, &evidence,
+	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
 		&payload, &attempts, &r.LastError, &reserv, &r.Resolution, &r.Note, &r.CreatedAt, &r.UpdatedAt, &doneAt); err != nil {
 		return coordinator.EffectRecord{}, err
 	}
@@ -94,17 +100,19 @@ func effectEvent(action, cte string) string {
 // reserveEffectSQL inserts the intent when the token is current and no
 // intent has the key, in one statement. On a conflict the existing row is
 // returned (the upsert locks it): taken again after a person's retry,
-// turned in_doubt when the token that reserved it is no longer current,
-// otherwise unchanged. A stale token inserts nothing and touches nothing.
+// turned in_doubt when the token that reserved it is no longer current or
+// is the requester's own in another run (attempt), otherwise unchanged. A
+// stale token inserts nothing and touches nothing.
 var reserveEffectSQL = `
 	WITH ` + fencedJob + `, up AS (
-		INSERT INTO effects AS e (key, kind, state, job_id, step, op, owner, generation)
-		SELECT $4::text, 'step', 'reserved', id, $5::integer, $6::text, worker_id, lease_generation FROM j
+		INSERT INTO effects AS e (key, kind, state, job_id, step, op, owner, generation, attempt)
+		SELECT $4::text, 'step', 'reserved', id, $5::integer, $6::text, worker_id, lease_generation, $7::text FROM j
 		ON CONFLICT (key) DO UPDATE SET
 			state = CASE
 				WHEN e.state = 'retry' THEN 'reserved'
-				WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt'
+				WHEN e.state = 'reserved' AND (` + holderStale + ` OR ` + sameTokenOtherRun + `) THEN 'in_doubt'
 				ELSE e.state END,
+			attempt = CASE WHEN e.state = 'retry' THEN EXCLUDED.attempt ELSE e.attempt END,
 			job_id = CASE WHEN e.state = 'retry' THEN EXCLUDED.job_id ELSE e.job_id END,
 			step = CASE WHEN e.state = 'retry' THEN EXCLUDED.step ELSE e.step END,
 			op = CASE WHEN e.state = 'retry' THEN EXCLUDED.op ELSE e.op END,
@@ -125,7 +133,7 @@ func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in coordin
 	if err := sqlstore.CheckEffectIntent(in); err != nil {
 		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
 	}
-	r, err := scanEffect(s.pool.QueryRow(ctx, reserveEffectSQL, tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op))
+	r, err := scanEffect(s.pool.QueryRow(ctx, reserveEffectSQL, tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op, in.Attempt))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordinator.EffectRecord{}, s.effectRefused(ctx, "reserve effect "+in.Key+" of", tok, in.Key)
 	}

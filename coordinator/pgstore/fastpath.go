@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,8 +99,12 @@ func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-// maxGroup bounds the results of one batch.
-const maxGroup = 64
+// maxGroup bounds the results of one batch; groupTimeout bounds its
+// round trip.
+const (
+	maxGroup     = 64
+	groupTimeout = 30 * time.Second
+)
 
 // groupedCommit is one result waiting for its batch.
 type groupedCommit struct {
@@ -175,7 +180,11 @@ func (g *commitGroup) send(batch []*groupedCommit) {
 		return
 	}
 	if len(live) > 1 {
-		err := g.exec(context.Background(), live)
+		// The batch serves requests with contexts of their own; it runs
+		// under none of them, bounded by its own timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+		err := g.exec(ctx, live)
+		cancel()
 		var pe *pgconn.PgError
 		if err == nil || !errors.As(err, &pe) {
 			for _, r := range live {
@@ -190,7 +199,8 @@ func (g *commitGroup) send(batch []*groupedCommit) {
 		// nothing of the batch was written. Each goes again on its own.
 	}
 	for _, r := range live {
-		r.ok, r.keys, r.err = false, nil, g.exec(r.ctx, []*groupedCommit{r})
+		r.ok, r.keys = false, nil
+		r.err = g.exec(r.ctx, []*groupedCommit{r})
 		close(r.done)
 	}
 }

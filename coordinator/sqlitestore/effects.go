@@ -16,7 +16,7 @@ import (
 )
 
 // effectColumns are the columns of an effect row as written (RETURNING).
-const effectColumns = `key, kind, state, job_id, step, op, owner, generation, receipt, evidence,
+const effectColumns = `key, kind, state, job_id, step, op, owner, generation, attempt, receipt, evidence,
 	payload, attempts, last_error, reservations, resolution, note, created_at, updated_at, done_at`
 
 // holderStale is true when the token that reserved e is no longer the
@@ -27,7 +27,7 @@ const holderStale = `NOT EXISTS (SELECT 1 FROM jobs h
 // effectReadColumns reports an intent reserved by a stale token as
 // in_doubt.
 var effectReadColumns = `e.key, e.kind, CASE WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt' ELSE e.state END AS state,
-	e.job_id, e.step, e.op, e.owner, e.generation, e.receipt, e.evidence, e.payload, e.attempts, e.last_error,
+	e.job_id, e.step, e.op, e.owner, e.generation, e.attempt, e.receipt, e.evidence, e.payload, e.attempts, e.last_error,
 	e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
 
 func scanEffect(row scanner) (coordinator.EffectRecord, error) {
@@ -37,7 +37,7 @@ func scanEffect(row scanner) (coordinator.EffectRecord, error) {
 		evidence                 string
 		createdAt, updatedAt     string
 	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &receipt, &evidence,
+	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
 		&payload, &r.Attempts, &r.LastError, &r.Reservations, &r.Resolution, &r.Note, &createdAt, &updatedAt, &doneAt); err != nil {
 		return coordinator.EffectRecord{}, err
 	}
@@ -97,16 +97,20 @@ const tokenMatches = `EXISTS (SELECT 1 FROM jobs
 // reserveEffectSQL inserts the intent when the token is current and no
 // intent has the key, in one statement; on a conflict the existing row is
 // returned: taken again after a person's retry, turned in_doubt when the
-// token that reserved it is no longer current, otherwise unchanged.
+// token that reserved it is no longer current or is the requester's own in
+// another run (attempt: its job was started twice), otherwise unchanged.
 var reserveEffectSQL = `
-	INSERT INTO effects AS e (key, kind, state, job_id, step, op, owner, generation)
-	SELECT ?4, 'step', 'reserved', id, ?5, ?6, worker_id, lease_generation FROM jobs
+	INSERT INTO effects AS e (key, kind, state, job_id, step, op, owner, generation, attempt)
+	SELECT ?4, 'step', 'reserved', id, ?5, ?6, worker_id, lease_generation, ?7 FROM jobs
 	WHERE id = ?1 AND lease_generation = ?2 AND worker_id = ?3 AND status = 'IN_PROGRESS'
 	ON CONFLICT (key) DO UPDATE SET
 		state = CASE
 			WHEN e.state = 'retry' THEN 'reserved'
-			WHEN e.state = 'reserved' AND ` + holderStale + ` THEN 'in_doubt'
+			WHEN e.state = 'reserved' AND (` + holderStale + `
+			     OR (e.job_id = excluded.job_id AND e.owner = excluded.owner
+			         AND e.generation = excluded.generation AND e.attempt <> excluded.attempt)) THEN 'in_doubt'
 			ELSE e.state END,
+		attempt = CASE WHEN e.state = 'retry' THEN excluded.attempt ELSE e.attempt END,
 		job_id = CASE WHEN e.state = 'retry' THEN excluded.job_id ELSE e.job_id END,
 		step = CASE WHEN e.state = 'retry' THEN excluded.step ELSE e.step END,
 		op = CASE WHEN e.state = 'retry' THEN excluded.op ELSE e.op END,
@@ -160,7 +164,7 @@ func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in coordin
 		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
 	}
 	r, err := s.effectWrite(ctx, protocol.EffectActionReserve, tok, in.Key, reserveEffectSQL,
-		[]any{tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op},
+		[]any{tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op, in.Attempt},
 		func(tx *sql.Tx) (coordinator.EffectRecord, error) {
 			return coordinator.EffectRecord{}, effectRefusal(ctx, tx, tok, in.Key)
 		})

@@ -26,6 +26,7 @@ var effectTests = []struct {
 	{"EffectInDoubtAndRetry", testEffectInDoubtAndRetry},
 	{"EffectResolveDone", testEffectResolveDone},
 	{"EffectReceiptError", testEffectReceiptError},
+	{"EffectSameTokenTwice", testEffectSameTokenTwice},
 	{"EffectFenced", testEffectFenced},
 	{"EffectMarkInDoubt", testEffectMarkInDoubt},
 	{"EffectReserveRace", testEffectReserveRace},
@@ -613,5 +614,38 @@ func testOutboxDelivery(t *testing.T, s coordinator.Store) {
 	reserve(t, s, l2.Token, "not-outbox")
 	if rs := claimOut(0); len(rs) != 0 {
 		t.Fatalf("claimed: %+v", rs)
+	}
+}
+
+// testEffectSameTokenTwice: the same token reserving again in another run
+// (its job was started twice on the agent) finds the intent in doubt; the
+// same run asking again (a lost reply) still holds it.
+func testEffectSameTokenTwice(t *testing.T, s coordinator.Store) {
+	ctx := t.Context()
+	submit(t, s, "t")
+	la := claim(t, s, "t", ownerA, long)
+	run := func(attempt string) coordinator.EffectIntent {
+		in := intent("twice")
+		in.Attempt = attempt
+		return in
+	}
+	for range 2 {
+		r, err := s.ReserveEffect(ctx, la.Token, run("run-1"))
+		if err != nil || !r.HeldBy(la.Token) || r.Attempt != "run-1" {
+			t.Fatalf("reservation of run 1: %+v, %v", r, err)
+		}
+	}
+	r, err := s.ReserveEffect(ctx, la.Token, run("run-2"))
+	if err != nil || r.HeldBy(la.Token) || r.State != protocol.EffectInDoubt || r.Attempt != "run-1" {
+		t.Fatalf("reservation of run 2: %+v, %v; want in doubt, reserved by run 1", r, err)
+	}
+	_, err = s.RecordEffectReceipt(ctx, la.Token, "twice", okReceipt(la.Token))
+	wantErr(t, "receipt of run 1 after run 2 met it", err, coordinator.ErrConflict)
+	// Without attempts (an agent that sends none) a repeat is a retry.
+	if r := reserve(t, s, la.Token, "no-attempt"); !r.HeldBy(la.Token) {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := reserve(t, s, la.Token, "no-attempt"); !r.HeldBy(la.Token) {
+		t.Fatalf("repeat: %+v", r)
 	}
 }

@@ -18,13 +18,16 @@ import (
 var (
 	flagSeed      = flag.Int64("chaos.seed", 1, "first seed of the chaos schedule tests")
 	flagSchedules = flag.Int("chaos.schedules", 0, "schedules of TestChaosSchedules (default 300; 60 with -short)")
-	flagParallel  = flag.Int("chaos.parallel", 10, "schedules run at once")
+	flagParallel  = flag.Int("chaos.parallel", 12, "schedules run at once")
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// testShape is the system of the test schedules: the default shape.
-var testShape = Shape{}
+// testShape is the system of the test schedules: leaner than edgelab
+// chaos's default (two agents, at most four jobs, a shorter window), so
+// that 300 schedules fit in a few minutes of two cores under the race
+// detector. Every fault kind is drawn.
+var testShape = Shape{Agents: 2, Coordinators: 2, MinJobs: 2, MaxJobs: 4, MinFaults: 1, MaxFaults: 3, LeaseTTL: 500 * time.Millisecond, Window: time.Second}
 
 // leakOptions ignores what the test servers keep running.
 func leakOptions() []goleak.Option {
@@ -118,9 +121,9 @@ func TestChaosSchedules(t *testing.T) {
 // an SQLite database per schedule and the in-process S3 server. SQLite is
 // slow under the race detector, so there are fewer.
 func TestChaosSQLite(t *testing.T) {
-	n := 30
+	n := 12
 	if testing.Short() {
-		n = 10
+		n = 4
 	}
 	defer goleak.VerifyNone(t, leakOptions()...)
 	st := runSchedules(t, Options{Shape: testShape}, n)

@@ -149,7 +149,9 @@ func TestNATSLink(t *testing.T) {
 
 	// A hook can drop a message.
 	ctl.mu.Lock()
-	ctl.hook = func(dir Dir, rec *FrameRecord) Verdict { return Verdict{Drop: dir == ToServer && rec.Subject == "echo.4"} }
+	ctl.hook = func(dir Dir, rec *FrameRecord) Verdict {
+		return Verdict{Drop: dir == ToServer && rec.Subject == "echo.4"}
+	}
 	ctl.mu.Unlock()
 	_ = client.Publish("echo.4", []byte("dropped"))
 	_ = client.Publish("echo.5", []byte("kept"))

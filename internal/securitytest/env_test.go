@@ -253,10 +253,9 @@ func (p *proc) wait(t *testing.T, within time.Duration) int {
 
 // encodedForms returns s and the forms it takes when encoded on its way to
 // a log: URL query and path escaping, JSON string escaping (with and
-// without escaped slashes), hex, and base64
-// (standard and URL alphabets, padded or not) at each of the three byte
-// alignments it can have inside a longer encoded value such as
-// "user:password".
+// without escaped slashes), hex, and base64 (standard and URL alphabets,
+// padded or not) at each of the three byte alignments it can have inside a
+// longer encoded value such as "user:password".
 func encodedForms(s string) []string {
 	forms := []string{s, url.QueryEscape(s), url.PathEscape(s), hex.EncodeToString([]byte(s))}
 	if j, err := json.Marshal(s); err == nil {

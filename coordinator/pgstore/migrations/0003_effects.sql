@@ -13,6 +13,7 @@ CREATE TABLE effects (
     op             text NOT NULL DEFAULT '',
     owner          text NOT NULL,                   -- the token that reserved it / whose result it publishes
     generation     bigint NOT NULL,
+    attempt        text NOT NULL DEFAULT '',        -- the run of that token on its agent (steps)
     receipt        jsonb,                           -- the step's receipt, or the receiver's reply
     evidence       jsonb NOT NULL DEFAULT '[]',     -- artifact keys recorded while in doubt
     payload        jsonb,                           -- the message (outbox)

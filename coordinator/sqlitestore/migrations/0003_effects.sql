@@ -14,6 +14,7 @@ CREATE TABLE effects (
     op             TEXT NOT NULL DEFAULT '',
     owner          TEXT NOT NULL,
     generation     INTEGER NOT NULL,
+    attempt        TEXT NOT NULL DEFAULT '',
     receipt        TEXT,
     evidence       TEXT NOT NULL DEFAULT '[]',
     payload        TEXT,
