@@ -56,9 +56,9 @@ FUZZ_TARGETS := \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
 	./internal/fakeadbd:FuzzReadMessage
-FUZZTIME ?= 5s
+FUZZTIME ?= 4s
 
-## fuzz-short: run each fuzz target for FUZZTIME (default 5s) after its committed seed corpus
+## fuzz-short: run each fuzz target for FUZZTIME (default 4s) after its committed seed corpus
 # A run that fails with nothing but "context deadline exceeded" and writes no
 # failing input is the fuzzing engine missing its own -fuzztime deadline
 # under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
@@ -73,7 +73,7 @@ fuzz-short:
 			echo "(go.dev/issue/75804: the engine missed its deadline; running $$fn again)"; \
 			try=$$((try + 1)); \
 		done; \
-		echo "$$out" | tail -n 1; \
+		echo "$$out" | tail -n 3; \
 	done
 
 # Platforms every package must build for; the release archives are built

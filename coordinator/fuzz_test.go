@@ -1,12 +1,14 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +86,38 @@ func (h *handlerFuzz) events(t testing.TB, verb string, tok fencing.Token, accep
 	return n, forbidden
 }
 
+// replayed reports whether body is a result of tok that the job had
+// already accepted before this request: tok committed the job and the
+// stored result is the body's.
+func (h *handlerFuzz) replayed(t testing.TB, verb string, tok fencing.Token, body []byte) bool {
+	if verb != protocol.VerbResult || tok == h.cur {
+		return false
+	}
+	var r protocol.Result
+	if json.Unmarshal(body, &r) != nil {
+		return false
+	}
+	j, err := h.store.Get(context.Background(), tok.JobID)
+	if err != nil || j.Status != coordinator.StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation {
+		return false
+	}
+	value := func(m json.RawMessage) (any, bool) {
+		if len(m) == 0 {
+			return nil, true
+		}
+		d := json.NewDecoder(bytes.NewReader(m))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			return nil, false
+		}
+		return v, true
+	}
+	stored, ok1 := value(j.Result)
+	sent, ok2 := value(r.Result)
+	return ok1 && ok2 && reflect.DeepEqual(stored, sent)
+}
+
 // subjectToken turns arbitrary text into one token of a subject a client
 // can publish on: no separators, wildcards, spaces or control characters.
 // What remains may still be an invalid agent id ("a$b", "é", 65 letters).
@@ -113,9 +147,11 @@ var fencedVerbs = map[string]bool{
 // a body stands for the id of the job in progress, whose token is
 // {"job_id":"$JOB","owner":"pc-a/boot-1","generation":1}. Every request is
 // answered, with a body or one of the protocol's error codes; a fenced verb
-// succeeds only with the current token on its owner's subject; every 403,
-// 404 and 409 of a fenced verb is recorded in write_events, and every
-// success too; the job's generation never moves but by a grant.
+// succeeds only with the current token on its owner's subject, or, for a
+// result, as the answer to a replay of the result its token committed;
+// every 403, 404 and 409 of a fenced verb is recorded in write_events, and
+// every accepted write too; the job's generation never moves but by a
+// grant.
 func FuzzHandlers(f *testing.F) {
 	tok := `{"job_id":"$JOB","owner":"pc-a/boot-1","generation":1}`
 	sum := strings.Repeat("ab", 32)
@@ -234,6 +270,14 @@ func FuzzHandlers(f *testing.F) {
 			refusedAfter, forbidden := h.events(t, verb, req.Token, false)
 			switch code {
 			case 200:
+				if replay := h.replayed(t, verb, req.Token, body); replay {
+					// The accepted result sent again by its token: answered
+					// as the first time, written no more.
+					if agent != req.Token.AgentID() || acceptedAfter != acceptedBefore || refusedAfter != refusedBefore+1 {
+						t.Fatalf("replayed result %v on %q: accepted %d→%d, refused %d→%d", req.Token, agent, acceptedBefore, acceptedAfter, refusedBefore, refusedAfter)
+					}
+					break
+				}
 				if req.Token != before || agent != "pc-a" {
 					t.Fatalf("%s with token %v on %q accepted; the current token is %v", verb, req.Token, agent, before)
 				}

@@ -22,13 +22,15 @@ const reapLimit = 100
 // draining, with at least one usable phone. The order is random so no agent
 // is favoured.
 //
-// The list read from the store is reused for agentsMaxAge (passes come on
-// every kick: a heartbeat with a free slot, a result), its SeenAgo moved on
-// by the time since it was read. A pass thus sees a hello, a heartbeat or a
-// drain that came in since at most that late; the grant statement checks
-// the agent's session, drain flags and load itself.
-func (s *Server) schedulable(ctx context.Context) ([]Agent, error) {
-	all, age, err := s.agentList(ctx)
+// Unless fresh, the list read from the store is reused for agentsMaxAge
+// (scheduler passes come on every kick: a heartbeat with a free slot, a
+// result), its SeenAgo moved on by the time since it was read. A pass thus
+// sees a hello, a heartbeat or a drain that came in since at most that
+// late; the grant statement checks the agent's session, drain flags and
+// load itself. The reaper, which reads the list only when a lease has
+// expired, asks for a fresh one.
+func (s *Server) schedulable(ctx context.Context, fresh bool) ([]Agent, error) {
+	all, age, err := s.agentList(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +55,11 @@ func (s *Server) agentsMaxAge() time.Duration {
 }
 
 // agentList returns every agent as read from the store at most
-// agentsMaxAge ago, and how long ago.
-func (s *Server) agentList(ctx context.Context) ([]Agent, time.Duration, error) {
+// agentsMaxAge ago (now when fresh), and how long ago.
+func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Duration, error) {
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()
-	if age := time.Since(s.agentsAt); s.agents != nil && age < s.agentsMaxAge() {
+	if age := time.Since(s.agentsAt); !fresh && s.agents != nil && age < s.agentsMaxAge() {
 		return s.agents, age, nil
 	}
 	all, err := s.store.Agents(ctx)
@@ -104,7 +106,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 	if queued == 0 {
 		return
 	}
-	agents, err := s.schedulable(ctx)
+	agents, err := s.schedulable(ctx, false)
 	if err != nil {
 		s.log.Error().Err(err).Msg("list agents")
 		return
@@ -170,7 +172,7 @@ func (s *Server) reapOnce(ctx context.Context) {
 			return
 		}
 	}
-	agents, err := s.schedulable(ctx)
+	agents, err := s.schedulable(ctx, true)
 	if err != nil {
 		s.log.Error().Err(err).Msg("list agents")
 		return

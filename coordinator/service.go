@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync"
@@ -622,7 +624,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		// A retry whose first attempt was accepted but whose reply was
 		// lost: the job already holds this very token's result. Answer as
 		// the first time; nothing is written again.
-		if m, ok := s.replayedResult(ctx, r.Token); ok {
+		if m, ok := s.replayedResult(ctx, r.Token, r.Result); ok {
 			s.jobLog(r.Token).Info().Msg("result already accepted; replying again")
 			return protocol.ResultReply{Accepted: true, Manifest: m}, nil
 		}
@@ -637,11 +639,12 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
 }
 
-// replayedResult reports whether tok's own result is the job's accepted one,
-// and returns its manifest.
-func (s *Server) replayedResult(ctx context.Context, tok fencing.Token) ([]string, bool) {
+// replayedResult reports whether result, sent with tok, is the job's
+// accepted result of that very token, and returns its manifest. Another
+// result under the same token is not a retry: it stays refused.
+func (s *Server) replayedResult(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, bool) {
 	j, err := s.store.Get(ctx, tok.JobID)
-	if err != nil || j.Status != StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation {
+	if err != nil || j.Status != StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation || !sameJSON(j.Result, result) {
 		return nil, false
 	}
 	arts, err := s.store.Artifacts(ctx, tok.JobID, tok.Generation)
@@ -653,6 +656,27 @@ func (s *Server) replayedResult(ctx context.Context, tok fencing.Token) ([]strin
 		m = append(m, a.Key)
 	}
 	return m, true
+}
+
+// sameJSON reports whether two JSON documents hold the same value, whatever
+// their spacing and key order (a store may normalise what it keeps). An
+// empty document is null.
+func sameJSON(a, b json.RawMessage) bool {
+	decode := func(m json.RawMessage) (any, bool) {
+		if len(m) == 0 {
+			return nil, true
+		}
+		d := json.NewDecoder(bytes.NewReader(m))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			return nil, false
+		}
+		return v, true
+	}
+	va, okA := decode(a)
+	vb, okB := decode(b)
+	return okA && okB && reflect.DeepEqual(va, vb)
 }
 
 func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, error) {

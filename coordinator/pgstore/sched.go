@@ -128,6 +128,27 @@ func (s *Store) inAgentTx(ctx context.Context, agentID string, fn func(tx pgx.Tx
 	return tx.Commit(ctx)
 }
 
+// inAgentBatch runs query (one statement) after taking the agent's grant
+// lock, both in one round trip: a batch is one implicit transaction, so the
+// transaction-scoped lock is held until the statement's write commits, and
+// the statement, which starts after the lock is granted, reads (READ
+// COMMITTED) every grant committed before. scan reads the statement's row.
+func (s *Store) inAgentBatch(ctx context.Context, agentID, query string, args []any, scan func(pgx.Row) error) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, sqlstore.AgentLockKey(agentID))
+	b.Queue(query, args...)
+	br := s.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return err
+	}
+	err := scan(br.QueryRow())
+	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
 // uniqueViolation reports a unique index refusing a write: the one-job-per-
 // phone index, should a grant ever race one outside the agent lock.
 func uniqueViolation(err error) bool {
@@ -146,10 +167,9 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		jobID, dev string
 		task       []byte
 	)
-	err = s.inAgentTx(ctx, c.AgentID, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, claimForSQL, c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID).
-			Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev)
-	})
+	err = s.inAgentBatch(ctx, c.AgentID, claimForSQL,
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID},
+		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev) })
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
 	}
@@ -173,10 +193,11 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 		jobID, dev string
 		task       []byte
 	)
-	err = s.inAgentTx(ctx, c.AgentID, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, takeOverSQL, c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID).
-			Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
-	})
+	err = s.inAgentBatch(ctx, c.AgentID, takeOverSQL,
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID},
+		func(r pgx.Row) error {
+			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
+		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, coordinator.ErrNoJob)
 	}

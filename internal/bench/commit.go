@@ -398,6 +398,27 @@ func PrintCommit(w io.Writer, r *CommitReport) {
 	}
 	t.Notes = append(t.Notes, "CPU as a share of one core over the window (200% = both cores of a 2-core machine).")
 	t.Print(w)
+	c := Table{Title: "CPU per accepted commit over the same window, and the rate those costs allow on this machine's cores",
+		Header: []string{"store", "coordinator µs", "PostgreSQL µs", "senders+NATS µs", "total µs", "CPU-bound ceiling (nproc ÷ total)"}}
+	for _, x := range r.Throughput {
+		n := float64(x.Commits)
+		if n == 0 || !x.Separate {
+			continue
+		}
+		win := x.Window.Seconds() * 1e6
+		co, db, be := x.CoordCPU*win/n, x.DBCPU*win/n, x.BenchCPU*win/n
+		dbs := "-"
+		if x.Driver == DriverPostgres && x.DBCPU > 0 {
+			dbs = fmt.Sprintf("%.0f", db)
+		}
+		total := co + db + be
+		c.Add(x.Driver, fmt.Sprintf("%.0f", co), dbs, fmt.Sprintf("%.0f", be), fmt.Sprintf("%.0f", total),
+			fmt.Sprintf("%.0f/s", float64(r.Machine.NProc)*1e6/total))
+	}
+	if len(c.Rows) > 0 {
+		c.Notes = append(c.Notes, "SQLite runs inside the coordinator process; the senders and the NATS server share this process.")
+		c.Print(w)
+	}
 	for _, x := range r.Throughput {
 		if len(x.Statements) == 0 {
 			continue

@@ -18,7 +18,7 @@ import (
 var (
 	flagSeed      = flag.Int64("chaos.seed", 1, "first seed of the chaos schedule tests")
 	flagSchedules = flag.Int("chaos.schedules", 0, "schedules of TestChaosSchedules (default 300; 60 with -short)")
-	flagParallel  = flag.Int("chaos.parallel", 12, "schedules run at once")
+	flagParallel  = flag.Int("chaos.parallel", 8, "schedules run at once")
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -36,14 +36,14 @@ func leakOptions() []goleak.Option {
 
 // runSchedules runs n schedules and fails the test for every schedule that
 // broke a rule or could not run, printing the history of the first few.
-func runSchedules(t *testing.T, opts Options, n int) Stats {
+func runSchedules(t *testing.T, opts Options, n, parallel int) Stats {
 	t.Helper()
 	var (
 		mu    sync.Mutex
 		shown int
 	)
 	st := RunMany(context.Background(), opts, RunOptions{
-		Seed: *flagSeed, Schedules: n, Parallel: *flagParallel,
+		Seed: *flagSeed, Schedules: n, Parallel: parallel,
 		OnResult: func(r *Result) {
 			if !r.Failed() {
 				return
@@ -112,7 +112,7 @@ func TestChaosSchedules(t *testing.T) {
 		S3: &S3Target{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey},
 	}
 	start := time.Now()
-	st := runSchedules(t, opts, n)
+	st := runSchedules(t, opts, n, *flagParallel)
 	t.Logf("%d schedules took %s", n, time.Since(start).Round(time.Second))
 	checkCounts(t, st, n >= 200)
 }
@@ -121,11 +121,11 @@ func TestChaosSchedules(t *testing.T) {
 // an SQLite database per schedule and the in-process S3 server. SQLite is
 // slow under the race detector, so there are fewer.
 func TestChaosSQLite(t *testing.T) {
-	n := 12
+	n := 6
 	if testing.Short() {
-		n = 4
+		n = 3
 	}
 	defer goleak.VerifyNone(t, leakOptions()...)
-	st := runSchedules(t, Options{Shape: testShape}, n)
+	st := runSchedules(t, Options{Shape: testShape}, n, 3)
 	checkCounts(t, st, false)
 }

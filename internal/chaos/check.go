@@ -66,6 +66,9 @@ type Report struct {
 	// on an overloaded machine, say), or it is queued while other jobs are
 	// still being granted. Lost: not ended, and nobody acting on it.
 	Jobs, Succeeded, Failed, InProgress, Unfinished, Lost int
+	// Overloaded, when set, says why unfinished jobs could not be judged
+	// lost or not: the store was too slow near the end.
+	Overloaded string
 
 	// StaleRejected counts fenced writes (renew, upload, artifact, result,
 	// fail) the store refused because the token was not current.
@@ -301,10 +304,44 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			rep.Unfinished++ // waiting its turn: jobs are still being granted
 			return
 		}
+		if slow, why := overloaded(h, since, o.Quiet); slow {
+			// Nothing could be judged: the store answered too slowly to
+			// move anything (an overloaded machine).
+			rep.Unfinished++
+			rep.Overloaded = why
+			return
+		}
 		rep.Lost++
 		rep.add(RuleNoJobLost, id, "still %s (generation %d, owner %q) at the end, untouched for %s, and no live process runs it",
 			j.Status, j.Generation, j.WorkerID, ms(h.Settled.Sub(j.UpdatedAt)))
 	}
+}
+
+// overloaded reports whether the store was too slow for the system to
+// make progress in the quiet time before the end: no call of a coordinator
+// was answered in it, or one took longer than the lease TTL (or was still
+// running at the end).
+func overloaded(h *History, since time.Time, quiet time.Duration) (bool, string) {
+	ttl := h.Plan.Shape.withDefaults().LeaseTTL
+	answered := 0
+	for _, op := range h.Ops {
+		if op.Client == "operator" || op.Return.Before(since) || op.Call.After(h.Settled) {
+			continue
+		}
+		ret := op.Return
+		if ret.After(h.Settled) {
+			ret = h.Settled // still running at the end
+		} else {
+			answered++
+		}
+		if d := ret.Sub(op.Call); d > ttl || (op.Return.After(h.Settled) && h.Settled.Sub(op.Call) > ttl) {
+			return true, fmt.Sprintf("store %s by %s took %s", op.Method, op.Client, ms(op.Return.Sub(op.Call)))
+		}
+	}
+	if answered == 0 {
+		return true, fmt.Sprintf("no store call answered in the last %s", ms(quiet))
+	}
+	return false, ""
 }
 
 // lastGrant is when the last grant of any job was answered.
@@ -457,7 +494,10 @@ func checkStops(h *History, o CheckOptions, rep *Report) {
 			return
 		}
 		lag := at.Sub(stop)
-		if lag <= o.Grace {
+		// On an overloaded machine a message already past its lease check
+		// can sit unread for as long as the process stalls: allow the
+		// longest stall seen around the stop on top of the grace.
+		if lag <= o.Grace+h.stalled(stop.Add(-o.Grace), at) {
 			if lag > rep.MaxStopLag {
 				rep.MaxStopLag = lag
 				rep.MaxStopLagWhat = fmt.Sprintf("%s sent %s after it stopped %s", k.process, what, k.tok)

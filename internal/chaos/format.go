@@ -29,7 +29,11 @@ func (h *History) Format(w io.Writer, rep *Report, jobs ...string) {
 		}
 	}
 	fmt.Fprintf(w, "== history of %s", h.Plan)
-	fmt.Fprintf(w, "   (times are milliseconds from the start; the schedule ran %s)\n", ms(h.End.Sub(h.Start)))
+	fmt.Fprintf(w, "   (times are milliseconds from the start; the schedule ran %s", ms(h.End.Sub(h.Start)))
+	if st := h.stalled(h.Start, h.End); st > 0 {
+		fmt.Fprintf(w, "; the process stalled for up to %s", ms(st))
+	}
+	fmt.Fprintln(w, ")")
 	for _, f := range h.Faults {
 		switch {
 		case f.Skipped != "":

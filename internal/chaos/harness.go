@@ -303,6 +303,8 @@ func (r *run) run() (h *History, err error) {
 	}
 	go func() { fwg.Wait(); close(faultsDone) }()
 
+	stalls := make(chan []Stall, 1)
+	go func() { stalls <- probeStalls(runCtx) }()
 	r.settle(runCtx, faultsDone)
 	settled := time.Now()
 	stop()
@@ -323,6 +325,7 @@ func (r *run) run() (h *History, err error) {
 		return nil, err
 	}
 	h = r.rec.History()
+	h.Stalls = <-stalls
 	h.Settled = settled
 	h.End = time.Now()
 	h.Final = final
@@ -1274,6 +1277,28 @@ func (s *agentSlot) stop(running map[string]string, live map[string]bool) {
 }
 
 // ── helpers ─────────────────────────────────────────────────────────────
+
+// probeStalls wakes every 10ms until ctx is done and returns every wake-up
+// that came more than 5ms late: how long the process was stalled (CPU
+// starved, paused by the garbage collector), and when.
+func probeStalls(ctx context.Context) []Stall {
+	const every = 10 * time.Millisecond
+	var out []Stall
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case now := <-t.C:
+			if late := now.Sub(last) - every; late > 5*time.Millisecond {
+				out = append(out, Stall{At: now, Late: late})
+			}
+			last = now
+		}
+	}
+}
 
 // natsErrors sends a connection's asynchronous errors to log instead of
 // stderr.

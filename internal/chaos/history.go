@@ -27,6 +27,26 @@ type History struct {
 	Notes   []Note
 	Stops   []StopRec
 	Final   Final
+	// Stalls are the times the process running the schedule was stalled:
+	// a goroutine that asks to wake every 10ms woke that much late.
+	Stalls []Stall
+}
+
+// Stall is one late wake-up of the stall probe.
+type Stall struct {
+	At   time.Time // when it woke
+	Late time.Duration
+}
+
+// stalled returns the longest stall that overlaps from … to.
+func (h *History) stalled(from, to time.Time) time.Duration {
+	var m time.Duration
+	for _, s := range h.Stalls {
+		if !s.At.Before(from) && !s.At.Add(-s.Late).After(to) {
+			m = max(m, s.Late)
+		}
+	}
+	return m
 }
 
 // StoreOp is one call of a coordinator (or of the harness, client

@@ -172,7 +172,12 @@ func TestCheckAudits(t *testing.T) {
 		}, RuleManifest},
 		{"job still queued, nothing happening", func(b *history) {
 			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(4500), Return: b.at(4501)})
 		}, RuleNoJobLost},
+		{"job still queued, store too slow to tell", func(b *history) {
+			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outUnknown, Call: b.at(1500), Return: b.at(4800)})
+		}, ""},
 		{"job missing", func(b *history) {
 			delete(b.h.Final.Jobs, "j")
 		}, RuleNoJobLost},

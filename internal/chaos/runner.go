@@ -23,6 +23,9 @@ type Stats struct {
 	FaultsInjected map[Kind]int
 
 	Jobs, Succeeded, JobsFailed, InProgress, Unfinished, Lost int
+	// Overloaded counts schedules whose unfinished jobs could not be judged
+	// because the store answered too slowly near the end.
+	Overloaded int
 
 	StaleRejected        int
 	StaleAccepted        int
@@ -67,6 +70,9 @@ func (s *Stats) add(r *Result) {
 	s.JobsFailed += rep.Failed
 	s.InProgress += rep.InProgress
 	s.Unfinished += rep.Unfinished
+	if rep.Overloaded != "" {
+		s.Overloaded++
+	}
 	s.Lost += rep.Lost
 	s.StaleRejected += rep.StaleRejected
 	s.StaleAccepted += rep.StaleAccepted
@@ -163,6 +169,9 @@ func (s Stats) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d in progress at the end, %d unfinished but still worked on, %d lost)\n",
 		s.Jobs, s.Succeeded, s.JobsFailed, s.InProgress, s.Unfinished, s.Lost)
+	if s.Overloaded > 0 {
+		fmt.Fprintf(tw, "  overloaded\t%d\t(schedules whose unfinished jobs could not be judged: the store answered too slowly near the end)\n", s.Overloaded)
+	}
 	fmt.Fprintf(tw, "stale writes rejected\t%d\n", s.StaleRejected)
 	fmt.Fprintf(tw, "stale writes accepted\t%d\n", s.StaleAccepted)
 	fmt.Fprintf(tw, "results lost\t%d\n", s.ResultsLost)

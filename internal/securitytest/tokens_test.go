@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,11 +176,13 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // credentials, every fenced verb (renew, upload, artifact, result, fail)
 // refuses a token with a forged generation, a token of an earlier process of
 // the same agent, a token for another agent's job presented by this agent
-// (409), and another agent's token on this agent's subject (403); a replay
-// of an accepted result, as sent or with another result, is refused (409)
-// and leaves the accepted result alone; after a reassignment the old
-// owner's replays are refused, and so is the new owner's use of the old
-// generation. Every refusal is recorded in write_events and counted.
+// (409), and another agent's token on this agent's subject (403). Once a
+// result is accepted, the same result sent again by its token is answered
+// as the first time and written no more, while another result under that
+// token and every other verb are refused (409); the accepted result stays.
+// After a reassignment the old owner's replays are refused, and so is the
+// new owner's use of the old generation. Every attempt is recorded in
+// write_events, every refusal counted.
 func TestForgedAndReplayedTokens(t *testing.T) {
 	for _, st := range []struct {
 		name string
@@ -221,14 +224,23 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 				}
 			}
 
-			// A finishes its job; replays of the accepted result, as sent and
-			// tampered with, are refused and change nothing.
+			// A finishes its job. The accepted result sent again by its token
+			// (a retry whose reply was lost) is answered as the first time
+			// and written no more; another result under that token, and
+			// every other verb, are refused; nothing changes.
 			var rep protocol.ResultReply
 			if err := a.Request(l.ctx, protocol.VerbResult, protocol.Result{Token: tokA, Result: []byte(`{"by":"A","n":1}`)}, &rep); err != nil || !rep.Accepted {
 				t.Fatalf("A's own result: %+v, %v", rep, err)
 			}
 			accepted := l.job("job-a")
-			l.attempt(a, protocol.VerbResult, tokA, `{"by":"A","n":1}`, protocol.CodeStale)
+			before := len(l.events(tokA, protocol.VerbResult))
+			var again protocol.ResultReply
+			if err := a.Request(l.ctx, protocol.VerbResult, protocol.Result{Token: tokA, Result: []byte(`{"n": 1, "by": "A"}`)}, &again); err != nil || !again.Accepted || !slices.Equal(again.Manifest, rep.Manifest) {
+				t.Fatalf("the accepted result sent again: %+v, %v; want the first reply %+v", again, err, rep)
+			}
+			if evs := l.events(tokA, protocol.VerbResult); len(evs) != before+1 || evs[len(evs)-1].Accepted {
+				t.Fatalf("the resent result was not recorded as an attempt that wrote nothing: %+v", evs)
+			}
 			l.attempt(a, protocol.VerbResult, tokA, `{"by":"A","n":2}`, protocol.CodeStale)
 			for _, verb := range []string{protocol.VerbRenew, protocol.VerbUpload, protocol.VerbArtifact, protocol.VerbFail} {
 				l.attempt(a, verb, tokA, "", protocol.CodeStale)
