@@ -455,8 +455,19 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	switch way {
 	case StopRevoke, StopStaleBusy, StopStaleRenew:
 		t0 = time.Now()
-		if _, err := sys.Coord.Reassign(ctx, id, p.b.id, way == StopRevoke); err != nil {
-			return s, err
+		// On a loaded machine the new owner's heartbeat may come late
+		// enough for the coordinator to count it offline for a moment:
+		// try again. The trigger is the grant itself (below), whenever it
+		// happened.
+		for try := 0; ; try++ {
+			_, err := sys.Coord.Reassign(ctx, id, p.b.id, way == StopRevoke)
+			if err == nil {
+				break
+			}
+			if try == 50 || !strings.Contains(err.Error(), "not connected") {
+				return s, err
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
 		}
 	case StopSelfFence:
 		t0 = time.Now()
@@ -536,7 +547,7 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	last := t0
 	ev.mu.Lock()
 	for _, r := range ev.requests[id] {
-		if r.Token.Owner != old.Owner {
+		if r.Token != old {
 			continue
 		}
 		if r.At.After(t0) {

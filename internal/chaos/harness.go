@@ -642,7 +642,8 @@ func newTransport() *http.Transport {
 // waitCoordinators waits until every coordinator answers the micro service
 // ping.
 func (r *run) waitCoordinators(limit time.Duration) error {
-	nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name("chaos harness"))
+	nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name("chaos harness"), nats.Timeout(5*time.Second),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), natsErrors(r.log))
 	if err != nil {
 		return fmt.Errorf("connect harness to nats: %w", err)
 	}
