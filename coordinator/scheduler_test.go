@@ -151,7 +151,10 @@ func TestMetricsAndHealth(t *testing.T) {
 	submit(t, store, "j1", protocol.DeviceSelector{})
 	submit(t, store, "j2", protocol.DeviceSelector{Serial: "none"})
 	waitStatus(t, store, "j1", coordinator.StatusSucceeded, 5*time.Second)
+	// A token the job does not hold (a resend of the accepted token would be
+	// answered as accepted again) is refused and counted.
 	tok := a.Assigns()[0]
+	tok.Generation++
 	_ = a.Request(context.Background(), protocol.VerbResult, protocol.Result{Token: tok, Result: []byte(`{}`)}, &protocol.ResultReply{})
 
 	hs := httptest.NewServer(c.srv.Handler())
