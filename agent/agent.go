@@ -141,6 +141,9 @@ type Agent struct {
 
 	mu       sync.Mutex
 	jobs     map[string]*job
+	// ended holds the tokens this process has run to their end, so a
+	// repeated assign can never start the same grant twice.
+	ended map[fencing.Token]time.Time
 	changed  chan struct{} // closed and replaced whenever jobs changes
 	stops    []StopRecord
 	errs     []protocol.AgentError
@@ -193,6 +196,7 @@ func New(opts Options) (*Agent, error) {
 		nc:       opts.Conn,
 		bootID:   hex.EncodeToString(b[:]),
 		jobs:     map[string]*job{},
+		ended:    map[fencing.Token]time.Time{},
 		changed:  make(chan struct{}),
 		slots:    opts.Slots,
 		idle:     opts.InteractiveIdle,
@@ -593,6 +597,11 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeUnavailable, "job already running under another token")
 		return
 	}
+	if _, ok := a.ended[as.Token]; ok {
+		a.mu.Unlock()
+		replyError(m, protocol.CodeStale, "this agent already ran this token to its end")
+		return
+	}
 	switch {
 	case a.closing || a.jobsCtx == nil:
 		a.mu.Unlock()
@@ -623,10 +632,25 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		j.run()
 		a.mu.Lock()
 		delete(a.jobs, j.tok.JobID)
+		a.rememberEndedLocked(j.tok)
 		a.notifyLocked()
 		a.metrics.jobsRunning.Set(float64(len(a.jobs)))
 		a.mu.Unlock()
 	}()
+}
+
+// rememberEndedLocked records an ended token, keeping the set bounded: a
+// token older than an hour can no longer be current anyway.
+func (a *Agent) rememberEndedLocked(tok fencing.Token) {
+	now := time.Now()
+	if len(a.ended) >= 4096 {
+		for t, at := range a.ended {
+			if now.Sub(at) > time.Hour {
+				delete(a.ended, t)
+			}
+		}
+	}
+	a.ended[tok] = now
 }
 
 func (a *Agent) onRevoke(m *nats.Msg) {

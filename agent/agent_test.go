@@ -634,3 +634,37 @@ func TestHelloSettings(t *testing.T) {
 			strings.Contains(string(data), `"capture.interactive_idle": "90s"`)
 	})
 }
+
+// TestRepeatedAssignNotRunTwice: an assign of a token this process already
+// ran to its end (a duplicate delivery arriving late) is refused with 409
+// and nothing runs again on the phone.
+func TestRepeatedAssignNotRunTwice(t *testing.T) {
+	leakCheck(t)
+	r := newRig(t, rigSetup{})
+	tok := r.token(1)
+	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(tok.JobID)
+	shots := func() int {
+		n := 0
+		for _, c := range r.phone.History() {
+			if c.Op == protocol.OpScreenshot {
+				n++
+			}
+		}
+		return n
+	}
+	before := shots()
+	if before != 1 {
+		t.Fatalf("%d screenshots after the job, want 1", before)
+	}
+	err := r.coord.assign("pc-a", tok, screenshotTask(1, 0))
+	if !errors.Is(err, fencing.ErrStale) {
+		t.Fatalf("second assign of an ended token: %v, want 409", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := shots(); got != before {
+		t.Fatalf("phone ran %d screenshots after the repeated assign, want %d", got, before)
+	}
+}

@@ -11,16 +11,16 @@ import (
 // ProcSample is one reading of a process: resident memory and CPU time
 // used so far.
 type ProcSample struct {
-	At   time.Time
-	RSS  int64         // VmRSS, bytes
-	HWM  int64         // VmHWM (peak RSS), bytes
-	CPU  time.Duration // user + system time since the process started
+	At  time.Time
+	RSS int64         // VmRSS, bytes
+	HWM int64         // VmHWM (peak RSS), bytes
+	CPU time.Duration // user + system time since the process started
 	// Switches counts the context switches of all the process's threads
 	// (voluntary and not): how often it woke up.
 	Switches int64
 	Threads  int
-	OK   bool          // false when the process could not be read
-	Desc string        // what failed, when !OK
+	OK       bool   // false when the process could not be read
+	Desc     string // what failed, when !OK
 }
 
 // CPUUse is the CPU a process used between two samples, as a fraction of
