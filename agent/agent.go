@@ -139,11 +139,11 @@ type Agent struct {
 	started time.Time
 	metrics *metrics
 
-	mu       sync.Mutex
-	jobs     map[string]*job
+	mu   sync.Mutex
+	jobs map[string]*job
 	// ended holds the tokens this process has run to their end, so a
 	// repeated assign can never start the same grant twice.
-	ended map[fencing.Token]time.Time
+	ended    map[fencing.Token]time.Time
 	changed  chan struct{} // closed and replaced whenever jobs changes
 	stops    []StopRecord
 	errs     []protocol.AgentError
