@@ -25,7 +25,7 @@ import (
 // duplicated messages, made deterministic: a coordinator (here a few lines
 // on raw NATS) assigns a token, answers its first renewal 409 so the agent
 // stops it, then delivers the same assign a second time. The protocol says
-// a second delivery of the same token "changes nothing": the agent must not
+// a second delivery of the same token changes nothing: the agent must not
 // run the token again, so no renewal of it may follow its stop.
 func TestAssignRedeliveredAfterStop(t *testing.T) {
 	ns := testenv.NATS(t)
@@ -107,19 +107,21 @@ func TestAssignRedeliveredAfterStop(t *testing.T) {
 
 	tok := fencing.Token{JobID: "job-dup", Owner: a.Owner(), Generation: 1}
 	assign := protocol.Assign{Token: tok, LeaseTTLMS: 2000, Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot}}}}
-	send := func() {
+	send := func() error {
 		t.Helper()
 		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer rcancel()
-		if err := protocol.Request(rctx, coord, protocol.AgentSubject(agentID, protocol.VerbAssign), assign, &protocol.Ack{}); err != nil {
-			t.Fatalf("assign: %v", err)
-		}
+		return protocol.Request(rctx, coord, protocol.AgentSubject(agentID, protocol.VerbAssign), assign, &protocol.Ack{})
 	}
-	send()
+	if err := send(); err != nil {
+		t.Fatalf("assign: %v", err)
+	}
 	waitFor(t, "the stop after the 409", func() bool { return len(a.Stops()) > 0 })
 	waitFor(t, "the job to end", func() bool { return len(a.Jobs()) == 0 })
 
-	send() // the same assign, delivered again
+	// The same assign, delivered again. Whatever the agent answers, it must
+	// not run the token again.
+	t.Logf("second delivery answered: %v", send())
 	time.Sleep(500 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

@@ -103,6 +103,9 @@ type Report struct {
 	Orphans  int
 	StoreOps int
 	Messages int
+	// MaxStall is the longest a goroutine of the process waited to run
+	// during the schedule (see History.Stalls).
+	MaxStall time.Duration
 }
 
 // OK reports whether no rule was broken.
@@ -167,6 +170,7 @@ func Check(h *History, o CheckOptions) *Report {
 	checkResultsKept(h, rep)
 	checkEffects(h, rep)
 	rep.Orphans = len(h.Final.Incomplete)
+	rep.MaxStall = h.stalled(h.Start, h.End)
 	return rep
 }
 
@@ -317,12 +321,16 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 	}
 }
 
-// overloaded reports whether the store was too slow for the system to
-// make progress in the quiet time before the end: no call of a coordinator
-// was answered in it, or one took longer than the lease TTL (or was still
-// running at the end).
+// overloaded reports whether the machine was too slow for the system to
+// make progress in the quiet time before the end: the process stalled for
+// more than half a lease TTL, no call of a coordinator to the store was
+// answered, or one took longer than the lease TTL (or was still running at
+// the end).
 func overloaded(h *History, since time.Time, quiet time.Duration) (bool, string) {
 	ttl := h.Plan.Shape.withDefaults().LeaseTTL
+	if st := h.stalled(since, h.Settled); st > ttl/2 {
+		return true, fmt.Sprintf("the process stalled for %s", ms(st))
+	}
 	answered := 0
 	for _, op := range h.Ops {
 		if op.Client == "operator" || op.Return.Before(since) || op.Call.After(h.Settled) {
@@ -495,9 +503,10 @@ func checkStops(h *History, o CheckOptions, rep *Report) {
 		}
 		lag := at.Sub(stop)
 		// On an overloaded machine a message already past its lease check
-		// can sit unread for as long as the process stalls: allow the
-		// longest stall seen around the stop on top of the grace.
-		if lag <= o.Grace+h.stalled(stop.Add(-o.Grace), at) {
+		// waits for two goroutines to be scheduled (the NATS client's
+		// flusher, the link's reader) before it is seen: allow twice the
+		// longest wait to run seen around the stop on top of the grace.
+		if lag <= o.Grace+2*h.stalled(stop.Add(-o.Grace), at) {
 			if lag > rep.MaxStopLag {
 				rep.MaxStopLag = lag
 				rep.MaxStopLagWhat = fmt.Sprintf("%s sent %s after it stopped %s", k.process, what, k.tok)

@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"sync"
@@ -241,6 +243,10 @@ func RunPlan(ctx context.Context, opts Options, plan Plan) *Result {
 		log: opts.Log.With().Str("component", "chaos").Int64("seed", seed).Logger(),
 	}
 	h, err := r.run()
+	if err == nil && ctx.Err() != nil {
+		// Cut short: the history is not one the rules can judge.
+		err = fmt.Errorf("run schedule %d: interrupted: %w", seed, ctx.Err())
+	}
 	res.History = h
 	res.Err = err
 	if h != nil && err == nil {
@@ -273,7 +279,7 @@ func (r *run) run() (h *History, err error) {
 		r.coords = append(r.coords, s)
 		s.start()
 	}
-	if err := r.waitCoordinators(15 * time.Second); err != nil {
+	if err := r.waitCoordinators(time.Minute); err != nil {
 		return nil, err
 	}
 	for i := range r.plan.Shape.Agents {
@@ -286,7 +292,7 @@ func (r *run) run() (h *History, err error) {
 			return nil, err
 		}
 	}
-	r.waitReady(15 * time.Second)
+	r.waitReady(30 * time.Second)
 
 	r.t0 = time.Now()
 	r.rec.mu.Lock()
@@ -1279,24 +1285,58 @@ func (s *agentSlot) stop(running map[string]string, live map[string]bool) {
 
 // ── helpers ─────────────────────────────────────────────────────────────
 
-// probeStalls wakes every 10ms until ctx is done and returns every wake-up
-// that came more than 5ms late: how long the process was stalled (CPU
-// starved, paused by the garbage collector), and when.
+// probeStalls measures, until ctx is done, how long goroutines of this
+// process waited to run: every 10ms it notes how late it woke itself, and
+// every 50ms it reads the runtime's histogram of scheduling latencies
+// (runtime/metrics /sched/latencies:seconds) and notes the longest wait
+// any goroutine had since the last read. It returns every such wait of
+// more than 5ms, with when it was seen.
 func probeStalls(ctx context.Context) []Stall {
 	const every = 10 * time.Millisecond
 	var out []Stall
+	note := func(at time.Time, late time.Duration) {
+		if late > 5*time.Millisecond {
+			out = append(out, Stall{At: at, Late: late})
+		}
+	}
+	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	var prev []uint64
+	readSched := func(now time.Time) {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return
+		}
+		h := sample[0].Value.Float64Histogram()
+		if prev != nil {
+			for i := len(h.Counts) - 1; i >= 0; i-- {
+				if i < len(prev) && h.Counts[i] > prev[i] {
+					// The bucket's upper bound, or twice its lower bound
+					// for the last, open one.
+					hi := h.Buckets[i+1]
+					if math.IsInf(hi, 1) {
+						hi = 2 * h.Buckets[i]
+					}
+					note(now, time.Duration(hi*float64(time.Second)))
+					break
+				}
+			}
+		}
+		prev = append(prev[:0], h.Counts...)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := time.Now()
-	for {
+	readSched(last)
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return out
 		case now := <-t.C:
-			if late := now.Sub(last) - every; late > 5*time.Millisecond {
-				out = append(out, Stall{At: now, Late: late})
-			}
+			note(now, now.Sub(last)-every)
 			last = now
+			if n%5 == 0 {
+				readSched(now)
+			}
 		}
 	}
 }

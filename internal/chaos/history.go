@@ -27,14 +27,16 @@ type History struct {
 	Notes   []Note
 	Stops   []StopRec
 	Final   Final
-	// Stalls are the times the process running the schedule was stalled:
-	// a goroutine that asks to wake every 10ms woke that much late.
+	// Stalls are the times goroutines of the process running the schedule
+	// waited to run (an overloaded machine): a probe that wakes every 10ms
+	// woke that much late, or the runtime's scheduling latencies showed a
+	// goroutine waiting that long.
 	Stalls []Stall
 }
 
-// Stall is one late wake-up of the stall probe.
+// Stall is one wait to run of more than 5ms, seen at At.
 type Stall struct {
-	At   time.Time // when it woke
+	At   time.Time
 	Late time.Duration
 }
 

@@ -36,6 +36,7 @@ type Stats struct {
 
 	MaxStopLag     time.Duration
 	MaxStopLagWhat string
+	MaxStall       time.Duration
 	Orphans        int
 	StoreOps       int
 	Messages       int
@@ -85,6 +86,7 @@ func (s *Stats) add(r *Result) {
 	if rep.MaxStopLag > s.MaxStopLag {
 		s.MaxStopLag, s.MaxStopLagWhat = rep.MaxStopLag, fmt.Sprintf("schedule %d: %s", r.Seed, rep.MaxStopLagWhat)
 	}
+	s.MaxStall = max(s.MaxStall, rep.MaxStall)
 	s.Orphans += rep.Orphans
 	s.StoreOps += rep.StoreOps
 	s.Messages += rep.Messages
@@ -170,7 +172,7 @@ func (s Stats) Print(w io.Writer) {
 	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d in progress at the end, %d unfinished but still worked on, %d lost)\n",
 		s.Jobs, s.Succeeded, s.JobsFailed, s.InProgress, s.Unfinished, s.Lost)
 	if s.Overloaded > 0 {
-		fmt.Fprintf(tw, "  overloaded\t%d\t(schedules whose unfinished jobs could not be judged: the store answered too slowly near the end)\n", s.Overloaded)
+		fmt.Fprintf(tw, "  overloaded\t%d\t(schedules whose unfinished jobs could not be judged: the machine was too slow near the end)\n", s.Overloaded)
 	}
 	fmt.Fprintf(tw, "stale writes rejected\t%d\n", s.StaleRejected)
 	fmt.Fprintf(tw, "stale writes accepted\t%d\n", s.StaleAccepted)
@@ -195,6 +197,7 @@ func (s Stats) Print(w io.Writer) {
 	if s.MaxStopLagWhat != "" {
 		fmt.Fprintf(tw, "  \t%s\n", s.MaxStopLagWhat)
 	}
+	fmt.Fprintf(tw, "longest wait to run\t%s\t(a goroutine of the harness process, CPU starved)\n", s.MaxStall.Round(time.Millisecond))
 	fmt.Fprintf(tw, "multipart uploads left open\t%d\t(at the end of a schedule; a killed process's are aborted when its agent restarts)\n", s.Orphans)
 	fmt.Fprintf(tw, "store calls checked\t%d\n", s.StoreOps)
 	fmt.Fprintf(tw, "messages recorded\t%d\n", s.Messages)
