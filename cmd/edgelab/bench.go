@@ -38,7 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		verbose     = fs.Bool("v", false, "print progress to stderr")
 		stops       = fs.Int("stops", 1000, "stop: stops per way for revoke and 409")
 		fenceStops  = fs.Int("fence-stops", 100, "stop: stops for the self-fence deadline and the lease-expiry baseline")
-		pairs       = fs.Int("pairs", 16, "stop: agent pairs stopping jobs at once")
+		pairs       = fs.Int("pairs", 4, "stop: agent pairs stopping jobs at once")
 		stopTTL     = fs.Duration("stop-ttl", 3*time.Second, "stop: lease TTL")
 		margin      = fs.Duration("safety-margin", 500*time.Millisecond, "stop: the agents' self-fence safety margin")
 		senders     = fs.Int("senders", 64, "commit: agents sending results at once")

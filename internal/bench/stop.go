@@ -43,7 +43,7 @@ type StopOptions struct {
 	Common
 	Stops        int           // per way for revoke and both 409 ways (default 1000)
 	FenceStops   int           // for the self-fence deadline (default 100)
-	Pairs        int           // old and new owners working at once (default 16)
+	Pairs        int           // old and new owners working at once (default 4)
 	LeaseTTL     time.Duration // default 3s
 	SafetyMargin time.Duration // the agents' self-fence margin (default 500ms)
 	// Width and Height of the simulated phones' screens (default 360×640).
@@ -61,7 +61,7 @@ func (o *StopOptions) defaults() {
 		o.FenceStops = 100
 	}
 	if o.Pairs <= 0 {
-		o.Pairs = 16
+		o.Pairs = 4
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 3 * time.Second
@@ -428,7 +428,7 @@ func stopTask(serial string, busy bool) protocol.Task {
 		return t
 	}
 	for range 200 {
-		t.Steps = append(t.Steps, protocol.Step{Op: protocol.OpScreenshot}, protocol.Step{Op: protocol.OpWait, DurationMS: 10})
+		t.Steps = append(t.Steps, protocol.Step{Op: protocol.OpScreenshot}, protocol.Step{Op: protocol.OpWait, DurationMS: 20})
 	}
 	return t
 }
