@@ -460,7 +460,22 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	}
 	old := fencing.Token{JobID: id, Owner: before.WorkerID, Generation: before.Generation}
 	if before.Status != coordinator.StatusInProgress || !strings.HasPrefix(before.WorkerID, p.aID+"/") {
-		return s, fmt.Errorf("job %s not running on %s: %s %s", id, p.aID, before.Status, before.WorkerID)
+		// On a loaded machine the job may have been given back (an assign
+		// answered late, a lease run out) after its first upload: drop it.
+		if _, err := sys.Store.Cancel(ctx, id, "bench: job moved before the trigger"); err != nil && !errors.Is(err, coordinator.ErrConflict) {
+			return s, err
+		}
+		if err := waitFor(ctx, 2*o.LeaseTTL+5*time.Second, func() bool {
+			for _, j := range p.a.Jobs() {
+				if j.Token.JobID == id {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			return s, fmt.Errorf("job %s still running on %s after its cancel: %w", id, p.aID, err)
+		}
+		return s, errSkipped
 	}
 	var t0 time.Time
 	switch way {

@@ -19,5 +19,9 @@
 // result per job, the accepted result belongs to the job's final
 // generation, the manifest's objects carry that generation's stamps, no side
 // effect left an agent after it stopped the job, no job and no accepted
-// result was lost. History.Format prints a failing schedule's history.
+// result was lost. A stall probe measures how long goroutines waited to run,
+// so that the timing rules do not mistake an overloaded machine for a broken
+// system. History.Format prints a failing schedule's history; RunMany runs
+// many schedules and adds up their reports; docs/reliability.md describes
+// the rules, the faults and their limits.
 package chaos

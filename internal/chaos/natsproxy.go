@@ -352,13 +352,36 @@ func (p *pipe) start() {
 func (p *pipe) pump(dir Dir, src net.Conn, s *sender) {
 	defer s.stop()
 	defer p.close()
-	r := bufio.NewReaderSize(src, maxControlLine)
-	for {
-		f, err := readFrame(r)
-		if err != nil {
-			return
+	// One goroutine only reads and timestamps, taking no lock, so that the
+	// time a message is seen is when its bytes were read even when the
+	// processing of an earlier one waits.
+	type read struct {
+		f  *frame
+		at time.Time
+	}
+	frames := make(chan read, 1024)
+	go func() {
+		defer close(frames)
+		r := bufio.NewReaderSize(src, maxControlLine)
+		for {
+			f, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			select {
+			case frames <- read{f, time.Now()}:
+			case <-p.closed:
+				return
+			}
 		}
-		now := time.Now()
+	}()
+	defer func() {
+		p.close() // the reader's connection: it ends
+		for range frames {
+		}
+	}()
+	for rd := range frames {
+		f, now := rd.f, rd.at
 		it := &item{f: f, release: now}
 		if f.message() {
 			it.rec = p.l.rec.frame(p.l.Name(), dir, f, now)
