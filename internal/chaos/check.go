@@ -98,6 +98,10 @@ type Report struct {
 	// which side effect that was.
 	MaxStopLag     time.Duration
 	MaxStopLagWhat string
+	// StopsUnjudged counts side effects seen later than the grace after a
+	// stop while the process was starved around it (a goroutine waited to
+	// run more than half the grace): their timing cannot be judged.
+	StopsUnjudged int
 	// Orphans counts multipart uploads left open (killed processes leave
 	// them; the spool's recovery removes them on restart).
 	Orphans  int
@@ -502,11 +506,18 @@ func checkStops(h *History, o CheckOptions, rep *Report) {
 			return
 		}
 		lag := at.Sub(stop)
-		// On an overloaded machine a message already past its lease check
-		// waits for two goroutines to be scheduled (the NATS client's
-		// flusher, the link's reader) before it is seen: allow twice the
-		// longest wait to run seen around the stop on top of the grace.
-		if lag <= o.Grace+2*h.stalled(stop.Add(-o.Grace), at) {
+		stall := h.stalled(stop.Add(-2*o.Grace), at)
+		if lag > o.Grace && stall > o.Grace/2 {
+			// The process was starved around the stop (the stop itself
+			// may have come late): its timing cannot be judged.
+			rep.StopsUnjudged++
+			return
+		}
+		// A message already past its lease check still waits for two
+		// goroutines to be scheduled (the NATS client's flusher, the
+		// link's reader) before it is seen: allow twice the longest wait
+		// to run seen around the stop on top of the grace.
+		if lag <= o.Grace+2*stall {
 			if lag > rep.MaxStopLag {
 				rep.MaxStopLag = lag
 				rep.MaxStopLagWhat = fmt.Sprintf("%s sent %s after it stopped %s", k.process, what, k.tok)

@@ -185,6 +185,11 @@ func TestCheckAudits(t *testing.T) {
 			b.h.Stops = append(b.h.Stops, StopRec{Process: ownerA, Token: a1, At: b.at(1000)})
 			b.h.Frames = append(b.h.Frames, &FrameRecord{Link: ownerA, Dir: ToServer, Verb: "artifact", Token: a1, Read: b.at(2000)})
 		}, RuleNoEffectAfterEnd},
+		{"message late after the stop while the process was starved", func(b *history) {
+			b.h.Stops = append(b.h.Stops, StopRec{Process: ownerA, Token: a1, At: b.at(1000)})
+			b.h.Stalls = append(b.h.Stalls, Stall{At: b.at(1000), Late: 400 * time.Millisecond})
+			b.h.Frames = append(b.h.Frames, &FrameRecord{Link: ownerA, Dir: ToServer, Verb: "artifact", Token: a1, Read: b.at(2000)})
+		}, ""},
 		{"storage write after the stop", func(b *history) {
 			b.h.Stops = append(b.h.Stops, StopRec{Process: ownerA, Token: a1, At: b.at(1000)})
 			b.h.S3 = append(b.h.S3, &S3Record{Link: ownerA, Kind: s3Put, Key: a1.ObjectKey("x.png"), Token: a1, Read: b.at(2000)})

@@ -37,6 +37,7 @@ type Stats struct {
 	MaxStopLag     time.Duration
 	MaxStopLagWhat string
 	MaxStall       time.Duration
+	StopsUnjudged  int
 	Orphans        int
 	StoreOps       int
 	Messages       int
@@ -87,6 +88,7 @@ func (s *Stats) add(r *Result) {
 		s.MaxStopLag, s.MaxStopLagWhat = rep.MaxStopLag, fmt.Sprintf("schedule %d: %s", r.Seed, rep.MaxStopLagWhat)
 	}
 	s.MaxStall = max(s.MaxStall, rep.MaxStall)
+	s.StopsUnjudged += rep.StopsUnjudged
 	s.Orphans += rep.Orphans
 	s.StoreOps += rep.StoreOps
 	s.Messages += rep.Messages
@@ -196,6 +198,9 @@ func (s Stats) Print(w io.Writer) {
 	fmt.Fprintf(tw, "longest stop → side effect\t%s\t(within the grace period)\n", s.MaxStopLag.Round(time.Microsecond))
 	if s.MaxStopLagWhat != "" {
 		fmt.Fprintf(tw, "  \t%s\n", s.MaxStopLagWhat)
+	}
+	if s.StopsUnjudged > 0 {
+		fmt.Fprintf(tw, "  not judged\t%d\t(side effects late after a stop while the process was starved)\n", s.StopsUnjudged)
 	}
 	fmt.Fprintf(tw, "longest wait to run\t%s\t(a goroutine of the harness process, CPU starved)\n", s.MaxStall.Round(time.Millisecond))
 	fmt.Fprintf(tw, "multipart uploads left open\t%d\t(at the end of a schedule; a killed process's are aborted when its agent restarts)\n", s.Orphans)
