@@ -121,7 +121,6 @@ type Server struct {
 
 	kick       chan struct{}
 	bg         sync.WaitGroup // assigns and pushes in flight
-	inflight   chan struct{}  // one token per request being handled
 	handling   sync.WaitGroup // requests being handled
 	handlingMu sync.Mutex
 	stopping   bool        // Run is returning: no new request is handled
@@ -144,13 +143,12 @@ type Server struct {
 func New(nc *nats.Conn, store Store, opts Options) *Server {
 	opts.defaults()
 	s := &Server{
-		nc:       nc,
-		store:    store,
-		opts:     opts,
-		log:      opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
-		kick:     make(chan struct{}, 1),
-		inflight: make(chan struct{}, opts.MaxConcurrent),
-		full:     map[string]bool{},
+		nc:    nc,
+		store: store,
+		opts:  opts,
+		log:   opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
+		kick:  make(chan struct{}, 1),
+		full:  map[string]bool{},
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
 	s.fx = newEffects(s)
@@ -180,16 +178,36 @@ func (s *Server) Run(ctx context.Context) error {
 		protocol.VerbFail:      s.fail,
 		protocol.VerbEffect:    s.effect,
 	}
-	for _, verb := range protocol.CoordVerbs {
-		h := handlers[verb]
-		if err := svc.AddEndpoint(verb, s.wrap(ctx, verb, h), micro.WithEndpointSubject(protocol.CoordWildcard(verb))); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("add endpoint %s: %w", verb, err)
-		}
+	// Requests are handled by MaxConcurrent long-lived workers (their
+	// stacks, once grown, stay grown).
+	work := make(chan func())
+	var workers sync.WaitGroup
+	for range s.opts.MaxConcurrent {
+		workers.Go(func() {
+			for f := range work {
+				f()
+			}
+		})
+	}
+	stopHandling := func() {
+		s.handlingMu.Lock()
+		s.stopping = true
+		s.handlingMu.Unlock()
+		s.handling.Wait()
+		close(work)
+		workers.Wait()
 	}
 	s.handlingMu.Lock()
 	s.stopping = false
 	s.handlingMu.Unlock()
+	for _, verb := range protocol.CoordVerbs {
+		h := handlers[verb]
+		if err := svc.AddEndpoint(verb, s.wrap(ctx, work, verb, h), micro.WithEndpointSubject(protocol.CoordWildcard(verb))); err != nil {
+			_ = svc.Stop()
+			stopHandling()
+			return fmt.Errorf("add endpoint %s: %w", verb, err)
+		}
+	}
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 	s.log.Info().Dur("lease_ttl", s.opts.LeaseTTL).Dur("reap_interval", s.opts.ReapInterval).
@@ -201,10 +219,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.fx.run(ctx) })
 	<-ctx.Done()
 	err = svc.Stop()
-	s.handlingMu.Lock()
-	s.stopping = true
-	s.handlingMu.Unlock()
-	s.handling.Wait()
+	stopHandling()
 	wg.Wait()
 	s.bg.Wait()
 	if err != nil {
@@ -250,34 +265,28 @@ func unavailable(format string, a ...any) error {
 	return &handlerError{code: protocol.CodeUnavailable, msg: fmt.Sprintf(format, a...)}
 }
 
-func (s *Server) wrap(ctx context.Context, verb string, h func(context.Context, string, []byte) (any, error)) micro.HandlerFunc {
+func (s *Server) wrap(ctx context.Context, work chan<- func(), verb string, h func(context.Context, string, []byte) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		// The micro service delivers an endpoint's requests one at a time;
-		// each is handled on a goroutine of its own, up to MaxConcurrent
-		// at once across every verb, so that one request waiting for the
-		// store does not hold up the others. When that many are in flight
-		// the delivery waits. The reply is published here rather than
-		// through req, which the micro service reads when its handler
-		// returns.
-		s.inflight <- struct{}{}
+		// each is handed to one of MaxConcurrent workers shared by every
+		// verb, so that one request waiting for the store does not hold up
+		// the others. When all are busy the delivery waits. The reply is
+		// published by the worker rather than through req, which the micro
+		// service reads when this handler returns.
 		s.handlingMu.Lock()
 		if s.stopping {
 			// Run is returning: the subscription is draining.
 			s.handlingMu.Unlock()
-			<-s.inflight
 			_ = req.Error(strconv.Itoa(protocol.CodeUnavailable), "coordinator stopping", nil)
 			return
 		}
 		s.handling.Add(1)
 		s.handlingMu.Unlock()
 		subject, reply, data := req.Subject(), req.Reply(), req.Data()
-		go func() {
-			defer func() {
-				<-s.inflight
-				s.handling.Done()
-			}()
+		work <- func() {
+			defer s.handling.Done()
 			s.handle(ctx, verb, h, subject, reply, data)
-		}()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func messageTypes() map[string]any {
 		"Upload": &Upload{}, "UploadReply": &UploadReply{}, "Artifact": &Artifact{},
 		"Result": &Result{}, "ResultReply": &ResultReply{}, "Fail": &Fail{}, "Revoke": &Revoke{},
 		"Control": &Control{}, "StepRequest": &StepRequest{}, "StepReply": &StepReply{},
-		"AgentStatus": &AgentStatus{},
+		"AgentStatus": &AgentStatus{}, "Effect": &Effect{}, "EffectReply": &EffectReply{},
 	}
 }
 
@@ -57,6 +58,9 @@ func FuzzDecodeMessages(f *testing.F) {
 		`{"token":` + tok + `,"reason":"agent shutting down","requeue":true}`,
 		`{"command":"config","job_id":"j","settings":{"log_level":""}}`,
 		`{"token":` + tok + `,"step":{"op":"tap","x":5},"finish":true}`,
+		`{"token":` + tok + `,"task":{"steps":[{"op":"tap","effect":{"key":"order-42"}},{"op":"text","text":"x","effect":{"key":"order-42"}},{"op":"screenshot","effect":{"key":"k"}},{"op":"key","effect":{"key":"edgecoord/outbox"}}]}}`,
+		`{"token":` + tok + `,"action":"receipt","key":"order-42","step":3,"op":"tap","attempt":"a1","receipt":{"outcome":"ok","at":"2026-03-01T12:00:00Z","artifacts":["jobs/j/g1/a.png"]},"evidence":["k"]}`,
+		`{"key":"order-42","state":"reserved","job_id":"j","owner":"a/b","generation":2,"receipt":null}`,
 		`{"seq":1,"op":"tap","outcome":"ok","duration_ms":1.5,"artifacts":["a"],"finished":true,"manifest":["k"]}`,
 		`{"agent_id":"a","connection":{"nats_connected":true,"last_hello":"2026-03-01T12:00:00Z"},"jobs":[{"token":` + tok + `,"leased":true}],"phones":[{"serial":"s","busy":true}],"recent_stops":[{"cause":"revoked","at":"2026-03-01T12:00:00Z"}]}`,
 		`{"server_time":"0000-01-01T00:00:00Z"}`,
@@ -125,6 +129,13 @@ func checkAccepted(t *testing.T, name string, v any) {
 		toks = append(toks, m.Token)
 	case *Heartbeat:
 		toks = append(toks, m.Running...)
+	case *Effect:
+		toks = append(toks, m.Token)
+	case *EffectReply:
+		tok := fencing.Token{JobID: m.JobID, Owner: m.Owner, Generation: m.Generation}
+		if m.Holds(tok) != (m.State == EffectReserved) {
+			t.Fatalf("EffectReply %+v: Holds(its own token) = %v", m, m.Holds(tok))
+		}
 	}
 	for _, tok := range toks {
 		if tok.Validate() != nil {
@@ -147,6 +158,7 @@ func checkTask(t *testing.T, task Task) {
 	if len(task.Steps) == 0 && !task.Interactive || task.IdleTimeoutMS < 0 {
 		t.Fatalf("Validate accepted task %+v", task)
 	}
+	keys := map[string]bool{}
 	for _, s := range task.Steps {
 		switch s.Op {
 		case OpLaunch, OpWait, OpTap, OpSwipe, OpText, OpKey, OpScreenshot, OpUIDump, OpRecordStart, OpRecordStop:
@@ -158,6 +170,15 @@ func checkTask(t *testing.T, task Task) {
 		}
 		if s.Name != "" {
 			checkName(t, s.Name)
+		}
+		if s.Effect != nil {
+			if ValidateEffectKey(s.Effect.Key) != nil || !slices.Contains(EffectOps, s.Op) || strings.HasPrefix(s.Effect.Key, ReservedKeyPrefix) {
+				t.Fatalf("Validate accepted effect step %+v (key %q)", s, s.Effect.Key)
+			}
+			if keys[s.Effect.Key] {
+				t.Fatalf("Validate accepted effect key %q twice", s.Effect.Key)
+			}
+			keys[s.Effect.Key] = true
 		}
 	}
 }

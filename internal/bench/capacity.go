@@ -84,6 +84,7 @@ type CapacityRow struct {
 	LastErr    string
 	Separate   bool
 	Startup    time.Duration // every agent connected and said hello
+	Wakeup     Summary       // 1 ms sleeps of this process: how late they woke up in the window
 }
 
 // CapacityReport is what the capacity scenario measured.
@@ -138,22 +139,15 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 	row.Separate = sys.Separate()
 
 	var (
-		submitted sync.Map // job id → submit time
-		assignMu  sync.Mutex
-		assignLat []time.Duration
-		assigned  int
-		windowEnd atomic.Int64
+		mu         sync.Mutex
+		queuedAt   = map[string]time.Time{} // job id → its Submit returned
+		assignedAt = map[string]time.Time{} // job id → its assign reached the agent
 	)
 	stats := &agentStats{}
 	stats.onAssign = func(jobID string, at time.Time) {
-		v, ok := submitted.Load(jobID)
-		if !ok {
-			return
-		}
-		assignMu.Lock()
-		assignLat = append(assignLat, at.Sub(v.(time.Time)))
-		assigned++
-		assignMu.Unlock()
+		mu.Lock()
+		assignedAt[jobID] = at
+		mu.Unlock()
 	}
 	agents := make([]*simAgent, n)
 	startAt := time.Now()
@@ -197,10 +191,10 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 	interval := time.Duration(float64(time.Second) / rate)
 	c0, d0 := sys.SampleCoord(), sys.SampleDB()
 	hb0 := stats.heartbeats.Load()
+	probe := startProbe()
 	start := time.Now()
 	stats.measureFrom.Store(start.UnixNano())
 	end := start.Add(o.Duration)
-	windowEnd.Store(end.UnixNano())
 	var hwm int64
 	nextSample := start.Add(time.Second)
 	var subWG sync.WaitGroup
@@ -210,15 +204,13 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 		}
 		id := fmt.Sprintf("cap-%d-%08x", n, rand.Uint32())
 		subWG.Go(func() {
-			t0 := time.Now()
-			submitted.Store(id, t0)
 			if _, err := sys.Store.Submit(ctx, coordinator.JobSpec{ID: id, Task: capacityTask}); err != nil {
-				submitted.Delete(id)
 				stats.fail(fmt.Errorf("submit: %w", err))
 				return
 			}
-			// The agent measures from when the job was stored; a submit
-			// that returns late still counts from its start.
+			mu.Lock()
+			queuedAt[id] = time.Now()
+			mu.Unlock()
 		})
 		row.Submitted++
 		sys.Kick()
@@ -231,24 +223,41 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 	}
 	subWG.Wait()
 	row.Window = time.Since(start)
+	row.Wakeup = probe.Stop()
 	c1, d1 := sys.SampleCoord(), sys.SampleDB()
 	hb1 := stats.heartbeats.Load()
 	stats.measureFrom.Store(0)
 	// Jobs submitted in the window may still be assigned and committed.
+	assignedCount := func() int {
+		n := 0
+		for id := range queuedAt {
+			if _, ok := assignedAt[id]; ok {
+				n++
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(o.Grace)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		assignMu.Lock()
-		a := assigned
-		assignMu.Unlock()
+		mu.Lock()
+		a := assignedCount()
+		mu.Unlock()
 		if a >= row.Submitted {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	assignMu.Lock()
+	mu.Lock()
+	var assignLat []time.Duration
+	for id, q := range queuedAt {
+		if a, ok := assignedAt[id]; ok {
+			// A job can be assigned before its Submit call has returned.
+			assignLat = append(assignLat, max(0, a.Sub(q)))
+		}
+	}
 	row.Assign = Summarize(assignLat)
-	row.Assigned = assigned
-	assignMu.Unlock()
+	row.Assigned = len(assignLat)
+	mu.Unlock()
 	row.Heartbeats = float64(hb1-hb0) / row.Window.Seconds()
 	row.HBLatency = stats.hbLatency.Summary()
 	row.Commit = stats.commitLat.Summary()
@@ -269,7 +278,7 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 func PrintCapacity(w io.Writer, r *CapacityReport) {
 	o := r.Options
 	t := Table{Title: fmt.Sprintf("Capacity: simulated agents against one coordinator (heartbeat every %v, one job per agent every %v on average, %v of work each)", o.Heartbeat, o.JobEvery, o.Work),
-		Header: []string{"store", "agents", "heartbeats/s", "heartbeat p99 ms", "jobs", "assign p50 ms", "assign p99 ms", "commit p50 ms", "commit p99 ms", "coordinator CPU", "coordinator RSS MiB", "PostgreSQL CPU", "errors"}}
+		Header: []string{"store", "agents", "heartbeats/s", "heartbeat p99 ms", "jobs", "assign p50 ms", "assign p99 ms", "commit p50 ms", "commit p99 ms", "coordinator CPU", "coordinator RSS MiB", "PostgreSQL CPU", "errors", "wakeup p99 ms"}}
 	for _, x := range r.Rows {
 		db := "-"
 		if x.Driver == DriverPostgres && x.DBCPU > 0 {
@@ -277,12 +286,13 @@ func PrintCapacity(w io.Writer, r *CapacityReport) {
 		}
 		t.Add(x.Driver, fmt.Sprint(x.Agents), fmt.Sprintf("%.1f", x.Heartbeats), ms(x.HBLatency.P99),
 			fmt.Sprintf("%d/%d", x.Assigned, x.Submitted), ms(x.Assign.P50), ms(x.Assign.P99), ms(x.Commit.P50), ms(x.Commit.P99),
-			pct(x.CoordCPU), fmt.Sprintf("%s (peak %s)", mib(x.CoordRSS), mib(x.CoordHWM)), db, fmt.Sprint(x.Errors+x.HBErrors))
+			pct(x.CoordCPU), fmt.Sprintf("%s (peak %s)", mib(x.CoordRSS), mib(x.CoordHWM)), db, fmt.Sprint(x.Errors+x.HBErrors), ms(x.Wakeup.P99))
 		if x.LastErr != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s/%d: last error: %s", x.Driver, x.Agents, x.LastErr))
 		}
 	}
-	t.Notes = append(t.Notes, "jobs: assigned/submitted in the window; assign: submit → the agent holds the assign; commit: result request round trip.")
+	t.Notes = append(t.Notes, "jobs: assigned/submitted in the window; assign: from the job stored (Submit returned) to the agent holding the assign; commit: result request round trip.",
+		"wakeup: how late a 1 ms sleep of the load generator woke up during the window (the machine's own floor under the latencies).")
 	t.Print(w)
 	g := Table{Title: "Growth against the smallest run of the same store (value at N ÷ value at the smallest N)",
 		Header: []string{"store", "agents", "agents ×", "heartbeats/s ×", "assign p99 ×", "commit p99 ×", "coordinator CPU ×", "coordinator RSS ×"}}

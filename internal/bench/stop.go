@@ -110,6 +110,9 @@ type StopRow struct {
 	InFlight  int
 	Verbs     map[string]int
 	Skipped   int // stops whose job changed hands before the trigger
+	// Wakeup is how late a 1 ms sleep of this process woke up during the
+	// way's stops: the floor of every latency measured here.
+	Wakeup Summary
 }
 
 // StopReport is what the stop scenario measured.
@@ -363,6 +366,7 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 			runErr  error
 			skipped atomic.Int64
 		)
+		probe := startProbe()
 		for _, p := range pairs {
 			wg.Go(func() {
 				for next.Add(1) <= int64(w.n) && ctx.Err() == nil {
@@ -383,14 +387,16 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 			})
 		}
 		wg.Wait()
+		wake := probe.Stop()
 		if runErr != nil {
 			return rep, runErr
 		}
 		row := summarizeStops(w.way, samples)
 		row.Skipped = int(skipped.Load())
+		row.Wakeup = wake
 		rep.Rows = append(rep.Rows, row)
 		if w.way == StopSelfFence {
-			base := StopRow{Way: StopLeaseOnly, Samples: samples, Last: row.Reclaim}
+			base := StopRow{Way: StopLeaseOnly, Samples: samples, Last: row.Reclaim, Wakeup: wake}
 			rep.Rows = append(rep.Rows, base)
 		}
 	}
@@ -661,7 +667,7 @@ func summarizeStops(way string, ss []StopSample) StopRow {
 func PrintStop(w io.Writer, r *StopReport) {
 	o := r.Options
 	t := Table{Title: fmt.Sprintf("Stop latency through the real coordinator: trigger → the old owner's last side effect (lease TTL %v, agent safety margin %v, %d agent pairs at once)", o.LeaseTTL, o.SafetyMargin, o.Pairs),
-		Header: []string{"way", "stops", "p50 ms", "p99 ms", "max ms", "trigger → stop p50 ms", "p99 ms", "upload in flight", "ratio p99 ÷ lease-expiry p50"}}
+		Header: []string{"way", "stops", "p50 ms", "p99 ms", "max ms", "trigger → stop p50 ms", "p99 ms", "upload in flight", "ratio p99 ÷ lease-expiry p50", "wakeup p99 / max ms"}}
 	var basis time.Duration
 	for _, x := range r.Rows {
 		if x.Way == StopLeaseOnly {
@@ -674,11 +680,12 @@ func PrintStop(w io.Writer, r *StopReport) {
 			ratio = fmt.Sprintf("%.4f", float64(x.Last.P99)/float64(basis))
 		}
 		if x.Way == StopLeaseOnly {
-			t.Add(x.Way, fmt.Sprint(x.Last.N), ms(x.Last.P50), ms(x.Last.P99), ms(x.Last.Max), "-", "-", "-", ratio)
+			t.Add(x.Way, fmt.Sprint(x.Last.N), ms(x.Last.P50), ms(x.Last.P99), ms(x.Last.Max), "-", "-", "-", ratio,
+				ms(x.Wakeup.P99)+" / "+ms(x.Wakeup.Max))
 			continue
 		}
 		t.Add(x.Way, fmt.Sprint(x.Last.N), ms(x.Last.P50), ms(x.Last.P99), ms(x.Last.Max), ms(x.Stop.P50), ms(x.Stop.P99),
-			fmt.Sprint(x.InFlight), ratio)
+			fmt.Sprint(x.InFlight), ratio, ms(x.Wakeup.P99)+" / "+ms(x.Wakeup.Max))
 	}
 	for _, x := range r.Rows {
 		if x.Skipped > 0 {
@@ -688,6 +695,7 @@ func PrintStop(w io.Writer, r *StopReport) {
 	t.Notes = append(t.Notes,
 		"trigger: the reassignment (revoke, 409 ways) or the moment the old owner lost the coordinator (self-fence, lease-expiry).",
 		"side effect: a request of the old owner's token reaching the coordinator, or an upload of it ending (done or cut off); 0 = none after the trigger.",
+		"wakeup: how late a 1 ms sleep of this process woke up meanwhile (the machine's own floor under every latency above).",
 		"lease-expiry: the same partitions as self-fence, measured to the moment the coordinator reclaimed the expired lease (database clock): a design with no stop path cannot stop the old owner before that.")
 	t.Print(w)
 	d := Table{Title: "Details", Header: []string{"way", "detail", "p50 ms", "p99 ms", "max ms"}}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,9 +36,6 @@ type CheckOptions struct {
 	Grace time.Duration
 	// Timeout bounds the linearizability check of one job; default 10s.
 	Timeout time.Duration
-	// Quiet is how long a job that has not ended may go without a write
-	// to its row before it counts as lost; default 4 × the lease TTL.
-	Quiet time.Duration
 }
 
 // Violation is one broken rule.
@@ -60,15 +58,13 @@ type Report struct {
 	Seed       int64
 	Violations []Violation
 
-	// Jobs by how they ended. InProgress: run by a live agent process at
-	// the end. Unfinished: not ended, but still being worked on: the store
-	// wrote the job within the quiet time before the end (leases expiring
-	// on an overloaded machine, say), or it is queued while other jobs are
-	// still being granted. Lost: not ended, and nobody acting on it.
+	// Jobs by how they ended. InProgress: run by a live agent process
+	// under its current token at the end. Lost: missing from the store, or
+	// demonstrably dropped by the coordinators (see dropped). Unfinished:
+	// not ended otherwise, still queued or in progress when the settle
+	// time ran out (leases expiring again and again on an overloaded
+	// machine, agents offline, a queue longer than the agents).
 	Jobs, Succeeded, Failed, InProgress, Unfinished, Lost int
-	// Overloaded, when set, says why unfinished jobs could not be judged
-	// lost or not: the store was too slow near the end.
-	Overloaded string
 
 	// StaleRejected counts fenced writes (renew, upload, artifact, result,
 	// fail) the store refused because the token was not current.
@@ -149,9 +145,6 @@ func Check(h *History, o CheckOptions) *Report {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
-	}
-	if o.Quiet <= 0 {
-		o.Quiet = 4 * h.Plan.Shape.withDefaults().LeaseTTL
 	}
 	rep := &Report{Seed: h.Seed, FaultsPlanned: map[Kind]int{}, FaultsInjected: map[Kind]int{}, StoreOps: len(h.Ops), Messages: len(h.Frames)}
 	for _, f := range h.Faults {
@@ -303,71 +296,59 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			rep.InProgress++
 			return
 		}
-		since := h.Settled.Add(-o.Quiet)
-		if !j.UpdatedAt.Before(since) {
-			rep.Unfinished++ // its own row is still being written
+		if why := dropped(h, j); why != "" {
+			rep.Lost++
+			rep.add(RuleNoJobLost, id, "still %s (generation %d, owner %q) at the end: %s", j.Status, j.Generation, j.WorkerID, why)
 			return
 		}
-		if j.Status == coordinator.StatusQueued && !lastGrant(h).Before(since) {
-			rep.Unfinished++ // waiting its turn: jobs are still being granted
-			return
-		}
-		if slow, why := overloaded(h, since, o.Quiet); slow {
-			// Nothing could be judged: the store answered too slowly to
-			// move anything (an overloaded machine).
-			rep.Unfinished++
-			rep.Overloaded = why
-			return
-		}
-		rep.Lost++
-		rep.add(RuleNoJobLost, id, "still %s (generation %d, owner %q) at the end, untouched for %s, and no live process runs it",
-			j.Status, j.Generation, j.WorkerID, ms(h.Settled.Sub(j.UpdatedAt)))
+		rep.Unfinished++
 	}
 }
 
-// overloaded reports whether the machine was too slow for the system to
-// make progress in the quiet time before the end: the process stalled for
-// more than half a lease TTL, no call of a coordinator to the store was
-// answered, or one took longer than the lease TTL (or was still running at
-// the end).
-func overloaded(h *History, since time.Time, quiet time.Duration) (bool, string) {
+// dropped tells whether the coordinators demonstrably left a job that has
+// not ended: a queued job was passed over by a claim of a job submitted
+// after it (grants take the oldest queued job that fits a free phone, and
+// every job of a schedule fits any phone), or an expired lease was left in
+// place by a reaper sweep well after its expiry. A job that is merely slow
+// to end (an overloaded machine, agents offline) is not dropped.
+func dropped(h *History, j coordinator.Job) string {
 	ttl := h.Plan.Shape.withDefaults().LeaseTTL
-	if st := h.stalled(since, h.Settled); st > ttl/2 {
-		return true, fmt.Sprintf("the process stalled for %s", ms(st))
-	}
-	answered := 0
+	submitted := map[string]*StoreOp{}
 	for _, op := range h.Ops {
-		if op.Client == "operator" || op.Return.Before(since) || op.Call.After(h.Settled) {
-			continue
-		}
-		ret := op.Return
-		if ret.After(h.Settled) {
-			ret = h.Settled // still running at the end
-		} else {
-			answered++
-		}
-		if d := ret.Sub(op.Call); d > ttl || (op.Return.After(h.Settled) && h.Settled.Sub(op.Call) > ttl) {
-			return true, fmt.Sprintf("store %s by %s took %s", op.Method, op.Client, ms(op.Return.Sub(op.Call)))
+		if op.Method == opSubmit && op.Outcome == outOK {
+			submitted[op.JobID] = op
 		}
 	}
-	if answered == 0 {
-		return true, fmt.Sprintf("no store call answered in the last %s", ms(quiet))
-	}
-	return false, ""
-}
-
-// lastGrant is when the last grant of any job was answered.
-func lastGrant(h *History) time.Time {
-	var t time.Time
-	for _, op := range h.Ops {
-		switch op.Method {
-		case opClaim, opTakeover, opReassign:
-			if op.Outcome == outOK && op.Return.After(t) {
-				t = op.Return
+	switch j.Status {
+	case coordinator.StatusQueued:
+		mine := submitted[j.ID]
+		if mine == nil {
+			return ""
+		}
+		for _, op := range h.Ops {
+			if op.Method != opClaim || op.Outcome != outOK || op.JobID == j.ID || !op.Call.After(j.UpdatedAt.Add(ttl)) {
+				continue
+			}
+			if other := submitted[op.JobID]; other != nil && other.Call.After(mine.Return) {
+				return fmt.Sprintf("queued since %s, passed over by the claim of %s (submitted after it) by %s at %s",
+					ms(j.UpdatedAt.Sub(h.Start)), op.JobID, op.Owner, ms(op.Call.Sub(h.Start)))
+			}
+		}
+	case coordinator.StatusInProgress:
+		if j.LeaseExpiresAt.IsZero() {
+			return "in progress with no lease expiry"
+		}
+		tok := fencing.Token{JobID: j.ID, Owner: j.WorkerID, Generation: j.Generation}
+		for _, op := range h.Ops {
+			if op.Method != opReclaim || op.Outcome != outOK || !op.Call.After(j.LeaseExpiresAt.Add(ttl)) {
+				continue
+			}
+			if !slices.Contains(op.Taken, tok) {
+				return fmt.Sprintf("its lease expired at %s and a reaper sweep by %s at %s left it", ms(j.LeaseExpiresAt.Sub(h.Start)), op.Client, ms(op.Call.Sub(h.Start)))
 			}
 		}
 	}
-	return t
+	return ""
 }
 
 // agentResult is the result document the agent commits.

@@ -33,6 +33,18 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 		})
 	}
 	switch f.Kind {
+	case KindAgentPause, KindAgentKill, KindMsgDelay, KindMsgDuplicate, KindMsgReorder, KindClockJump, KindReassign:
+		if f.Target < 0 || f.Target >= len(r.agents) {
+			r.skip(fr, fmt.Sprintf("no agent %d", f.Target))
+			return
+		}
+	case KindCoordinatorRestart:
+		if f.Target < 0 || f.Target >= len(r.coords) {
+			r.skip(fr, fmt.Sprintf("no coordinator %d", f.Target))
+			return
+		}
+	}
+	switch f.Kind {
 	case KindAgentPause:
 		s := r.agents[f.Target]
 		pause := func(process string) {

@@ -635,9 +635,22 @@ func (r *run) minio() (*minio.Client, error) {
 	return c, nil
 }
 
+// retry runs f until it succeeds, five times at most: the harness's own
+// reads of the final state must not fail because the machine is slow.
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := range 5 {
+		if err = f(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		sleepCtx(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+	}
+	return err
+}
+
 func newTransport() *http.Transport {
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     10 * time.Second,
 	}
@@ -765,34 +778,57 @@ func (r *run) pendingMessages() int {
 
 // collect reads the final state back from the store and the storage.
 func (r *run) collect(f *Final) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f.Jobs = map[string]coordinator.Job{}
 	f.Events = map[string][]coordinator.WriteEvent{}
 	f.Manifests = map[string][]coordinator.ArtifactRecord{}
 	for _, jp := range r.plan.Jobs {
-		j, err := r.opRaw.Get(ctx, jp.ID)
-		if errors.Is(err, coordinator.ErrNotFound) {
-			continue
-		}
+		var j coordinator.Job
+		err := retry(ctx, func() error {
+			var err error
+			j, err = r.opRaw.Get(ctx, jp.ID)
+			if errors.Is(err, coordinator.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("collect final state: %w", err)
 		}
+		if j.ID == "" {
+			continue // never submitted
+		}
 		f.Jobs[j.ID] = j
-		evs, err := r.opRaw.WriteEvents(ctx, j.ID)
+		var evs []coordinator.WriteEvent
+		err = retry(ctx, func() error {
+			var err error
+			evs, err = r.opRaw.WriteEvents(ctx, j.ID)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("collect final state: %w", err)
 		}
 		f.Events[j.ID] = evs
 		if j.Status == coordinator.StatusSucceeded {
-			arts, err := r.opRaw.Artifacts(ctx, j.ID, j.Generation)
+			var arts []coordinator.ArtifactRecord
+			err := retry(ctx, func() error {
+				var err error
+				arts, err = r.opRaw.Artifacts(ctx, j.ID, j.Generation)
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("collect final state: %w", err)
 			}
 			f.Manifests[j.ID] = arts
 		}
 	}
-	objs, err := r.direct.List(ctx, "jobs/")
+	var objs []uploader.Object
+	err := retry(ctx, func() error {
+		var err error
+		objs, err = r.direct.List(ctx, "jobs/")
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("collect final state: %w", err)
 	}
@@ -812,7 +848,12 @@ func (r *run) collect(f *Final) error {
 	}
 	r.rec.mu.Unlock()
 	for k := range keys {
-		open, err := incompleteUploads(ctx, c, r.bucket, k)
+		var open []string
+		err := retry(ctx, func() error {
+			var err error
+			open, err = incompleteUploads(ctx, c, r.bucket, k)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("collect final state: %w", err)
 		}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -170,13 +171,24 @@ func TestCheckAudits(t *testing.T) {
 		{"object missing", func(b *history) {
 			b.h.Final.Objects = nil
 		}, RuleManifest},
-		{"job still queued, nothing happening", func(b *history) {
+		{"queued job passed over by a younger one", func(b *history) {
 			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
-			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(4500), Return: b.at(4501)})
+			b.h.Ops = append(b.h.Ops,
+				&StoreOp{Client: "operator", Method: opSubmit, JobID: "j", Outcome: outOK, Call: b.at(1), Return: b.at(2)},
+				&StoreOp{Client: "operator", Method: opSubmit, JobID: "k", Outcome: outOK, Call: b.at(3), Return: b.at(4)},
+				&StoreOp{Client: "coord-0.1", Method: opClaim, JobID: "k", Owner: ownerB, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, RuleNoJobLost},
-		{"job still queued, store too slow to tell", func(b *history) {
+		{"queued job, nothing granted", func(b *history) {
 			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
-			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outUnknown, Call: b.at(1500), Return: b.at(4800)})
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "operator", Method: opSubmit, JobID: "j", Outcome: outOK, Call: b.at(1), Return: b.at(2)})
+		}, ""},
+		{"expired lease left by the reaper", func(b *history) {
+			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(500), UpdatedAt: b.at(100)}
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
+		}, RuleNoJobLost},
+		{"expired lease, reaper not yet run", func(b *history) {
+			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(4900), UpdatedAt: b.at(100)}
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, ""},
 		{"job missing", func(b *history) {
 			delete(b.h.Final.Jobs, "j")
@@ -222,5 +234,25 @@ func TestCheckAudits(t *testing.T) {
 				t.Fatalf("rules broken %q, want %s among them (%v)", got, tc.want, rep.Violations)
 			}
 		})
+	}
+}
+
+func TestWriteVisualization(t *testing.T) {
+	submit := op(0, 0, 1, regInput{Op: opSubmit}, regOutput{Outcome: outOK})
+	claim := op(1, 2, 3, regInput{Op: opClaim, Owner: ownerA}, regOutput{Outcome: outOK, Gen: 1})
+	twice := op(2, 4, 5, regInput{Op: opCommit, Tok: tokOf(ownerA, 1)}, regOutput{Outcome: outOK})
+	again := op(2, 6, 7, regInput{Op: opCommit, Tok: tokOf(ownerA, 1)}, regOutput{Outcome: outOK})
+	res, info := porcupine.CheckOperationsVerbose(registerModel, []porcupine.Operation{submit, claim, twice, again}, time.Second)
+	if res != porcupine.Illegal {
+		t.Fatalf("check: %s, want Illegal", res)
+	}
+	rep := &Report{Seed: 3, Illegal: map[string]porcupine.LinearizationInfo{"j": info}}
+	files, err := rep.WriteVisualization(t.TempDir())
+	if err != nil || len(files) != 1 {
+		t.Fatalf("visualization: %v %v", files, err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil || !strings.Contains(string(b), "<html") || !strings.Contains(string(b), "commit(") {
+		t.Fatalf("visualization %s: %v, %.200s", files[0], err, b)
 	}
 }

@@ -23,9 +23,6 @@ type Stats struct {
 	FaultsInjected map[Kind]int
 
 	Jobs, Succeeded, JobsFailed, InProgress, Unfinished, Lost int
-	// Overloaded counts schedules whose unfinished jobs could not be judged
-	// because the store answered too slowly near the end.
-	Overloaded int
 
 	StaleRejected        int
 	StaleAccepted        int
@@ -72,9 +69,6 @@ func (s *Stats) add(r *Result) {
 	s.JobsFailed += rep.Failed
 	s.InProgress += rep.InProgress
 	s.Unfinished += rep.Unfinished
-	if rep.Overloaded != "" {
-		s.Overloaded++
-	}
 	s.Lost += rep.Lost
 	s.StaleRejected += rep.StaleRejected
 	s.StaleAccepted += rep.StaleAccepted
@@ -171,11 +165,8 @@ func (s Stats) Print(w io.Writer) {
 	for _, k := range kinds {
 		fmt.Fprintf(tw, "  %s\t%d\t(of %d)\n", k, s.FaultsInjected[Kind(k)], s.FaultsPlanned[Kind(k)])
 	}
-	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d in progress at the end, %d unfinished but still worked on, %d lost)\n",
+	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d in progress at the end, %d unfinished when the settle time ran out, %d lost)\n",
 		s.Jobs, s.Succeeded, s.JobsFailed, s.InProgress, s.Unfinished, s.Lost)
-	if s.Overloaded > 0 {
-		fmt.Fprintf(tw, "  overloaded\t%d\t(schedules whose unfinished jobs could not be judged: the machine was too slow near the end)\n", s.Overloaded)
-	}
 	fmt.Fprintf(tw, "stale writes rejected\t%d\n", s.StaleRejected)
 	fmt.Fprintf(tw, "stale writes accepted\t%d\n", s.StaleAccepted)
 	fmt.Fprintf(tw, "results lost\t%d\n", s.ResultsLost)

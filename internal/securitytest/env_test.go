@@ -29,8 +29,16 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// TestMain keeps one throwaway PostgreSQL cluster for the whole binary.
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain stops the throwaway PostgreSQL cluster and removes the binaries
+// built for the tests once they have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopPostgres()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // natsFromExample starts an embedded NATS server with the users and
 // permissions of examples/nats-server.conf, the passwords taken from the
