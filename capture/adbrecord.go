@@ -125,6 +125,15 @@ func (r *adbRecording) Abort() {
 	default:
 		if _, err := r.d.shell(ctx, "kill -KILL "+r.pid); err != nil {
 			r.d.opts.Log.Warn().Str("serial", r.d.serial).Err(err).Msg("kill screenrecord on phone")
+		} else {
+			// The file goes once the process is gone (for at most two
+			// seconds of the budget).
+			wait, stop := context.WithTimeout(ctx, 2*time.Second)
+			select {
+			case <-r.proc.Done():
+			case <-wait.Done():
+			}
+			stop()
 		}
 	}
 	if _, err := r.d.shell(ctx, "rm -f "+r.path); err != nil {

@@ -315,7 +315,9 @@ func (p *Phone) screenrecord(env *shellEnv, pid int, args []string) int {
 	}
 	p.mu.Lock()
 	delete(p.procs, pid)
-	if !p.closed {
+	// The file was created when the recording started; one removed
+	// meanwhile (rm of a file still open) does not come back.
+	if _, ok := p.files[path]; ok && !p.closed {
 		p.files[path] = data
 	}
 	p.mu.Unlock()
