@@ -157,6 +157,7 @@ func buildStorage(cfg *config.Agent, spool string, authorize uploader.Authorize,
 			Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
 			Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
 			PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
+			BytesPerSecond: cfg.Storage.BandwidthLimit.Int64(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("set up storage: %w", err)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/fakeadbd"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// TestKill9MidUpload kills the real edgeagent process with SIGKILL while it
+// uploads a 12 MiB screen recording (5 MiB parts, throttled to 2 MiB/s) from
+// a phone behind the real adb server, then starts it again on the same
+// state directory. The coordinator reclaims the dead boot's lease on the new
+// hello and the restarted process finishes the job under a later
+// generation: one accepted result, the killed generation's multipart upload
+// aborted by the spool's recovery, no object of the killed generation.
+func TestKill9MidUpload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("SIGKILL: Unix")
+	}
+	adb := testenv.StartADB(t)
+	phone, err := fakeadbd.Start(fakeadbd.Options{Model: "Pixel 8", RecordingSize: 12 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { phone.Close() })
+	if out, err := adb.Run("connect", phone.Addr()); err != nil {
+		t.Fatalf("adb connect: %v: %s", err, out)
+	}
+	bin := buildAgent(t)
+	l := newLab(t, 3*time.Second)
+	stateDir := t.TempDir()
+	cfgPath, _ := l.agentConfig(stateDir, 5*time.Second, "adb:\n  address: "+adb.Addr+"\n  path: "+adb.Path+
+		"\ndevices:\n  - serial: "+phone.Serial()+"\n    tags: [lab]\n")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "  part_size: 5MiB\n", "  part_size: 5MiB\n  bandwidth_limit: 2MiB\n", 1))
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	first := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	jobID := l.submit(t,
+		protocol.Step{Op: protocol.OpRecordStart},
+		wait(50),
+		protocol.Step{Op: protocol.OpRecordStop, Name: "screen"},
+	)
+	owner := l.leased(t, jobID)
+	killedPrefix := ""
+	mc := l.mio.Client(t)
+	// MinIO lists the multipart uploads of one object name only, so the
+	// bucket (this test's own) is listed whole and filtered here.
+	incomplete := func(prefix string) []string {
+		var keys []string
+		for u := range mc.ListIncompleteUploads(l.ctx, l.mio.Bucket, "", true) {
+			if u.Err != nil {
+				t.Fatalf("list incomplete uploads: %v", u.Err)
+			}
+			if strings.HasPrefix(u.Key, prefix) {
+				keys = append(keys, u.Key)
+			}
+		}
+		return keys
+	}
+	var tok fencing.Token
+	waitFor(t, 60*time.Second, "the recording's multipart upload to start", func() bool {
+		j, err := l.store.Get(l.ctx, jobID)
+		if err != nil || j.WorkerID != owner {
+			return false
+		}
+		tok = fencing.Token{JobID: jobID, Owner: owner, Generation: j.Generation}
+		killedPrefix = "jobs/" + jobID + "/g" + strconv.FormatInt(j.Generation, 10) + "/"
+		return len(incomplete(killedPrefix)) > 0
+	})
+	time.Sleep(time.Second) // a part or two on the way (2 MiB/s)
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, 10*time.Second)
+	open := incomplete(killedPrefix)
+	if len(open) == 0 {
+		t.Fatalf("no multipart upload open after the kill: it did not land mid-upload")
+	}
+	t.Logf("killed %s holding %s with %v open", owner, tok, open)
+
+	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	var final coordinator.Job
+	waitFor(t, 90*time.Second, "the job to end", func() bool {
+		j, err := l.store.Get(l.ctx, jobID)
+		if err != nil {
+			return false
+		}
+		final = j
+		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+	})
+	if final.Status != coordinator.StatusSucceeded {
+		t.Fatalf("job ended %s (%s), want SUCCEEDED", final.Status, final.FailReason)
+	}
+	if final.CompletedBy == owner || final.Generation <= tok.Generation {
+		t.Errorf("job completed by %s at generation %d; want the restarted process above generation %d", final.CompletedBy, final.Generation, tok.Generation)
+	}
+	if a, _, _ := strings.Cut(final.CompletedBy, "/"); a != "pc-bin" {
+		t.Errorf("job completed by %s, want agent pc-bin", final.CompletedBy)
+	}
+	evs, err := l.store.WriteEvents(l.ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, reclaimed int
+	for _, e := range evs {
+		switch {
+		case e.Accepted && e.Verb == sqlstore.VerbResult:
+			accepted++
+		case e.Accepted && e.Verb == sqlstore.VerbReclaim && e.Owner == owner && e.Generation == tok.Generation:
+			reclaimed++
+		}
+		if e.Accepted && e.Owner == owner && e.Verb == sqlstore.VerbResult {
+			t.Errorf("the killed process's result was accepted: %+v", e)
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d results accepted, want 1: %+v", accepted, evs)
+	}
+	if reclaimed != 1 {
+		t.Errorf("the killed lease %s was not reclaimed once (%d): %+v", tok, reclaimed, evs)
+	}
+	if open := incomplete("jobs/" + jobID + "/"); len(open) > 0 {
+		t.Errorf("multipart uploads left open after the restart: %v", open)
+	}
+	for o := range mc.ListObjects(l.ctx, l.mio.Bucket, minio.ListObjectsOptions{Prefix: killedPrefix, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		t.Errorf("object %s of the killed generation exists", o.Key)
+	}
+	if rec := second.logEntries("spool recovered"); len(rec) != 1 || rec[0]["dropped"] != 1.0 {
+		t.Errorf("restarted process: spool recovery %v, want one that dropped the killed upload", rec)
+	}
+	second.signal(t)
+	if code := second.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("restarted edgeagent exited %d", code)
+	}
+}
