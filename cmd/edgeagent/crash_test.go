@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"sync"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
@@ -151,6 +155,112 @@ func TestKill9MidUpload(t *testing.T) {
 	}
 	if rec := second.logEntries("spool recovered"); len(rec) != 1 || rec[0]["dropped"] != 1.0 {
 		t.Errorf("restarted process: spool recovery %v, want one that dropped the killed upload", rec)
+	}
+	second.signal(t)
+	if code := second.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("restarted edgeagent exited %d", code)
+	}
+}
+
+// heldCommit is the PostgreSQL store with its first result commit held
+// until release is closed: the result has reached the coordinator and its
+// answer has not gone back.
+type heldCommit struct {
+	*pgstore.Store
+	once    sync.Once
+	entered chan fencing.Token
+	release chan struct{}
+}
+
+func (h *heldCommit) CommitManifest(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, error) {
+	h.once.Do(func() {
+		h.entered <- tok
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	})
+	return h.Store.CommitManifest(ctx, tok, result)
+}
+
+// TestKill9AfterResultSent kills the real edgeagent process with SIGKILL
+// after its result reached the coordinator and before the answer came back,
+// then lets the commit through and starts the process again: the job is
+// SUCCEEDED once, under the dead process's token, and never granted again;
+// the restarted process runs the next job.
+func TestKill9AfterResultSent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("SIGKILL: Unix")
+	}
+	held := &heldCommit{entered: make(chan fencing.Token, 1), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	bin := buildAgent(t)
+	l := newLabStore(t, 3*time.Second, nil, func(st *pgstore.Store) coordinator.Store {
+		held.Store = st
+		return held
+	})
+	t.Cleanup(release)
+	cfgPath, _ := l.agentConfig(t.TempDir(), 5*time.Second, "")
+	// The state directory must outlive the first process: reuse the
+	// config's.
+	first := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	jobID := l.submit(t, screenshot, wait(20))
+	var tok fencing.Token
+	select {
+	case tok = <-held.entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no result reached the coordinator")
+	}
+	if tok.JobID != jobID {
+		t.Fatalf("held the result of %s, want %s", tok, jobID)
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, 10*time.Second)
+	release()
+	var final coordinator.Job
+	waitFor(t, 30*time.Second, "the held commit to land", func() bool {
+		j, err := l.store.Get(l.ctx, jobID)
+		final = j
+		return err == nil && j.Status == coordinator.StatusSucceeded
+	})
+	if final.CompletedBy != tok.Owner || final.Generation != tok.Generation {
+		t.Fatalf("job completed by %s at generation %d, want the killed %s", final.CompletedBy, final.Generation, tok)
+	}
+
+	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	next := l.submit(t, screenshot)
+	waitFor(t, 60*time.Second, "the restarted process to finish the next job", func() bool {
+		j, err := l.store.Get(l.ctx, next)
+		return err == nil && j.Status == coordinator.StatusSucceeded
+	})
+	j, err := l.store.Get(l.ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != coordinator.StatusSucceeded || j.Generation != tok.Generation || j.CompletedBy != tok.Owner {
+		t.Errorf("after the restart the job is %s at generation %d by %s, want SUCCEEDED by %s", j.Status, j.Generation, j.CompletedBy, tok)
+	}
+	evs, err := l.store.WriteEvents(l.ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for _, e := range evs {
+		if e.Accepted && (e.Verb == sqlstore.VerbResult || e.Verb == sqlstore.VerbResultUnfenced) {
+			accepted++
+		}
+		if e.Accepted && e.Generation > tok.Generation {
+			t.Errorf("the job was written at a later generation: %+v", e)
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d results accepted, want 1: %+v", accepted, evs)
 	}
 	second.signal(t)
 	if code := second.wait(t, 30*time.Second); code != 0 {

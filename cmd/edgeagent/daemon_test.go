@@ -49,6 +49,13 @@ func newLab(t *testing.T, ttl time.Duration) *lab {
 // newLabWith is newLab with the coordinator's options adjusted by tweak.
 func newLabWith(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer)) *lab {
 	t.Helper()
+	return newLabStore(t, ttl, tweak, nil)
+}
+
+// newLabStore is newLabWith with the coordinator's store wrapped by wrap
+// (nil: the PostgreSQL store itself).
+func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer), wrap func(*pgstore.Store) coordinator.Store) *lab {
+	t.Helper()
 	ns := testenv.NATS(t)
 	dsn := testenv.Postgres(t)
 	mio := testenv.MinIO(t)
@@ -69,7 +76,11 @@ func newLabWith(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options
 	if tweak != nil {
 		tweak(&opts, mio)
 	}
-	l.coord = coordinator.New(nc, st, opts)
+	var cs coordinator.Store = st
+	if wrap != nil {
+		cs = wrap(st)
+	}
+	l.coord = coordinator.New(nc, cs, opts)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := l.coord.Run(ctx); err != nil {
