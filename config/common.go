@@ -204,7 +204,9 @@ type S3 struct {
 	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty"`
 	// Secure selects https. Default true.
 	Secure bool `yaml:"secure" json:"secure"`
-	// Region is the bucket's region; empty lets the client discover it.
+	// Region is the bucket's region. Empty: the coordinator's presigner
+	// asks the server; the agent's direct-mode uploader signs for us-east-1
+	// (right for MinIO), so an AWS bucket elsewhere needs it set.
 	Region string `yaml:"region" json:"region,omitempty"`
 	// Bucket is the bucket name.
 	Bucket string `yaml:"bucket" json:"bucket,omitempty"`
