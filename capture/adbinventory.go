@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,9 @@ type ADBOptions struct {
 	ADBPath string
 	// Tags are the selector tags of each phone, by serial.
 	Tags map[string][]string
+	// Serials, when not empty, are the only phones offered: any other
+	// phone the adb server lists is left alone (logged once).
+	Serials []string
 	// Log receives phone arrivals, departures and state changes.
 	Log zerolog.Logger
 	// OpTimeout bounds tap, swipe (plus its duration), text, key and
@@ -80,7 +84,7 @@ func NewADBInventory(ctx context.Context, opts ADBOptions) (*Inventory, func(), 
 	}
 	opts.Log.Info().Str("adb_server", c.Addr()).Int("adb_version", v).Msg("tracking phones through the adb server")
 	inv := NewInventory()
-	t := &tracker{c: c, opts: opts, inv: inv, devs: map[string]*trackedPhone{}}
+	t := &tracker{c: c, opts: opts, inv: inv, devs: map[string]*trackedPhone{}, ignored: map[string]bool{}}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t.wg.Go(func() { t.run(tctx) })
 	var once sync.Once
@@ -99,8 +103,9 @@ type tracker struct {
 	inv  *Inventory
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex
-	devs map[string]*trackedPhone
+	mu      sync.Mutex
+	devs    map[string]*trackedPhone
+	ignored map[string]bool // phones listed by adb but not in Serials
 }
 
 type trackedPhone struct {
@@ -134,12 +139,26 @@ func (t *tracker) run(ctx context.Context) {
 
 // update applies one full device list.
 func (t *tracker) update(ctx context.Context, ds []adb.DeviceEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.opts.Serials) > 0 {
+		offered := ds[:0:0]
+		for _, e := range ds {
+			if slices.Contains(t.opts.Serials, e.Serial) {
+				offered = append(offered, e)
+				continue
+			}
+			if !t.ignored[e.Serial] {
+				t.ignored[e.Serial] = true
+				t.opts.Log.Info().Str("serial", e.Serial).Str("state", e.State).Msg("phone not listed in devices; not offered")
+			}
+		}
+		ds = offered
+	}
 	listed := map[string]string{}
 	for _, e := range ds {
 		listed[e.Serial] = e.State
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for serial, tp := range t.devs {
 		if _, ok := listed[serial]; ok || tp.listed == "" {
 			continue

@@ -14,7 +14,9 @@ import (
 )
 
 // TestBuildPhonesADB: the binary's phone wiring finds a phone through the
-// real adb server, with the tags from the config, next to a simulated one.
+// real adb server, with the tags from the config, next to a simulated one;
+// a phone the adb server lists but the config's devices do not is not
+// offered.
 func TestBuildPhonesADB(t *testing.T) {
 	adb := testenv.StartADB(t)
 	phone, err := fakeadbd.Start(fakeadbd.Options{Model: "Pixel 7"})
@@ -25,6 +27,12 @@ func TestBuildPhonesADB(t *testing.T) {
 	if out, err := adb.Run("connect", phone.Addr()); err != nil {
 		t.Fatalf("adb connect: %v: %s", err, out)
 	}
+	other, err := fakeadbd.Start(fakeadbd.Options{Model: "Pixel 6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	adb.Connect(t, other.Addr(), "device")
 	cfg := config.DefaultAgent()
 	cfg.ADB.Address = adb.Addr
 	cfg.ADB.Path = adb.Path
@@ -50,6 +58,9 @@ func TestBuildPhonesADB(t *testing.T) {
 			}
 		}
 		if real != nil && sim != nil && real.State == "device" && real.Model == "Pixel 7" && len(real.Tags) == 1 && real.Tags[0] == "garage" {
+			if len(inv) != 2 {
+				t.Fatalf("inventory %+v: want only the listed adb phone and sim-1, not %s", inv, other.Serial())
+			}
 			break
 		}
 		if time.Now().After(deadline) {

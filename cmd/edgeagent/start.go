@@ -193,9 +193,16 @@ func buildPhones(ctx context.Context, cfg *config.Agent, spool string, log zerol
 	var inv *capture.Inventory
 	closeInv := func() {}
 	if real {
+		// Listed adb phones are the only ones offered; no list offers
+		// every phone the adb server reports.
 		tags := map[string][]string{}
+		var serials []string
 		for _, d := range cfg.Devices {
-			if !d.Simulated && len(d.Tags) > 0 {
+			if d.Simulated {
+				continue
+			}
+			serials = append(serials, d.Serial)
+			if len(d.Tags) > 0 {
 				tags[d.Serial] = d.Tags
 			}
 		}
@@ -203,7 +210,7 @@ func buildPhones(ctx context.Context, cfg *config.Agent, spool string, log zerol
 		defer cancel()
 		var err error
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
-			Address: cfg.ADB.Address, ADBPath: cfg.ADB.Path, Tags: tags,
+			Address: cfg.ADB.Address, ADBPath: cfg.ADB.Path, Tags: tags, Serials: serials,
 			Log: log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {
