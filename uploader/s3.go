@@ -44,7 +44,8 @@ type S3Options struct {
 	Endpoint string
 	// Secure selects HTTPS.
 	Secure bool
-	// Region defaults to us-east-1, which spares a bucket-location lookup.
+	// Region defaults to DefaultRegion, which spares a bucket-location
+	// lookup (and the permission it needs).
 	Region    string
 	Bucket    string
 	AccessKey string
@@ -72,9 +73,13 @@ type S3Options struct {
 	Metrics *Metrics
 }
 
+// DefaultRegion is the region direct uploads sign for when none is
+// configured: MinIO's default.
+const DefaultRegion = "us-east-1"
+
 func (o *S3Options) setDefaults() {
 	if o.Region == "" {
-		o.Region = "us-east-1"
+		o.Region = DefaultRegion
 	}
 	if o.PartSize == 0 {
 		o.PartSize = DefaultPartSize

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/uploader"
 )
 
 // doctorCommand checks the setup and says how to fix what is broken.
@@ -365,8 +366,13 @@ func (d *doctor) checkStorage(ctx context.Context) {
 		scheme = "https"
 	}
 	where := fmt.Sprintf("bucket %s at %s://%s", s.Bucket, scheme, s.Endpoint)
+	// Sign as the uploader will: an empty region is not looked up.
+	region := s.Region
+	if region == "" {
+		region = uploader.DefaultRegion
+	}
 	c, err := minio.New(s.Endpoint, &minio.Options{
-		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey.Value(), ""), Secure: s.Secure, Region: s.Region,
+		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey.Value(), ""), Secure: s.Secure, Region: region,
 	})
 	if err != nil {
 		d.add("storage", checkFail, where+": "+err.Error(), "check storage.endpoint")
