@@ -227,6 +227,30 @@ func (s AgentStorage) validate(ps *Problems, path string) {
 	}
 }
 
+// unusedWarnings names settings that are valid but have no effect: the
+// bucket settings and the multipart tuning in presigned mode, where the
+// coordinator chooses the bucket and every artifact is one presigned PUT.
+func (a *Agent) unusedWarnings() []string {
+	s := a.Storage
+	if s.Mode != StoragePresigned {
+		return nil
+	}
+	def := DefaultAgent().Storage
+	var out []string
+	for _, c := range []struct {
+		key string
+		set bool
+	}{
+		{"endpoint", s.Endpoint != ""}, {"bucket", s.Bucket != ""}, {"region", s.Region != ""},
+		{"part_size", s.PartSize != def.PartSize}, {"parallelism", s.Parallelism != def.Parallelism},
+	} {
+		if c.set {
+			out = append(out, "storage."+c.key+": has no effect in presigned mode (the coordinator presigns every upload as one PUT to its own bucket)")
+		}
+	}
+	return out
+}
+
 // resolvePaths makes the relative file names in a relative to dir.
 func (a *Agent) resolvePaths(dir string) {
 	a.NATS.resolvePaths(dir)

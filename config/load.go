@@ -24,6 +24,7 @@ func LoadAgent(path string) (*Agent, error) {
 		return nil, err
 	}
 	cfg.warnings = append(cfg.warnings, configFileWarnings(path, literal)...)
+	cfg.warnings = append(cfg.warnings, cfg.unusedWarnings()...)
 	return cfg, nil
 }
 
@@ -34,6 +35,7 @@ func ParseAgent(name string, data []byte) (*Agent, error) {
 	if _, err := load(name, data, cfg, &cfg.warnings); err != nil {
 		return nil, err
 	}
+	cfg.warnings = append(cfg.warnings, cfg.unusedWarnings()...)
 	return cfg, nil
 }
 

@@ -433,3 +433,37 @@ func yamlKeys(t reflect.Type) []string {
 	}
 	return keys
 }
+
+// TestPresignedUnusedSettingsWarn: bucket settings and multipart tuning are
+// valid in presigned mode but do nothing there; each one set is named.
+func TestPresignedUnusedSettingsWarn(t *testing.T) {
+	base := "agent_id: a\nnats:\n  url: nats://h:4222\nstorage:\n  mode: presigned\n"
+	a, err := ParseAgent("agent.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := a.Warnings(); len(w) != 0 {
+		t.Fatalf("presigned defaults: warnings %q", w)
+	}
+	a, err = ParseAgent("agent.yaml", []byte(base+"  endpoint: s3.example.com\n  bucket: edge-art\n  part_size: 32MiB\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := a.Warnings()
+	want := []string{"storage.endpoint: has no effect in presigned mode", "storage.bucket: has no effect", "storage.part_size: has no effect"}
+	if len(w) != len(want) {
+		t.Fatalf("warnings %q, want %d", w, len(want))
+	}
+	for i := range want {
+		if !strings.Contains(w[i], want[i]) {
+			t.Errorf("warning %q lacks %q", w[i], want[i])
+		}
+	}
+	a, err = ParseAgent("agent.yaml", []byte(strings.Replace(base, "presigned", "direct", 1)+"  endpoint: s3.example.com\n  bucket: edge-art\n  access_key: k\n  secret_key: s\n  part_size: 32MiB\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := a.Warnings(); len(w) != 0 {
+		t.Errorf("direct mode: warnings %q", w)
+	}
+}
