@@ -47,16 +47,16 @@ func leakCheck(t *testing.T) {
 }
 
 // leftovers returns the goroutine stacks of a goleak error, without those
-// of the test servers (internal/testenv: the MinIO server and PostgreSQL
-// cluster of the test binary, started by the first test that needs them,
-// live until the binary exits).
+// of the test servers (internal/testenv and internal/pgcluster: the MinIO
+// server and PostgreSQL cluster of the test binary, started by the first
+// test that needs them, live until the binary exits).
 func leftovers(err error) []string {
 	if err == nil {
 		return nil
 	}
 	var out []string
 	for _, g := range strings.Split(err.Error(), "Goroutine ")[1:] {
-		if !strings.Contains(g, "/internal/testenv.") {
+		if !strings.Contains(g, "/internal/testenv.") && !strings.Contains(g, "/internal/pgcluster.") {
 			out = append(out, "Goroutine "+strings.TrimSpace(g))
 		}
 	}

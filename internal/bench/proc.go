@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -80,4 +82,14 @@ func (m Machine) String() string {
 		s += ", load average " + m.Load
 	}
 	return s
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

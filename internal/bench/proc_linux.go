@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -150,4 +151,10 @@ func switches(pid int) int64 {
 		}
 	}
 	return n
+}
+
+// setDeathSignal makes the kernel send SIGTERM to the child when the thread
+// that started it ends.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }

@@ -2,7 +2,13 @@
 
 package bench
 
-import "time"
+import (
+	"os/exec"
+	"time"
+)
+
+// setDeathSignal has no equivalent here.
+func setDeathSignal(*exec.Cmd) {}
 
 // SampleProc is not supported here: the sample is not OK.
 func SampleProc(int) ProcSample {

@@ -3,14 +3,14 @@ package testenv
 import (
 	"context"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/internal/pgcluster"
 )
 
 func pgConnect(t *testing.T, dsn string) *pgx.Conn {
@@ -83,26 +83,8 @@ func testPostgresThrowawayCluster(t *testing.T) {
 		}
 	}
 	dir := pgQueryString(t, conn, `SELECT current_setting('unix_socket_directories')`)
-	if !strings.Contains(filepath.Base(dir), pgDirPrefix) {
+	if !strings.HasPrefix(filepath.Base(dir), "edgeagent-pg-") {
 		t.Errorf("unix_socket_directories = %q, want the cluster's temp dir", dir)
-	}
-	if os.Geteuid() == 0 {
-		// The server refuses root, so it must run as postgres, which owns
-		// the data directory.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatal(err)
-		}
-		uid, err := pgFileUID(filepath.Join(dir, "data"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strconv.Itoa(uid) != u.Uid {
-			t.Errorf("data dir owned by uid %d, want postgres (%s)", uid, u.Uid)
-		}
-		if got := pgQueryString(t, conn, `SELECT current_user`); got != "postgres" {
-			t.Errorf("current_user = %q", got)
-		}
 	}
 }
 
@@ -136,7 +118,7 @@ func TestPostgresStoppedWhenUnused(t *testing.T) {
 	t.Run("use", func(t *testing.T) {
 		Postgres(t)
 		pgShared.Lock()
-		dir = pgShared.c.dir
+		dir = pgShared.c.Dir()
 		pgShared.Unlock()
 	})
 	pgShared.Lock()
@@ -165,7 +147,7 @@ func TestPostgresKeptUntilStop(t *testing.T) {
 		pgShared.Unlock()
 	}()
 
-	var first, second *pgCluster
+	var first, second *pgcluster.Cluster
 	t.Run("first", func(t *testing.T) {
 		Postgres(t)
 		first = pgShared.c
@@ -185,28 +167,28 @@ func TestPostgresKeptUntilStop(t *testing.T) {
 		t.Fatalf("StopPostgres left the cluster")
 	}
 	select {
-	case <-first.exited:
+	case <-first.Exited():
 	default:
 		t.Fatalf("server process still running after StopPostgres")
 	}
-	if _, err := os.Stat(first.dir); !os.IsNotExist(err) {
-		t.Fatalf("cluster dir %s not removed: %v", first.dir, err)
+	if _, err := os.Stat(first.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("cluster dir %s not removed: %v", first.Dir(), err)
 	}
 }
 
-func TestPgWithDatabase(t *testing.T) {
+func TestWithDatabase(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"postgres://u:p@h:5432/postgres?sslmode=disable", "postgres://u:p@h:5432/db1?sslmode=disable"},
 		{"postgresql://u@h/", "postgresql://u@h/db1"},
 		{"postgres://u@h", "postgres://u@h/db1"},
 		{"host=h user=u dbname=postgres", "host=h user=u dbname=postgres dbname=db1"},
 	} {
-		got, err := pgWithDatabase(tc.in, "db1")
+		got, err := pgcluster.WithDatabase(tc.in, "db1")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
 		if got != tc.want {
-			t.Errorf("pgWithDatabase(%q) = %q, want %q", tc.in, got, tc.want)
+			t.Errorf("pgcluster.WithDatabase(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 		cfg, err := pgx.ParseConfig(got)
 		if err != nil {
@@ -215,59 +197,5 @@ func TestPgWithDatabase(t *testing.T) {
 		if cfg.Database != "db1" {
 			t.Errorf("%s: database %q, want db1", got, cfg.Database)
 		}
-	}
-}
-
-func TestPgVersionLess(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"9.6", "15", true},
-		{"15", "9.6", false},
-		{"13", "15", true},
-		{"15", "15", false},
-		{"16", "17", true},
-	} {
-		if got := pgVersionLess(tc.a, tc.b); got != tc.want {
-			t.Errorf("pgVersionLess(%s, %s) = %v", tc.a, tc.b, got)
-		}
-	}
-}
-
-func TestPgMissingBinaries(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	old := pgVersionsGlob
-	pgVersionsGlob = filepath.Join(t.TempDir(), "*", "bin")
-	defer func() { pgVersionsGlob = old }()
-	c, missing, err := pgStart()
-	if c != nil || err != nil || !strings.Contains(missing, "initdb") {
-		t.Fatalf("pgStart without binaries: %v, %q, %v", c, missing, err)
-	}
-}
-
-func TestPgFindBinPrefersHighestVersion(t *testing.T) {
-	root := t.TempDir()
-	for _, v := range []string{"9.6", "13", "15"} {
-		dir := filepath.Join(root, v, "bin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range []string{"initdb", "pg_ctl", "postgres"} {
-			if v == "15" && n == "pg_ctl" {
-				continue // incomplete: skipped
-			}
-			if err := os.WriteFile(filepath.Join(dir, n), nil, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Setenv("PATH", t.TempDir())
-	old := pgVersionsGlob
-	pgVersionsGlob = filepath.Join(root, "*", "bin")
-	defer func() { pgVersionsGlob = old }()
-	got, err := pgFindBin()
-	if err != nil || got != filepath.Join(root, "13", "bin") {
-		t.Fatalf("pgFindBin = %q, %v; want the 13 directory", got, err)
 	}
 }

@@ -1,4 +1,4 @@
-package testenv
+package pgcluster
 
 import (
 	"errors"
@@ -12,28 +12,28 @@ import (
 	"syscall"
 )
 
-// pgSetDeathSignal makes the kernel send SIGTERM (smart shutdown) to the
+// setDeathSignal makes the kernel send SIGTERM (smart shutdown) to the
 // server, or to runuser, which passes it on, when the thread that started it
 // ends: at the latest when the test binary exits, however it exits.
-func pgSetDeathSignal(cmd *exec.Cmd) {
+func setDeathSignal(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
 
-func pgProcessAlive(pid int) bool {
+func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// pgKillPostmaster stops a server that pg_ctl could not stop (immediate
+// killPostmaster stops a server that pg_ctl could not stop (immediate
 // shutdown).
-func pgKillPostmaster(data string) {
-	if pid := pgPostmasterPID(data); pid > 0 {
+func killPostmaster(data string) {
+	if pid := postmasterPID(data); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGQUIT)
 	}
 }
 
-// pgChown gives dir to u.
-func pgChown(dir string, u *user.User) error {
+// chown gives dir to u.
+func chown(dir string, u *user.User) error {
 	uid, err := strconv.Atoi(u.Uid)
 	if err != nil {
 		return fmt.Errorf("parse uid of %s: %w", u.Username, err)
@@ -48,8 +48,8 @@ func pgChown(dir string, u *user.User) error {
 	return nil
 }
 
-// pgFileUID returns the owner of path.
-func pgFileUID(path string) (int, error) {
+// fileUID returns the owner of path.
+func fileUID(path string) (int, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return 0, err
