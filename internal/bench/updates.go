@@ -60,7 +60,7 @@ func commitStatements(ctx context.Context, o *CommitOptions, driver string) ([]s
 	}
 	res, _ := json.Marshal(map[string]any{"value": "NEW", "artifacts": []string{"jobs/x/g1/screen.png"}})
 
-	// The bare statement of DESIGN.md rule 2 against the same UPDATE with
+	// The bare statement of docs/design.md token rule 2 against the same UPDATE with
 	// only the id in its WHERE clause.
 	var fenced, unfenced func(g int) error
 	var closeFn func()
@@ -108,7 +108,7 @@ func commitStatements(ctx context.Context, o *CommitOptions, driver string) ([]s
 	if err != nil {
 		return nil, nil, fmt.Errorf("bare update: %w", err)
 	}
-	bareRow.Driver, bareRow.Statement = driver, "UPDATE (DESIGN.md rule 2)"
+	bareRow.Driver, bareRow.Statement = driver, "UPDATE (design.md token rule 2)"
 	if driver == DriverPostgres {
 		bareRow.ServerFenced, bareRow.ServerUnf = serverMean(ctx, sys, "%edgebench fenced%"), serverMean(ctx, sys, "%edgebench unfenced%")
 	}

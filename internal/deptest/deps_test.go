@@ -1,0 +1,89 @@
+package deptest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// shipped are the binaries installed on PCs and VPSes.
+var shipped = []string{"./cmd/edgeagent", "./cmd/edgecoord"}
+
+// forbidden are the packages (or package path prefixes) that exist for
+// tests, the lab, the chaos runs and the benchmarks only.
+var forbidden = []string{
+	"github.com/edgeagent/edgeagent/internal/lab",
+	"github.com/edgeagent/edgeagent/internal/labs3",
+	"github.com/edgeagent/edgeagent/internal/chaos",
+	"github.com/edgeagent/edgeagent/internal/bench",
+	"github.com/edgeagent/edgeagent/internal/testenv",
+	"github.com/edgeagent/edgeagent/internal/fakeadbd",
+	"github.com/edgeagent/edgeagent/internal/pgcluster",
+	"github.com/edgeagent/edgeagent/internal/securitytest",
+	"github.com/edgeagent/edgeagent/internal/deptest",
+	"github.com/edgeagent/edgeagent/coordinator/coordtest",
+	"github.com/edgeagent/edgeagent/coordinator/storetest",
+	"github.com/anishathalye/porcupine",
+	"github.com/nats-io/nats-server/",
+	"github.com/johannesboyne/gofakes3",
+	"github.com/chromedp/",
+	"github.com/getkin/kin-openapi",
+}
+
+// isForbidden reports the forbidden entry pkg falls under, if any.
+func isForbidden(pkg string) (string, bool) {
+	for _, f := range forbidden {
+		if pkg == f || strings.HasPrefix(pkg, strings.TrimSuffix(f, "/")+"/") {
+			return f, true
+		}
+	}
+	return "", false
+}
+
+func TestIsForbidden(t *testing.T) {
+	for pkg, want := range map[string]bool{
+		"github.com/edgeagent/edgeagent/internal/lab":          true,
+		"github.com/edgeagent/edgeagent/internal/labs3":        true,
+		"github.com/edgeagent/edgeagent/internal/natsconn":     false,
+		"github.com/edgeagent/edgeagent/internal/chaos":        true,
+		"github.com/nats-io/nats-server/v2/server":             true,
+		"github.com/nats-io/nats.go":                           false,
+		"github.com/anishathalye/porcupine":                    true,
+		"github.com/edgeagent/edgeagent/coordinator":           false,
+		"github.com/edgeagent/edgeagent/coordinator/coordtest": true,
+	} {
+		if _, got := isForbidden(pkg); got != want {
+			t.Errorf("isForbidden(%q) = %v, want %v", pkg, got, want)
+		}
+	}
+}
+
+// TestShippedBinariesLinkNoTestPackages lists every package the shipped
+// binaries link, on each release platform, and fails on any test-only one.
+func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	for _, goos := range []string{"linux", "windows"} {
+		cmd := exec.Command(goBin, append([]string{"list", "-deps"}, shipped...)...)
+		cmd.Dir = "../.."
+		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr string
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("GOOS=%s go list -deps: %v\n%s", goos, err, stderr)
+		}
+		pkgs := strings.Fields(string(out))
+		if len(pkgs) < 50 {
+			t.Fatalf("GOOS=%s go list -deps printed %d packages; expected the full dependency list", goos, len(pkgs))
+		}
+		for _, p := range pkgs {
+			if f, bad := isForbidden(p); bad {
+				t.Errorf("GOOS=%s: %s links %s (test-only: %s)", goos, strings.Join(shipped, " "), p, f)
+			}
+		}
+	}
+}
