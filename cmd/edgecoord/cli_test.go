@@ -113,7 +113,7 @@ func TestCommandLine(t *testing.T) {
 func runWith(t *testing.T, ctx context.Context, start func(context.Context, *config.Coordinator, zerolog.Logger) error, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := exitCode(newApp(&out, &errOut, start).run(ctx, args))
+	code := exitCode(newApp(&out, &errOut, start).Run(ctx, args))
 	return code, out.String(), errOut.String()
 }
 

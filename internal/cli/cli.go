@@ -104,6 +104,8 @@ func (c *Command) names() []string { return append([]string{c.Name}, c.Aliases..
 type Call struct {
 	App     *App
 	Command *Command
+	// Name is the command's name as typed: its Name or an alias.
+	Name string
 	// Args are the positional arguments.
 	Args []string
 	// JSON is the --json flag of a command with JSON set.
@@ -136,7 +138,7 @@ func (c *Call) Warnf(format string, a ...any) {
 // Usagef reports a bad command line as "prog command: ..." and returns the
 // exit status for it.
 func (c *Call) Usagef(format string, a ...any) error {
-	fmt.Fprintf(c.Stderr, "%s %s: %s\n", c.App.Name, c.Command.Name, fmt.Sprintf(format, a...))
+	fmt.Fprintf(c.Stderr, "%s %s: %s\n", c.App.Name, c.Name, fmt.Sprintf(format, a...))
 	return Exit(ExitUsage)
 }
 
@@ -194,11 +196,16 @@ func (a *App) dispatch(ctx context.Context, args []string) error {
 	if cmd == nil {
 		return a.unknown(args)
 	}
-	return a.runCommand(ctx, cmd, rest)
+	return a.runCommand(ctx, cmd, typed(args, rest), rest)
 }
 
-func (a *App) runCommand(ctx context.Context, cmd *Command, args []string) error {
-	call := &Call{App: a, Command: cmd, Stdout: a.Stdout, Stderr: a.Stderr}
+// typed returns the command name as typed: args without rest.
+func typed(args, rest []string) string {
+	return strings.Join(args[:len(args)-len(rest)], " ")
+}
+
+func (a *App) runCommand(ctx context.Context, cmd *Command, name string, args []string) error {
+	call := &Call{App: a, Command: cmd, Name: name, Stdout: a.Stdout, Stderr: a.Stderr}
 	if cmd.Raw {
 		call.Args = args
 		return cmd.Run(ctx, call)
@@ -212,7 +219,7 @@ func (a *App) runCommand(ctx context.Context, cmd *Command, args []string) error
 		return Exit(ExitUsage) // the flag package has printed the problem and the usage
 	}
 	if err := cmd.checkArgs(pos); err != nil {
-		fmt.Fprintf(a.Stderr, "%s %s: %v\n", a.Name, cmd.Name, err)
+		fmt.Fprintf(a.Stderr, "%s %s: %v\n", a.Name, name, err)
 		fs.Usage()
 		return Exit(ExitUsage)
 	}
@@ -254,7 +261,7 @@ func countOf(n int, what string) string {
 // flagSet returns the flag set of cmd writing to w, with --json bound to
 // call.
 func (a *App) flagSet(cmd *Command, call *Call, w io.Writer) *flag.FlagSet {
-	fs := NewFlagSet(a.Name+" "+cmd.Name, w)
+	fs := NewFlagSet(a.Name+" "+call.Name, w)
 	if cmd.Flags != nil {
 		cmd.Flags(fs)
 	}
@@ -265,7 +272,7 @@ func (a *App) flagSet(cmd *Command, call *Call, w io.Writer) *flag.FlagSet {
 		}
 		fs.BoolVar(&call.JSON, "json", false, help)
 	}
-	fs.Usage = func() { a.commandUsage(fs.Output(), cmd, fs) }
+	fs.Usage = func() { a.commandUsage(fs.Output(), cmd, call.Name, fs) }
 	return fs
 }
 
@@ -356,11 +363,12 @@ func (a *App) help(args []string) error {
 		return nil
 	}
 	if cmd, rest := a.Find(args); cmd != nil && len(rest) == 0 {
+		call := &Call{App: a, Command: cmd, Name: typed(args, rest), Stdout: a.Stdout, Stderr: a.Stdout}
 		if cmd.Raw {
-			return cmd.Run(context.Background(), &Call{App: a, Command: cmd, Args: []string{"-h"}, Stdout: a.Stdout, Stderr: a.Stdout})
+			call.Args = []string{"-h"}
+			return cmd.Run(context.Background(), call)
 		}
-		fs := a.flagSet(cmd, &Call{}, a.Stdout)
-		a.commandUsage(a.Stdout, cmd, fs)
+		a.commandUsage(a.Stdout, cmd, call.Name, a.flagSet(cmd, call, a.Stdout))
 		return nil
 	}
 	if group := a.group(args[0]); len(group) > 0 && len(args) == 1 {
@@ -407,14 +415,15 @@ func (a *App) listCommands(w io.Writer, prefix string, cmds []*Command, extra ..
 	tw.Flush()
 }
 
-func (a *App) commandUsage(w io.Writer, cmd *Command, fs *flag.FlagSet) {
+// commandUsage prints the help of cmd, typed as name.
+func (a *App) commandUsage(w io.Writer, cmd *Command, name string, fs *flag.FlagSet) {
 	args := ""
 	if cmd.Args != "" {
 		args = " " + cmd.Args
 	}
-	fmt.Fprintf(w, "Usage: %s %s [flags]%s\n\n%s.\n", a.Name, cmd.Name, args, upperFirst(cmd.Summary))
-	if len(cmd.Aliases) > 0 {
-		fmt.Fprintf(w, "Also: %s %s.\n", a.Name, strings.Join(cmd.Aliases, ", "+a.Name+" "))
+	fmt.Fprintf(w, "Usage: %s %s [flags]%s\n\n%s.\n", a.Name, name, args, upperFirst(cmd.Summary))
+	if others := slices.DeleteFunc(cmd.names(), func(n string) bool { return n == name }); len(others) > 0 {
+		fmt.Fprintf(w, "Also: %s %s.\n", a.Name, strings.Join(others, ", "+a.Name+" "))
 	}
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
