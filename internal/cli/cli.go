@@ -309,6 +309,25 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// ParseFlagsOnly parses args into fs for a program or Raw command that
+// takes no positional arguments. A bad command line has been reported
+// (with the usage) when it returns an error that ExitCode maps to 2; -h
+// returns flag.ErrHelp.
+func ParseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	pos, err := ParseFlags(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case err != nil:
+		return Exit(ExitUsage)
+	case len(pos) > 0:
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), pos[0])
+		fs.Usage()
+		return Exit(ExitUsage)
+	}
+	return nil
+}
+
 // Find returns the command named by the leading words of args (by its name
 // or an alias; the longest match wins) and the remaining arguments, or nil.
 func (a *App) Find(args []string) (*Command, []string) {
