@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,8 +21,6 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // startAgent runs the real agent core (package agent) as id, with one
 // simulated phone sim-1 and an in-process S3, on the NATS server at url.
@@ -123,8 +119,8 @@ steps:
 		_ = json.Unmarshal([]byte(srv.mustCLI(t, "job", "show", "golden-1", "--json")), &d)
 		return d.Status == "SUCCEEDED"
 	})
-	golden(t, "job_show.golden", srv.mustCLI(t, "job", "show", "golden-1"))
-	golden(t, "agent_show.golden", srv.mustCLI(t, "agent", "show", "pc-gold"))
+	testenv.Golden(t, "job_show.golden", normalize(srv.mustCLI(t, "job", "show", "golden-1")))
+	testenv.Golden(t, "agent_show.golden", normalize(srv.mustCLI(t, "agent", "show", "pc-gold")))
 }
 
 var (
@@ -139,28 +135,4 @@ func normalize(s string) string {
 	s = timestamps.ReplaceAllString(s, "2006-01-02T15:04:05.000Z")
 	s = bootIDs.ReplaceAllString(s, "0123456789abcdef")
 	return agos.ReplaceAllString(s, "(1ms ago)")
-}
-
-// golden compares got, normalised, with testdata/name, or writes it there
-// with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	got = normalize(got)
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
 }

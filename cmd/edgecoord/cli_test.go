@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/rs/zerolog"
 )
 
@@ -84,6 +87,10 @@ func TestCommandLine(t *testing.T) {
 		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
 		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},
 		{"help config", []string{"help", "config"}, 0, "edgecoord config <command>", ""},
+		{"help lists an alias once", []string{"help"}, 0, "\n  serve, run       run the coordinator", ""},
+		{"help agent", []string{"help", "agent"}, 0, "  agent status  ask a connected agent for its status document", ""},
+		{"help agent status", []string{"help", "agent", "status"}, 0, "Usage: edgecoord agent status [flags] ID", ""},
+		{"flags after the argument", []string{"job", "show", "J", "-c", missing, "--json"}, 1, "", "edgecoord: read config: open " + missing},
 		{"unknown command", []string{"bogus"}, 2, "", `edgecoord: unknown command "bogus"`},
 		{"config without subcommand", []string{"config"}, 2, "", "Usage: edgecoord config <command>"},
 		{"unknown flag", []string{"run", "-x"}, 2, "", "flag provided but not defined: -x"},
@@ -172,4 +179,34 @@ func TestRun(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
 	})
+}
+
+// TestOutdatedSchema checks that the management commands refuse a store
+// whose schema is behind, saying to run edgecoord migrate, and that
+// migrate says it migrated one.
+func TestOutdatedSchema(t *testing.T) {
+	path := writeConfig(t, validConfig+"store:\n  driver: sqlite\n  path: "+filepath.Join(t.TempDir(), "jobs.db")+"\n")
+	outdated := func(context.Context, *config.Coordinator) (coordinator.Store, error) {
+		return nil, fmt.Errorf("open sqlite store: schema version 2, this binary needs 3: %w", errSchemaOutdated)
+	}
+	runOutdated := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		m := &mgmt{now: time.Now, openReadOnly: outdated}
+		code := exitCode(newAppWith(&out, &errOut, nil, m).Run(t.Context(), append(args, "-c", path)))
+		return code, out.String(), errOut.String()
+	}
+	for _, args := range [][]string{
+		{"job", "list"}, {"job", "show", "j"}, {"agent", "list"}, {"agent", "show", "a"},
+		{"effect", "list"}, {"effect", "show", "k"}, {"agent", "config", "a"},
+	} {
+		code, stdout, stderr := runOutdated(args...)
+		want := `run "edgecoord migrate -c ` + path + `" with this binary first`
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "schema version 2, this binary needs 3") || !strings.Contains(stderr, want) {
+			t.Errorf("%s on an outdated schema: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := runOutdated("migrate")
+	if code != 0 || stdout != "sqlite store at schema version 3: migrated\n" {
+		t.Errorf("migrate of an outdated schema: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
 }
