@@ -63,13 +63,7 @@ to this computer.`,
 		runCommand(start),
 		a.statusCommand(),
 		adapt(&doctorCommand{app: a}),
-		cli.ValidateCommand(config.DefaultAgentFile, func(path string) ([]string, error) {
-			cfg, err := config.LoadAgent(path)
-			if err != nil {
-				return nil, err
-			}
-			return cfg.Warnings(), nil
-		}),
+		cli.ValidateCommand(config.DefaultAgentFile, config.LoadAgent),
 		cli.VersionCommand(version),
 	}
 	a.cli.Commands = append(a.cli.Commands, adaptAll(serviceCommands(a))...)
@@ -127,24 +121,13 @@ func adaptAll(cmds []command) []*cli.Command {
 
 // runCommand runs the agent in the foreground until it is interrupted.
 func runCommand(start func(context.Context, *config.Agent, zerolog.Logger) error) *cli.Command {
-	var path string
-	return &cli.Command{
-		Name:    "run",
-		Summary: "run the agent in the foreground until interrupted",
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&path, "c", config.DefaultAgentFile, "read the configuration from `file`")
-		},
-		Run: func(ctx context.Context, c *cli.Call) error {
-			cfg, err := config.LoadAgent(path)
-			if err != nil {
-				return cli.ConfigError(c.Stderr, err)
-			}
+	cmd := &cli.Command{Name: "run", Summary: "run the agent in the foreground until interrupted"}
+	return cli.DaemonCommand(cmd, version, config.DefaultAgentFile, config.LoadAgent,
+		func(ctx context.Context, c *cli.Call, cfg *config.Agent, d cli.Daemon) error {
 			root, sw := newLogger(cfg.Log, c.Stderr)
-			d := cli.Daemon{Version: version, ConfigPath: path, Warnings: cfg.Warnings(),
-				Log: root.With().Str("agent_id", cfg.AgentID).Logger()}
+			d.Log = root.With().Str("agent_id", cfg.AgentID).Logger()
 			return d.Run(withLogging(ctx, root, sw), c, func(ctx context.Context) error { return start(ctx, cfg, d.Log) })
-		},
-	}
+		})
 }
 
 // newLogger returns the root logger configured by cfg, writing to w, and

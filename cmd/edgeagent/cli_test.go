@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 	"github.com/rs/zerolog"
 )
 
@@ -114,13 +115,7 @@ func TestConfigValidateWarns(t *testing.T) {
 
 func TestCommandLine(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string // substring; "" means stdout must be empty
-		wantStderr string // substring; "" means stderr must be empty
-	}{
+	clitest.Run(t, []cliCase{
 		{"no arguments", nil, 2, "", "Usage: edgeagent <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgeagent <command>", ""},
 		{"-h", []string{"-h"}, 0, "config validate", ""},
@@ -143,22 +138,7 @@ func TestCommandLine(t *testing.T) {
 		{"version with argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},
 		{"missing config file", []string{"config", "validate", "-c", missing}, 1, "", "edgeagent: read config: open " + missing},
 		{"run with missing config file", []string{"run", "-c", missing}, 1, "", "edgeagent: read config: open " + missing},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, tt.args...)
-			if code != tt.wantCode {
-				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
-			}
-			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s = %q, want it to contain %q", name, got, want)
-				}
-			}
-			check("stdout", stdout, tt.wantStdout)
-			check("stderr", stderr, tt.wantStderr)
-		})
-	}
+	}, runCLI)
 }
 
 func TestVersionFromLinker(t *testing.T) {
@@ -271,3 +251,7 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// cliCase is a command line and what it must do, written without field
+// names.
+type cliCase clitest.Case

@@ -57,13 +57,7 @@ func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Co
 	cmds = append(cmds, m.agentCommands()...)
 	cmds = append(cmds, m.effectCommands()...)
 	cmds = append(cmds,
-		cli.ValidateCommand(config.DefaultCoordinatorFile, func(path string) ([]string, error) {
-			cfg, err := config.LoadCoordinator(path)
-			if err != nil {
-				return nil, err
-			}
-			return cfg.Warnings(), nil
-		}),
+		cli.ValidateCommand(config.DefaultCoordinatorFile, config.LoadCoordinator),
 		cli.VersionCommand(version),
 	)
 	return &cli.App{
@@ -79,24 +73,13 @@ the job store, schedules jobs and reclaims expired leases.`,
 // serveCommand runs the coordinator in the foreground until it is
 // interrupted; "run" is the same command.
 func serveCommand(start func(context.Context, *config.Coordinator, zerolog.Logger) error) *cli.Command {
-	var path string
-	return &cli.Command{
-		Name: "serve", Aliases: []string{"run"},
-		Summary: "run the coordinator in the foreground until interrupted",
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&path, "c", config.DefaultCoordinatorFile, "read the configuration from `file`")
-		},
-		Run: func(ctx context.Context, c *cli.Call) error {
-			cfg, err := config.LoadCoordinator(path)
-			if err != nil {
-				return cli.ConfigError(c.Stderr, err)
-			}
+	cmd := &cli.Command{Name: "serve", Aliases: []string{"run"}, Summary: "run the coordinator in the foreground until interrupted"}
+	return cli.DaemonCommand(cmd, version, config.DefaultCoordinatorFile, config.LoadCoordinator,
+		func(ctx context.Context, c *cli.Call, cfg *config.Coordinator, d cli.Daemon) error {
 			w, level := cli.LogOutput(cfg.Log, c.Stderr)
-			d := cli.Daemon{Version: version, ConfigPath: path, Warnings: cfg.Warnings(),
-				Log: zerolog.New(w).Level(level).With().Timestamp().Str("coordinator_id", cfg.CoordinatorID).Logger()}
+			d.Log = zerolog.New(w).Level(level).With().Timestamp().Str("coordinator_id", cfg.CoordinatorID).Logger()
 			return d.Run(ctx, c, func(ctx context.Context) error { return start(ctx, cfg, d.Log) })
-		},
-	}
+		})
 }
 
 // mgmt is what the management commands share: the config file (the store

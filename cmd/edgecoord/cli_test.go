@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 	"github.com/rs/zerolog"
 )
 
@@ -76,13 +77,7 @@ func TestConfigValidateExample(t *testing.T) {
 
 func TestCommandLine(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string // substring; "" means stdout must be empty
-		wantStderr string // substring; "" means stderr must be empty
-	}{
+	clitest.Run(t, []cliCase{
 		{"no arguments", nil, 2, "", "Usage: edgecoord <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
 		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},
@@ -98,22 +93,7 @@ func TestCommandLine(t *testing.T) {
 		{"run -h", []string{"run", "-h"}, 0, "", "Usage: edgecoord run [flags]"},
 		{"version", []string{"version"}, 0, "edgecoord dev (go", ""},
 		{"missing config file", []string{"config", "validate", "-c", missing}, 1, "", "edgecoord: read config: open " + missing},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, tt.args...)
-			if code != tt.wantCode {
-				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
-			}
-			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s = %q, want it to contain %q", name, got, want)
-				}
-			}
-			check("stdout", stdout, tt.wantStdout)
-			check("stderr", stderr, tt.wantStderr)
-		})
-	}
+	}, runCLI)
 }
 
 // runWith runs the CLI with start in place of the coordinator runtime.
@@ -210,3 +190,7 @@ func TestOutdatedSchema(t *testing.T) {
 		t.Errorf("migrate of an outdated schema: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// cliCase is a command line and what it must do, written without field
+// names.
+type cliCase clitest.Case

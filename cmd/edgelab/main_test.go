@@ -2,22 +2,25 @@ package main
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 )
+
+// runLab runs the edgelab command line and returns the exit status and the
+// output.
+func runLab(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = cli.ExitCode(run(t.Context(), args, &out, &errOut))
+	return code, out.String(), errOut.String()
+}
 
 // TestCommandLine checks the help and the usage errors of edgelab; none of
 // them runs the lab.
 func TestCommandLine(t *testing.T) {
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string // substring; "" means stdout must be empty
-		wantStderr string // substring; "" means stderr must be empty
-	}{
+	clitest.Run(t, []cliCase{
 		{"help", []string{"help"}, 0, "Usage: edgelab <command> [flags]", ""},
 		{"help lists the commands", []string{"help"}, 0, "  chaos ", ""},
 		{"-h", []string{"-h"}, 0, "Without a\ncommand it runs the lab", ""},
@@ -31,21 +34,9 @@ func TestCommandLine(t *testing.T) {
 		{"unknown scenario", []string{"bench", "nope"}, 2, "", `edgelab bench: unknown scenario "nope"`},
 		{"bench coordinator with an argument", []string{"bench", "coordinator", "extra"}, 2, "", `unexpected argument "extra"`},
 		{"chaos bad value", []string{"chaos", "--schedules", "0"}, 1, "", "edgelab: -schedules must be positive"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			code := cli.ExitCode(run(t.Context(), tt.args, &out, &errOut))
-			if code != tt.wantCode {
-				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
-			}
-			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s = %q, want it to contain %q", name, got, want)
-				}
-			}
-			check("stdout", out.String(), tt.wantStdout)
-			check("stderr", errOut.String(), tt.wantStderr)
-		})
-	}
+	}, runLab)
 }
+
+// cliCase is a command line and what it must do, written without field
+// names.
+type cliCase clitest.Case

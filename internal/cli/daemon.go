@@ -49,10 +49,13 @@ func VersionCommand(version string) *Command {
 	}
 }
 
+// Config is a loaded config file, which may warn about what it holds.
+type Config interface{ Warnings() []string }
+
 // ValidateCommand is "config validate": load reads the config file at a
-// path (default defaultPath) and returns its warnings. It prints "ok" and
-// the warnings, or every problem of an invalid file (exit 2).
-func ValidateCommand(defaultPath string, load func(path string) (warnings []string, err error)) *Command {
+// path (default defaultPath). It prints "ok" and the config's warnings, or
+// every problem of an invalid file (exit 2).
+func ValidateCommand[C Config](defaultPath string, load func(path string) (C, error)) *Command {
 	var path string
 	return &Command{
 		Name:    "config validate",
@@ -61,11 +64,11 @@ func ValidateCommand(defaultPath string, load func(path string) (warnings []stri
 			fs.StringVar(&path, "c", defaultPath, "check the configuration in `file`")
 		},
 		Run: func(_ context.Context, c *Call) error {
-			warnings, err := load(path)
+			cfg, err := load(path)
 			if err != nil {
 				return ConfigError(c.Stderr, err)
 			}
-			for _, w := range warnings {
+			for _, w := range cfg.Warnings() {
 				c.Warnf("%s", w)
 			}
 			_, err = fmt.Fprintln(c.Stdout, "ok")
@@ -99,6 +102,26 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// DaemonCommand completes cmd as the command that runs a daemon in the
+// foreground: it reads the config file of the -c flag (default
+// defaultPath) with load, an invalid one being exit status 2, and calls
+// start with it and the Daemon to run it with (its Log left to start).
+func DaemonCommand[C Config](cmd *Command, version, defaultPath string, load func(path string) (C, error),
+	start func(ctx context.Context, c *Call, cfg C, d Daemon) error) *Command {
+	var path string
+	cmd.Flags = func(fs *flag.FlagSet) {
+		fs.StringVar(&path, "c", defaultPath, "read the configuration from `file`")
+	}
+	cmd.Run = func(ctx context.Context, c *Call) error {
+		cfg, err := load(path)
+		if err != nil {
+			return ConfigError(c.Stderr, err)
+		}
+		return start(ctx, c, cfg, Daemon{Version: version, ConfigPath: path, Warnings: cfg.Warnings()})
+	}
+	return cmd
 }
 
 // Daemon runs a daemon in the foreground until ctx is cancelled: it logs
