@@ -18,11 +18,7 @@ import (
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clitest.WriteFile(t, "agent.yaml", content)
 }
 
 const validConfig = `agent_id: home-pc-1
@@ -79,23 +75,6 @@ lease:
 	}
 }
 
-func TestConfigValidateOK(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", writeConfig(t, validConfig))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestConfigValidateExample(t *testing.T) {
-	t.Setenv("EDGE_NATS_PASSWORD", "example")
-	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
-	t.Setenv("EDGE_S3_SECRET_KEY", "example")
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", filepath.Join("..", "..", "examples", "agent.yaml"))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
 func TestConfigValidateWarns(t *testing.T) {
 	if os.PathSeparator == '\\' {
 		t.Skip("file modes do not govern access on Windows")
@@ -115,7 +94,12 @@ func TestConfigValidateWarns(t *testing.T) {
 
 func TestCommandLine(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	t.Setenv("EDGE_NATS_PASSWORD", "example")
+	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
+	t.Setenv("EDGE_S3_SECRET_KEY", "example")
 	clitest.Run(t, []cliCase{
+		{"config validate", []string{"config", "validate", "-c", writeConfig(t, validConfig)}, 0, "ok\n", ""},
+		{"config validate of the example", []string{"config", "validate", "-c", filepath.Join("..", "..", "examples", "agent.yaml")}, 0, "ok\n", ""},
 		{"no arguments", nil, 2, "", "Usage: edgeagent <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgeagent <command>", ""},
 		{"-h", []string{"-h"}, 0, "config validate", ""},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,11 +20,7 @@ import (
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "coordinator.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clitest.WriteFile(t, "coordinator.yaml", content)
 }
 
 const validConfig = `coordinator_id: vps-1
@@ -58,26 +53,14 @@ lease:
 	}
 }
 
-func TestConfigValidateOK(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", writeConfig(t, validConfig))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestConfigValidateExample(t *testing.T) {
+func TestCommandLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	t.Setenv("EDGE_NATS_PASSWORD", "example")
 	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
 	t.Setenv("EDGE_S3_SECRET_KEY", "example")
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", filepath.Join("..", "..", "examples", "coordinator.yaml"))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestCommandLine(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	clitest.Run(t, []cliCase{
+		{"config validate", []string{"config", "validate", "-c", writeConfig(t, validConfig)}, 0, "ok\n", ""},
+		{"config validate of the example", []string{"config", "validate", "-c", filepath.Join("..", "..", "examples", "coordinator.yaml")}, 0, "ok\n", ""},
 		{"no arguments", nil, 2, "", "Usage: edgecoord <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
 		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},

@@ -3,6 +3,8 @@
 package clitest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,4 +54,15 @@ func Contains(t *testing.T, what, got, want string) {
 	if want == "" && got != "" || !strings.Contains(got, want) {
 		t.Errorf("%s = %q, want it to contain %q", what, got, want)
 	}
+}
+
+// WriteFile writes content to a file name (0600) in a temporary directory
+// of the test and returns its path.
+func WriteFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
