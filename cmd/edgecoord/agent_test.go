@@ -102,10 +102,12 @@ func TestAgentStatus(t *testing.T) {
 
 // TestShowGolden runs a job on a real agent and compares the text of
 // job show and agent show with testdata/*.golden (go test -update
-// rewrites them), times and boot ids normalised.
+// rewrites them), times and boot ids normalised. The lease is long enough
+// that the job ends before any renewal but the first, however slow the
+// machine.
 func TestShowGolden(t *testing.T) {
 	ns := testenv.NATS(t)
-	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s", filepath.Join(t.TempDir(), "jobs.db")))
+	srv := serveTTL(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s", filepath.Join(t.TempDir(), "jobs.db")), "5m")
 	startAgent(t, ns.ClientURL(), "pc-gold")
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "job.yaml", `id: golden-1
 device:

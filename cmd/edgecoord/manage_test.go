@@ -69,6 +69,12 @@ type served struct {
 // /readyz says it is ready.
 func serve(t *testing.T, natsURL, store string) *served {
 	t.Helper()
+	return serveTTL(t, natsURL, store, "3s")
+}
+
+// serveTTL is serve with leases of ttl.
+func serveTTL(t *testing.T, natsURL, store, ttl string) *served {
+	t.Helper()
 	s := &served{metrics: freeAddr(t)}
 	s.config = writeConfig(t, fmt.Sprintf(`coordinator_id: cli-test
 log:
@@ -79,7 +85,7 @@ nats:
 store:
 %s
 lease:
-  ttl: 3s
+  ttl: %s
   reap_interval: 200ms
 scheduler:
   interval: 50ms
@@ -88,7 +94,7 @@ agents:
   offline_after: 1s
 metrics:
   listen: %s
-`, natsURL, store, s.metrics))
+`, natsURL, store, ttl, s.metrics))
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		wg     sync.WaitGroup
