@@ -5,7 +5,6 @@ package installer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/internal/gobuild"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
@@ -137,16 +137,14 @@ func (w *winePrefix) path(rel string) string {
 	return filepath.Join(w.dir, "drive_c", filepath.FromSlash(strings.ReplaceAll(rel, `\`, "/")))
 }
 
-// buildWindows builds pkg for windows/amd64 into dir and returns the
-// binary's path.
-func buildWindows(dir, pkg, name string) (string, error) {
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-winetest", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s for windows: %w\n%s", pkg, err, b)
-	}
-	return out, nil
+// buildWindows builds pkg for windows/amd64 once per test run and returns
+// the binary's path (name, in a directory of its own).
+func buildWindows(_, pkg, name string) (string, error) {
+	return gobuild.Build(context.Background(), strings.TrimSuffix(name, ".exe"), gobuild.Options{
+		Package: strings.TrimPrefix(pkg, "github.com/edgeagent/edgeagent/"),
+		LDFlags: "-X main.version=v0.0.0-winetest",
+		Env:     []string{"GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0"},
+	})
 }
 
 // install copies a binary to C:\edgeagent in the prefix and returns its

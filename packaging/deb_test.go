@@ -15,6 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/edgeagent/edgeagent/internal/gobuild"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
 // debFiles are the files of the edgeagent package, with their modes, as
@@ -45,12 +48,7 @@ func run(t *testing.T, name string, args ...string) string {
 func buildDeb(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-debtest", "-o", filepath.Join(bin, "edgeagent"), "../cmd/edgeagent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(testenv.BinaryWith(t, "edgeagent", gobuild.Options{LDFlags: "-X main.version=v0.0.0-debtest", Env: []string{"CGO_ENABLED=0"}}))
 	cmd := exec.Command("packaging/dist.sh", "deb", "edgeagent", runtime.GOARCH, bin, dir)
 	cmd.Dir = ".."
 	out, err := cmd.CombinedOutput()

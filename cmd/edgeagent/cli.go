@@ -2,54 +2,38 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"slices"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
 const (
 	progName = "edgeagent"
 
 	// timeFormat is the log timestamp: RFC 3339 with milliseconds.
-	timeFormat = "2006-01-02T15:04:05.000Z07:00"
+	timeFormat = cli.TimeFormat
 )
 
-// Exit statuses.
-const (
-	exitOK      = 0
-	exitFailure = 1 // the command failed
-	exitUsage   = 2 // bad command line or invalid config
-)
+// Exit status of a failed command, for exitError.
+const exitFailure = cli.ExitFailure
 
 // exitError ends the process with code; whatever caused it has already been
 // reported.
 type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+func (e *exitError) ExitCode() int { return e.code }
 
 // exitCode maps the error returned by run to the process exit status.
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.As(err, &ee):
-		return ee.code
-	default:
-		return exitFailure
-	}
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 // run executes the command line args (without the program name), writing
 // output to stdout and diagnostics to stderr. It reports every error itself;
@@ -58,9 +42,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return newApp(stdout, stderr, startAgent).run(ctx, args)
 }
 
-// command is one subcommand with its own flags.
+// app is the command-line interface: the output streams the commands write
+// to, and the clock the status command measures ages with.
+type app struct {
+	stdout, stderr io.Writer
+	now            func() time.Time
+	cli            *cli.App
+}
+
+func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Agent, zerolog.Logger) error) *app {
+	a := &app{stdout: stdout, stderr: stderr, now: time.Now}
+	a.cli = &cli.App{
+		Name: progName,
+		Description: progName + ` runs jobs from an edgecoord coordinator on the Android phones attached
+to this computer.`,
+		ExitHelp: cli.DaemonExitHelp,
+		Stdout:   stdout, Stderr: stderr,
+	}
+	a.cli.Commands = []*cli.Command{
+		runCommand(start),
+		a.statusCommand(),
+		adapt(&doctorCommand{app: a}),
+		cli.ValidateCommand(config.DefaultAgentFile, config.LoadAgent),
+		cli.VersionCommand(version),
+	}
+	a.cli.Commands = append(a.cli.Commands, adaptAll(serviceCommands(a))...)
+	return a
+}
+
+func (a *app) run(ctx context.Context, args []string) error { return a.cli.Run(ctx, args) }
+
+// command is a command written as a type with its own flag set (doctor and
+// the service commands); adapt makes it a cli.Command.
 type command interface {
-	// name is the command as typed, such as "config validate".
+	// name is the command as typed, such as "service install".
 	name() string
 	// summary is a one-line description.
 	summary() string
@@ -70,294 +85,56 @@ type command interface {
 	run(ctx context.Context, fs *flag.FlagSet) error
 }
 
-// app is the command-line interface.
-type app struct {
-	stdout, stderr io.Writer
-	commands       []command
+// adapt returns cmd as a cli.Command named cmd.name() with aliases.
+func adapt(cmd command, aliases ...string) *cli.Command {
+	var own *flag.FlagSet
+	return &cli.Command{
+		Name: cmd.name(), Aliases: aliases, Summary: cmd.summary(),
+		Flags: func(fs *flag.FlagSet) {
+			own = cmd.flags(io.Discard)
+			own.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+		},
+		Run: func(ctx context.Context, _ *cli.Call) error { return cmd.run(ctx, own) },
+	}
 }
 
-func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Agent, zerolog.Logger) error) *app {
-	a := &app{stdout: stdout, stderr: stderr}
-	a.commands = []command{
-		&runCommand{app: a, start: start},
-		&statusCommand{app: a},
-		&doctorCommand{app: a},
-		&validateCommand{app: a},
-		&versionCommand{app: a},
-	}
-	a.commands = append(a.commands, serviceCommands(a)...)
-	return a
-}
-
-func (a *app) run(ctx context.Context, args []string) error {
-	err := a.dispatch(ctx, args)
-	var ee *exitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(a.stderr, "%s: %v\n", progName, err)
-	}
-	return err
-}
-
-func (a *app) dispatch(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		a.usage(a.stderr)
-		return &exitError{exitUsage}
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		return a.help(args[1:])
-	}
-	cmd, rest := a.find(args)
-	if cmd == nil {
-		return a.unknown(args)
-	}
-	fs := cmd.flags(a.stderr)
-	fs.Usage = func() { a.commandUsage(fs.Output(), cmd, fs) }
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{exitUsage} // the flag package has printed the problem and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(a.stderr, "%s %s: unexpected argument %q\n", progName, cmd.name(), fs.Arg(0))
-		fs.Usage()
-		return &exitError{exitUsage}
-	}
-	return cmd.run(ctx, fs)
-}
-
-// find returns the command named by the leading words of args and the
-// remaining arguments.
-func (a *app) find(args []string) (command, []string) {
-	for _, cmd := range a.commands {
-		words := strings.Fields(cmd.name())
-		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
-			return cmd, args[len(words):]
-		}
-	}
-	return nil, nil
-}
-
-// group returns the commands whose name starts with prefix and a space, such
-// as "config validate" for "config".
-func (a *app) group(prefix string) []command {
-	var cmds []command
-	for _, cmd := range a.commands {
-		if strings.HasPrefix(cmd.name(), prefix+" ") {
-			cmds = append(cmds, cmd)
-		}
-	}
-	return cmds
-}
-
-// unknown reports a command line that names no command.
-func (a *app) unknown(args []string) error {
-	if group := a.group(args[0]); len(group) > 0 {
-		if len(args) > 1 {
-			fmt.Fprintf(a.stderr, "%s: unknown command %q\n", progName, args[0]+" "+args[1])
-		}
-		a.groupUsage(a.stderr, args[0], group)
-		return &exitError{exitUsage}
-	}
-	fmt.Fprintf(a.stderr, "%s: unknown command %q\n\n", progName, args[0])
-	a.usage(a.stderr)
-	return &exitError{exitUsage}
-}
-
-// help prints the help asked for on stdout.
-func (a *app) help(args []string) error {
-	if len(args) == 0 {
-		a.usage(a.stdout)
-		return nil
-	}
-	if cmd, rest := a.find(args); cmd != nil && len(rest) == 0 {
-		fs := cmd.flags(a.stdout)
-		a.commandUsage(a.stdout, cmd, fs)
-		return nil
-	}
-	if group := a.group(args[0]); len(group) > 0 && len(args) == 1 {
-		a.groupUsage(a.stdout, args[0], group)
-		return nil
-	}
-	return a.unknown(args)
-}
-
-func (a *app) usage(w io.Writer) {
-	fmt.Fprintf(w, `Usage: %s <command> [flags]
-
-%s runs jobs from an edgecoord coordinator on the Android phones attached
-to this computer.
-
-Commands:
-`, progName, progName)
-	a.listCommands(w, a.commands, "help [command]\tshow help for a command")
-	fmt.Fprintf(w, `
-Run "%s help <command>" for a command's flags.
-Exit status: 0 success, 1 failure, 2 bad usage or invalid config.
-`, progName)
-}
-
-func (a *app) groupUsage(w io.Writer, group string, cmds []command) {
-	fmt.Fprintf(w, "Usage: %s %s <command> [flags]\n\nCommands:\n", progName, group)
-	a.listCommands(w, cmds)
-}
-
-// listCommands prints an aligned table of cmds followed by extra rows,
-// each "name\tsummary".
-func (a *app) listCommands(w io.Writer, cmds []command, extra ...string) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+// adaptAll adapts cmds, making a command that is another's name without
+// its group ("install" for "service install") an alias of it.
+func adaptAll(cmds []command) []*cli.Command {
+	names := map[string]bool{}
 	for _, cmd := range cmds {
-		fmt.Fprintf(tw, "  %s\t%s\n", cmd.name(), cmd.summary())
+		names[cmd.name()] = true
 	}
-	for _, row := range extra {
-		fmt.Fprintf(tw, "  %s\n", row)
+	var out []*cli.Command
+	for _, cmd := range cmds {
+		if short, ok := strings.CutPrefix(cmd.name(), "service "); ok && names[short] {
+			continue // listed under its short name
+		}
+		var aliases []string
+		if names["service "+cmd.name()] {
+			aliases = append(aliases, "service "+cmd.name())
+		}
+		out = append(out, adapt(cmd, aliases...))
 	}
-	tw.Flush()
-}
-
-func (a *app) commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s %s [flags]\n\n%s.\n", progName, cmd.name(), upperFirst(cmd.summary()))
-	hasFlags := false
-	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-	if hasFlags {
-		fmt.Fprintf(w, "\nFlags:\n")
-		out := fs.Output()
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-	}
+	return out
 }
 
 // runCommand runs the agent in the foreground until it is interrupted.
-type runCommand struct {
-	app        *app
-	start      func(context.Context, *config.Agent, zerolog.Logger) error
-	configPath string
-}
-
-func (c *runCommand) name() string    { return "run" }
-func (c *runCommand) summary() string { return "run the agent in the foreground until interrupted" }
-
-func (c *runCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.StringVar(&c.configPath, "c", config.DefaultAgentFile, "read the configuration from `file`")
-	return fs
-}
-
-func (c *runCommand) run(ctx context.Context, _ *flag.FlagSet) error {
-	cfg, err := config.LoadAgent(c.configPath)
-	if err != nil {
-		return reportLoadError(c.app.stderr, err)
-	}
-	root, sw := newLogger(cfg.Log, c.app.stderr)
-	log := root.With().Str("agent_id", cfg.AgentID).Logger()
-	ctx = withLogging(ctx, root, sw)
-	for _, w := range cfg.Warnings() {
-		log.Warn().Msg(w)
-	}
-	log.Info().Str("version", version).Str("config", c.configPath).Msg("starting edgeagent")
-	if err := c.start(ctx, cfg, log); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
-		log.Error().Err(err).Msg("edgeagent stopped with an error")
-		return &exitError{exitFailure}
-	}
-	log.Info().Msg("edgeagent stopped")
-	return nil
-}
-
-// validateCommand checks a config file.
-type validateCommand struct {
-	app        *app
-	configPath string
-}
-
-func (c *validateCommand) name() string { return "config validate" }
-func (c *validateCommand) summary() string {
-	return "check a config file and report every problem in it"
-}
-
-func (c *validateCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.StringVar(&c.configPath, "c", config.DefaultAgentFile, "check the configuration in `file`")
-	return fs
-}
-
-func (c *validateCommand) run(context.Context, *flag.FlagSet) error {
-	cfg, err := config.LoadAgent(c.configPath)
-	if err != nil {
-		return reportLoadError(c.app.stderr, err)
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(c.app.stderr, "warning: %s\n", w)
-	}
-	fmt.Fprintln(c.app.stdout, "ok")
-	return nil
-}
-
-// versionCommand prints the version.
-type versionCommand struct{ app *app }
-
-func (c *versionCommand) name() string    { return "version" }
-func (c *versionCommand) summary() string { return "print the version" }
-
-func (c *versionCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	return fs
-}
-
-func (c *versionCommand) run(context.Context, *flag.FlagSet) error {
-	fmt.Fprintf(c.app.stdout, "%s %s (%s %s/%s)\n", progName, version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return nil
-}
-
-// reportLoadError prints the problems of an invalid config, one per line,
-// and returns the exit status for them; other errors are returned as they
-// are.
-func reportLoadError(w io.Writer, err error) error {
-	var ps config.Problems
-	if !errors.As(err, &ps) {
-		return err
-	}
-	for _, p := range ps {
-		fmt.Fprintln(w, p.String())
-	}
-	return &exitError{exitUsage}
+func runCommand(start func(context.Context, *config.Agent, zerolog.Logger) error) *cli.Command {
+	cmd := &cli.Command{Name: "run", Summary: "run the agent in the foreground until interrupted"}
+	return cli.DaemonCommand(cmd, version, config.DefaultAgentFile, config.LoadAgent,
+		func(ctx context.Context, c *cli.Call, cfg *config.Agent, d cli.Daemon) error {
+			root, sw := newLogger(cfg.Log, c.Stderr)
+			d.Log = root.With().Str("agent_id", cfg.AgentID).Logger()
+			return d.Run(withLogging(ctx, root, sw), c, func(ctx context.Context) error { return start(ctx, cfg, d.Log) })
+		})
 }
 
 // newLogger returns the root logger configured by cfg, writing to w, and
 // the switch that changes its level while the agent runs (the log_level
 // setting).
 func newLogger(cfg config.Log, w io.Writer) (zerolog.Logger, *agent.LevelSwitch) {
-	level, err := zerolog.ParseLevel(cfg.Level)
-	if err != nil {
-		level = zerolog.InfoLevel // unreachable after Validate
-	}
-	if cfg.Format == config.LogFormatConsole {
-		w = zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), TimeFormat: timeFormat}
-	}
-	sw := agent.NewLevelSwitch(w, level)
+	out, level := cli.LogOutput(cfg, w)
+	sw := agent.NewLevelSwitch(out, level)
 	return zerolog.New(sw).Level(zerolog.TraceLevel).With().Timestamp().Logger(), sw
-}
-
-// isTerminal reports whether w is a character device such as a console.
-func isTerminal(w io.Writer) bool {
-	if runtime.GOOS == "windows" {
-		return false // older consoles show escape codes literally
-	}
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -11,17 +11,14 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 	"github.com/rs/zerolog"
 )
 
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clitest.WriteFile(t, "agent.yaml", content)
 }
 
 const validConfig = `agent_id: home-pc-1
@@ -78,23 +75,6 @@ lease:
 	}
 }
 
-func TestConfigValidateOK(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", writeConfig(t, validConfig))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestConfigValidateExample(t *testing.T) {
-	t.Setenv("EDGE_NATS_PASSWORD", "example")
-	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
-	t.Setenv("EDGE_S3_SECRET_KEY", "example")
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", filepath.Join("..", "..", "examples", "agent.yaml"))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
 func TestConfigValidateWarns(t *testing.T) {
 	if os.PathSeparator == '\\' {
 		t.Skip("file modes do not govern access on Windows")
@@ -114,18 +94,20 @@ func TestConfigValidateWarns(t *testing.T) {
 
 func TestCommandLine(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string // substring; "" means stdout must be empty
-		wantStderr string // substring; "" means stderr must be empty
-	}{
+	t.Setenv("EDGE_NATS_PASSWORD", "example")
+	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
+	t.Setenv("EDGE_S3_SECRET_KEY", "example")
+	clitest.Run(t, []cliCase{
+		{"config validate", []string{"config", "validate", "-c", writeConfig(t, validConfig)}, 0, "ok\n", ""},
+		{"config validate of the example", []string{"config", "validate", "-c", filepath.Join("..", "..", "examples", "agent.yaml")}, 0, "ok\n", ""},
 		{"no arguments", nil, 2, "", "Usage: edgeagent <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgeagent <command>", ""},
 		{"-h", []string{"-h"}, 0, "config validate", ""},
 		{"--help", []string{"--help"}, 0, "Commands:", ""},
 		{"help run", []string{"help", "run"}, 0, "Usage: edgeagent run [flags]", ""},
+		{"help lists an alias once", []string{"help"}, 0, "\n  install, service install  ", ""},
+		{"help alias", []string{"help", "service", "install"}, 0, "Usage: edgeagent service install [flags]\n\nInstall edgeagent as a service that runs at boot (systemd or Windows).\nAlso: edgeagent install.", ""},
+		{"status flag after -c", []string{"status", "-c", missing, "--json"}, 1, "", "edgeagent: read config: open " + missing},
 		{"help config", []string{"help", "config"}, 0, "edgeagent config <command>", ""},
 		{"help config validate", []string{"help", "config", "validate"}, 0, "-c file", ""},
 		{"help unknown", []string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
@@ -140,22 +122,7 @@ func TestCommandLine(t *testing.T) {
 		{"version with argument", []string{"version", "x"}, 2, "", `unexpected argument "x"`},
 		{"missing config file", []string{"config", "validate", "-c", missing}, 1, "", "edgeagent: read config: open " + missing},
 		{"run with missing config file", []string{"run", "-c", missing}, 1, "", "edgeagent: read config: open " + missing},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, tt.args...)
-			if code != tt.wantCode {
-				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
-			}
-			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s = %q, want it to contain %q", name, got, want)
-				}
-			}
-			check("stdout", stdout, tt.wantStdout)
-			check("stderr", stderr, tt.wantStderr)
-		})
-	}
+	}, runCLI)
 }
 
 func TestVersionFromLinker(t *testing.T) {
@@ -268,3 +235,7 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// cliCase is a command line and what it must do, written without field
+// names.
+type cliCase clitest.Case

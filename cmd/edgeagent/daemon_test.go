@@ -145,12 +145,7 @@ status:
 // buildAgent builds the edgeagent binary.
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "edgeagent")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.Binary(t, "edgeagent")
 }
 
 // proc is a running edgeagent binary.

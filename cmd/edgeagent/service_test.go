@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +20,13 @@ func TestServiceCommands(t *testing.T) {
 		"install", "uninstall", "start", "stop", "restart",
 		"service install", "service uninstall", "service start", "service stop", "service restart", "service status",
 	} {
-		cmd, rest := a.find(strings.Fields(name))
-		if cmd == nil || cmd.name() != name || len(rest) != 0 {
+		cmd, rest := a.cli.Find(strings.Fields(name))
+		if cmd == nil || !slices.Contains(append([]string{cmd.Name}, cmd.Aliases...), name) || len(rest) != 0 {
 			t.Errorf("no command %q", name)
 		}
 	}
-	if cmd, _ := a.find([]string{"status"}); cmd != nil {
-		if _, ours := cmd.(*serviceStatusCommand); ours {
-			t.Error(`top-level "status" is the service status; it belongs to the agent's status page`)
-		}
+	if cmd, _ := a.cli.Find([]string{"status"}); cmd == nil || cmd.Name != "status" {
+		t.Error(`top-level "status" is not the agent's status page`)
 	}
 	code, out, _ := runCLI(t, "help", "service")
 	if code != 0 || strings.Count(out, "\n  service ") != 6 {

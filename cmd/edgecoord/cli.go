@@ -6,411 +6,193 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"slices"
-	"strings"
-	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/rs/zerolog"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/natsconn"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 const (
 	progName = "edgecoord"
 
-	// timeFormat is the log timestamp: RFC 3339 with milliseconds.
-	timeFormat = "2006-01-02T15:04:05.000Z07:00"
+	// timeFormat is the log timestamp and how tables print times: RFC 3339
+	// with milliseconds.
+	timeFormat = cli.TimeFormat
 )
 
 // Exit statuses.
 const (
-	exitOK      = 0
-	exitFailure = 1 // the command failed
-	exitUsage   = 2 // bad command line or invalid config
+	exitFailure = cli.ExitFailure // the command failed
+	exitUsage   = cli.ExitUsage   // bad command line or invalid config
 )
 
-// exitError ends the process with code; whatever caused it has already been
-// reported.
-type exitError struct{ code int }
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 // exitCode maps the error returned by run to the process exit status.
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.As(err, &ee):
-		return ee.code
-	default:
-		return exitFailure
-	}
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 // run executes the command line args (without the program name), writing
 // output to stdout and diagnostics to stderr. It reports every error itself;
 // the caller only maps the result to an exit status with exitCode.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return newApp(stdout, stderr, startCoordinator).run(ctx, args)
+	return newApp(stdout, stderr, startCoordinator).Run(ctx, args)
 }
 
-// command is one subcommand with its own flags.
-type command interface {
-	// name is the command as typed, such as "config validate".
-	name() string
-	// summary is a one-line description.
-	summary() string
-	// flags returns the command's flag set, writing to w.
-	flags(w io.Writer) *flag.FlagSet
-	// run executes the command with the flag set already parsed.
-	run(ctx context.Context, fs *flag.FlagSet) error
+// newApp returns the command line of edgecoord with start as the
+// coordinator's runtime.
+func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error) *cli.App {
+	return newAppWith(stdout, stderr, start, &mgmt{now: time.Now, openReadOnly: openStoreReadOnly})
 }
 
-// app is the command-line interface.
-type app struct {
-	stdout, stderr io.Writer
-	commands       []command
-}
-
-func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error) *app {
-	a := &app{stdout: stdout, stderr: stderr}
-	a.commands = []command{
-		&runCommand{app: a, start: start, cmd: "run"},
-		&runCommand{app: a, start: start, cmd: "serve"},
-		&migrateCommand{mgmt: mgmt{app: a}},
-		&jobSubmitCommand{mgmt: mgmt{app: a}},
-		&jobListCommand{mgmt: mgmt{app: a}},
-		&jobShowCommand{mgmt: mgmt{app: a}},
-		&jobCancelCommand{mgmt: mgmt{app: a}},
-		&agentListCommand{mgmt: mgmt{app: a}},
-		&agentShowCommand{mgmt: mgmt{app: a}},
-		&agentDrainCommand{mgmt: mgmt{app: a}, drain: true},
-		&agentDrainCommand{mgmt: mgmt{app: a}, drain: false},
-		&agentConfigCommand{mgmt: mgmt{app: a}},
-		&effectListCommand{mgmt: mgmt{app: a}},
-		&effectShowCommand{mgmt: mgmt{app: a}},
-		&effectResolveCommand{mgmt: mgmt{app: a}},
-		&validateCommand{app: a},
-		&versionCommand{app: a},
-	}
-	return a
-}
-
-// positional is a command that takes arguments besides its flags.
-type positional interface {
-	// argsUsage names the arguments in the usage line, such as "ID".
-	argsUsage() string
-	// setArgs checks and keeps the arguments.
-	setArgs(args []string) error
-}
-
-// parseInterleaved parses flags that may stand before, between or after
-// the positional arguments ("job show ID --json") and returns the
-// positional arguments. After "--" everything is positional.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// fs.Parse stops at the first non-flag; "--" is consumed by it.
-		consumed := len(args) - len(rest)
-		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+// newAppWith is newApp with the management commands' clock and read-only
+// store opener of m.
+func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error, m *mgmt) *cli.App {
+	cmds := []*cli.Command{serveCommand(start), m.migrateCommand()}
+	cmds = append(cmds, m.jobCommands()...)
+	cmds = append(cmds, m.agentCommands()...)
+	cmds = append(cmds, m.effectCommands()...)
+	cmds = append(cmds,
+		cli.ValidateCommand(config.DefaultCoordinatorFile, config.LoadCoordinator),
+		cli.VersionCommand(version),
+	)
+	return &cli.App{
+		Name: progName,
+		Description: progName + ` is the coordinator of the edge agents: it serves them over NATS, keeps
+the job store, schedules jobs and reclaims expired leases.`,
+		ExitHelp: cli.DaemonExitHelp,
+		Commands: cmds,
+		Stdout:   stdout, Stderr: stderr,
 	}
 }
 
-func (a *app) run(ctx context.Context, args []string) error {
-	err := a.dispatch(ctx, args)
-	var ee *exitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(a.stderr, "%s: %v\n", progName, err)
-	}
-	return err
+// serveCommand runs the coordinator in the foreground until it is
+// interrupted; "run" is the same command.
+func serveCommand(start func(context.Context, *config.Coordinator, zerolog.Logger) error) *cli.Command {
+	cmd := &cli.Command{Name: "serve", Aliases: []string{"run"}, Summary: "run the coordinator in the foreground until interrupted"}
+	return cli.DaemonCommand(cmd, version, config.DefaultCoordinatorFile, config.LoadCoordinator,
+		func(ctx context.Context, c *cli.Call, cfg *config.Coordinator, d cli.Daemon) error {
+			w, level := cli.LogOutput(cfg.Log, c.Stderr)
+			d.Log = zerolog.New(w).Level(level).With().Timestamp().Str("coordinator_id", cfg.CoordinatorID).Logger()
+			return d.Run(ctx, c, func(ctx context.Context) error { return start(ctx, cfg, d.Log) })
+		})
 }
 
-func (a *app) dispatch(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		a.usage(a.stderr)
-		return &exitError{exitUsage}
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		return a.help(args[1:])
-	}
-	cmd, rest := a.find(args)
-	if cmd == nil {
-		return a.unknown(args)
-	}
-	fs := cmd.flags(a.stderr)
-	fs.Usage = func() { a.commandUsage(fs.Output(), cmd, fs) }
-	args, err := parseInterleaved(fs, rest)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{exitUsage} // the flag package has printed the problem and the usage
-	}
-	if p, ok := cmd.(positional); ok {
-		if err := p.setArgs(args); err != nil {
-			fmt.Fprintf(a.stderr, "%s %s: %v\n", progName, cmd.name(), err)
-			fs.Usage()
-			return &exitError{exitUsage}
-		}
-	} else if len(args) > 0 {
-		fmt.Fprintf(a.stderr, "%s %s: unexpected argument %q\n", progName, cmd.name(), args[0])
-		fs.Usage()
-		return &exitError{exitUsage}
-	}
-	return cmd.run(ctx, fs)
-}
-
-// find returns the command named by the leading words of args and the
-// remaining arguments.
-func (a *app) find(args []string) (command, []string) {
-	for _, cmd := range a.commands {
-		words := strings.Fields(cmd.name())
-		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
-			return cmd, args[len(words):]
-		}
-	}
-	return nil, nil
-}
-
-// group returns the commands whose name starts with prefix and a space, such
-// as "config validate" for "config".
-func (a *app) group(prefix string) []command {
-	var cmds []command
-	for _, cmd := range a.commands {
-		if strings.HasPrefix(cmd.name(), prefix+" ") {
-			cmds = append(cmds, cmd)
-		}
-	}
-	return cmds
-}
-
-// unknown reports a command line that names no command.
-func (a *app) unknown(args []string) error {
-	if group := a.group(args[0]); len(group) > 0 {
-		if len(args) > 1 {
-			fmt.Fprintf(a.stderr, "%s: unknown command %q\n", progName, args[0]+" "+args[1])
-		}
-		a.groupUsage(a.stderr, args[0], group)
-		return &exitError{exitUsage}
-	}
-	fmt.Fprintf(a.stderr, "%s: unknown command %q\n\n", progName, args[0])
-	a.usage(a.stderr)
-	return &exitError{exitUsage}
-}
-
-// help prints the help asked for on stdout.
-func (a *app) help(args []string) error {
-	if len(args) == 0 {
-		a.usage(a.stdout)
-		return nil
-	}
-	if cmd, rest := a.find(args); cmd != nil && len(rest) == 0 {
-		fs := cmd.flags(a.stdout)
-		a.commandUsage(a.stdout, cmd, fs)
-		return nil
-	}
-	if group := a.group(args[0]); len(group) > 0 && len(args) == 1 {
-		a.groupUsage(a.stdout, args[0], group)
-		return nil
-	}
-	return a.unknown(args)
-}
-
-func (a *app) usage(w io.Writer) {
-	fmt.Fprintf(w, `Usage: %s <command> [flags]
-
-%s is the coordinator of the edge agents: it serves them over NATS, keeps
-the job store, schedules jobs and reclaims expired leases.
-
-Commands:
-`, progName, progName)
-	a.listCommands(w, a.commands, "help [command]\tshow help for a command")
-	fmt.Fprintf(w, `
-Run "%s help <command>" for a command's flags.
-Exit status: 0 success, 1 failure, 2 bad usage or invalid config.
-`, progName)
-}
-
-func (a *app) groupUsage(w io.Writer, group string, cmds []command) {
-	fmt.Fprintf(w, "Usage: %s %s <command> [flags]\n\nCommands:\n", progName, group)
-	a.listCommands(w, cmds)
-}
-
-// listCommands prints an aligned table of cmds followed by extra rows,
-// each "name\tsummary".
-func (a *app) listCommands(w io.Writer, cmds []command, extra ...string) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, cmd := range cmds {
-		fmt.Fprintf(tw, "  %s\t%s\n", cmd.name(), cmd.summary())
-	}
-	for _, row := range extra {
-		fmt.Fprintf(tw, "  %s\n", row)
-	}
-	tw.Flush()
-}
-
-func (a *app) commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
-	args := ""
-	if p, ok := cmd.(positional); ok {
-		args = " " + p.argsUsage()
-	}
-	fmt.Fprintf(w, "Usage: %s %s [flags]%s\n\n%s.\n", progName, cmd.name(), args, upperFirst(cmd.summary()))
-	hasFlags := false
-	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-	if hasFlags {
-		fmt.Fprintf(w, "\nFlags:\n")
-		out := fs.Output()
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-	}
-}
-
-// runCommand runs the coordinator in the foreground until it is interrupted.
-// It is registered as "run" and as "serve".
-type runCommand struct {
-	app        *app
-	start      func(context.Context, *config.Coordinator, zerolog.Logger) error
-	cmd        string
+// mgmt is what the management commands share: the config file (the store
+// to open and the NATS server for pushes to agents) and the clock ages are
+// measured with. They talk to the database directly, so they work whether
+// or not a coordinator runs, and to NATS only to push revokes and control
+// commands.
+type mgmt struct {
 	configPath string
+	cfg        *config.Coordinator
+	now        func() time.Time
+	// openReadOnly opens the store for the read-only commands
+	// (openStoreReadOnly).
+	openReadOnly func(context.Context, *config.Coordinator) (coordinator.Store, error)
 }
 
-func (c *runCommand) name() string { return c.cmd }
-func (c *runCommand) summary() string {
-	if c.cmd == "serve" {
-		return "run the coordinator in the foreground until interrupted (same as run)"
-	}
-	return "run the coordinator in the foreground until interrupted"
+// flags defines the -c flag of a management command.
+func (m *mgmt) flags(fs *flag.FlagSet) {
+	fs.StringVar(&m.configPath, "c", config.DefaultCoordinatorFile, "read the configuration from `file`")
 }
 
-func (c *runCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.StringVar(&c.configPath, "c", config.DefaultCoordinatorFile, "read the configuration from `file`")
-	return fs
-}
-
-func (c *runCommand) run(ctx context.Context, _ *flag.FlagSet) error {
-	cfg, err := config.LoadCoordinator(c.configPath)
+// load reads the config file.
+func (m *mgmt) load(c *cli.Call) error {
+	cfg, err := config.LoadCoordinator(m.configPath)
 	if err != nil {
-		return reportLoadError(c.app.stderr, err)
+		return cli.ConfigError(c.Stderr, err)
 	}
-	log := newLogger(cfg.Log, c.app.stderr).With().Str("coordinator_id", cfg.CoordinatorID).Logger()
-	for _, w := range cfg.Warnings() {
-		log.Warn().Msg(w)
-	}
-	log.Info().Str("version", version).Str("config", c.configPath).Msg("starting edgecoord")
-	if err := c.start(ctx, cfg, log); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
-		log.Error().Err(err).Msg("edgecoord stopped with an error")
-		return &exitError{exitFailure}
-	}
-	log.Info().Msg("edgecoord stopped")
+	m.cfg = cfg
 	return nil
 }
 
-// validateCommand checks a config file.
-type validateCommand struct {
-	app        *app
-	configPath string
+// open loads the config and opens the store. It does not migrate: only
+// edgecoord migrate and serve do. A schema older than this binary's is
+// refused with the advice to run edgecoord migrate.
+func (m *mgmt) open(ctx context.Context, c *cli.Call) (coordinator.Store, error) {
+	if err := m.load(c); err != nil {
+		return nil, err
+	}
+	store, err := m.openReadOnly(ctx, m.cfg)
+	if errors.Is(err, errSchemaOutdated) {
+		return nil, c.Failf("%v\nrun \"%s migrate -c %s\" with this binary first", err, progName, m.configPath)
+	}
+	return store, err
 }
 
-func (c *validateCommand) name() string { return "config validate" }
-func (c *validateCommand) summary() string {
-	return "check a config file and report every problem in it"
-}
-
-func (c *validateCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.StringVar(&c.configPath, "c", config.DefaultCoordinatorFile, "check the configuration in `file`")
-	return fs
-}
-
-func (c *validateCommand) run(context.Context, *flag.FlagSet) error {
-	cfg, err := config.LoadCoordinator(c.configPath)
+// connect dials NATS with the coordinator's credentials and waits up to the
+// request timeout for the connection.
+func (m *mgmt) connect() (*nats.Conn, error) {
+	nc, err := natsconn.Connect(m.cfg.NATS, natsconn.Options{
+		Name: "edgecoord cli", InboxPrefix: coordinator.InboxPrefix, Log: zerolog.Nop(),
+	})
 	if err != nil {
-		return reportLoadError(c.app.stderr, err)
+		return nil, err
 	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(c.app.stderr, "warning: %s\n", w)
+	deadline := time.Now().Add(m.cfg.NATS.RequestTimeout.Duration())
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return nil, fmt.Errorf("connect nats: not connected after %s", m.cfg.NATS.RequestTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	fmt.Fprintln(c.app.stdout, "ok")
-	return nil
+	return nc, nil
 }
 
-// versionCommand prints the version.
-type versionCommand struct{ app *app }
-
-func (c *versionCommand) name() string    { return "version" }
-func (c *versionCommand) summary() string { return "print the version" }
-
-func (c *versionCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name(), flag.ContinueOnError)
-	fs.SetOutput(w)
-	return fs
+// push sends a control command to an agent and returns its reply, or says
+// why it could not.
+func (m *mgmt) push(ctx context.Context, agentID string, ctl protocol.Control) ([]byte, error) {
+	nc, err := m.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.NATS.RequestTimeout.Duration())
+	defer cancel()
+	return coordinator.PushControl(ctx, nc, agentID, ctl)
 }
 
-func (c *versionCommand) run(context.Context, *flag.FlagSet) error {
-	fmt.Fprintf(c.app.stdout, "%s %s (%s %s/%s)\n", progName, version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return nil
-}
-
-// reportLoadError prints the problems of an invalid config, one per line,
-// and returns the exit status for them; other errors are returned as they
-// are.
-func reportLoadError(w io.Writer, err error) error {
-	var ps config.Problems
-	if !errors.As(err, &ps) {
+// revoke publishes a revoke and flushes it to the server.
+func (m *mgmt) revoke(tok fencing.Token, reason string) error {
+	nc, err := m.connect()
+	if err != nil {
 		return err
 	}
-	for _, p := range ps {
-		fmt.Fprintln(w, p.String())
+	defer nc.Close()
+	if err := coordinator.PublishRevoke(nc, tok, reason); err != nil {
+		return err
 	}
-	return &exitError{exitUsage}
+	return nc.FlushTimeout(m.cfg.NATS.RequestTimeout.Duration())
 }
 
-// newLogger returns the root logger configured by cfg, writing to w.
-func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
-	level, err := zerolog.ParseLevel(cfg.Level)
-	if err != nil {
-		level = zerolog.InfoLevel // unreachable after Validate
+// oneID is the positional argument of the commands that take one ID.
+var oneID = cli.ExactArgs(1, "ID")
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
 	}
-	if cfg.Format == config.LogFormatConsole {
-		w = zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), TimeFormat: timeFormat}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// isTerminal reports whether w is a character device such as a console.
-func isTerminal(w io.Writer) bool {
-	if runtime.GOOS == "windows" {
-		return false // older consoles show escape codes literally
-	}
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func upperFirst(s string) string {
+func dash(s string) string {
 	if s == "" {
-		return s
+		return "-"
 	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	return s
 }

@@ -5,23 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 	"github.com/rs/zerolog"
 )
 
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "coordinator.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clitest.WriteFile(t, "coordinator.yaml", content)
 }
 
 const validConfig = `coordinator_id: vps-1
@@ -54,36 +53,22 @@ lease:
 	}
 }
 
-func TestConfigValidateOK(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", writeConfig(t, validConfig))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestConfigValidateExample(t *testing.T) {
+func TestCommandLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	t.Setenv("EDGE_NATS_PASSWORD", "example")
 	t.Setenv("EDGE_S3_ACCESS_KEY", "example")
 	t.Setenv("EDGE_S3_SECRET_KEY", "example")
-	code, stdout, stderr := runCLI(t, "config", "validate", "-c", filepath.Join("..", "..", "examples", "coordinator.yaml"))
-	if code != 0 || stdout != "ok\n" || stderr != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-}
-
-func TestCommandLine(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string // substring; "" means stdout must be empty
-		wantStderr string // substring; "" means stderr must be empty
-	}{
+	clitest.Run(t, []cliCase{
+		{"config validate", []string{"config", "validate", "-c", writeConfig(t, validConfig)}, 0, "ok\n", ""},
+		{"config validate of the example", []string{"config", "validate", "-c", filepath.Join("..", "..", "examples", "coordinator.yaml")}, 0, "ok\n", ""},
 		{"no arguments", nil, 2, "", "Usage: edgecoord <command>"},
 		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
 		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},
 		{"help config", []string{"help", "config"}, 0, "edgecoord config <command>", ""},
+		{"help lists an alias once", []string{"help"}, 0, "\n  serve, run       run the coordinator", ""},
+		{"help agent", []string{"help", "agent"}, 0, "  agent status  ask a connected agent for its status document", ""},
+		{"help agent status", []string{"help", "agent", "status"}, 0, "Usage: edgecoord agent status [flags] ID", ""},
+		{"flags after the argument", []string{"job", "show", "J", "-c", missing, "--json"}, 1, "", "edgecoord: read config: open " + missing},
 		{"unknown command", []string{"bogus"}, 2, "", `edgecoord: unknown command "bogus"`},
 		{"config without subcommand", []string{"config"}, 2, "", "Usage: edgecoord config <command>"},
 		{"unknown flag", []string{"run", "-x"}, 2, "", "flag provided but not defined: -x"},
@@ -91,29 +76,14 @@ func TestCommandLine(t *testing.T) {
 		{"run -h", []string{"run", "-h"}, 0, "", "Usage: edgecoord run [flags]"},
 		{"version", []string{"version"}, 0, "edgecoord dev (go", ""},
 		{"missing config file", []string{"config", "validate", "-c", missing}, 1, "", "edgecoord: read config: open " + missing},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, tt.args...)
-			if code != tt.wantCode {
-				t.Errorf("exit status = %d, want %d", code, tt.wantCode)
-			}
-			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s = %q, want it to contain %q", name, got, want)
-				}
-			}
-			check("stdout", stdout, tt.wantStdout)
-			check("stderr", stderr, tt.wantStderr)
-		})
-	}
+	}, runCLI)
 }
 
 // runWith runs the CLI with start in place of the coordinator runtime.
 func runWith(t *testing.T, ctx context.Context, start func(context.Context, *config.Coordinator, zerolog.Logger) error, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := exitCode(newApp(&out, &errOut, start).run(ctx, args))
+	code := exitCode(newApp(&out, &errOut, start).Run(ctx, args))
 	return code, out.String(), errOut.String()
 }
 
@@ -173,3 +143,37 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// TestOutdatedSchema checks that the management commands refuse a store
+// whose schema is behind, saying to run edgecoord migrate, and that
+// migrate says it migrated one.
+func TestOutdatedSchema(t *testing.T) {
+	path := writeConfig(t, validConfig+"store:\n  driver: sqlite\n  path: "+filepath.Join(t.TempDir(), "jobs.db")+"\n")
+	outdated := func(context.Context, *config.Coordinator) (coordinator.Store, error) {
+		return nil, fmt.Errorf("open sqlite store: schema version 2, this binary needs 3: %w", errSchemaOutdated)
+	}
+	runOutdated := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		m := &mgmt{now: time.Now, openReadOnly: outdated}
+		code := exitCode(newAppWith(&out, &errOut, nil, m).Run(t.Context(), append(args, "-c", path)))
+		return code, out.String(), errOut.String()
+	}
+	for _, args := range [][]string{
+		{"job", "list"}, {"job", "show", "j"}, {"agent", "list"}, {"agent", "show", "a"},
+		{"effect", "list"}, {"effect", "show", "k"}, {"agent", "config", "a"},
+	} {
+		code, stdout, stderr := runOutdated(args...)
+		want := `run "edgecoord migrate -c ` + path + `" with this binary first`
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "schema version 2, this binary needs 3") || !strings.Contains(stderr, want) {
+			t.Errorf("%s on an outdated schema: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := runOutdated("migrate")
+	if code != 0 || stdout != "sqlite store at schema version 3: migrated\n" {
+		t.Errorf("migrate of an outdated schema: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// cliCase is a command line and what it must do, written without field
+// names.
+type cliCase clitest.Case

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -93,77 +93,77 @@ func newEffectView(ctx context.Context, store coordinator.Store, r coordinator.E
 	return v, nil
 }
 
+// effectCommands are "effect list|show|resolve".
+func (m *mgmt) effectCommands() []*cli.Command {
+	return []*cli.Command{m.effectListCommand(), m.effectShowCommand(), m.effectResolveCommand()}
+}
+
 // effectListCommand lists effects.
-type effectListCommand struct {
-	mgmt
-	state string
-	job   string
-	kind  string
-	limit int
-}
-
-func (c *effectListCommand) name() string { return "effect list" }
-func (c *effectListCommand) summary() string {
-	return "list effect intents and outbox messages, oldest first, with the evidence of those in doubt"
-}
-func (c *effectListCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := c.flagSet(c.name(), w, true)
-	fs.StringVar(&c.state, "state", "", "only effects in these `states` (comma-separated: reserved, done, in_doubt, retry, pending)")
-	fs.StringVar(&c.job, "job", "", "only effects of job `id`")
-	fs.StringVar(&c.kind, "kind", "", "only effects of this `kind` (step or outbox)")
-	fs.IntVar(&c.limit, "limit", 0, "at most `n` effects (0: all)")
-	return fs
-}
-
-func (c *effectListCommand) run(ctx context.Context, _ *flag.FlagSet) error {
-	f := coordinator.EffectFilter{JobID: c.job, Kind: c.kind, Limit: c.limit}
-	for _, st := range strings.Split(c.state, ",") {
-		if st = strings.ToLower(strings.TrimSpace(st)); st != "" {
-			switch st {
-			case protocol.EffectReserved, protocol.EffectDone, protocol.EffectInDoubt, protocol.EffectRetry, protocol.EffectPending:
-			default:
-				fmt.Fprintf(c.app.stderr, "%s %s: unknown state %q\n", progName, c.name(), st)
-				return &exitError{exitUsage}
+func (m *mgmt) effectListCommand() *cli.Command {
+	var (
+		state, job, kind string
+		limit            int
+	)
+	return &cli.Command{
+		Name:    "effect list",
+		Summary: "list effect intents and outbox messages, oldest first, with the evidence of those in doubt",
+		JSON:    true,
+		Flags: func(fs *flag.FlagSet) {
+			m.flags(fs)
+			fs.StringVar(&state, "state", "", "only effects in these `states` (comma-separated: reserved, done, in_doubt, retry, pending)")
+			fs.StringVar(&job, "job", "", "only effects of job `id`")
+			fs.StringVar(&kind, "kind", "", "only effects of this `kind` (step or outbox)")
+			fs.IntVar(&limit, "limit", 0, "at most `n` effects (0: all)")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			f := coordinator.EffectFilter{JobID: job, Kind: kind, Limit: limit}
+			for _, st := range strings.Split(state, ",") {
+				if st = strings.ToLower(strings.TrimSpace(st)); st != "" {
+					switch st {
+					case protocol.EffectReserved, protocol.EffectDone, protocol.EffectInDoubt, protocol.EffectRetry, protocol.EffectPending:
+					default:
+						return c.Usagef("unknown state %q", st)
+					}
+					f.States = append(f.States, st)
+				}
 			}
-			f.States = append(f.States, st)
-		}
+			if kind != "" && kind != coordinator.EffectKindStep && kind != coordinator.EffectKindOutbox {
+				return c.Usagef("unknown kind %q", kind)
+			}
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			recs, err := store.ListEffects(ctx, f)
+			if err != nil {
+				return err
+			}
+			views := make([]effectView, 0, len(recs))
+			for _, r := range recs {
+				v, err := newEffectView(ctx, store, r)
+				if err != nil {
+					return err
+				}
+				views = append(views, v)
+			}
+			if c.JSON {
+				return c.PrintJSON(views)
+			}
+			now := m.now()
+			tw := c.Table()
+			fmt.Fprintln(tw, "KEY\tKIND\tSTATE\tJOB\tSTEP\tHOLDER\tAGE\tNOTE")
+			for _, v := range views {
+				step := "-"
+				if v.Step > 0 {
+					step = fmt.Sprintf("%d (%s)", v.Step, v.Op)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s#g%d\t%s\t%s\n", v.Key, v.Kind, v.State, v.JobID, step, v.Owner, v.Generation,
+					age(now, v.CreatedAt), v.note())
+			}
+			return tw.Flush()
+		},
 	}
-	if c.kind != "" && c.kind != coordinator.EffectKindStep && c.kind != coordinator.EffectKindOutbox {
-		fmt.Fprintf(c.app.stderr, "%s %s: unknown kind %q\n", progName, c.name(), c.kind)
-		return &exitError{exitUsage}
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	recs, err := store.ListEffects(ctx, f)
-	if err != nil {
-		return err
-	}
-	views := make([]effectView, 0, len(recs))
-	for _, r := range recs {
-		v, err := newEffectView(ctx, store, r)
-		if err != nil {
-			return err
-		}
-		views = append(views, v)
-	}
-	if c.json {
-		return c.printJSON(views)
-	}
-	now := time.Now()
-	tw := c.table()
-	fmt.Fprintln(tw, "KEY\tKIND\tSTATE\tJOB\tSTEP\tHOLDER\tAGE\tNOTE")
-	for _, v := range views {
-		step := "-"
-		if v.Step > 0 {
-			step = fmt.Sprintf("%d (%s)", v.Step, v.Op)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s#g%d\t%s\t%s\n", v.Key, v.Kind, v.State, v.JobID, step, v.Owner, v.Generation,
-			age(now, v.CreatedAt), v.note())
-	}
-	return tw.Flush()
 }
 
 // note says what a person may want to know about an effect at a glance.
@@ -182,45 +182,41 @@ func (v effectView) note() string {
 }
 
 // effectShowCommand shows one effect with its evidence.
-type effectShowCommand struct {
-	mgmt
-	oneArg
+func (m *mgmt) effectShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "effect show",
+		Summary:   "show an effect: its state, receipt, and the evidence captured so far",
+		Args:      "KEY",
+		CheckArgs: cli.ExactArgs(1, "KEY"),
+		JSON:      true,
+		Flags:     m.flags,
+		Run: func(ctx context.Context, c *cli.Call) error {
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, err := store.GetEffect(ctx, c.Args[0])
+			if err != nil {
+				return err
+			}
+			v, err := newEffectView(ctx, store, r)
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				return c.PrintJSON(v)
+			}
+			return printEffect(c, v)
+		},
+	}
 }
 
-func (c *effectShowCommand) name() string { return "effect show" }
-func (c *effectShowCommand) summary() string {
-	return "show an effect: its state, receipt, and the evidence captured so far"
-}
-func (c *effectShowCommand) flags(w io.Writer) *flag.FlagSet { return c.flagSet(c.name(), w, true) }
-func (c *effectShowCommand) argsUsage() string               { return "KEY" }
-
-func (c *effectShowCommand) run(ctx context.Context, _ *flag.FlagSet) error {
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	r, err := store.GetEffect(ctx, c.id)
-	if err != nil {
-		return err
-	}
-	v, err := newEffectView(ctx, store, r)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(v)
-	}
-	c.printEffect(v)
-	return nil
-}
-
-func (c *effectShowCommand) printEffect(v effectView) { printEffect(&c.mgmt, v) }
-
-func printEffect(m *mgmt, v effectView) {
-	w := m.app.stdout
+// printEffect prints effect show's text.
+func printEffect(c *cli.Call, v effectView) error {
+	w := c.Stdout
 	fmt.Fprintf(w, "Effect %s\n", v.Key)
-	tw := m.table()
+	tw := c.Table()
 	fmt.Fprintf(tw, "  kind\t%s\n", v.Kind)
 	fmt.Fprintf(tw, "  state\t%s\n", v.State)
 	fmt.Fprintf(tw, "  job\t%s (%s%s)\n", v.JobID, v.JobStatus, strings.TrimSuffix(": "+v.FailReason, ": "))
@@ -246,12 +242,14 @@ func printEffect(m *mgmt, v effectView) {
 	if len(v.Receipt) > 0 {
 		fmt.Fprintf(tw, "  receipt\t%s\n", v.Receipt)
 	}
-	fmt.Fprintf(tw, "  created\t%s\n", v.CreatedAt.Format(time.RFC3339Nano))
-	fmt.Fprintf(tw, "  updated\t%s\n", v.UpdatedAt.Format(time.RFC3339Nano))
+	fmt.Fprintf(tw, "  created\t%s\n", v.CreatedAt.Format(timeFormat))
+	fmt.Fprintf(tw, "  updated\t%s\n", v.UpdatedAt.Format(timeFormat))
 	if v.DoneAt != nil {
-		fmt.Fprintf(tw, "  done\t%s\n", v.DoneAt.Format(time.RFC3339Nano))
+		fmt.Fprintf(tw, "  done\t%s\n", v.DoneAt.Format(timeFormat))
 	}
-	_ = tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if v.Kind == coordinator.EffectKindStep {
 		fmt.Fprintf(w, "\nEvidence:\n")
 		if len(v.Evidence) == 0 {
@@ -266,61 +264,60 @@ func printEffect(m *mgmt, v effectView) {
 			"  edgecoord effect resolve %s --done    it happened: later generations skip the step\n"+
 			"  edgecoord effect resolve %s --retry   it did not happen: the next generation runs it\n", v.Key, v.Key)
 	}
+	return nil
 }
 
 // effectResolveCommand records a person's decision on an effect in doubt.
-type effectResolveCommand struct {
-	mgmt
-	oneArg
-	done, retry bool
-	note        string
-}
-
-func (c *effectResolveCommand) name() string { return "effect resolve" }
-func (c *effectResolveCommand) summary() string {
-	return "decide an effect in doubt: --done (it happened) or --retry (it did not); its job is queued again"
-}
-func (c *effectResolveCommand) flags(w io.Writer) *flag.FlagSet {
-	fs := c.flagSet(c.name(), w, true)
-	fs.BoolVar(&c.done, "done", false, "the effect happened: later generations skip the step and reuse this decision as the receipt")
-	fs.BoolVar(&c.retry, "retry", false, "the effect did not happen: the next generation reserves it again and runs the step")
-	fs.StringVar(&c.note, "note", "", "what the decision rests on (`text`), kept with the effect")
-	return fs
-}
-func (c *effectResolveCommand) argsUsage() string { return "KEY" }
-
-func (c *effectResolveCommand) run(ctx context.Context, _ *flag.FlagSet) error {
-	if c.done == c.retry {
-		fmt.Fprintf(c.app.stderr, "%s %s: give exactly one of --done and --retry\n", progName, c.name())
-		return &exitError{exitUsage}
+func (m *mgmt) effectResolveCommand() *cli.Command {
+	var (
+		done, retry bool
+		note        string
+	)
+	return &cli.Command{
+		Name:      "effect resolve",
+		Summary:   "decide an effect in doubt: --done (it happened) or --retry (it did not); its job is queued again",
+		Args:      "KEY",
+		CheckArgs: cli.ExactArgs(1, "KEY"),
+		JSON:      true,
+		Flags: func(fs *flag.FlagSet) {
+			m.flags(fs)
+			fs.BoolVar(&done, "done", false, "the effect happened: later generations skip the step and reuse this decision as the receipt")
+			fs.BoolVar(&retry, "retry", false, "the effect did not happen: the next generation reserves it again and runs the step")
+			fs.StringVar(&note, "note", "", "what the decision rests on (`text`), kept with the effect")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			if done == retry {
+				return c.Usagef("give exactly one of --done and --retry")
+			}
+			decision := coordinator.ResolveRetry
+			if done {
+				decision = coordinator.ResolveDone
+			}
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, requeued, err := store.ResolveEffect(ctx, c.Args[0], decision, note)
+			if err != nil {
+				return err
+			}
+			v, err := newEffectView(ctx, store, r)
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				return c.PrintJSON(struct {
+					effectView
+					Requeued bool `json:"job_requeued"`
+				}{v, requeued})
+			}
+			fmt.Fprintf(c.Stdout, "effect %s resolved %s", r.Key, decision)
+			if requeued {
+				fmt.Fprintf(c.Stdout, "; job %s queued again", r.JobID)
+			}
+			_, err = fmt.Fprintln(c.Stdout)
+			return err
+		},
 	}
-	decision := coordinator.ResolveRetry
-	if c.done {
-		decision = coordinator.ResolveDone
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	r, requeued, err := store.ResolveEffect(ctx, c.id, decision, c.note)
-	if err != nil {
-		return err
-	}
-	v, err := newEffectView(ctx, store, r)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(struct {
-			effectView
-			Requeued bool `json:"job_requeued"`
-		}{v, requeued})
-	}
-	fmt.Fprintf(c.app.stdout, "effect %s resolved %s", r.Key, decision)
-	if requeued {
-		fmt.Fprintf(c.app.stdout, "; job %s queued again", r.JobID)
-	}
-	fmt.Fprintln(c.app.stdout)
-	return nil
 }

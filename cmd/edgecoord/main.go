@@ -6,13 +6,14 @@
 // Usage:
 //
 //	edgecoord serve [-c file]            run the coordinator in the foreground (alias: run)
-//	edgecoord migrate                    create or upgrade the store's schema
+//	edgecoord migrate                    create or upgrade the store's schema, say what it did
 //	edgecoord job submit -f job.yaml     queue a job
 //	edgecoord job list                   list jobs and what queued ones wait for
 //	edgecoord job show ID                a job's generations and every write attempt
 //	edgecoord job cancel ID              cancel a job, revoking its lease
 //	edgecoord agent list                 list agents
 //	edgecoord agent show ID              one agent: phones, jobs, settings
+//	edgecoord agent status ID            ask a connected agent for its status document
 //	edgecoord agent drain|resume ID      stop or restart giving an agent jobs
 //	edgecoord agent config ID [k=v ...]  show or change an agent's runtime settings
 //	edgecoord effect list                list effect intents (those in doubt need a decision) and outbox messages
@@ -24,7 +25,9 @@
 //
 // The management commands work on the database the config names, whether or
 // not a coordinator runs, and reach agents through NATS; --json makes them
-// print JSON for scripts. docs/operations.md describes running the
+// print JSON for scripts, and flags may follow the arguments. Only migrate
+// and serve change the schema: the management commands refuse a schema
+// older than the binary's. docs/operations.md describes running the
 // coordinator.
 //
 // The config file defaults to /etc/edgecoord/config.yaml on Unix and

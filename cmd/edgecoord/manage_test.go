@@ -69,6 +69,12 @@ type served struct {
 // /readyz says it is ready.
 func serve(t *testing.T, natsURL, store string) *served {
 	t.Helper()
+	return serveTTL(t, natsURL, store, "3s")
+}
+
+// serveTTL is serve with leases of ttl.
+func serveTTL(t *testing.T, natsURL, store, ttl string) *served {
+	t.Helper()
 	s := &served{metrics: freeAddr(t)}
 	s.config = writeConfig(t, fmt.Sprintf(`coordinator_id: cli-test
 log:
@@ -79,7 +85,7 @@ nats:
 store:
 %s
 lease:
-  ttl: 3s
+  ttl: %s
   reap_interval: 200ms
 scheduler:
   interval: 50ms
@@ -88,7 +94,7 @@ agents:
   offline_after: 1s
 metrics:
   listen: %s
-`, natsURL, store, s.metrics))
+`, natsURL, store, ttl, s.metrics))
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		wg     sync.WaitGroup
@@ -213,7 +219,7 @@ func TestManagementCommands(t *testing.T) {
 	})
 
 	t.Run("migrate", func(t *testing.T) {
-		if out := srv.mustCLI(t, "migrate"); out != "sqlite store at schema version 3\n" {
+		if out := srv.mustCLI(t, "migrate"); out != "sqlite store at schema version 3: already up to date\n" {
 			t.Fatalf("migrate: %q", out)
 		}
 	})
@@ -462,7 +468,7 @@ func TestServeOnPostgres(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	storeYAML := "  driver: postgres\n  dsn: " + dsn
 	path := writeConfig(t, fmt.Sprintf("coordinator_id: pg\nnats:\n  url: %s\nstore:\n%s\nmetrics:\n  listen: \"\"\n", ns.ClientURL(), storeYAML))
-	if code, out, stderr := runCLI(t, "migrate", "-c", path); code != 0 || out != "postgres store at schema version 3\n" {
+	if code, out, stderr := runCLI(t, "migrate", "-c", path); code != 0 || !strings.HasPrefix(out, "postgres store at schema version 3: ") {
 		t.Fatalf("migrate: %d %q %q", code, out, stderr)
 	}
 	srv := serve(t, ns.ClientURL(), storeYAML)

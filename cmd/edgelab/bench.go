@@ -14,64 +14,92 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/internal/bench"
+	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
 var benchScenarios = []string{"stop", "commit", "capacity", "footprint"}
 
-// runBench is `edgelab bench`: it runs the named scenarios (all when none
-// or "all" is named) and prints their tables. `edgelab bench coordinator`
-// is the coordinator process the commit and capacity scenarios start.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "coordinator" {
-		return bench.ServeCoordinator(ctx, args[1:], stdout, stderr)
+// benchCommand is `edgelab bench`: it runs the named scenarios (all when
+// none or "all" is named) and prints their tables.
+func benchCommand() *cli.Command {
+	var o benchFlags
+	return &cli.Command{
+		Name:    "bench",
+		Summary: "run benchmark scenarios and print their tables",
+		Args:    "[" + strings.Join(benchScenarios, "|") + "|all]...",
+		CheckArgs: func(names []string) error {
+			for _, n := range names {
+				if n != "all" && !slices.Contains(benchScenarios, n) {
+					return fmt.Errorf("unknown scenario %q (want %s or all)", n, strings.Join(benchScenarios, ", "))
+				}
+			}
+			return nil
+		},
+		Flags: o.define,
+		Run: func(ctx context.Context, c *cli.Call) error {
+			return runBench(ctx, o, c.Args, c.Stdout, c.Stderr)
+		},
 	}
-	fs := flag.NewFlagSet("edgelab bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		stores      = fs.String("store", "sqlite,postgres", "stores to run on: sqlite, postgres or both (comma-separated)")
-		pgURL       = fs.String("postgres-url", os.Getenv("EDGE_BENCH_POSTGRES_URL"), "PostgreSQL server to create the benchmark databases on (a role that may CREATE DATABASE); empty starts a throwaway cluster with initdb (default $EDGE_BENCH_POSTGRES_URL)")
-		dir         = fs.String("dir", "", "keep databases, logs and profiles in `dir` (default: a temporary directory, removed)")
-		profile     = fs.String("profile", "", "write a CPU profile of the coordinator process of each commit and capacity run into `dir`")
-		inProcess   = fs.Bool("in-process", false, "run the coordinator in this process instead of a process of its own (its CPU and RSS are then this process's)")
-		verbose     = fs.Bool("v", false, "print progress to stderr")
-		stops       = fs.Int("stops", 1000, "stop: stops per way for revoke and 409")
-		fenceStops  = fs.Int("fence-stops", 100, "stop: stops for the self-fence deadline and the lease-expiry baseline")
-		pairs       = fs.Int("pairs", 4, "stop: agent pairs stopping jobs at once")
-		stopTTL     = fs.Duration("stop-ttl", 3*time.Second, "stop: lease TTL")
-		margin      = fs.Duration("safety-margin", 500*time.Millisecond, "stop: the agents' self-fence safety margin")
-		senders     = fs.Int("senders", 64, "commit: agents sending results at once")
-		commitJobs  = fs.Int("commit-jobs", 120000, "commit: in-progress jobs seeded for the throughput run")
-		commitDur   = fs.Duration("commit-duration", 10*time.Second, "commit: measured window")
-		sequential  = fs.Int("sequential", 1000, "commit: accepted and stale results sent one at a time")
-		rounds      = fs.Int("rounds", 30, "commit: rounds of the fenced against unfenced UPDATE")
-		roundPairs  = fs.Int("round-pairs", 500, "commit: statement pairs per round")
-		agentCounts = fs.String("agents", "100,300,1000", "capacity: simulated agent counts")
-		capDur      = fs.Duration("capacity-duration", 30*time.Second, "capacity: measured window per agent count")
-		jobEvery    = fs.Duration("job-every", 10*time.Second, "capacity: each agent gets a job this often on average")
-		work        = fs.Duration("work", time.Second, "capacity: time a job takes on the agent besides its steps")
-		agentBin    = fs.String("agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent into a temp dir)")
-		idle        = fs.Duration("idle", 30*time.Second, "footprint: idle time sampled")
-	)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: edgelab bench [flags] [%s|all]...\n\nRuns benchmark scenarios and prints their tables.\n\n", strings.Join(benchScenarios, "|"))
-		fs.PrintDefaults()
+}
+
+// benchCoordinatorCommand is `edgelab bench coordinator`, the coordinator
+// process the commit and capacity scenarios start; it parses its own flags.
+func benchCoordinatorCommand() *cli.Command {
+	return &cli.Command{
+		Name:    "bench coordinator",
+		Summary: "serve a coordinator for the commit and capacity scenarios (started by them)",
+		Raw:     true,
+		Run: func(ctx context.Context, c *cli.Call) error {
+			return bench.ServeCoordinator(ctx, c.Args, c.Stdout, c.Stderr)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	names := fs.Args()
+}
+
+// benchFlags are the flags of edgelab bench.
+type benchFlags struct {
+	stores, pgURL, dir, profile, agentCounts, agentBin string
+	inProcess, verbose                                 bool
+	stops, fenceStops, pairs, senders, commitJobs      int
+	sequential, rounds, roundPairs                     int
+	stopTTL, margin, commitDur, capDur, jobEvery, work time.Duration
+	idle                                               time.Duration
+}
+
+func (o *benchFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.stores, "store", "sqlite,postgres", "stores to run on: sqlite, postgres or both (comma-separated)")
+	fs.StringVar(&o.pgURL, "postgres-url", os.Getenv("EDGE_BENCH_POSTGRES_URL"), "PostgreSQL server to create the benchmark databases on (a role that may CREATE DATABASE); empty starts a throwaway cluster with initdb (default $EDGE_BENCH_POSTGRES_URL)")
+	fs.StringVar(&o.dir, "dir", "", "keep databases, logs and profiles in `dir` (default: a temporary directory, removed)")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of the coordinator process of each commit and capacity run into `dir`")
+	fs.BoolVar(&o.inProcess, "in-process", false, "run the coordinator in this process instead of a process of its own (its CPU and RSS are then this process's)")
+	fs.BoolVar(&o.verbose, "v", false, "print progress to stderr")
+	fs.IntVar(&o.stops, "stops", 1000, "stop: stops per way for revoke and 409")
+	fs.IntVar(&o.fenceStops, "fence-stops", 100, "stop: stops for the self-fence deadline and the lease-expiry baseline")
+	fs.IntVar(&o.pairs, "pairs", 4, "stop: agent pairs stopping jobs at once")
+	fs.DurationVar(&o.stopTTL, "stop-ttl", 3*time.Second, "stop: lease TTL")
+	fs.DurationVar(&o.margin, "safety-margin", 500*time.Millisecond, "stop: the agents' self-fence safety margin")
+	fs.IntVar(&o.senders, "senders", 64, "commit: agents sending results at once")
+	fs.IntVar(&o.commitJobs, "commit-jobs", 120000, "commit: in-progress jobs seeded for the throughput run")
+	fs.DurationVar(&o.commitDur, "commit-duration", 10*time.Second, "commit: measured window")
+	fs.IntVar(&o.sequential, "sequential", 1000, "commit: accepted and stale results sent one at a time")
+	fs.IntVar(&o.rounds, "rounds", 30, "commit: rounds of the fenced against unfenced UPDATE")
+	fs.IntVar(&o.roundPairs, "round-pairs", 500, "commit: statement pairs per round")
+	fs.StringVar(&o.agentCounts, "agents", "100,300,1000", "capacity: simulated agent counts")
+	fs.DurationVar(&o.capDur, "capacity-duration", 30*time.Second, "capacity: measured window per agent count")
+	fs.DurationVar(&o.jobEvery, "job-every", 10*time.Second, "capacity: each agent gets a job this often on average")
+	fs.DurationVar(&o.work, "work", time.Second, "capacity: time a job takes on the agent besides its steps")
+	fs.StringVar(&o.agentBin, "agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent)")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "footprint: idle time sampled")
+}
+
+// runBench runs the scenarios names with the flags o.
+func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr io.Writer) error {
 	if len(names) == 0 || slices.Contains(names, "all") {
 		names = benchScenarios
 	}
-	for _, n := range names {
-		if !slices.Contains(benchScenarios, n) {
-			return fmt.Errorf("unknown scenario %q (want %s or all)", n, strings.Join(benchScenarios, ", "))
-		}
-	}
 	var drivers []string
-	for _, d := range strings.Split(*stores, ",") {
+	for _, d := range strings.Split(o.stores, ",") {
 		switch d = strings.TrimSpace(d); d {
 		case bench.DriverSQLite, bench.DriverPostgres:
 			drivers = append(drivers, d)
@@ -80,15 +108,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("-store: unknown store %q (want sqlite, postgres)", d)
 		}
 	}
-	counts, err := parseInts(*agentCounts)
+	counts, err := parseInts(o.agentCounts)
 	if err != nil {
 		return fmt.Errorf("-agents: %w", err)
 	}
-	common := bench.Common{Dir: *dir, ProfileDir: *profile}
-	if *verbose {
+	common := bench.Common{Dir: o.dir, ProfileDir: o.profile}
+	if o.verbose {
 		common.Log = stderr
 	}
-	if !*inProcess {
+	if !o.inProcess {
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find own executable: %w", err)
@@ -97,14 +125,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return exec.Command(exe, append([]string{"bench", "coordinator"}, args...)...)
 		}
 	}
-	if *profile != "" {
-		if err := os.MkdirAll(*profile, 0o755); err != nil {
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
 	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity"))
 	if needPG {
-		pg, err := bench.OpenPostgres(ctx, *pgURL)
+		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
@@ -114,7 +142,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "edgelab bench: %s\n", bench.DescribeMachine())
 	if common.Postgres != nil {
 		fmt.Fprintf(stdout, "PostgreSQL %s", common.Postgres.Version)
-		if *pgURL == "" {
+		if o.pgURL == "" {
 			fmt.Fprint(stdout, " (throwaway cluster, fsync off)")
 		}
 		fmt.Fprintln(stdout)
@@ -124,7 +152,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		start := time.Now()
 		switch n {
 		case "stop":
-			r, err := bench.Stop(ctx, bench.StopOptions{Common: common, Stops: *stops, FenceStops: *fenceStops, Pairs: *pairs, LeaseTTL: *stopTTL, SafetyMargin: *margin})
+			r, err := bench.Stop(ctx, bench.StopOptions{Common: common, Stops: o.stops, FenceStops: o.fenceStops, Pairs: o.pairs, LeaseTTL: o.stopTTL, SafetyMargin: o.margin})
 			if r != nil {
 				bench.PrintStop(stdout, r)
 			}
@@ -132,8 +160,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return err
 			}
 		case "commit":
-			r, err := bench.Commit(ctx, bench.CommitOptions{Common: common, Drivers: drivers, Senders: *senders, Jobs: *commitJobs,
-				Duration: *commitDur, Sequential: *sequential, Rounds: *rounds, Pairs: *roundPairs})
+			r, err := bench.Commit(ctx, bench.CommitOptions{Common: common, Drivers: drivers, Senders: o.senders, Jobs: o.commitJobs,
+				Duration: o.commitDur, Sequential: o.sequential, Rounds: o.rounds, Pairs: o.roundPairs})
 			if r != nil {
 				bench.PrintCommit(stdout, r)
 			}
@@ -141,7 +169,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return err
 			}
 		case "capacity":
-			r, err := bench.Capacity(ctx, bench.CapacityOptions{Common: common, Drivers: drivers, Agents: counts, Duration: *capDur, JobEvery: *jobEvery, Work: *work})
+			r, err := bench.Capacity(ctx, bench.CapacityOptions{Common: common, Drivers: drivers, Agents: counts, Duration: o.capDur, JobEvery: o.jobEvery, Work: o.work})
 			if r != nil {
 				bench.PrintCapacity(stdout, r)
 			}
@@ -149,7 +177,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return err
 			}
 		case "footprint":
-			r, err := bench.Footprint(ctx, bench.FootprintOptions{Common: common, AgentBin: *agentBin, Idle: *idle})
+			r, err := bench.Footprint(ctx, bench.FootprintOptions{Common: common, AgentBin: o.agentBin, Idle: o.idle})
 			if r != nil {
 				bench.PrintFootprint(stdout, r)
 			}

@@ -16,49 +16,61 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/internal/chaos"
+	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
-// runChaos is `edgelab chaos`: seeded random fault schedules against the
-// whole system, every history checked. It fails when a schedule broke a
+// chaosCommand is `edgelab chaos`: seeded random fault schedules against
+// the whole system, every history checked. It fails when a schedule broke a
 // rule or could not run.
-func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edgelab chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		schedules = fs.Int("schedules", 100, "number of schedules to run")
-		seed      = fs.Int64("seed", 1, "seed of the first schedule; schedule i runs seed+i")
-		store     = fs.String("store", chaos.StoreSQLite, "job store: sqlite (a database file per schedule) or postgres")
-		pgDSN     = fs.String("postgres-dsn", os.Getenv("EDGE_TEST_POSTGRES_URL"), "postgres: a database (over TCP) where the role may create schemas; each schedule gets one (default $EDGE_TEST_POSTGRES_URL)")
-		s3ep      = fs.String("s3-endpoint", "", "S3 server (host:port, plain HTTP) to use instead of an in-process one; each schedule creates and removes a bucket")
-		s3ak      = fs.String("s3-access-key", os.Getenv("EDGE_CHAOS_S3_ACCESS_KEY"), "access key for -s3-endpoint (default $EDGE_CHAOS_S3_ACCESS_KEY)")
-		s3sk      = fs.String("s3-secret-key", os.Getenv("EDGE_CHAOS_S3_SECRET_KEY"), "secret key for -s3-endpoint (default $EDGE_CHAOS_S3_SECRET_KEY)")
-		parallel  = fs.Int("parallel", 8, "schedules run at once")
-		ttl       = fs.Duration("lease-ttl", 500*time.Millisecond, "coordinator lease TTL; every other timing of a schedule is derived from it")
-		stopAfter = fs.Int("stop-after", 0, "stop after this many failed schedules (0: run them all)")
-		show      = fs.Int("show", 3, "print the history of at most this many failed schedules")
-		htmlDir   = fs.String("html", "", "write porcupine's view of non-linearizable histories into `dir`")
-		verbose   = fs.Bool("verbose", false, "print a line per schedule and the components' warnings to stderr")
-		outDir    = fs.String("out", "", "write the full history of every failed schedule into `dir` (chaos-<seed>.txt)")
-		kinds     = fs.String("faults", "", "comma-separated fault kinds to draw from (default every kind: "+kindNames()+")")
-	)
-	fs.BoolVar(verbose, "v", false, "short for -verbose")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: edgelab chaos [-schedules N] [-seed S] [-store sqlite|postgres] [-verbose] [flags]\n\nRuns seeded random fault schedules against agents, coordinators, the job store, NATS and storage, and checks every history.")
-		fs.PrintDefaults()
+func chaosCommand() *cli.Command {
+	var o chaosFlags
+	return &cli.Command{
+		Name:    "chaos",
+		Summary: "run seeded random fault schedules against agents, coordinators, the job store, NATS and storage, and check every history",
+		Flags:   o.define,
+		Run: func(ctx context.Context, c *cli.Call) error {
+			return runChaos(ctx, o, c.Stdout, c.Stderr)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *schedules <= 0 {
+}
+
+// chaosFlags are the flags of edgelab chaos.
+type chaosFlags struct {
+	schedules, parallel, stopAfter, show int
+	seed                                 int64
+	store, pgDSN, s3ep, s3ak, s3sk       string
+	htmlDir, outDir, kinds               string
+	ttl                                  time.Duration
+	verbose                              bool
+}
+
+func (o *chaosFlags) define(fs *flag.FlagSet) {
+	fs.IntVar(&o.schedules, "schedules", 100, "number of schedules to run")
+	fs.Int64Var(&o.seed, "seed", 1, "seed of the first schedule; schedule i runs seed+i")
+	fs.StringVar(&o.store, "store", chaos.StoreSQLite, "job store: sqlite (a database file per schedule) or postgres")
+	fs.StringVar(&o.pgDSN, "postgres-dsn", os.Getenv("EDGE_TEST_POSTGRES_URL"), "postgres: a database (over TCP) where the role may create schemas; each schedule gets one (default $EDGE_TEST_POSTGRES_URL)")
+	fs.StringVar(&o.s3ep, "s3-endpoint", "", "S3 server (host:port, plain HTTP) to use instead of an in-process one; each schedule creates and removes a bucket")
+	fs.StringVar(&o.s3ak, "s3-access-key", os.Getenv("EDGE_CHAOS_S3_ACCESS_KEY"), "access key for -s3-endpoint (default $EDGE_CHAOS_S3_ACCESS_KEY)")
+	fs.StringVar(&o.s3sk, "s3-secret-key", os.Getenv("EDGE_CHAOS_S3_SECRET_KEY"), "secret key for -s3-endpoint (default $EDGE_CHAOS_S3_SECRET_KEY)")
+	fs.IntVar(&o.parallel, "parallel", 8, "schedules run at once")
+	fs.DurationVar(&o.ttl, "lease-ttl", 500*time.Millisecond, "coordinator lease TTL; every other timing of a schedule is derived from it")
+	fs.IntVar(&o.stopAfter, "stop-after", 0, "stop after this many failed schedules (0: run them all)")
+	fs.IntVar(&o.show, "show", 3, "print the history of at most this many failed schedules")
+	fs.StringVar(&o.htmlDir, "html", "", "write porcupine's view of non-linearizable histories into `dir`")
+	fs.BoolVar(&o.verbose, "verbose", false, "print a line per schedule and the components' warnings to stderr")
+	fs.BoolVar(&o.verbose, "v", false, "short for -verbose")
+	fs.StringVar(&o.outDir, "out", "", "write the full history of every failed schedule into `dir` (chaos-<seed>.txt)")
+	fs.StringVar(&o.kinds, "faults", "", "comma-separated fault kinds to draw from (default every kind: "+kindNames()+")")
+}
+
+// runChaos runs the schedules o asks for.
+func runChaos(ctx context.Context, o chaosFlags, stdout, stderr io.Writer) error {
+	if o.schedules <= 0 {
 		return errors.New("-schedules must be positive")
 	}
-	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: *ttl}, Store: *store, PostgresDSN: *pgDSN}
-	if *kinds != "" {
-		for _, k := range strings.Split(*kinds, ",") {
+	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: o.ttl}, Store: o.store, PostgresDSN: o.pgDSN}
+	if o.kinds != "" {
+		for _, k := range strings.Split(o.kinds, ",") {
 			k = strings.TrimSpace(k)
 			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {
 				return fmt.Errorf("unknown fault kind %q (want %s)", k, kindNames())
@@ -66,17 +78,17 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			opts.Shape.Kinds = append(opts.Shape.Kinds, chaos.Kind(k))
 		}
 	}
-	if *s3ep != "" {
-		opts.S3 = &chaos.S3Target{Endpoint: *s3ep, AccessKey: *s3ak, SecretKey: *s3sk}
+	if o.s3ep != "" {
+		opts.S3 = &chaos.S3Target{Endpoint: o.s3ep, AccessKey: o.s3ak, SecretKey: o.s3sk}
 	}
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	if *verbose {
+	if o.verbose {
 		opts.Log = zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	}
 	fmt.Fprintf(stdout, "edgelab chaos: schedules %d…%d on %s, lease TTL %s, %d at once\n",
-		*seed, *seed+int64(*schedules)-1, *store, *ttl, *parallel)
+		o.seed, o.seed+int64(o.schedules)-1, o.store, o.ttl, o.parallel)
 	var (
 		mu     sync.Mutex
 		shown  int
@@ -85,7 +97,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		start  = time.Now()
 	)
 	st := chaos.RunMany(ctx, opts, chaos.RunOptions{
-		Seed: *seed, Schedules: *schedules, Parallel: *parallel, StopAfter: *stopAfter,
+		Seed: o.seed, Schedules: o.schedules, Parallel: o.parallel, StopAfter: o.stopAfter,
 		OnResult: func(r *chaos.Result) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -94,7 +106,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				failed++
 			}
 			switch {
-			case *verbose:
+			case o.verbose:
 				status := "ok"
 				if r.Err != nil {
 					status = "could not run: " + r.Err.Error()
@@ -112,21 +124,21 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintf(stdout, "\nschedule %d could not run: %v\n", r.Seed, r.Err)
 				return
 			}
-			fmt.Fprintf(stdout, "\nschedule %d FAILED (reproduce: edgelab chaos -seed %d -schedules 1 -store %s -lease-ttl %s):\n", r.Seed, r.Seed, *store, *ttl)
+			fmt.Fprintf(stdout, "\nschedule %d FAILED (reproduce: edgelab chaos -seed %d -schedules 1 -store %s -lease-ttl %s):\n", r.Seed, r.Seed, o.store, o.ttl)
 			for _, v := range r.Report.Violations {
 				fmt.Fprintf(stdout, "  %s\n", v)
 			}
-			if *outDir != "" {
-				if err := writeHistory(*outDir, r); err != nil {
+			if o.outDir != "" {
+				if err := writeHistory(o.outDir, r); err != nil {
 					fmt.Fprintf(stderr, "edgelab chaos: %v\n", err)
 				}
 			}
-			if shown < *show {
+			if shown < o.show {
 				shown++
 				r.History.Format(stdout, r.Report, r.Report.FailedJobs()...)
 			}
-			if *htmlDir != "" && len(r.Report.Illegal) > 0 {
-				files, err := r.Report.WriteVisualization(*htmlDir)
+			if o.htmlDir != "" && len(r.Report.Illegal) > 0 {
+				files, err := r.Report.WriteVisualization(o.htmlDir)
 				if err != nil {
 					fmt.Fprintf(stderr, "edgelab chaos: %v\n", err)
 				}

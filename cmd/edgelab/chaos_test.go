@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,24 +56,12 @@ func TestChaos300(t *testing.T) {
 	if testing.Short() {
 		schedules = "60"
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		// go test does not put the toolchain on the test's PATH.
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, serr := os.Stat(goBin); serr != nil {
-			testenv.Missing(t, "a go command to build edgelab with: %v", err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "edgelab")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.Binary(t, "edgelab")
 	start := time.Now()
 	cmd := exec.Command(bin, "chaos", "--schedules", schedules, "--seed", "1", "--parallel", "8", "--show", "2")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("edgelab chaos --schedules %s took %s:\n%s", schedules, time.Since(start).Round(time.Second), tail(out.String(), 40))
 	if err != nil {
 		t.Errorf("edgelab chaos: %v\n%s\n%s", err, out.String(), errOut.String())

@@ -1,12 +1,19 @@
 // Command edgelab runs the whole edgeagent system in one process on
 // embedded defaults and prints what happened.
+//
+// Usage:
+//
+//	edgelab [run] [-v] [-lease-ttl D]   one screenshot job end to end and the stale-worker experiment
+//	edgelab chaos [flags]               seeded fault schedules, every history checked
+//	edgelab bench [flags] [scenario...] the benchmark scenarios
+//	edgelab help [command]              show help
+//
+// Exit status: 0 success, 1 failure, 2 bad usage.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -15,54 +22,51 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/internal/lab"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.ExitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "edgelab:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-// run dispatches the subcommands: run (the default), chaos and bench.
+// run executes the command line: run (the default), chaos and bench.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "bench":
-			return runBench(ctx, args[1:], stdout, stderr)
-		case "chaos":
-			return runChaos(ctx, args[1:], stdout, stderr)
-		case "run":
-			return runLab(ctx, args[1:], stdout, stderr)
-		}
+	app := &cli.App{
+		Name: "edgelab",
+		Description: `edgelab runs the whole edgeagent system in one process: NATS, an SQLite
+coordinator, an in-process S3 and agents with simulated phones. Without a
+command it runs the lab (edgelab run).`,
+		Default:  "run",
+		Commands: []*cli.Command{labCommand(), chaosCommand(), benchCommand(), benchCoordinatorCommand()},
+		Stdout:   stdout, Stderr: stderr,
 	}
-	return runLab(ctx, args, stdout, stderr)
+	return app.Run(ctx, args)
 }
 
-// runLab is `edgelab` and `edgelab run`: one screenshot job end to end and
-// the stale-worker experiment.
-func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edgelab", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "print the components' logs to stderr")
-	ttl := fs.Duration("lease-ttl", 5*time.Second, "coordinator lease TTL")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: edgelab [run] [-v] [-lease-ttl D]\n       edgelab chaos [flags]   (see edgelab chaos -h)\n       edgelab bench [flags]   (see edgelab bench -h)\n\nRuns one screenshot job end to end and the stale-worker experiment.")
-		fs.PrintDefaults()
+// labCommand is `edgelab` and `edgelab run`: one screenshot job end to end
+// and the stale-worker experiment.
+func labCommand() *cli.Command {
+	var (
+		verbose bool
+		ttl     time.Duration
+	)
+	return &cli.Command{
+		Name:    "run",
+		Summary: "run one screenshot job end to end and the stale-worker experiment (the default command)",
+		Flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&verbose, "v", false, "print the components' logs to stderr")
+			fs.DurationVar(&ttl, "lease-ttl", 5*time.Second, "coordinator lease TTL")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			log := zerolog.Nop()
+			if verbose {
+				log = zerolog.New(zerolog.ConsoleWriter{Out: c.Stderr}).With().Timestamp().Logger()
+			}
+			return lab.RunAll(ctx, lab.Options{LeaseTTL: ttl, Log: log}, c.Stdout)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log := zerolog.Nop()
-	if *verbose {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: stderr}).With().Timestamp().Logger()
-	}
-	return lab.RunAll(ctx, lab.Options{LeaseTTL: *ttl, Log: log}, stdout)
 }

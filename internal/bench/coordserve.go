@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
 // ServeCoordinator runs a coordinator in this process for a benchmark that
@@ -24,8 +24,7 @@ import (
 // cancelled, writing its CPU profile when asked to. Its log goes to
 // stderr.
 func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("edgelab bench coordinator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("edgelab bench coordinator", stderr)
 	url := fs.String("nats", "", "NATS server URL")
 	driver := fs.String("store", DriverSQLite, "store driver: sqlite or postgres")
 	dsn := fs.String("dsn", "", "SQLite file or PostgreSQL URL")
@@ -36,7 +35,7 @@ func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writ
 	offline := fs.Duration("offline-after", 15*time.Second, "agents silent this long get no jobs")
 	level := fs.String("log-level", "info", "log level")
 	prof := fs.String("cpuprofile", "", "write a CPU profile to `file`")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlagsOnly(fs, args); err != nil {
 		return err
 	}
 	lvl, err := zerolog.ParseLevel(*level)

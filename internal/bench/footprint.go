@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/gobuild"
 	"github.com/edgeagent/edgeagent/internal/labs3"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -75,11 +75,9 @@ func Footprint(ctx context.Context, o FootprintOptions) (*FootprintReport, error
 	defer sys.Close()
 	bin := o.AgentBin
 	if bin == "" {
-		bin = filepath.Join(sys.dir, "edgeagent")
-		o.logf("footprint: go build -o %s github.com/edgeagent/edgeagent/cmd/edgeagent", bin)
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/edgeagent/edgeagent/cmd/edgeagent").CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("build edgeagent (give -agent-bin): %w: %s", err, bytes.TrimSpace(out))
+		o.logf("footprint: go build ./cmd/edgeagent")
+		if bin, err = gobuild.Build(ctx, "edgeagent", gobuild.Options{}); err != nil {
+			return nil, fmt.Errorf("build edgeagent (give -agent-bin): %w", err)
 		}
 	}
 	rep.Binary = bin

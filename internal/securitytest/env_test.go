@@ -29,14 +29,10 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// TestMain stops the throwaway PostgreSQL cluster and removes the binaries
-// built for the tests once they have run.
+// TestMain stops the throwaway PostgreSQL cluster once the tests have run.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.StopPostgres()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
 	os.Exit(code)
 }
 
@@ -106,33 +102,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 // ── The binaries ────────────────────────────────────────────────────────
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// binaries builds edgeagent and edgecoord once per test binary and returns
-// their paths.
+// binaries returns the paths of edgeagent and edgecoord, built once per
+// test run.
 func binaries(t *testing.T) (edgeagent, edgecoord string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "edge-securitytest-bin-")
-		if buildErr != nil {
-			return
-		}
-		for _, cmd := range []string{"edgeagent", "edgecoord"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, cmd), "github.com/edgeagent/edgeagent/cmd/"+cmd).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", cmd, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "edgeagent"), filepath.Join(buildDir, "edgecoord")
+	return testenv.Binary(t, "edgeagent"), testenv.Binary(t, "edgecoord")
 }
 
 // output collects everything the processes and commands of a test print.

@@ -1,0 +1,438 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// jobCommands are "job submit|list|show|cancel".
+func (m *mgmt) jobCommands() []*cli.Command {
+	return []*cli.Command{m.jobSubmitCommand(), m.jobListCommand(), m.jobShowCommand(), m.jobCancelCommand()}
+}
+
+// jobFile is a job as written in a file for job submit.
+type jobFile struct {
+	ID     string                  `yaml:"id"`
+	Device protocol.DeviceSelector `yaml:"device"`
+	Steps  []protocol.Step         `yaml:"steps"`
+	// Interactive and IdleTimeoutMS mirror protocol.Task.
+	Interactive   bool  `yaml:"interactive"`
+	IdleTimeoutMS int64 `yaml:"idle_timeout_ms"`
+}
+
+// parseJobFile decodes a job file strictly (unknown keys are errors, with
+// their line and column).
+func parseJobFile(data []byte) (coordinator.JobSpec, error) {
+	var f jobFile
+	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
+		return coordinator.JobSpec{}, err
+	}
+	task := protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS}
+	if err := task.Validate(); err != nil {
+		return coordinator.JobSpec{}, err
+	}
+	return coordinator.JobSpec{ID: f.ID, Task: task}, nil
+}
+
+// jobSubmitCommand queues a job from a YAML (or JSON) file.
+func (m *mgmt) jobSubmitCommand() *cli.Command {
+	var file, id string
+	return &cli.Command{
+		Name:    "job submit",
+		Summary: "queue a job described in a YAML or JSON file",
+		JSON:    true,
+		Flags: func(fs *flag.FlagSet) {
+			m.flags(fs)
+			fs.StringVar(&file, "f", "", "the job `file` (- for standard input): id (optional), device {serial, model, tags}, steps")
+			fs.StringVar(&id, "id", "", "job `id`, overriding the file's (default: the file's, else random)")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			if file == "" {
+				return c.Usagef("-f is required")
+			}
+			var (
+				data []byte
+				err  error
+			)
+			if file == "-" {
+				data, err = io.ReadAll(os.Stdin)
+			} else {
+				data, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return fmt.Errorf("read job file: %w", err)
+			}
+			spec, err := parseJobFile(data)
+			if err != nil {
+				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)
+				return cli.Exit(cli.ExitUsage)
+			}
+			if id != "" {
+				spec.ID = id
+			}
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			j, err := store.Submit(ctx, spec)
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				return c.PrintJSON(newJobView(j, ""))
+			}
+			_, err = fmt.Fprintf(c.Stdout, "job %s queued (%s)\n", j.ID, coordinator.DescribeSelector(j.Task.Device))
+			return err
+		},
+	}
+}
+
+// jobView is a job as printed with --json.
+type jobView struct {
+	ID             string                  `json:"id"`
+	Status         string                  `json:"status"`
+	Generation     int64                   `json:"generation"`
+	Owner          string                  `json:"owner,omitempty"`
+	Device         string                  `json:"device,omitempty"`
+	Selector       protocol.DeviceSelector `json:"selector"`
+	Waiting        string                  `json:"waiting,omitempty"`
+	LeaseExpiresAt *time.Time              `json:"lease_expires_at,omitempty"`
+	CompletedBy    string                  `json:"completed_by,omitempty"`
+	FailReason     string                  `json:"fail_reason,omitempty"`
+	Result         json.RawMessage         `json:"result,omitempty"`
+	CreatedAt      time.Time               `json:"created_at"`
+	UpdatedAt      time.Time               `json:"updated_at"`
+}
+
+func newJobView(j coordinator.Job, waiting string) jobView {
+	v := jobView{
+		ID: j.ID, Status: j.Status, Generation: j.Generation, Owner: j.WorkerID, Device: j.Device,
+		Selector: j.Task.Device, Waiting: waiting, CompletedBy: j.CompletedBy, FailReason: j.FailReason,
+		Result: j.Result, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+	}
+	if !j.LeaseExpiresAt.IsZero() {
+		t := j.LeaseExpiresAt
+		v.LeaseExpiresAt = &t
+	}
+	return v
+}
+
+// waitReasons explains every queued job of jobs.
+func (m *mgmt) waitReasons(ctx context.Context, store coordinator.Store, jobs []coordinator.Job) (map[string]string, error) {
+	out := map[string]string{}
+	var queued []coordinator.Job
+	for _, j := range jobs {
+		if j.Status == coordinator.StatusQueued {
+			queued = append(queued, j)
+		}
+	}
+	if len(queued) == 0 {
+		return out, nil
+	}
+	agents, err := store.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running, err := store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range queued {
+		out[j.ID] = coordinator.WaitReason(j.Task.Device, agents, running, m.cfg.Agents.OfflineAfter.Duration())
+	}
+	return out, nil
+}
+
+// jobListCommand lists jobs.
+func (m *mgmt) jobListCommand() *cli.Command {
+	var (
+		status, agent string
+		limit         int
+	)
+	return &cli.Command{
+		Name:    "job list",
+		Summary: "list jobs, oldest first, with what each queued job waits for",
+		JSON:    true,
+		Flags: func(fs *flag.FlagSet) {
+			m.flags(fs)
+			fs.StringVar(&status, "status", "", "only jobs in these `states` (comma-separated: queued, in_progress, succeeded, failed)")
+			fs.StringVar(&agent, "agent", "", "only jobs held by agent `id`")
+			fs.IntVar(&limit, "limit", 0, "at most `n` jobs (0: all)")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			f := coordinator.JobFilter{AgentID: agent, Limit: limit}
+			for _, st := range strings.Split(status, ",") {
+				if st = strings.ToUpper(strings.TrimSpace(st)); st != "" {
+					switch st {
+					case coordinator.StatusQueued, coordinator.StatusInProgress, coordinator.StatusSucceeded, coordinator.StatusFailed:
+					default:
+						return c.Usagef("unknown status %q", st)
+					}
+					f.Statuses = append(f.Statuses, st)
+				}
+			}
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			jobs, err := store.ListJobs(ctx, f)
+			if err != nil {
+				return err
+			}
+			waiting, err := m.waitReasons(ctx, store, jobs)
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				views := make([]jobView, 0, len(jobs))
+				for _, j := range jobs {
+					views = append(views, newJobView(j, waiting[j.ID]))
+				}
+				return c.PrintJSON(views)
+			}
+			now := m.now()
+			tw := c.Table()
+			fmt.Fprintln(tw, "ID\tSTATUS\tGEN\tOWNER\tPHONE\tAGE\tNOTE")
+			for _, j := range jobs {
+				note := waiting[j.ID]
+				if j.Status == coordinator.StatusFailed {
+					note = j.FailReason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Generation, dash(j.WorkerID), dash(j.Device), age(now, j.CreatedAt), note)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// generation is one grant of a job, rebuilt from its write events.
+type generation struct {
+	Generation int64     `json:"generation"`
+	Owner      string    `json:"owner"`
+	GrantedBy  string    `json:"granted_by"` // claim or reassign
+	GrantedAt  time.Time `json:"granted_at"`
+	Ended      string    `json:"ended,omitempty"` // succeeded, failed, released, reclaimed (why), reassigned, cancelled
+	EndedAt    time.Time `json:"ended_at,omitzero"`
+	Artifacts  []string  `json:"artifacts,omitempty"`
+}
+
+// generations rebuilds the history of grants from the accepted write
+// events, oldest first.
+func generations(evs []coordinator.WriteEvent) []generation {
+	var out []generation
+	end := func(gen int64, how string, at time.Time) {
+		for i := range out {
+			if out[i].Generation == gen && out[i].Ended == "" {
+				out[i].Ended, out[i].EndedAt = how, at
+			}
+		}
+	}
+	for _, e := range evs {
+		if !e.Accepted {
+			continue
+		}
+		switch e.Verb {
+		case "claim", "reassign":
+			for i := range out {
+				if out[i].Ended == "" {
+					out[i].Ended, out[i].EndedAt = "reassigned", e.At
+				}
+			}
+			out = append(out, generation{Generation: e.Generation, Owner: e.Owner, GrantedBy: e.Verb, GrantedAt: e.At})
+		case "reclaim":
+			end(e.Generation, "reclaimed: "+e.Detail, e.At)
+		case "result":
+			end(e.Generation, "succeeded", e.At)
+		case "fail":
+			end(e.Generation, "failed or released", e.At)
+		case "cancel":
+			end(e.Generation, "cancelled: "+e.Detail, e.At)
+		}
+	}
+	return out
+}
+
+// jobDetail is job show's --json document.
+type jobDetail struct {
+	jobView
+	Task        protocol.Task `json:"task"`
+	Generations []generation  `json:"generations"`
+	Events      []eventView   `json:"write_events"`
+}
+
+// eventView is one write attempt as printed with --json.
+type eventView struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Verb       string    `json:"verb"`
+	Owner      string    `json:"owner"`
+	Generation int64     `json:"generation"`
+	Accepted   bool      `json:"accepted"`
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// jobShowCommand shows one job with its history.
+func (m *mgmt) jobShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "job show",
+		Summary:   "show a job: its state, every generation and every recorded write attempt",
+		Args:      "ID",
+		CheckArgs: oneID,
+		JSON:      true,
+		Flags:     m.flags,
+		Run: func(ctx context.Context, c *cli.Call) error {
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			d, err := m.jobDetail(ctx, store, c.Args[0])
+			if err != nil {
+				return err
+			}
+			if c.JSON {
+				return c.PrintJSON(d)
+			}
+			return printJob(c, d)
+		},
+	}
+}
+
+// jobDetail reads a job with its history.
+func (m *mgmt) jobDetail(ctx context.Context, store coordinator.Store, id string) (jobDetail, error) {
+	j, err := store.Get(ctx, id)
+	if err != nil {
+		return jobDetail{}, err
+	}
+	evs, err := store.WriteEvents(ctx, id)
+	if err != nil {
+		return jobDetail{}, err
+	}
+	waiting, err := m.waitReasons(ctx, store, []coordinator.Job{j})
+	if err != nil {
+		return jobDetail{}, err
+	}
+	gens := generations(evs)
+	for i := range gens {
+		arts, err := store.Artifacts(ctx, j.ID, gens[i].Generation)
+		if err != nil {
+			return jobDetail{}, err
+		}
+		for _, a := range arts {
+			gens[i].Artifacts = append(gens[i].Artifacts, a.Key)
+		}
+	}
+	if gens == nil {
+		gens = []generation{}
+	}
+	views := make([]eventView, 0, len(evs))
+	for _, e := range evs {
+		views = append(views, eventView{ID: e.ID, At: e.At, Verb: e.Verb, Owner: e.Owner, Generation: e.Generation, Accepted: e.Accepted, Detail: e.Detail})
+	}
+	return jobDetail{jobView: newJobView(j, waiting[j.ID]), Task: j.Task, Generations: gens, Events: views}, nil
+}
+
+// printJob prints job show's text.
+func printJob(c *cli.Call, d jobDetail) error {
+	w := c.Stdout
+	fmt.Fprintf(w, "Job %s\n", d.ID)
+	tw := c.Table()
+	fmt.Fprintf(tw, "  status\t%s\n", d.Status)
+	if d.Waiting != "" {
+		fmt.Fprintf(tw, "  waiting\t%s\n", d.Waiting)
+	}
+	fmt.Fprintf(tw, "  generation\t%d\n", d.Generation)
+	fmt.Fprintf(tw, "  owner\t%s\n", dash(d.Owner))
+	fmt.Fprintf(tw, "  phone\t%s (selector: %s)\n", dash(d.Device), coordinator.DescribeSelector(d.Selector))
+	if d.LeaseExpiresAt != nil {
+		fmt.Fprintf(tw, "  lease expires\t%s\n", d.LeaseExpiresAt.Format(timeFormat))
+	}
+	fmt.Fprintf(tw, "  steps\t%d\n", len(d.Task.Steps))
+	if d.CompletedBy != "" {
+		fmt.Fprintf(tw, "  completed by\t%s\n", d.CompletedBy)
+	}
+	if d.FailReason != "" {
+		fmt.Fprintf(tw, "  fail reason\t%s\n", d.FailReason)
+	}
+	if len(d.Result) > 0 {
+		fmt.Fprintf(tw, "  result\t%s\n", d.Result)
+	}
+	fmt.Fprintf(tw, "  created\t%s\n", d.CreatedAt.Format(timeFormat))
+	fmt.Fprintf(tw, "  updated\t%s\n", d.UpdatedAt.Format(timeFormat))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nGenerations:\n")
+	tw = c.Table()
+	fmt.Fprintln(tw, "  GEN\tOWNER\tGRANTED BY\tGRANTED AT\tENDED\tARTIFACTS")
+	for _, g := range d.Generations {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\n", g.Generation, g.Owner, g.GrantedBy, g.GrantedAt.Format(timeFormat), dash(g.Ended), len(g.Artifacts))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nWrite events:\n")
+	tw = c.Table()
+	fmt.Fprintln(tw, "  AT\tVERB\tOWNER\tGEN\tACCEPTED\tDETAIL")
+	for _, e := range d.Events {
+		acc := "no"
+		if e.Accepted {
+			acc = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", e.At.Format(timeFormat), e.Verb, dash(e.Owner), e.Generation, acc, e.Detail)
+	}
+	return tw.Flush()
+}
+
+// jobCancelCommand cancels a job and revokes its lease.
+func (m *mgmt) jobCancelCommand() *cli.Command {
+	var reason string
+	return &cli.Command{
+		Name:      "job cancel",
+		Summary:   "cancel a queued or running job; a running one's agent is sent a revoke",
+		Args:      "ID",
+		CheckArgs: oneID,
+		Flags: func(fs *flag.FlagSet) {
+			m.flags(fs)
+			fs.StringVar(&reason, "reason", "cancelled by operator", "the `reason` kept with the job")
+		},
+		Run: func(ctx context.Context, c *cli.Call) error {
+			id := c.Args[0]
+			store, err := m.open(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			tok, err := store.Cancel(ctx, id, reason)
+			if err != nil {
+				return err
+			}
+			if tok == (fencing.Token{}) {
+				_, err := fmt.Fprintf(c.Stdout, "job %s cancelled\n", id)
+				return err
+			}
+			// The token is stale in the store already; the revoke only makes
+			// the agent stop sooner than its next fenced call.
+			if err := m.revoke(tok, "cancelled: "+reason); err != nil {
+				c.Warnf("revoke not sent (%v); the agent stops at its next fenced call", err)
+			}
+			_, err = fmt.Fprintf(c.Stdout, "job %s cancelled; revoked %s\n", id, tok)
+			return err
+		},
+	}
+}
