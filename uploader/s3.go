@@ -157,7 +157,9 @@ func NewS3(opts S3Options) (*S3, error) {
 // Bucket returns the bucket the uploader writes to.
 func (s *S3) Bucket() string { return s.opts.Bucket }
 
-// CheckBucket reports whether the bucket exists and the credentials reach it.
+// CheckBucket reports whether the bucket exists and the credentials reach
+// it, with one request signed as every upload is. A missing bucket is
+// ErrNotFound; ErrorCode tells refused credentials from the rest.
 func (s *S3) CheckBucket(ctx context.Context) error {
 	ok, err := s.core.BucketExists(ctx, s.opts.Bucket)
 	if err != nil {
@@ -167,6 +169,43 @@ func (s *S3) CheckBucket(ctx context.Context) error {
 		return fmt.Errorf("check bucket %s: %w", s.opts.Bucket, ErrNotFound)
 	}
 	return nil
+}
+
+// ErrCheckLeftover marks a CheckWrite whose write worked but whose test
+// object could not be removed.
+var ErrCheckLeftover = errors.New("test object left behind")
+
+// CheckWrite stores a small object at key as artifacts are stored (a PUT
+// with If-None-Match: *) and removes it again. When only the removal
+// fails, the error wraps ErrCheckLeftover.
+func (s *S3) CheckWrite(ctx context.Context, key string) error {
+	body := []byte("edgeagent write check\n")
+	opts := minio.PutObjectOptions{ContentType: "text/plain"}
+	opts.SetMatchETagExcept("*")
+	if _, err := s.core.Client.PutObject(ctx, s.opts.Bucket, key, bytes.NewReader(body), int64(len(body)), opts); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	if err := s.core.RemoveObject(ctx, s.opts.Bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("remove %s: %w: %w", key, ErrCheckLeftover, err)
+	}
+	return nil
+}
+
+// ErrorCode returns the S3 error code err carries ("AccessDenied",
+// "SignatureDoesNotMatch", ...), or "" when it carries none.
+func ErrorCode(err error) string {
+	r, _ := errResponse(err)
+	return r.Code
+}
+
+// IsCredentialsError reports whether the storage refused the credentials
+// (unknown key, wrong secret, or a key without the permission).
+func IsCredentialsError(err error) bool {
+	switch ErrorCode(err) {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied":
+		return true
+	}
+	return false
 }
 
 // Upload writes a under tok.ObjectKey(a.Name) with the token's stamps and
