@@ -89,7 +89,8 @@ func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Durati
 	j.guard, j.ctx = fencing.NewGuard(parent, tok, j.started, ttl, a.opts.SafetyMargin, j.guardOptions()...)
 	var work context.Context
 	work, j.cancelWork = context.WithCancelCause(j.ctx)
-	j.work = procs.WithGroup(work, j.procs)
+	// The phone's runner logs with the job's fields through the context.
+	j.work = j.log.WithContext(procs.WithGroup(work, j.procs))
 	j.accepting = true
 	j.callsAtStop.Store(-1)
 	return j

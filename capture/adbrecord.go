@@ -14,7 +14,8 @@ import (
 
 // StartRecording starts screenrecord on the phone, writing to
 // /sdcard/edgeagent-<random>.mp4, and learns its pid. The recording stops
-// at the time limit (ADBOptions.RecordLimit) at the latest. It needs shell
+// at the time limit (ADBOptions.RecordLimit) at the latest; a recording
+// that ended there before Stop says so (LimitedRecording). It needs shell
 // protocol v2 (Android 7 and newer).
 func (d *ADBDevice) StartRecording(ctx context.Context) (Recording, error) {
 	var rec *adbRecording
@@ -64,6 +65,14 @@ type adbRecording struct {
 
 	mu   sync.Mutex
 	done bool
+	cut  bool // screenrecord ended on its own, at the time limit, before Stop
+}
+
+// CutAtLimit implements LimitedRecording.
+func (r *adbRecording) CutAtLimit() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.d.opts.RecordLimit, r.cut
 }
 
 func (r *adbRecording) finish() bool {
@@ -88,12 +97,19 @@ func (r *adbRecording) Stop(ctx context.Context, w io.Writer) (int64, error) {
 	defer r.d.cleanup(r.path)
 	var n int64
 	err := r.d.op(ctx, "stop recording", r.d.opts.CaptureTimeout, func(ctx context.Context) error {
+		ended := false
 		select {
 		case <-r.proc.Done():
-			// Already ended (time limit reached): the file is complete.
+			// Already ended: at the time limit, the file is complete.
+			ended = true
 		default:
 			if _, err := r.d.run(ctx, "kill -INT "+r.pid); err != nil {
-				return fmt.Errorf("interrupt screenrecord: %w", err)
+				// It may have ended at the limit just before the signal:
+				// then its end is on its way.
+				if !r.endsSoon(ctx) {
+					return fmt.Errorf("interrupt screenrecord: %w", err)
+				}
+				ended = true
 			}
 		}
 		res, err := r.proc.Wait(ctx)
@@ -103,10 +119,27 @@ func (r *adbRecording) Stop(ctx context.Context, w io.Writer) (int64, error) {
 		if res.ExitCode != 0 {
 			return fmt.Errorf("screenrecord exited with status %d: %s", res.ExitCode, clipText(string(res.Stderr), 200))
 		}
+		if ended {
+			r.mu.Lock()
+			r.cut = true
+			r.mu.Unlock()
+		}
 		n, err = r.d.pullN(ctx, r.path, w)
 		return err
 	})
 	return n, err
+}
+
+// endsSoon reports whether screenrecord's end arrives within two seconds.
+func (r *adbRecording) endsSoon(ctx context.Context) bool {
+	wait, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	select {
+	case <-r.proc.Done():
+		return true
+	case <-wait.Done():
+		return false
+	}
 }
 
 // Abort kills screenrecord on the phone (SIGKILL), closes the stream and

@@ -54,6 +54,17 @@ type Recording interface {
 	Abort()
 }
 
+// LimitedRecording is a Recording that the phone ends on its own at a time
+// limit (screenrecord's --time-limit, at most 180 s).
+type LimitedRecording interface {
+	Recording
+	// CutAtLimit reports, after a successful Stop, whether the phone had
+	// already ended the recording at its time limit, and that limit: the
+	// file is complete, but what happened on screen after the limit is not
+	// in it.
+	CutAtLimit() (limit time.Duration, cut bool)
+}
+
 // Errors callers branch on.
 var (
 	// ErrNoDevice: no connected phone matches (see NoDeviceError).

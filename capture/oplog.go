@@ -35,7 +35,10 @@ type OpEntry struct {
 	DurationMS float64        `json:"duration_ms"`
 	Outcome    string         `json:"outcome"` // OutcomeOK or OutcomeError
 	Error      string         `json:"error,omitempty"`
-	Artifacts  []OpArtifact   `json:"artifacts,omitempty"`
+	// Warning is StepOutcome.Warning of a step that succeeded (a
+	// recording cut at the phone's time limit).
+	Warning   string       `json:"warning,omitempty"`
+	Artifacts []OpArtifact `json:"artifacts,omitempty"`
 }
 
 // OpArtifact describes an artifact a step captured.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -32,6 +34,9 @@ type StepOutcome struct {
 	Start     time.Time
 	Duration  time.Duration
 	Artifacts []Artifact // captures of the step, in order; empty for input steps
+	// Warning tells what went other than asked in a step that succeeded:
+	// a recording the phone cut at its time limit before record_stop.
+	Warning string
 }
 
 // Runner runs the steps of one job on one phone. RunStep calls must not
@@ -49,6 +54,8 @@ type Runner struct {
 	names     map[string]bool
 	rec       Recording
 	recName   string
+	// warning is the Warning of the step being run; only RunStep touches it.
+	warning string
 }
 
 // NewRunner returns a runner bound to the job context ctx: when ctx is done
@@ -110,11 +117,17 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 	r.mu.Unlock()
 
 	out := StepOutcome{Seq: seq, Op: s.Op, Start: time.Now()}
+	r.warning = ""
 	arts, err := r.exec(ctx, seq, s)
 	out.Duration = time.Since(out.Start)
 	out.Artifacts = arts
 	if err != nil {
 		err = fmt.Errorf("run step %d (%s): %w", seq, s.Op, err)
+	} else if out.Warning = r.warning; out.Warning != "" {
+		// The job's logger, when its context carries one, adds the job's
+		// fields.
+		zerolog.Ctx(r.job).Warn().Str("serial", r.dev.Serial()).Int("seq", seq).Str("op", s.Op).
+			Msg(out.Warning)
 	}
 	if r.job.Err() != nil {
 		// The job was stopped: make sure the recording is gone before the
@@ -135,6 +148,7 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 			e.Outcome = OutcomeError
 			e.Error = err.Error()
 		}
+		e.Warning = out.Warning
 		for _, a := range arts {
 			e.Artifacts = append(e.Artifacts, OpArtifact{Name: a.Name, ContentType: a.ContentType, Size: a.Size, SHA256: a.SHA256})
 		}
@@ -281,6 +295,11 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 		rec.Abort()
 		r.unreserve(n)
 		return nil, err
+	}
+	if lr, ok := rec.(LimitedRecording); ok {
+		if limit, cut := lr.CutAtLimit(); cut {
+			r.warning = fmt.Sprintf("recording cut at the phone's time limit of %gs: it ended before record_stop, later screen content is missing", limit.Seconds())
+		}
 	}
 	return []Artifact{a}, nil
 }

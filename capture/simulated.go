@@ -37,6 +37,10 @@ type SimOptions struct {
 	// RecordingSize is the size of the media payload of every recording, in
 	// bytes; default 64 KiB. Large values stream without being held in memory.
 	RecordingSize int64
+	// RecordLimit is the phone's screenrecord time limit: a recording not
+	// stopped within it ends on its own, and is reported cut
+	// (LimitedRecording); default DefaultRecordLimit.
+	RecordLimit time.Duration
 }
 
 // SimCall is one operation in a Simulated phone's history. Only the fields of
@@ -60,11 +64,12 @@ type SimCall struct {
 // Operations honour their context before and during the injected latency and
 // never take effect once it is done.
 type Simulated struct {
-	serial  string
-	model   string
-	tags    []string
-	w, h    int
-	recSize int64
+	serial   string
+	model    string
+	tags     []string
+	w, h     int
+	recSize  int64
+	recLimit time.Duration
 
 	mu        sync.Mutex
 	latency   time.Duration
@@ -95,6 +100,7 @@ func NewSimulated(opts SimOptions) *Simulated {
 		w:         opts.Width,
 		h:         opts.Height,
 		recSize:   opts.RecordingSize,
+		recLimit:  opts.RecordLimit,
 		latency:   opts.Latency,
 		opLatency: map[string]time.Duration{},
 		failures:  map[string][]error{},
@@ -115,6 +121,9 @@ func NewSimulated(opts SimOptions) *Simulated {
 	}
 	if s.recSize <= 0 {
 		s.recSize = 64 << 10
+	}
+	if s.recLimit <= 0 {
+		s.recLimit = DefaultRecordLimit
 	}
 	return s
 }
@@ -158,6 +167,7 @@ func (s *Simulated) Unplug() {
 	s.unplugged = true
 	if s.rec != nil {
 		s.rec.done = true
+		s.rec.limit.Stop()
 		s.rec = nil
 	}
 }
@@ -398,6 +408,7 @@ func (s *Simulated) StartRecording(ctx context.Context) (Recording, error) {
 		}
 		s.recs++
 		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history)}
+		r.limit = time.AfterFunc(s.recLimit, r.end)
 		s.rec = r
 		return nil
 	})
@@ -411,7 +422,36 @@ type simRecording struct {
 	s        *Simulated
 	seq      int
 	startOps int
-	done     bool // stopped, aborted or lost; guarded by s.mu
+	limit    *time.Timer // ends the recording at the phone's time limit
+	done     bool        // stopped, aborted or lost; guarded by s.mu
+	ended    bool        // ended on its own at the time limit; guarded by s.mu
+	endOps   int         // operations recorded until it ended
+}
+
+var _ LimitedRecording = (*simRecording)(nil)
+
+// end ends the recording at the phone's time limit, as screenrecord does:
+// the file is complete and holds what happened until then; the phone may
+// record again.
+func (r *simRecording) end() {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done || r.ended {
+		return
+	}
+	r.ended = true
+	r.endOps = len(s.history) - r.startOps
+	if s.rec == r {
+		s.rec = nil
+	}
+}
+
+// CutAtLimit implements LimitedRecording.
+func (r *simRecording) CutAtLimit() (time.Duration, bool) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	return r.s.recLimit, r.ended
 }
 
 // Stop ends the recording and streams a deterministic MP4 container (an
@@ -425,6 +465,11 @@ func (r *simRecording) Stop(ctx context.Context, w io.Writer) (int64, error) {
 			return fmt.Errorf("recording is not running")
 		}
 		r.done = true
+		r.limit.Stop()
+		if r.ended {
+			ops = r.endOps
+			return nil
+		}
 		s.rec = nil
 		ops = len(s.history) - r.startOps
 		return nil
@@ -448,6 +493,7 @@ func (r *simRecording) Abort() {
 		return
 	}
 	r.done = true
+	r.limit.Stop()
 	if s.rec == r {
 		s.rec = nil
 	}

@@ -19,6 +19,8 @@ const (
 	kindPart     = "part"     // PUT of a multipart part
 	kindInitiate = "initiate" // POST ?uploads
 	kindComplete = "complete" // POST ?uploadId=
+	kindAbort    = "abort"    // DELETE ?uploadId=
+	kindList     = "list"     // GET ?uploads (incomplete uploads) or ?uploadId= (parts)
 	kindOther    = "other"
 )
 
@@ -33,6 +35,10 @@ func kindOf(r *http.Request) string {
 		return kindInitiate
 	case r.Method == http.MethodPost && q.Has("uploadId"):
 		return kindComplete
+	case r.Method == http.MethodDelete && q.Has("uploadId"):
+		return kindAbort
+	case r.Method == http.MethodGet && (q.Has("uploads") || q.Has("uploadId")):
+		return kindList
 	}
 	return kindOther
 }

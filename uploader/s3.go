@@ -3,16 +3,13 @@ package uploader
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -160,7 +157,9 @@ func NewS3(opts S3Options) (*S3, error) {
 // Bucket returns the bucket the uploader writes to.
 func (s *S3) Bucket() string { return s.opts.Bucket }
 
-// CheckBucket reports whether the bucket exists and the credentials reach it.
+// CheckBucket reports whether the bucket exists and the credentials reach
+// it, with one request signed as every upload is. A missing bucket is
+// ErrNotFound; ErrorCode tells refused credentials from the rest.
 func (s *S3) CheckBucket(ctx context.Context) error {
 	ok, err := s.core.BucketExists(ctx, s.opts.Bucket)
 	if err != nil {
@@ -170,6 +169,43 @@ func (s *S3) CheckBucket(ctx context.Context) error {
 		return fmt.Errorf("check bucket %s: %w", s.opts.Bucket, ErrNotFound)
 	}
 	return nil
+}
+
+// ErrCheckLeftover marks a CheckWrite whose write worked but whose test
+// object could not be removed.
+var ErrCheckLeftover = errors.New("test object left behind")
+
+// CheckWrite stores a small object at key as artifacts are stored (a PUT
+// with If-None-Match: *) and removes it again. When only the removal
+// fails, the error wraps ErrCheckLeftover.
+func (s *S3) CheckWrite(ctx context.Context, key string) error {
+	body := []byte("edgeagent write check\n")
+	opts := minio.PutObjectOptions{ContentType: "text/plain"}
+	opts.SetMatchETagExcept("*")
+	if _, err := s.core.Client.PutObject(ctx, s.opts.Bucket, key, bytes.NewReader(body), int64(len(body)), opts); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	if err := s.core.RemoveObject(ctx, s.opts.Bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("remove %s: %w: %w", key, ErrCheckLeftover, err)
+	}
+	return nil
+}
+
+// ErrorCode returns the S3 error code err carries ("AccessDenied",
+// "SignatureDoesNotMatch", ...), or "" when it carries none.
+func ErrorCode(err error) string {
+	r, _ := errResponse(err)
+	return r.Code
+}
+
+// IsCredentialsError reports whether the storage refused the credentials
+// (unknown key, wrong secret, or a key without the permission).
+func IsCredentialsError(err error) bool {
+	switch ErrorCode(err) {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied":
+		return true
+	}
+	return false
 }
 
 // Upload writes a under tok.ObjectKey(a.Name) with the token's stamps and
@@ -391,439 +427,6 @@ func (u *upload) single(open func() io.Reader, size int64) (Result, error) {
 		return Result{}, fmt.Errorf("put object: %w", err)
 	}
 	return Result{Key: u.key, Size: size, SHA256: u.src.sha256, ETag: info.ETag}, nil
-}
-
-// part is one part of a multipart upload; body returns a fresh reader of
-// its content for each attempt, and release, when set, frees its buffer.
-// A part of a stream is held in memory (data).
-type part struct {
-	n       int
-	size    int64
-	body    func() io.Reader
-	data    []byte
-	release func()
-}
-
-// producer hands the parts of the content to emit, in order, and stops
-// early when emit returns false. Parts found in stored (a resumed upload)
-// that hold the same content are recorded with keep instead of being sent.
-type producer func(stored map[int]minio.ObjectPart, emit func(part) bool, keep func(minio.CompletePart, int64)) error
-
-// partsAt produces the parts of random-access content; they are read from
-// it while they are sent, never held in memory.
-func (u *upload) partsAt(ra io.ReaderAt, size, partSize int64) producer {
-	return func(stored map[int]minio.ObjectPart, emit func(part) bool, keep func(minio.CompletePart, int64)) error {
-		for off, n := int64(0), 1; off < size; off, n = off+partSize, n+1 {
-			length := min(partSize, size-off)
-			if sp, ok := stored[n]; ok {
-				same, err := partHolds(u.ctx, sp, ra, off, length)
-				if err != nil {
-					return err
-				}
-				if same {
-					keep(minio.CompletePart{PartNumber: n, ETag: sp.ETag}, length)
-					continue
-				}
-			}
-			off := off
-			if !emit(part{n: n, size: length, body: func() io.Reader { return io.NewSectionReader(ra, off, length) }}) {
-				return nil
-			}
-		}
-		return nil
-	}
-}
-
-// partHolds reports whether a stored part holds the content at off: same
-// size and, when its ETag is an MD5 (as MinIO and S3 give for unencrypted
-// parts), same MD5.
-func partHolds(ctx context.Context, sp minio.ObjectPart, ra io.ReaderAt, off, length int64) (bool, error) {
-	if sp.Size != length {
-		return false, nil
-	}
-	etag := strings.ToLower(strings.Trim(sp.ETag, `"`))
-	if b, err := hex.DecodeString(etag); err != nil || len(b) != md5.Size {
-		return true, nil
-	}
-	h := md5.New()
-	r := &ctxReader{ctx: ctx, r: io.NewSectionReader(ra, off, length)}
-	if _, err := io.CopyBuffer(h, r, make([]byte, hashChunk)); err != nil {
-		return false, fmt.Errorf("check stored part: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil)) == etag, nil
-}
-
-// partsStream produces the parts of a stream whose first part, first, is
-// already read. At most Parallelism buffers of partSize bytes are in use.
-func (u *upload) partsStream(hr *hashReader, first []byte, partSize int64) producer {
-	return func(_ map[int]minio.ObjectPart, emit func(part) bool, _ func(minio.CompletePart, int64)) error {
-		free := make(chan []byte, u.s.opts.Parallelism)
-		for range u.s.opts.Parallelism - 1 {
-			free <- nil
-		}
-		mkPart := func(n int, data []byte) part {
-			return part{n: n, size: int64(len(data)), data: data,
-				body:    func() io.Reader { return bytes.NewReader(data) },
-				release: func() { free <- data[:0] }}
-		}
-		if !emit(mkPart(1, first)) {
-			return nil
-		}
-		for n := 2; ; n++ {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-hr.ctx.Done():
-				return nil
-			}
-			if buf == nil {
-				buf = make([]byte, 0, partSize)
-			}
-			data, eof, err := readPart(hr, buf, partSize)
-			if err != nil {
-				return fmt.Errorf("read body: %w", err)
-			}
-			if len(data) > 0 {
-				if n > maxParts {
-					return fmt.Errorf("%w: body needs more than %d parts of %d bytes; declare its size", ErrInvalid, maxParts, partSize)
-				}
-				if !emit(mkPart(n, data)) {
-					return nil
-				}
-			}
-			if eof {
-				return nil
-			}
-		}
-	}
-}
-
-// multipart stores the content as a multipart upload whose parts come from
-// produce, sent Parallelism at a time; verify, when set, runs once every
-// part is stored and before the upload is completed. If-None-Match: * goes
-// with the start and with the completion, so nothing is overwritten even
-// by a writer that slips in between.
-func (u *upload) multipart(partSize int64, produce producer, verify func() error) (res Result, err error) {
-	s := u.s
-	bucket := s.opts.Bucket
-	resumable := u.mp != nil
-
-	var (
-		uploadID string
-		stored   map[int]minio.ObjectPart
-	)
-	if resumable && u.mp.UploadID != "" {
-		if u.mp.PartSize == partSize {
-			stored, err = u.listParts(u.mp.UploadID)
-			switch {
-			case err == nil:
-				uploadID = u.mp.UploadID
-				s.opts.Metrics.resume()
-			case isNoSuchUpload(err):
-				// Aborted or expired meanwhile: start again.
-			default:
-				return Result{}, fmt.Errorf("list stored parts: %w", err)
-			}
-		} else {
-			// Parts of another size cannot be reused.
-			if err := s.abandon(u.ctx, u.key, u.mp.UploadID, false); err != nil {
-				return Result{}, err
-			}
-		}
-		if uploadID == "" {
-			*u.mp = Multipart{}
-		}
-	}
-
-	// lost is set when a request starting an upload may have reached the
-	// server without its answer reaching us: an upload may be open that
-	// only a listing finds.
-	lost := false
-	if uploadID == "" {
-		err := u.retry("initiate", func() error {
-			var err error
-			uploadID, err = s.core.NewMultipartUpload(u.ctx, bucket, u.key, u.putOptions())
-			if err != nil && (transient(err) || u.ctx.Err() != nil) {
-				lost = true
-			}
-			return err
-		})
-		if err != nil {
-			if lost && !(resumable && errors.Is(err, ErrUnavailable) && u.ctx.Err() == nil) {
-				// Nothing will come back for it: clean up now.
-				if aerr := s.abandon(u.ctx, u.key, "", true); aerr != nil {
-					err = errors.Join(err, aerr)
-				}
-			}
-			if isPreconditionFailed(err) {
-				return u.existing()
-			}
-			return Result{}, fmt.Errorf("start multipart upload: %w", err)
-		}
-		if lost {
-			if err := s.abandonOthers(u.ctx, u.key, uploadID); err != nil {
-				return Result{}, err
-			}
-		}
-		if resumable {
-			*u.mp = Multipart{UploadID: uploadID, PartSize: partSize}
-			if u.save != nil {
-				if err := u.save(*u.mp); err != nil {
-					_ = s.abandon(u.ctx, u.key, uploadID, false)
-					*u.mp = Multipart{}
-					return Result{}, fmt.Errorf("record multipart upload: %w", err)
-				}
-			}
-		}
-	}
-
-	// done is set once the upload is completed or known to be gone.
-	done := false
-	defer func() {
-		if done {
-			return
-		}
-		if resumable && errors.Is(err, ErrUnavailable) && u.ctx.Err() == nil {
-			// Left open for the next attempt to continue.
-			return
-		}
-		// The caller's context may be done: the abort still has to reach
-		// the server, so that no parts stay behind.
-		if aerr := s.abandon(u.ctx, u.key, uploadID, u.ctx.Err() != nil); aerr != nil && err != nil {
-			err = errors.Join(err, aerr)
-		}
-		if resumable {
-			*u.mp = Multipart{}
-		}
-	}()
-
-	pctx, cancel := context.WithCancelCause(u.ctx)
-	defer cancel(nil)
-
-	var (
-		mu    sync.Mutex
-		parts []minio.CompletePart
-		size  int64
-	)
-	record := func(p minio.CompletePart, n int64) {
-		mu.Lock()
-		parts = append(parts, p)
-		size += n
-		mu.Unlock()
-	}
-	keep := func(p minio.CompletePart, n int64) {
-		record(p, n)
-		u.tr.add(n)
-		s.opts.Metrics.part("resumed")
-	}
-
-	work := make(chan part)
-	var wg sync.WaitGroup
-	for range s.opts.Parallelism {
-		wg.Go(func() {
-			for p := range work {
-				// The payload's hash goes into the signature, so the server
-				// checks what arrived; over TLS it is UNSIGNED-PAYLOAD, as
-				// minio-go does. A part read from disk is hashed as it is
-				// sent (aws-chunked signing); one held in memory is hashed
-				// first, which costs the same and allocates less.
-				var popts minio.PutObjectPartOptions
-				if p.data != nil {
-					popts.DisableContentSha256 = true
-					if !s.opts.Secure {
-						sum := sha256.Sum256(p.data)
-						popts.Sha256Hex = hex.EncodeToString(sum[:])
-					}
-				}
-				var etag string
-				perr := s.opts.Retry.retry(pctx, s.opts.Metrics, "part", func(int) error {
-					body := newSendReader(pctx, p.body(), s.bw, u.tr, s.opts.Metrics)
-					op, err := s.core.PutObjectPart(pctx, bucket, u.key, uploadID, p.n, body, p.size, popts)
-					if err != nil {
-						body.failed()
-						return err
-					}
-					etag = op.ETag
-					return nil
-				})
-				if p.release != nil {
-					p.release()
-				}
-				if perr != nil {
-					cancel(fmt.Errorf("upload part %d: %w", p.n, perr))
-					continue
-				}
-				record(minio.CompletePart{PartNumber: p.n, ETag: etag}, p.size)
-				s.opts.Metrics.part("sent")
-			}
-		})
-	}
-	emit := func(p part) bool {
-		select {
-		case work <- p:
-			return true
-		case <-pctx.Done():
-			if p.release != nil {
-				p.release()
-			}
-			return false
-		}
-	}
-	// A failed part stops the reading of a stream too.
-	if u.hr != nil {
-		u.hr.ctx = pctx
-	}
-	perr := produce(stored, emit, keep)
-	close(work)
-	if perr != nil {
-		cancel(perr)
-	}
-	wg.Wait()
-	if err := context.Cause(pctx); err != nil {
-		return Result{}, err
-	}
-	if verify != nil {
-		if err := verify(); err != nil {
-			return Result{}, err
-		}
-	}
-	if err := u.ctx.Err(); err != nil {
-		return Result{}, err
-	}
-
-	sort.Slice(parts, func(i, j int) bool { return parts[i].PartNumber < parts[j].PartNumber })
-	var info minio.UploadInfo
-	unsure := false
-	err = u.retry("complete", func() error {
-		var err error
-		info, err = s.core.CompleteMultipartUpload(u.ctx, bucket, u.key, uploadID, parts, conditionalOptions())
-		if err != nil && transient(err) {
-			unsure = true
-		}
-		return err
-	})
-	switch {
-	case err == nil:
-		done = true
-		return Result{Key: u.key, Size: size, SHA256: u.src.sha256, ETag: info.ETag}, nil
-	case isPreconditionFailed(err):
-		// Taken: by an earlier completion of this upload whose answer was
-		// lost, or by another writer. Ours is aborted either way.
-		return u.existing()
-	case unsure && isNoSuchUpload(err):
-		// An earlier completion whose answer was lost may have landed.
-		res, err := u.existing()
-		if errors.Is(err, ErrNotFound) {
-			done = true // gone without an object: start again next time
-			if resumable {
-				*u.mp = Multipart{}
-			}
-			return Result{}, fmt.Errorf("%w: multipart upload %s vanished", ErrUnavailable, uploadID)
-		}
-		done = err == nil
-		return res, err
-	}
-	return Result{}, fmt.Errorf("complete multipart upload: %w", err)
-}
-
-// listParts returns the parts stored for uploadID by part number.
-func (u *upload) listParts(uploadID string) (map[int]minio.ObjectPart, error) {
-	stored := make(map[int]minio.ObjectPart)
-	marker := 0
-	for {
-		var res minio.ListObjectPartsResult
-		err := u.retry("list", func() error {
-			var err error
-			res, err = u.s.core.ListObjectParts(u.ctx, u.s.opts.Bucket, u.key, uploadID, marker, 1000)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range res.ObjectParts {
-			stored[p.PartNumber] = p
-		}
-		if !res.IsTruncated || res.NextPartNumberMarker <= marker {
-			return stored, nil
-		}
-		marker = res.NextPartNumberMarker
-	}
-}
-
-// Abandon implements Resumable.
-func (s *S3) Abandon(ctx context.Context, key, uploadID string) error {
-	return s.abandon(ctx, key, uploadID, true)
-}
-
-// abandon aborts uploadID, when set, and with all every other incomplete
-// upload of key too. It runs even when ctx is done, for at most
-// abortTimeout.
-func (s *S3) abandon(ctx context.Context, key, uploadID string, all bool) error {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	defer cancel()
-	var errs []error
-	if uploadID != "" {
-		errs = append(errs, s.abortOne(actx, key, uploadID))
-	}
-	if all {
-		errs = append(errs, s.abandonOthers(actx, key, uploadID))
-	}
-	return errors.Join(errs...)
-}
-
-// abandonOthers aborts the incomplete uploads of key other than keep.
-func (s *S3) abandonOthers(ctx context.Context, key, keep string) error {
-	ids, err := s.incompleteUploads(ctx, key)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, id := range ids {
-		if id != keep {
-			errs = append(errs, s.abortOne(ctx, key, id))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (s *S3) abortOne(ctx context.Context, key, uploadID string) error {
-	err := s.opts.Retry.retry(ctx, s.opts.Metrics, "abort", func(int) error {
-		return s.core.AbortMultipartUpload(ctx, s.opts.Bucket, key, uploadID)
-	})
-	if err != nil && !isNoSuchUpload(err) {
-		return fmt.Errorf("abort multipart upload %s: %w", uploadID, err)
-	}
-	if err == nil {
-		s.opts.Metrics.abort()
-	}
-	return nil
-}
-
-// incompleteUploads lists the ids of the incomplete multipart uploads of
-// key.
-func (s *S3) incompleteUploads(ctx context.Context, key string) ([]string, error) {
-	var ids []string
-	keyMarker, idMarker := "", ""
-	for {
-		var res minio.ListMultipartUploadsResult
-		err := s.opts.Retry.retry(ctx, s.opts.Metrics, "list", func(int) error {
-			var err error
-			res, err = s.core.ListMultipartUploads(ctx, s.opts.Bucket, key, keyMarker, idMarker, "", 1000)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list incomplete uploads of %s: %w", key, err)
-		}
-		for _, up := range res.Uploads {
-			if up.Key == key {
-				ids = append(ids, up.UploadID)
-			}
-		}
-		if !res.IsTruncated || (res.NextKeyMarker == keyMarker && res.NextUploadIDMarker == idMarker) {
-			return ids, nil
-		}
-		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
-	}
 }
 
 // existing decides about a key that turned out to be taken: the same content

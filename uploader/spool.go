@@ -247,15 +247,19 @@ func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Res
 	default:
 		reason = "failed"
 	}
-	if err != nil && rec.Multipart.UploadID != "" {
-		// Whatever the upload left open goes too.
+	// Whatever the upload left open goes too. When that fails (storage
+	// unreachable), the record stays, without its data, so that the next
+	// Recover or DropGeneration tries again.
+	keep := false
+	if err != nil && rec.Multipart.Open() {
 		if r, ok := s.up.(Resumable); ok {
 			if aerr := r.Abandon(ctx, key, rec.Multipart.UploadID); aerr != nil {
 				err = errors.Join(err, aerr)
+				keep = true
 			}
 		}
 	}
-	if rerr := s.remove(e.id, rec.Size); rerr != nil {
+	if rerr := s.remove(e.id, rec.Size, keep); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	if err != nil {
@@ -264,7 +268,12 @@ func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Res
 		if reason == "stop" {
 			ev = log.Info()
 		}
-		ev.Err(err).Str("reason", reason).Msg("spool entry dropped")
+		ev = ev.Err(err).Str("reason", reason)
+		if keep {
+			ev.Str("upload_id", rec.Multipart.UploadID).Msg("spool entry dropped; its record is kept until its multipart upload is aborted")
+		} else {
+			ev.Msg("spool entry dropped")
+		}
 		return Result{}, fmt.Errorf("spool %s: %w", key, err)
 	}
 	log.Info().Str("key", res.Key).Int64("size", res.Size).Bool("existed", res.Existed).
@@ -612,15 +621,25 @@ func (s *Spool) drop(ctx context.Context, id string, rec record, reason string) 
 }
 
 // remove deletes an entry after its Put: the record first, so that a crash
-// in between leaves a stray data file, which Recover removes.
-func (s *Spool) remove(id string, size int64) error {
+// in between leaves a stray data file, which Recover removes. With
+// keepRecord only the data goes: the record still names an upload that
+// may be open in storage.
+func (s *Spool) remove(id string, size int64, keepRecord bool) error {
+	names := []string{id + recordExt, id + dataExt}
+	if keepRecord {
+		names = names[1:]
+	}
 	var errs []error
-	for _, name := range []string{id + recordExt, id + dataExt} {
+	for _, name := range names {
 		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove spool entry: %w", err))
 		}
 	}
-	s.opts.Metrics.spoolAdd(-1, -size)
+	if keepRecord {
+		s.opts.Metrics.spoolAdd(0, -size)
+	} else {
+		s.opts.Metrics.spoolAdd(-1, -size)
+	}
 	return errors.Join(errs...)
 }
 

@@ -53,12 +53,14 @@ type Resumable interface {
 	Uploader
 	// UploadResumable uploads a like Upload. When *mp names a multipart
 	// upload of this key that is still open, it continues it: the parts
-	// already stored are listed, checked and not sent again. A multipart
-	// upload it starts is written into *mp and passed to save before the
-	// first part is sent, so that the caller can record it. When the
-	// attempt fails with ErrUnavailable the upload is left open for a
-	// later call; on any other failure, and when ctx is done, it is aborted
-	// and *mp is cleared.
+	// already stored are listed, checked and not sent again. Before it
+	// starts a multipart upload it passes *mp with Opening set to save, and
+	// once started, the upload's id, before the first part is sent, so that
+	// the caller can record it: a record saved this way names every upload
+	// a crash can leave open. When the attempt fails with ErrUnavailable the
+	// upload is left open for a later call; on any other failure, and when
+	// ctx is done, it is aborted and *mp is cleared (left set when the
+	// abort failed, for the caller to Abandon later).
 	UploadResumable(ctx context.Context, tok fencing.Token, a Artifact, mp *Multipart, save func(Multipart) error) (Result, error)
 	// Abandon aborts every incomplete multipart upload of key, uploadID
 	// (when set) first.
@@ -69,7 +71,14 @@ type Resumable interface {
 type Multipart struct {
 	UploadID string `json:"upload_id,omitempty"`
 	PartSize int64  `json:"part_size,omitempty"`
+	// Opening is set while a request starting a multipart upload of the
+	// key may have reached the storage without its answer: an upload may
+	// be open that only Abandon's listing of the key finds.
+	Opening bool `json:"opening,omitempty"`
 }
+
+// Open reports whether a multipart upload may be open in storage.
+func (m Multipart) Open() bool { return m.UploadID != "" || m.Opening }
 
 // Lister reads artifacts back with the stamps they carry.
 type Lister interface {

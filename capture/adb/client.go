@@ -333,6 +333,20 @@ func (c *Client) Devices(ctx context.Context) ([]DeviceEntry, error) {
 	return ds, nil
 }
 
+// DevicesLong lists the devices the server knows, with their states and
+// models (host:devices-l, what `adb devices -l` shows).
+func (c *Client) DevicesLong(ctx context.Context) ([]DeviceEntry, error) {
+	s, err := c.hostQuery(ctx, "host:devices-l")
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	ds, err := ParseDeviceListLong(s)
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	return ds, nil
+}
+
 // TrackDevices calls fn with the full device list at once and after every
 // change, until ctx ends (it then returns the context's error) or the
 // connection to the server fails.

@@ -23,6 +23,22 @@ func FuzzDecodeScreencap(f *testing.F) {
 	})
 }
 
+func FuzzParseDeviceListLong(f *testing.F) {
+	f.Add("emulator-5554          device product:sdk model:Pixel_7 device:emu transport_id:4\n")
+	f.Add("0123 no permissions (udev); see [http://x] usb:1-1\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		ds, err := ParseDeviceListLong(s)
+		if err != nil {
+			return
+		}
+		for _, d := range ds {
+			if d.Serial == "" || d.State == "" {
+				t.Fatalf("accepted entry %+v", d)
+			}
+		}
+	})
+}
+
 func FuzzParseDeviceList(f *testing.F) {
 	f.Add("R58M123\tdevice\n127.0.0.1:40001\tunauthorized\n")
 	f.Add("0123\tno permissions (udev)\n")

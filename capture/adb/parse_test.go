@@ -17,10 +17,10 @@ func TestParseDeviceList(t *testing.T) {
 	}{
 		{name: "empty", in: ""},
 		{name: "states", in: "R58M123\tdevice\n127.0.0.1:40001\tunauthorized\nemulator-5554\toffline\n",
-			want: []DeviceEntry{{"R58M123", "device", ""}, {"127.0.0.1:40001", "unauthorized", ""}, {"emulator-5554", "offline", ""}}},
+			want: []DeviceEntry{{"R58M123", "device", "", ""}, {"127.0.0.1:40001", "unauthorized", "", ""}, {"emulator-5554", "offline", "", ""}}},
 		{name: "no permissions", in: "0123\tno permissions (user in plugdev group; are your udev rules wrong?); see [http://developer.android.com/tools/device.html]\n",
-			want: []DeviceEntry{{"0123", "no permissions", "(user in plugdev group; are your udev rules wrong?); see [http://developer.android.com/tools/device.html]"}}},
-		{name: "crlf", in: "a\tdevice\r\n", want: []DeviceEntry{{"a", "device", ""}}},
+			want: []DeviceEntry{{"0123", "no permissions", "(user in plugdev group; are your udev rules wrong?); see [http://developer.android.com/tools/device.html]", ""}}},
+		{name: "crlf", in: "a\tdevice\r\n", want: []DeviceEntry{{"a", "device", "", ""}}},
 		{name: "no tab", in: "R58M123 device\n", wantErr: `line 1 "R58M123 device": no tab between serial and state`},
 		{name: "empty serial", in: "\tdevice\n", wantErr: "empty serial"},
 		{name: "empty state", in: "a\t\n", wantErr: "empty state"},
@@ -46,6 +46,39 @@ func TestParseDeviceList(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseDeviceListLong(t *testing.T) {
+	in := "R58M123ABC             unauthorized usb:1-1 transport_id:3\n" +
+		"emulator-5554          device product:sdk_gphone64 model:Pixel_7 device:emu64 transport_id:4\n" +
+		"0123                   no permissions (user in plugdev group; are your udev rules wrong?); see [http://developer.android.com/tools/device.html] usb:1-2 transport_id:5\n" +
+		"127.0.0.1:40001 offline\r\n\n"
+	got, err := ParseDeviceListLong(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DeviceEntry{
+		{"R58M123ABC", "unauthorized", "", ""},
+		{"emulator-5554", "device", "", "Pixel_7"},
+		{"0123", "no permissions", "(user in plugdev group; are your udev rules wrong?); see [http://developer.android.com/tools/device.html]", ""},
+		{"127.0.0.1:40001", "offline", "", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for in, wantErr := range map[string]string{
+		"R58M123\n":                     `line 1 "R58M123": no state after the serial`,
+		"a device\na offline usb:1-1\n": `line 2: serial "a" listed twice`,
+	} {
+		if _, err := ParseDeviceListLong(in); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("ParseDeviceListLong(%q) = %v, want %q", in, err, wantErr)
+		}
 	}
 }
 

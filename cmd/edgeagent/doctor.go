@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,17 +13,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/capture/adb"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -116,7 +112,7 @@ func (c *doctorCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	}
 	d.checkStorage(ctx)
 	d.checkADB(ctx)
-	d.checkPhones()
+	d.checkPhones(ctx)
 	d.checkDisk()
 	d.checkStatusEndpoint(ctx)
 	failed := d.print(w)
@@ -366,58 +362,51 @@ func (d *doctor) checkStorage(ctx context.Context) {
 		scheme = "https"
 	}
 	where := fmt.Sprintf("bucket %s at %s://%s", s.Bucket, scheme, s.Endpoint)
-	// Sign as the uploader will: an empty region is not looked up.
-	region := s.Region
-	if region == "" {
-		region = uploader.DefaultRegion
-	}
-	c, err := minio.New(s.Endpoint, &minio.Options{
-		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey.Value(), ""), Secure: s.Secure, Region: region,
-	})
+	// The uploader the agent runs, built from the same settings: it signs
+	// and checks as the agent's uploads do.
+	up, err := uploader.NewS3(s3Options(d.cfg, ""))
 	if err != nil {
 		d.add("storage", checkFail, where+": "+err.Error(), "check storage.endpoint")
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	ok, err := c.BucketExists(rctx, s.Bucket)
-	if err != nil {
-		resp := minio.ToErrorResponse(err)
-		switch resp.Code {
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied":
-			d.add("storage", checkFail, fmt.Sprintf("%s: credentials refused (%s)", where, resp.Code),
+	if err := up.CheckBucket(rctx); err != nil {
+		switch {
+		case errors.Is(err, uploader.ErrNotFound):
+			d.add("storage", checkFail, where+": the bucket does not exist", "create the bucket or correct storage.bucket")
+		case uploader.IsCredentialsError(err):
+			d.add("storage", checkFail, fmt.Sprintf("%s: credentials refused (%s)", where, uploader.ErrorCode(err)),
 				"check storage.access_key and storage.secret_key (or secret_key_file)")
 		default:
-			d.add("storage", checkFail, fmt.Sprintf("%s: not reachable: %v", where, err),
+			d.add("storage", checkFail, fmt.Sprintf("%s: not reachable: %v", where, errors.Unwrap(err)),
 				"check storage.endpoint and storage.secure, and that this PC can reach the storage server")
 		}
-		return
-	}
-	if !ok {
-		d.add("storage", checkFail, where+": the bucket does not exist", "create the bucket or correct storage.bucket")
 		return
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	key := "doctor/" + d.cfg.AgentID + "/" + hex.EncodeToString(b[:])
-	opts := minio.PutObjectOptions{ContentType: "text/plain"}
-	opts.SetMatchETagExcept("*")
-	body := []byte("edgeagent doctor write check\n")
-	if _, err := c.PutObject(rctx, s.Bucket, key, bytes.NewReader(body), int64(len(body)), opts); err != nil {
-		d.add("storage", checkFail, fmt.Sprintf("%s reachable, but writing %s failed: %v", where, key, err),
-			"allow this agent's key s3:PutObject on jobs/* and doctor/"+d.cfg.AgentID+"/* in the bucket policy")
-		return
-	}
-	if err := c.RemoveObject(rctx, s.Bucket, key, minio.RemoveObjectOptions{}); err != nil {
-		d.add("storage", checkWarn, fmt.Sprintf("%s: write works; removing the test object %s failed: %v", where, key, err),
+	switch err := up.CheckWrite(rctx, key); {
+	case errors.Is(err, uploader.ErrCheckLeftover):
+		d.add("storage", checkWarn, fmt.Sprintf("%s: write works; removing the test object %s failed: %v", where, key, errors.Unwrap(err)),
 			"allow s3:DeleteObject on doctor/"+d.cfg.AgentID+"/*, or remove doctor/ objects from time to time")
-		return
+	case err != nil:
+		d.add("storage", checkFail, fmt.Sprintf("%s reachable, but writing %s failed: %v", where, key, errors.Unwrap(err)),
+			"allow this agent's key s3:PutObject on jobs/* and doctor/"+d.cfg.AgentID+"/* in the bucket policy")
+	default:
+		d.add("storage", checkOK, where+": reachable, conditional write (If-None-Match) and delete work", "")
 	}
-	d.add("storage", checkOK, where+": reachable, conditional write (If-None-Match) and delete work", "")
 }
 
 func (d *doctor) onlySimulated() bool {
 	return len(d.cfg.Devices) > 0 && len(d.cfg.SimulatedDevices()) == len(d.cfg.Devices)
+}
+
+// adbClient is the client the agent's adb backend uses, for the configured
+// server; doctor never starts the server.
+func (d *doctor) adbClient() *adb.Client {
+	return adb.New(adb.Options{Addr: d.cfg.ADB.Address, ADBPath: d.cfg.ADB.Path, NoStart: true, DialTimeout: d.timeout})
 }
 
 func (d *doctor) checkADB(ctx context.Context) {
@@ -435,115 +424,30 @@ func (d *doctor) checkADB(ctx context.Context) {
 			binVersion = firstLine(string(out))
 		}
 	}
-	ver, serr := adbServerVersion(d.cfg.ADB.Address, d.timeout)
+	c := d.adbClient()
+	vctx, cancel := context.WithTimeout(ctx, d.timeout)
+	ver, serr := c.Version(vctx)
+	cancel()
 	switch {
 	case serr == nil:
-		d.adbServer = ver
-		detail := fmt.Sprintf("adb server at %s answers, protocol version %s", d.cfg.ADB.Address, ver)
+		d.adbServer = strconv.Itoa(ver)
+		detail := fmt.Sprintf("adb server at %s answers, protocol version %d", c.Addr(), ver)
 		if binVersion != "" {
 			detail += "; " + binVersion + " at " + path
 		}
 		d.add("adb", checkOK, detail, "")
 	case lerr != nil:
-		d.add("adb", checkFail, fmt.Sprintf("no adb server at %s (%v) and no adb binary %q to start one", d.cfg.ADB.Address, serr, d.cfg.ADB.Path),
+		d.add("adb", checkFail, fmt.Sprintf("no adb server at %s (%v) and no adb binary %q to start one", c.Addr(), errors.Unwrap(serr), d.cfg.ADB.Path),
 			"install adb (Debian: apt-get install adb; Windows: Android SDK platform-tools) or set adb.path")
 	case binVersion == "":
-		d.add("adb", checkFail, fmt.Sprintf("no adb server at %s, and %s does not run", d.cfg.ADB.Address, path),
+		d.add("adb", checkFail, fmt.Sprintf("no adb server at %s, and %s does not run", c.Addr(), path),
 			"reinstall adb, or set adb.path to a working binary")
 	default:
-		d.add("adb", checkOK, fmt.Sprintf("%s at %s; no server at %s yet (the agent starts one)", binVersion, path, d.cfg.ADB.Address), "")
+		d.add("adb", checkOK, fmt.Sprintf("%s at %s; no server at %s yet (the agent starts one)", binVersion, path, c.Addr()), "")
 	}
 }
 
-// adbServerVersion asks the adb server at addr for its version with the
-// host protocol (host:version).
-func adbServerVersion(addr string, timeout time.Duration) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if err := adbSend(conn, "host:version"); err != nil {
-		return "", err
-	}
-	payload, err := adbReply(bufio.NewReader(conn))
-	if err != nil {
-		return "", err
-	}
-	v, err := strconv.ParseInt(payload, 16, 32)
-	if err != nil {
-		return "", fmt.Errorf("adb server sent version %q", payload)
-	}
-	return strconv.FormatInt(v, 10), nil
-}
-
-func adbSend(w io.Writer, req string) error {
-	_, err := fmt.Fprintf(w, "%04x%s", len(req), req)
-	return err
-}
-
-// adbReply reads OKAY followed by a length-prefixed payload, or a FAIL.
-func adbReply(r *bufio.Reader) (string, error) {
-	status := make([]byte, 4)
-	if _, err := io.ReadFull(r, status); err != nil {
-		return "", fmt.Errorf("read adb status: %w", err)
-	}
-	n := make([]byte, 4)
-	if _, err := io.ReadFull(r, n); err != nil {
-		return "", fmt.Errorf("read adb length: %w", err)
-	}
-	size, err := strconv.ParseInt(string(n), 16, 32)
-	if err != nil {
-		return "", fmt.Errorf("adb length %q", n)
-	}
-	payload := make([]byte, size)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return "", fmt.Errorf("read adb payload: %w", err)
-	}
-	if string(status) != "OKAY" {
-		return "", fmt.Errorf("adb: %s", payload)
-	}
-	return string(payload), nil
-}
-
-type adbDevice struct{ serial, state, model string }
-
-var adbModelRe = regexp.MustCompile(`\bmodel:(\S+)`)
-
-func adbDevices(addr string, timeout time.Duration) ([]adbDevice, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if err := adbSend(conn, "host:devices-l"); err != nil {
-		return nil, err
-	}
-	payload, err := adbReply(bufio.NewReader(conn))
-	if err != nil {
-		return nil, err
-	}
-	var out []adbDevice
-	for _, line := range strings.Split(payload, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		dev := adbDevice{serial: f[0], state: f[1]}
-		if f[1] == "no" && len(f) > 2 && f[2] == "permissions" {
-			dev.state = "no permissions"
-		}
-		if m := adbModelRe.FindStringSubmatch(line); m != nil {
-			dev.model = m[1]
-		}
-		out = append(out, dev)
-	}
-	return out, nil
-}
-
-func (d *doctor) checkPhones() {
+func (d *doctor) checkPhones(ctx context.Context) {
 	for _, s := range d.cfg.SimulatedDevices() {
 		d.add("phone "+s.Serial, checkOK, "simulated", "")
 	}
@@ -554,20 +458,22 @@ func (d *doctor) checkPhones() {
 		d.add("phones", checkSkip, "the adb server is not running, so no phone can be listed", "start it with: adb start-server")
 		return
 	}
-	devs, err := adbDevices(d.cfg.ADB.Address, d.timeout)
+	lctx, cancel := context.WithTimeout(ctx, d.timeout)
+	devs, err := d.adbClient().DevicesLong(lctx)
+	cancel()
 	if err != nil {
 		d.add("phones", checkFail, "list phones: "+err.Error(), "restart the adb server: adb kill-server && adb start-server")
 		return
 	}
-	attached := map[string]adbDevice{}
+	attached := map[string]bool{}
 	for _, dev := range devs {
-		attached[dev.serial] = dev
+		attached[dev.Serial] = true
 	}
 	wanted := map[string]bool{}
 	for _, c := range d.cfg.Devices {
 		if !c.Simulated {
 			wanted[c.Serial] = true
-			if _, ok := attached[c.Serial]; !ok {
+			if !attached[c.Serial] {
 				d.add("phone "+c.Serial, checkFail, "listed in devices but not attached",
 					"plug it in (a data cable, not a charge-only one), unlock it, and check adb devices; or remove it from devices")
 			}
@@ -577,24 +483,24 @@ func (d *doctor) checkPhones() {
 		d.add("phones", checkWarn, "no phone is attached", "plug in a phone with USB debugging on (Settings > Developer options)")
 	}
 	for _, dev := range devs {
-		if len(wanted) > 0 && !wanted[dev.serial] {
-			d.add("phone "+dev.serial, checkSkip, dev.state+"; not listed in devices, so not offered", "")
+		if len(wanted) > 0 && !wanted[dev.Serial] {
+			d.add("phone "+dev.Serial, checkSkip, dev.State+"; not listed in devices, so not offered", "")
 			continue
 		}
-		name := "phone " + dev.serial
-		switch dev.state {
-		case "device":
-			d.add(name, checkOK, "ready"+modelSuffix(dev.model), "")
-		case "unauthorized":
+		name := "phone " + dev.Serial
+		switch dev.State {
+		case adb.StateDevice:
+			d.add(name, checkOK, "ready"+modelSuffix(dev.Model), "")
+		case adb.StateUnauthorized:
 			d.add(name, checkFail, "unauthorized: the phone has not accepted this PC's adb key",
 				"unlock the phone and accept \"Allow USB debugging?\" (tick \"Always allow from this computer\"); no prompt? Developer options > Revoke USB debugging authorisations, then replug")
-		case "offline":
+		case adb.StateOffline:
 			d.add(name, checkFail, "offline", "replug the cable or run: adb reconnect offline; reboot the phone if it stays offline")
-		case "no permissions":
+		case adb.StateNoPermissions:
 			d.add(name, checkFail, "no permissions: this user may not open the USB device",
 				"install udev rules for Android (Debian: apt-get install android-sdk-platform-tools-common) and add the agent's user to plugdev, then replug")
 		default:
-			d.add(name, checkWarn, dev.state, "wait for the phone to finish booting or recovery; replug it")
+			d.add(name, checkWarn, dev.State, "wait for the phone to finish booting or recovery; replug it")
 		}
 	}
 }
@@ -606,9 +512,12 @@ func modelSuffix(m string) string {
 	return " (" + m + ")"
 }
 
+// diskFreeOf is diskFree, replaced by tests that need a fixed answer.
+var diskFreeOf = diskFree
+
 func (d *doctor) checkDisk() {
 	dir := nearestDir(d.cfg.StateDir)
-	free, err := diskFree(dir)
+	free, err := diskFreeOf(dir)
 	if err != nil {
 		d.add("spool disk", checkWarn, "cannot read free space of "+dir+": "+err.Error(), "")
 		return

@@ -153,12 +153,7 @@ func buildStorage(cfg *config.Agent, spool string, authorize uploader.Authorize,
 	var up uploader.Uploader
 	switch cfg.Storage.Mode {
 	case config.StorageDirect:
-		s3, err := uploader.NewS3(uploader.S3Options{
-			Endpoint: cfg.Storage.Endpoint, Secure: cfg.Storage.Secure, Region: cfg.Storage.Region,
-			Bucket: cfg.Storage.Bucket, AccessKey: cfg.Storage.AccessKey, SecretKey: cfg.Storage.SecretKey.Value(),
-			PartSize: cfg.Storage.PartSize.Int64(), Parallelism: cfg.Storage.Parallelism, TempDir: spool,
-			BytesPerSecond: cfg.Storage.BandwidthLimit.Int64(),
-		})
+		s3, err := uploader.NewS3(s3Options(cfg, spool))
 		if err != nil {
 			return nil, fmt.Errorf("set up storage: %w", err)
 		}
