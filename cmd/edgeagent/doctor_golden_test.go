@@ -1,12 +1,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,32 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got with testdata/name, or rewrites the file with
-// -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run go test -run %s -update to write it): %v", t.Name(), err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (run go test -run %s -update after checking the change):\n--- got\n%s\n--- want\n%s", path, t.Name(), got, want)
-	}
-}
 
 var portRe = regexp.MustCompile(`127\.0\.0\.1:\d+`)
 
@@ -116,5 +91,5 @@ status:
 		t.Errorf("doctor: exit %d, want 1; stderr %s", code, errOut)
 	}
 	out = strings.ReplaceAll(out, filepath.Dir(cfg), "<config dir>")
-	golden(t, "doctor_broken.golden", normalizeDoctor(out, tmp))
+	testenv.Golden(t, "doctor_broken.golden", normalizeDoctor(out, tmp))
 }
