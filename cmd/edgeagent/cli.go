@@ -53,9 +53,12 @@ func exitCode(err error) int {
 
 // run executes the command line args (without the program name), writing
 // output to stdout and diagnostics to stderr. It reports every error itself;
-// the caller only maps the result to an exit status with exitCode.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return newApp(stdout, stderr, startAgent).run(ctx, args)
+// the caller only maps the result to an exit status with exitCode. Closing
+// hardStop stops a running agent at once, even while it drains.
+func run(ctx context.Context, hardStop <-chan struct{}, args []string, stdout, stderr io.Writer) error {
+	a := newApp(stdout, stderr, startAgent)
+	a.hardStop = hardStop
+	return a.run(ctx, args)
 }
 
 // command is one subcommand with its own flags.
@@ -74,9 +77,10 @@ type command interface {
 type app struct {
 	stdout, stderr io.Writer
 	commands       []command
+	hardStop       <-chan struct{} // see run
 }
 
-func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Agent, zerolog.Logger) error) *app {
+func newApp(stdout, stderr io.Writer, start startFunc) *app {
 	a := &app{stdout: stdout, stderr: stderr}
 	a.commands = []command{
 		&runCommand{app: a, start: start},
@@ -232,7 +236,7 @@ func (a *app) commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
 // runCommand runs the agent in the foreground until it is interrupted.
 type runCommand struct {
 	app        *app
-	start      func(context.Context, *config.Agent, zerolog.Logger) error
+	start      startFunc
 	configPath string
 }
 
@@ -253,12 +257,11 @@ func (c *runCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	}
 	root, sw := newLogger(cfg.Log, c.app.stderr)
 	log := root.With().Str("agent_id", cfg.AgentID).Logger()
-	ctx = withLogging(ctx, root, sw)
 	for _, w := range cfg.Warnings() {
 		log.Warn().Msg(w)
 	}
 	log.Info().Str("version", version).Str("config", c.configPath).Msg("starting edgeagent")
-	if err := c.start(ctx, cfg, log); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+	if err := c.start(ctx, c.app.hardStop, cfg, logging{root: root, level: sw}); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
 		log.Error().Err(err).Msg("edgeagent stopped with an error")
 		return &exitError{exitFailure}
 	}

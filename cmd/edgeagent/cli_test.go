@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/rs/zerolog"
 )
 
 // writeConfig writes a config file and returns its path.
@@ -47,7 +46,7 @@ storage:
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = exitCode(run(t.Context(), args, &out, &errOut))
+	code = exitCode(run(t.Context(), nil, args, &out, &errOut))
 	return code, out.String(), errOut.String()
 }
 
@@ -168,7 +167,7 @@ func TestVersionFromLinker(t *testing.T) {
 }
 
 // runWith runs the CLI with start in place of the agent runtime.
-func runWith(t *testing.T, ctx context.Context, start func(context.Context, *config.Agent, zerolog.Logger) error, args ...string) (int, string, string) {
+func runWith(t *testing.T, ctx context.Context, start startFunc, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := exitCode(newApp(&out, &errOut, start).run(ctx, args))
@@ -180,8 +179,9 @@ func TestRun(t *testing.T) {
 
 	t.Run("starts the agent with the config and a logger", func(t *testing.T) {
 		var got *config.Agent
-		start := func(ctx context.Context, cfg *config.Agent, log zerolog.Logger) error {
+		start := func(ctx context.Context, _ <-chan struct{}, cfg *config.Agent, logs logging) error {
 			got = cfg
+			log := logs.root.With().Str("agent_id", cfg.AgentID).Logger() // as the agent does
 			log.Debug().Str("component", "test").Msg("hello")
 			return nil
 		}
@@ -211,7 +211,9 @@ func TestRun(t *testing.T) {
 	})
 
 	t.Run("runtime failure exits 1 and is logged", func(t *testing.T) {
-		start := func(context.Context, *config.Agent, zerolog.Logger) error { return errors.New("connect nats: refused") }
+		start := func(context.Context, <-chan struct{}, *config.Agent, logging) error {
+			return errors.New("connect nats: refused")
+		}
 		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", path)
 		if code != 1 || !strings.Contains(stderr, `"error":"connect nats: refused"`) {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -220,7 +222,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("cancellation is a clean stop", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
-		start := func(ctx context.Context, _ *config.Agent, _ zerolog.Logger) error {
+		start := func(ctx context.Context, _ <-chan struct{}, _ *config.Agent, _ logging) error {
 			cancel()
 			<-ctx.Done()
 			return ctx.Err()
@@ -233,7 +235,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("invalid config exits 2 without starting", func(t *testing.T) {
 		bad := writeConfig(t, "agent_id: a\nlease:\n  safety_margin: soon\n")
-		start := func(context.Context, *config.Agent, zerolog.Logger) error {
+		start := func(context.Context, <-chan struct{}, *config.Agent, logging) error {
 			t.Error("agent started with an invalid config")
 			return nil
 		}
@@ -245,7 +247,8 @@ func TestRun(t *testing.T) {
 
 	t.Run("console log format", func(t *testing.T) {
 		console := writeConfig(t, validConfig+"log:\n  format: console\n  level: warn\n")
-		start := func(_ context.Context, _ *config.Agent, log zerolog.Logger) error {
+		start := func(_ context.Context, _ <-chan struct{}, _ *config.Agent, logs logging) error {
+			log := logs.root
 			log.Info().Msg("hidden")
 			log.Warn().Msg("shown")
 			return nil
@@ -258,7 +261,8 @@ func TestRun(t *testing.T) {
 
 	t.Run("secrets stay out of the log", func(t *testing.T) {
 		secretCfg := writeConfig(t, directConfig+"  secret_key: very-secret-key\n")
-		start := func(_ context.Context, cfg *config.Agent, log zerolog.Logger) error {
+		start := func(_ context.Context, _ <-chan struct{}, cfg *config.Agent, logs logging) error {
+			log := logs.root
 			log.Info().Interface("config", cfg).Msg("config")
 			return nil
 		}
