@@ -77,6 +77,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
+	// Every series is there from the start, at 0.
 	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "outcome_unknown"} {
 		m.stops.WithLabelValues(c)
 	}
@@ -85,6 +86,14 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 	for _, o := range []string{"ok", "error", "stopped"} {
 		m.artifacts.WithLabelValues(o)
+	}
+	for _, o := range []string{"succeeded", "failed", "stopped", "error"} {
+		m.jobs.WithLabelValues(o)
+	}
+	for _, k := range []string{"task", "interactive"} {
+		for _, o := range []string{"ok", "error"} {
+			m.steps.WithLabelValues(k, o)
+		}
 	}
 	return m, nil
 }
