@@ -245,10 +245,14 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 		stopRun()
 		return err
 	case <-hardStop:
+	case <-ctx.Done():
+	}
+	select {
+	case <-hardStop: // also when both came at once
 		d.log.Warn().Msg("stopping at once: running jobs are cut short")
 		stopRun()
 		return <-runErr
-	case <-ctx.Done():
+	default:
 	}
 	timeout := d.cfg.Jobs.ShutdownTimeout.Duration()
 	d.log.Info().Dur("shutdown_timeout", timeout).Msg("draining: no new jobs; waiting for running jobs (signal again to stop at once)")
