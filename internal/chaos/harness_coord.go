@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+)
+
+// ── Coordinators ────────────────────────────────────────────────────────
+
+type coordSlot struct {
+	r   *run
+	idx int
+
+	mu   sync.Mutex
+	inst *coordInst
+	n    int
+}
+
+type coordInst struct {
+	name   string
+	srv    *coordinator.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *coordSlot) current() *coordInst {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inst
+}
+
+// start runs a new coordinator process in the background: it opens its own
+// store handle and NATS connection (retrying while they are down) and
+// serves until stopped.
+func (s *coordSlot) start() {
+	r := s.r
+	s.mu.Lock()
+	s.n++
+	name := fmt.Sprintf("coord-%d.%d", s.idx, s.n)
+	ctx, cancel := context.WithCancel(context.Background())
+	inst := &coordInst{name: name, cancel: cancel, done: make(chan struct{})}
+	s.inst = inst
+	s.mu.Unlock()
+	log := r.opts.Log.With().Int64("seed", r.plan.Seed).Str("process", name).Logger()
+	go func() {
+		defer close(inst.done)
+		var raw coordinator.Store
+		for {
+			octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+			st, err := r.openStore(octx)
+			ocancel()
+			if err == nil {
+				raw = st
+				break
+			}
+			if !sleepCtx(ctx, 25*time.Millisecond) {
+				return
+			}
+		}
+		defer raw.Close()
+		nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name(name), nats.MaxReconnects(-1),
+			nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
+			nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(log))
+		if err != nil {
+			r.rec.note(name + " could not connect: " + err.Error())
+			return
+		}
+		defer nc.Close()
+		var st coordinator.Store = raw
+		if r.opts.WrapStore != nil {
+			st = r.opts.WrapStore(st)
+		}
+		st = &recordingStore{Store: &faultyStore{Store: st, f: &r.storeF}, client: name, rec: r.rec}
+		tm := r.tm
+		srv := coordinator.New(nc, st, coordinator.Options{
+			ID: name, LeaseTTL: tm.ttl, ReapInterval: tm.reap, ScheduleInterval: tm.schedule,
+			HeartbeatEvery: tm.heartbeat, OfflineAfter: tm.offline, AssignTimeout: tm.assign, Log: log,
+		})
+		s.mu.Lock()
+		inst.srv = srv
+		s.mu.Unlock()
+		r.rec.note(name + " started")
+		for {
+			err := srv.Run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			r.rec.note(fmt.Sprintf("%s stopped: %v; starting again", name, err))
+			if !sleepCtx(ctx, 25*time.Millisecond) {
+				return
+			}
+		}
+	}()
+}
+
+// stop stops the running coordinator process and waits for it.
+func (s *coordSlot) stop() {
+	s.mu.Lock()
+	inst := s.inst
+	s.inst = nil
+	s.mu.Unlock()
+	if inst == nil {
+		return
+	}
+	inst.cancel()
+	<-inst.done
+	s.r.rec.note(inst.name + " stopped")
+}
+
+func (s *coordSlot) server() *coordinator.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst == nil {
+		return nil
+	}
+	return s.inst.srv
+}
