@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,8 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
@@ -52,12 +50,12 @@ type agentSlot struct {
 
 type agentInst struct {
 	name   string // owner: <agent_id>/<boot_id>
+	d      *agent.Daemon
 	a      *agent.Agent
-	nc     *nats.Conn
 	nlink  *NATSLink
 	s3link *S3Link
 	tr     *http.Transport
-	cancel context.CancelFunc
+	hard   chan struct{} // closed to stop the process at once
 	done   chan struct{}
 }
 
@@ -179,19 +177,14 @@ func (s *agentSlot) pending() int {
 }
 
 // start runs a new process of the agent: new boot id, its own NATS link,
-// storage link, NATS connection and simulated phones.
+// storage link, NATS connection and simulated phones. The agent is built by
+// agent.NewDaemon, as `edgeagent run` builds it, with the links, the
+// phones, the wall clock and the retry policies injected.
 func (s *agentSlot) start() error {
 	r := s.r
 	tm := r.tm
 	if r.closing.Load() {
 		return nil
-	}
-	// The state directory outlives the process, as on a PC: a restarted
-	// process finds the upload spool of the one before.
-	stateDir := filepath.Join(r.dir, "agents", s.id)
-	captureDir := filepath.Join(stateDir, agent.SpoolDir, "capture")
-	if err := os.MkdirAll(captureDir, 0o700); err != nil {
-		return fmt.Errorf("create state directory of %s: %w", s.id, err)
 	}
 	nlink, err := NewNATSLink("", r.natsAddr(), s, r.rec)
 	if err != nil {
@@ -209,30 +202,6 @@ func (s *agentSlot) start() error {
 		tr.CloseIdleConnections()
 		return err
 	}
-	log := r.opts.Log.With().Int64("seed", r.plan.Seed).Logger()
-	// Storage as cmd/edgeagent wires it: the upload spool in front of the
-	// bucket, its entries dropped when a job stops and those of previous
-	// boots recovered at start.
-	s3, err := uploader.NewS3(uploader.S3Options{
-		Endpoint: s3link.Endpoint(), Region: r.region, Bucket: r.bucket, AccessKey: r.ak, SecretKey: r.sk,
-		Transport: stampTransport{tr}, PartSize: r.opts.PartSize, TempDir: filepath.Join(stateDir, agent.SpoolDir),
-		Retry: uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-	})
-	if err != nil {
-		return fail(err)
-	}
-	spool, err := uploader.NewSpool(filepath.Join(stateDir, agent.SpoolDir, "uploads"), s3, uploader.SpoolOptions{
-		Log: log, Retry: uploader.RetryPolicy{Initial: tm.ttl / 10, Max: tm.ttl / 2}, GiveUpAfter: 4 * tm.ttl,
-	})
-	if err != nil {
-		return fail(err)
-	}
-	nc, err := nats.Connect(nlink.URL(), nats.Name("edgeagent "+s.id), nats.CustomInboxPrefix(protocol.InboxPrefix(s.id)),
-		nats.MaxReconnects(-1), nats.ReconnectWait(25*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
-		nats.ReconnectBufSize(-1), nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(r.log))
-	if err != nil {
-		return fail(fmt.Errorf("connect agent %s: %w", s.id, err))
-	}
 	inv := capture.NewInventory()
 	for k := range r.plan.Shape.PhonesPerAgent {
 		ph := capture.NewSimulated(capture.SimOptions{
@@ -240,35 +209,59 @@ func (s *agentSlot) start() error {
 		})
 		r.keepPhone(ph)
 		if err := inv.Add(ph); err != nil {
-			nc.Close()
 			return fail(err)
 		}
 	}
-	a, err := agent.New(agent.Options{
-		AgentID: s.id, Version: "chaos", Conn: nc, Phones: agent.InventoryPhones(inv, captureDir, capture.OpLogOptions{}),
-		Store: spool, Slots: r.plan.Shape.PhonesPerAgent, SafetyMargin: tm.margin, RequestTimeout: tm.request,
-		Log: log, GuardCheckInterval: tm.guardCheck, WallClock: s.clock.Now,
-		OnStop: func(tok fencing.Token, _ error) {
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, _ = spool.DropGeneration(dctx, tok)
+	cfg := config.DefaultAgent()
+	cfg.AgentID = s.id
+	// The state directory outlives the process, as on a PC: a restarted
+	// process finds the upload spool of the one before.
+	cfg.StateDir = filepath.Join(r.dir, "agents", s.id)
+	cfg.Lease.SafetyMargin = config.Duration(tm.margin)
+	cfg.NATS.RequestTimeout = config.Duration(tm.request)
+	cfg.Jobs.Concurrency = r.plan.Shape.PhonesPerAgent
+	cfg.Storage.S3 = config.S3{Endpoint: s3link.Endpoint(), Region: r.region, Bucket: r.bucket, AccessKey: r.ak, SecretKey: config.Secret(r.sk)}
+	if r.opts.PartSize > 0 {
+		cfg.Storage.PartSize = config.ByteSize(r.opts.PartSize)
+	}
+	cfg.Status.Listen = ""
+	d, err := agent.NewDaemon(context.Background(), cfg, agent.System{
+		DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
+			nc, err := nats.Connect(nlink.URL(), append(opts,
+				nats.MaxReconnects(-1), nats.ReconnectWait(25*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
+				nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(r.log))...)
+			if err != nil {
+				return nil, fmt.Errorf("connect agent %s: %w", s.id, err)
+			}
+			return nc, nil
 		},
+		Phones: inv,
+		Storage: agent.StorageHooks{
+			S3: func(o *uploader.S3Options) {
+				o.Transport = stampTransport{tr}
+				o.Retry = uploader.RetryPolicy{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+			},
+			Spool: func(o *uploader.SpoolOptions) {
+				o.Retry = uploader.RetryPolicy{Initial: tm.ttl / 10, Max: tm.ttl / 2}
+				o.GiveUpAfter = 4 * tm.ttl
+			},
+		},
+		WallClock: s.clock.Now, GuardCheckInterval: tm.guardCheck,
+		Log: r.opts.Log.With().Int64("seed", r.plan.Seed).Logger(), Version: "chaos",
 	})
 	if err != nil {
-		nc.Close()
 		return fail(err)
 	}
+	a := d.Agent()
 	nlink.setName(a.Owner())
 	s3link.setName(a.Owner())
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	if rep, err := spool.Recover(rctx, a.Owner()); err != nil {
+	if rep, err := d.Recovered(); err != nil {
 		r.rec.note(fmt.Sprintf("agent process %s: recover upload spool: %v", a.Owner(), err))
 	} else if rep.Dropped > 0 {
 		r.rec.note(fmt.Sprintf("agent process %s dropped %d uploads of previous boots", a.Owner(), rep.Dropped))
 	}
-	rcancel()
-	ctx, cancel := context.WithCancel(context.Background())
-	inst := &agentInst{name: a.Owner(), a: a, nc: nc, nlink: nlink, s3link: s3link, tr: tr, cancel: cancel, done: make(chan struct{})}
+	hard := make(chan struct{})
+	inst := &agentInst{name: a.Owner(), d: d, a: a, nlink: nlink, s3link: s3link, tr: tr, hard: hard, done: make(chan struct{})}
 	s.mu.Lock()
 	s.n++
 	s.inst = inst
@@ -276,7 +269,7 @@ func (s *agentSlot) start() error {
 	r.rec.note("agent process " + inst.name + " started")
 	go func() {
 		defer close(inst.done)
-		if err := a.Run(ctx); err != nil {
+		if err := d.Run(context.Background(), hard); err != nil {
 			r.rec.note(fmt.Sprintf("agent process %s ended: %v", inst.name, err))
 		}
 	}()
@@ -295,10 +288,13 @@ func (s *agentSlot) kill(why string) string {
 	}
 	inst.nlink.Kill()
 	inst.s3link.Kill()
+	// What the dead process held goes at once, as the OS would take it:
+	// its NATS connection and the lock on its state directory, which a
+	// restarted process takes.
+	inst.d.Close()
 	s.r.rec.note("agent process " + inst.name + " killed (" + why + ")")
 	s.r.goBG(func() {
-		inst.cancel()
-		inst.nc.Close()
+		close(inst.hard)
 		<-inst.done
 		s.finish(inst)
 	})
@@ -333,8 +329,8 @@ func (s *agentSlot) stop(running map[string]string, live map[string]bool) {
 		}
 		live[inst.name] = true
 	}
-	inst.cancel()
+	close(inst.hard)
 	<-inst.done
-	inst.nc.Close()
+	inst.d.Close()
 	s.finish(inst)
 }

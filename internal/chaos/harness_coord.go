@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 )
 
@@ -64,30 +65,30 @@ func (s *coordSlot) start() {
 			}
 		}
 		defer raw.Close()
-		nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name(name), nats.MaxReconnects(-1),
-			nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
-			nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(log))
-		if err != nil {
-			r.rec.note(name + " could not connect: " + err.Error())
-			return
-		}
-		defer nc.Close()
 		var st coordinator.Store = raw
 		if r.opts.WrapStore != nil {
 			st = r.opts.WrapStore(st)
 		}
 		st = &recordingStore{Store: &faultyStore{Store: st, f: &r.storeF}, client: name, rec: r.rec}
-		tm := r.tm
-		srv := coordinator.New(nc, st, coordinator.Options{
-			ID: name, LeaseTTL: tm.ttl, ReapInterval: tm.reap, ScheduleInterval: tm.schedule,
-			HeartbeatEvery: tm.heartbeat, OfflineAfter: tm.offline, AssignTimeout: tm.assign, Log: log,
+		d, err := coordinator.NewDaemon(r.coordConfig(name), coordinator.System{
+			Store: st, Log: log, Version: "chaos",
+			DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
+				return nats.Connect("nats://"+r.natsAddr(), append(opts, nats.MaxReconnects(-1),
+					nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
+					nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(log))...)
+			},
 		})
+		if err != nil {
+			r.rec.note(name + " could not start: " + err.Error())
+			return
+		}
+		defer d.Close()
 		s.mu.Lock()
-		inst.srv = srv
+		inst.srv = d.Server()
 		s.mu.Unlock()
 		r.rec.note(name + " started")
 		for {
-			err := srv.Run(ctx)
+			err := d.Run(ctx)
 			if ctx.Err() != nil {
 				return
 			}
@@ -97,6 +98,22 @@ func (s *coordSlot) start() {
 			}
 		}
 	}()
+}
+
+// coordConfig is the config of the coordinator process name: the
+// schedule's timing, no metrics endpoint.
+func (r *run) coordConfig(name string) *config.Coordinator {
+	tm := r.tm
+	cfg := config.DefaultCoordinator()
+	cfg.CoordinatorID = name
+	cfg.Lease.TTL = config.Duration(tm.ttl)
+	cfg.Lease.ReapInterval = config.Duration(tm.reap)
+	cfg.Scheduler.Interval = config.Duration(tm.schedule)
+	cfg.Agents.Heartbeat = config.Duration(tm.heartbeat)
+	cfg.Agents.OfflineAfter = config.Duration(tm.offline)
+	cfg.NATS.RequestTimeout = config.Duration(tm.assign) // the assign timeout
+	cfg.Metrics.Listen = ""
+	return cfg
 }
 
 // stop stops the running coordinator process and waits for it.
