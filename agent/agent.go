@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/capture"
@@ -98,6 +99,9 @@ type Options struct {
 	GuardCheckInterval time.Duration
 	// WallClock overrides the wall clock of the lease guards (tests).
 	WallClock func() time.Time
+	// Registry, when set, receives the agent's metrics (the status
+	// endpoint's /metrics serves it); default a registry of its own.
+	Registry *prometheus.Registry
 	// UploadMode is the agent's storage mode (direct or presigned); a
 	// presigned agent warns when the coordinator's hello reply says it does
 	// not presign.
@@ -188,7 +192,8 @@ func New(opts Options) (*Agent, error) {
 		opts.Version = "dev"
 	}
 	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	var err error
+	if _, err = rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("new agent: boot id: %w", err)
 	}
 	a := &Agent{
@@ -201,9 +206,11 @@ func New(opts Options) (*Agent, error) {
 		slots:    opts.Slots,
 		idle:     opts.InteractiveIdle,
 		started:  time.Now(),
-		metrics:  newMetrics(),
 		rehello:  make(chan struct{}, 1),
 		settings: map[string]string{},
+	}
+	if a.metrics, err = newMetrics(opts.Registry); err != nil {
+		return nil, fmt.Errorf("new agent: %w", err)
 	}
 	a.owner = fencing.Owner(opts.AgentID, a.bootID)
 	a.log = opts.Log.With().Str("component", "agent").Str("agent_id", opts.AgentID).Str("boot_id", a.bootID).Logger()

@@ -567,7 +567,7 @@ func TestStatusEndpoint(t *testing.T) {
 	r.waitStop(tok.JobID)
 	code, body = get("/metrics")
 	for _, want := range []string{"edgeagent_jobs_running 0", `edgeagent_job_stops_total{cause="revoked"} 1`,
-		`edgeagent_lease_renewals_total{outcome="accepted"}`, "edgeagent_upload_bytes_total", "edgeagent_nats_connected 1"} {
+		`edgeagent_lease_renewals_total{outcome="accepted"}`, "edgeagent_artifact_bytes_total", "edgeagent_nats_connected 1"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -24,4 +24,14 @@
 // with the step verb (interactive jobs). StatusHandler serves /metrics,
 // /healthz, /readyz and /status on a loopback address; LockStateDir keeps
 // one agent per state directory.
+//
+// NewDaemon builds the whole agent of a process from its config and a
+// System of dependencies (NATS dialer, phones, storage hooks, clock,
+// logger, metrics registry), each defaulting to what the config describes:
+// the state directory's lock, the upload spool in front of the bucket or of
+// presigned PUTs (its generation dropped on every stop, previous boots'
+// entries recovered at start), the phones, the status endpoint and the NATS
+// connection. Daemon.Run drains when its context is cancelled and stops at
+// once when its hard-stop channel is closed. `edgeagent run`, the chaos
+// harness, the benchmarks and the lab all build their agents with it.
 package agent

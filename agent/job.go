@@ -500,15 +500,15 @@ func (j *job) publish(c capture.Artifact) (string, error) {
 	})
 	switch {
 	case errors.Is(err, errStopped):
-		j.a.metrics.uploads.WithLabelValues("stopped").Inc()
+		j.a.metrics.artifacts.WithLabelValues("stopped").Inc()
 		return "", errStopped
 	case err != nil:
-		j.a.metrics.uploads.WithLabelValues("error").Inc()
+		j.a.metrics.artifacts.WithLabelValues("error").Inc()
 		return "", fmt.Errorf("upload %s: %w", c.Name, err)
 	}
-	j.a.metrics.uploads.WithLabelValues("ok").Inc()
+	j.a.metrics.artifacts.WithLabelValues("ok").Inc()
 	if !res.Existed {
-		j.a.metrics.uploadBytes.Add(float64(res.Size))
+		j.a.metrics.artifactBytes.Add(float64(res.Size))
 	}
 	err = j.effect(j.work, "register "+c.Name, nil, func(ctx context.Context) error {
 		return j.call(ctx, protocol.VerbArtifact, protocol.Artifact{

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -9,24 +10,31 @@ import (
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
-// metrics are the agent's Prometheus metrics, in a registry of its own.
+// metrics are the agent's Prometheus metrics, in the registry of
+// Options.Registry (a registry of its own when none is given). The upload
+// counters of the uploader package (edgeagent_uploads_total,
+// edgeagent_upload_bytes_total) count network uploads; the agent's count
+// the artifacts its jobs stored, under names of their own.
 type metrics struct {
 	reg           *prometheus.Registry
 	jobsRunning   prometheus.Gauge
 	jobs          *prometheus.CounterVec
 	stops         *prometheus.CounterVec
 	renewals      *prometheus.CounterVec
-	uploadBytes   prometheus.Counter
-	uploads       *prometheus.CounterVec
+	artifactBytes prometheus.Counter
+	artifacts     *prometheus.CounterVec
 	steps         *prometheus.CounterVec
 	natsConnected prometheus.Gauge
 	session       prometheus.Gauge
 	draining      prometheus.Gauge
 }
 
-func newMetrics() *metrics {
+func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		jobsRunning: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgeagent_jobs_running", Help: "Jobs running now.",
 		}),
@@ -39,11 +47,11 @@ func newMetrics() *metrics {
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeagent_lease_renewals_total", Help: "Lease renewals, by outcome (accepted, stale, failed).",
 		}, []string{"outcome"}),
-		uploadBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "edgeagent_upload_bytes_total", Help: "Bytes of artifacts uploaded.",
+		artifactBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgeagent_artifact_bytes_total", Help: "Bytes of the artifacts jobs stored.",
 		}),
-		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgeagent_uploads_total", Help: "Artifact uploads, by outcome (ok, error, stopped).",
+		artifacts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeagent_artifacts_total", Help: "Artifacts jobs handed to storage, by outcome (ok, error, stopped).",
 		}, []string{"outcome"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeagent_steps_total", Help: "Steps run, by kind (task, interactive) and outcome (ok, error).",
@@ -58,19 +66,40 @@ func newMetrics() *metrics {
 			Name: "edgeagent_draining", Help: "1 while the agent takes no new jobs (drain or shutdown).",
 		}),
 	}
-	m.reg.MustRegister(m.jobsRunning, m.jobs, m.stops, m.renewals, m.uploadBytes, m.uploads, m.steps,
+	var errs []error
+	for _, c := range []prometheus.Collector{m.jobsRunning, m.jobs, m.stops, m.renewals, m.artifactBytes, m.artifacts, m.steps,
 		m.natsConnected, m.session, m.draining,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register agent metrics: %w", err)
+	}
+	// Every series is there from the start, at 0.
 	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "outcome_unknown"} {
 		m.stops.WithLabelValues(c)
 	}
 	for _, o := range []string{"accepted", "stale", "failed"} {
 		m.renewals.WithLabelValues(o)
 	}
-	return m
+	for _, o := range []string{"ok", "error", "stopped"} {
+		m.artifacts.WithLabelValues(o)
+	}
+	for _, o := range []string{"succeeded", "failed", "stopped", "error"} {
+		m.jobs.WithLabelValues(o)
+	}
+	for _, k := range []string{"task", "interactive"} {
+		for _, o := range []string{"ok", "error"} {
+			m.steps.WithLabelValues(k, o)
+		}
+	}
+	return m, nil
 }
 
-// Registry returns the registry of the agent's metrics.
+// Registry returns the registry of the agent's metrics (Options.Registry
+// when set).
 func (a *Agent) Registry() *prometheus.Registry { return a.metrics.reg }
 
 // stopLabel maps a stop cause to its metric label.

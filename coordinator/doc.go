@@ -12,4 +12,11 @@
 // another coordinator is granting (FOR UPDATE SKIP LOCKED) and are
 // serialised per agent, so no agent exceeds its slots and no phone gets two
 // jobs whichever coordinator granted them.
+//
+// NewDaemon builds the coordinator of a process from its config and a
+// System (the opened store, a NATS dialer, a presigner): the presigner and
+// the outbox the config describes, the NATS connection, and, in
+// Daemon.Run, the metrics and health endpoint. `edgecoord serve`, the
+// benchmarks, the chaos harness and the lab all build their coordinators
+// with it; package coordstore opens the store the config names.
 package coordinator

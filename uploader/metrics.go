@@ -10,6 +10,8 @@ import (
 
 // Metrics counts what the uploaders and the spool do. One Metrics is shared
 // by every uploader and spool of a process; a nil *Metrics counts nothing.
+// The agent daemon (agent.NewDaemon) registers them on the registry its
+// status endpoint serves at /metrics, beside the agent's own metrics.
 //
 //	edgeagent_uploads_total{mode,outcome}        finished uploads; mode direct|presigned, outcome ok|existed|failed|canceled
 //	edgeagent_upload_bytes_total                 content bytes handed to the network, re-sent bytes included
@@ -72,6 +74,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.inflightDone = m.inflight.WithLabelValues("done")
 	m.inflightTotal = m.inflight.WithLabelValues("total")
+	// Every series is there from the start, at 0: a scrape shows each
+	// metric before the first upload, and rates need no first sample.
+	for _, mode := range []string{modeDirect, modePresigned} {
+		for _, o := range []string{outcomeOK, outcomeExisted, outcomeFailed, outcomeCanceled} {
+			m.uploads.WithLabelValues(mode, o)
+		}
+	}
+	for _, how := range []string{"sent", "resumed"} {
+		m.parts.WithLabelValues(how)
+	}
+	for _, op := range []string{"put", "part", "initiate", "complete", "list", "abort", "stat", "authorize"} {
+		m.retries.WithLabelValues(op)
+	}
+	for _, reason := range []string{"stop", "failed", "previous_boot"} {
+		m.spoolDropped.WithLabelValues(reason)
+	}
 	if reg == nil {
 		return m, nil
 	}

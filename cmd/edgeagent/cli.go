@@ -37,9 +37,12 @@ func exitCode(err error) int { return cli.ExitCode(err) }
 
 // run executes the command line args (without the program name), writing
 // output to stdout and diagnostics to stderr. It reports every error itself;
-// the caller only maps the result to an exit status with exitCode.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return newApp(stdout, stderr, startAgent).run(ctx, args)
+// the caller only maps the result to an exit status with exitCode. Closing
+// hardStop stops a running agent at once, even while it drains.
+func run(ctx context.Context, hardStop <-chan struct{}, args []string, stdout, stderr io.Writer) error {
+	a := newApp(stdout, stderr, startAgent)
+	a.hardStop = hardStop
+	return a.run(ctx, args)
 }
 
 // app is the command-line interface: the output streams the commands write
@@ -48,9 +51,10 @@ type app struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
 	cli            *cli.App
+	hardStop       <-chan struct{} // see run
 }
 
-func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Agent, zerolog.Logger) error) *app {
+func newApp(stdout, stderr io.Writer, start startFunc) *app {
 	a := &app{stdout: stdout, stderr: stderr, now: time.Now}
 	a.cli = &cli.App{
 		Name: progName,
@@ -60,7 +64,7 @@ to this computer.`,
 		Stdout:   stdout, Stderr: stderr,
 	}
 	a.cli.Commands = []*cli.Command{
-		runCommand(start),
+		a.runCommand(start),
 		a.statusCommand(),
 		adapt(&doctorCommand{app: a}),
 		cli.ValidateCommand(config.DefaultAgentFile, config.LoadAgent),
@@ -120,13 +124,14 @@ func adaptAll(cmds []command) []*cli.Command {
 }
 
 // runCommand runs the agent in the foreground until it is interrupted.
-func runCommand(start func(context.Context, *config.Agent, zerolog.Logger) error) *cli.Command {
+func (a *app) runCommand(start startFunc) *cli.Command {
 	cmd := &cli.Command{Name: "run", Summary: "run the agent in the foreground until interrupted"}
 	return cli.DaemonCommand(cmd, version, config.DefaultAgentFile, config.LoadAgent,
 		func(ctx context.Context, c *cli.Call, cfg *config.Agent, d cli.Daemon) error {
 			root, sw := newLogger(cfg.Log, c.Stderr)
 			d.Log = root.With().Str("agent_id", cfg.AgentID).Logger()
-			return d.Run(withLogging(ctx, root, sw), c, func(ctx context.Context) error { return start(ctx, cfg, d.Log) })
+			logs := logging{root: root, level: sw}
+			return d.Run(ctx, c, func(ctx context.Context) error { return start(ctx, a.hardStop, cfg, logs) })
 		})
 }
 

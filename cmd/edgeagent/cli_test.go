@@ -44,7 +44,7 @@ storage:
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = exitCode(run(t.Context(), args, &out, &errOut))
+	code = exitCode(run(t.Context(), nil, args, &out, &errOut))
 	return code, out.String(), errOut.String()
 }
 
@@ -135,10 +135,19 @@ func TestVersionFromLinker(t *testing.T) {
 }
 
 // runWith runs the CLI with start in place of the agent runtime.
+// agentStart adapts a start function that takes the logger the agent
+// logs with (the root logger with agent_id, as the agent adds it) to the
+// one `edgeagent run` calls.
+func agentStart(start func(context.Context, *config.Agent, zerolog.Logger) error) startFunc {
+	return func(ctx context.Context, _ <-chan struct{}, cfg *config.Agent, logs logging) error {
+		return start(ctx, cfg, logs.root.With().Str("agent_id", cfg.AgentID).Logger())
+	}
+}
+
 func runWith(t *testing.T, ctx context.Context, start func(context.Context, *config.Agent, zerolog.Logger) error, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := exitCode(newApp(&out, &errOut, start).run(ctx, args))
+	code := exitCode(newApp(&out, &errOut, agentStart(start)).run(ctx, args))
 	return code, out.String(), errOut.String()
 }
 

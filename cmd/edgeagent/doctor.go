@@ -364,7 +364,7 @@ func (d *doctor) checkStorage(ctx context.Context) {
 	where := fmt.Sprintf("bucket %s at %s://%s", s.Bucket, scheme, s.Endpoint)
 	// The uploader the agent runs, built from the same settings: it signs
 	// and checks as the agent's uploads do.
-	up, err := uploader.NewS3(s3Options(d.cfg, ""))
+	up, err := uploader.NewS3(agent.S3Options(d.cfg, ""))
 	if err != nil {
 		d.add("storage", checkFail, where+": "+err.Error(), "check storage.endpoint")
 		return

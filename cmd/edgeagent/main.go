@@ -52,7 +52,7 @@ func main() {
 		<-sigs
 		close(hard) // second signal: stop at once
 	}()
-	code := exitCode(run(withHardStop(ctx, hard), os.Args[1:], os.Stdout, os.Stderr))
+	code := exitCode(run(ctx, hard, os.Args[1:], os.Stdout, os.Stderr))
 	signal.Stop(sigs)
 	cancel()
 	os.Exit(code)

@@ -186,14 +186,16 @@ func (c *serviceStatusCommand) run(context.Context, *flag.FlagSet) error {
 // serviceMain runs the command line args as the Windows service when the
 // service control manager started this process, and then reports true with
 // the exit status. Otherwise it does nothing and reports false. A stop of
-// the service cancels the command's context; its output goes to the
-// service's log file and the Event Log.
+// the service cancels the command's context, which drains the agent (there
+// is no hard stop: the service manager ends the process when the stop
+// timeout has passed); its output goes to the service's log file and the
+// Event Log.
 func serviceMain(args []string) (code int, ok bool) {
 	if !installer.IsService() {
 		return 0, false
 	}
 	err := installer.RunService(installer.Name, func(ctx context.Context, stderr io.Writer) error {
-		return run(ctx, args, stderr, stderr)
+		return run(ctx, nil, args, stderr, stderr)
 	})
 	return exitCode(err), true
 }

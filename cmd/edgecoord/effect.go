@@ -5,33 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
 )
-
-// outboxOptions maps the outbox section of the config to the coordinator's
-// options: results are published to the NATS subject (over the
-// coordinator's own connection nc) or the HTTP endpoint; nothing when
-// neither is set.
-func outboxOptions(o config.CoordinatorOutbox, nc *nats.Conn) coordinator.OutboxOptions {
-	timeout := o.Timeout.Duration()
-	switch {
-	case o.Subject != "":
-		return coordinator.OutboxOptions{Sender: coordinator.NATSSender{Conn: nc, Subject: o.Subject}, Timeout: timeout}
-	case o.URL != "":
-		return coordinator.OutboxOptions{Sender: coordinator.HTTPSender{URL: o.URL, Client: &http.Client{Timeout: timeout}}, Timeout: timeout}
-	}
-	return coordinator.OutboxOptions{}
-}
 
 // effectView is an effect as printed with --json.
 type effectView struct {

@@ -9,12 +9,10 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/coordstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
@@ -43,24 +41,19 @@ func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writ
 		return fmt.Errorf("parse log level: %w", err)
 	}
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
-	var store coordinator.Store
-	switch *driver {
-	case DriverSQLite:
-		store, err = sqlitestore.Open(ctx, *dsn)
-	case DriverPostgres:
-		store, err = pgstore.Open(ctx, *dsn)
-	default:
-		err = fmt.Errorf("unknown store %q", *driver)
-	}
+	cfg := CoordConfig{LeaseTTL: *ttl, ReapInterval: *reap, ScheduleInterval: *sched, HeartbeatEvery: *hb, OfflineAfter: *offline}.config(*url)
+	cfg.Store = storeConfig(*driver, *dsn)
+	store, err := coordstore.Open(ctx, cfg.Store)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	defer store.Close()
-	nc, err := nats.Connect(*url, nats.Name("edgecoord"), nats.CustomInboxPrefix(coordinator.InboxPrefix))
+	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log})
 	if err != nil {
-		return fmt.Errorf("connect nats: %w", err)
+		return err
 	}
-	defer nc.Close()
+	defer d.Close()
+	srv := d.Server()
 	if *prof != "" {
 		f, err := os.Create(*prof)
 		if err != nil {
@@ -75,12 +68,8 @@ func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writ
 			f.Close()
 		}()
 	}
-	srv := coordinator.New(nc, store, coordinator.Options{
-		ID: "bench-coord", LeaseTTL: *ttl, ReapInterval: *reap, ScheduleInterval: *sched,
-		HeartbeatEvery: *hb, OfflineAfter: *offline, Log: log,
-	})
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
+	go func() { done <- d.Run(ctx) }()
 	for {
 		if _, bad := srv.Ready(ctx)["service"]; !bad {
 			break

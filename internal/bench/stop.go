@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/labs3"
@@ -225,6 +227,30 @@ func (r *recUploader) Upload(ctx context.Context, tok fencing.Token, a uploader.
 	return res, err
 }
 
+// UploadResumable records like Upload, so that the spool in front keeps
+// resuming and aborting multipart uploads of the S3 uploader.
+func (r *recUploader) UploadResumable(ctx context.Context, tok fencing.Token, a uploader.Artifact, mp *uploader.Multipart, save func(uploader.Multipart) error) (uploader.Result, error) {
+	ru, ok := r.up.(uploader.Resumable)
+	if !ok {
+		return r.Upload(ctx, tok, a)
+	}
+	start := time.Now()
+	res, err := ru.UploadResumable(ctx, tok, a, mp, save)
+	end := time.Now()
+	r.mu.Lock()
+	r.spans[tok.JobID] = append(r.spans[tok.JobID], span{tok, start, end})
+	r.mu.Unlock()
+	return res, err
+}
+
+// Abandon passes on to the S3 uploader.
+func (r *recUploader) Abandon(ctx context.Context, key, uploadID string) error {
+	if ru, ok := r.up.(uploader.Resumable); ok {
+		return ru.Abandon(ctx, key, uploadID)
+	}
+	return nil
+}
+
 func (r *recUploader) count(jobID string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -235,6 +261,7 @@ func (r *recUploader) count(jobID string) int {
 // through a proxy) and a new owner (a protocol-level agent).
 type stopPair struct {
 	idx    int
+	d      *agent.Daemon
 	a      *agent.Agent
 	aID    string
 	serial string
@@ -298,6 +325,9 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 			if p == nil {
 				continue
 			}
+			if p.d != nil {
+				p.d.Close()
+			}
 			if p.b != nil {
 				p.b.stop()
 			}
@@ -312,29 +342,34 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 		if p.px, err = newProxy(strings.TrimPrefix(sys.NATS.ClientURL(), "nats://")); err != nil {
 			return nil, fmt.Errorf("start proxy: %w", err)
 		}
-		nc, err := sys.Conn(p.aID, p.px.URL())
-		if err != nil {
-			return nil, err
-		}
-		upOpts := s3.UploaderOptions()
-		upOpts.BytesPerSecond = o.UploadRate
-		s3up, err := uploader.NewS3(upOpts)
-		if err != nil {
-			return nil, fmt.Errorf("new uploader: %w", err)
-		}
-		p.up = &recUploader{up: s3up, spans: map[string][]span{}}
 		inv := capture.NewInventory()
 		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: p.serial, Width: o.Width, Height: o.Height})); err != nil {
 			return nil, err
 		}
-		p.a, err = agent.New(agent.Options{
-			AgentID: p.aID, Version: "bench", Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-			Store: p.up, Slots: 1, SafetyMargin: o.SafetyMargin, Log: zerolog.Nop(),
+		cfg := config.DefaultAgent()
+		cfg.AgentID = p.aID
+		cfg.StateDir = filepath.Join(sys.dir, "agents", p.aID)
+		cfg.Lease.SafetyMargin = config.Duration(o.SafetyMargin)
+		cfg.Storage.S3 = config.S3{Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, AccessKey: s3.AccessKey, SecretKey: config.Secret(s3.SecretKey)}
+		cfg.Storage.BandwidthLimit = config.ByteSize(o.UploadRate)
+		cfg.Status.Listen = ""
+		p.up = &recUploader{spans: map[string][]span{}}
+		url := p.px.URL()
+		p.d, err = agent.NewDaemon(ctx, cfg, agent.System{
+			// The old owner reaches NATS through the proxy that cuts it
+			// off for the self-fence stops.
+			DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
+				return nats.Connect(url, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
+			},
+			Phones:  inv,
+			Storage: agent.StorageHooks{Wrap: func(up uploader.Uploader) uploader.Uploader { p.up.up = up; return p.up }},
+			Log:     zerolog.Nop(), Version: "bench",
 		})
 		if err != nil {
 			return nil, err
 		}
-		agentsWG.Go(func() { _ = p.a.Run(actx) })
+		p.a = p.d.Agent()
+		agentsWG.Go(func() { _ = p.d.Run(actx, actx.Done()) })
 		bID := fmt.Sprintf("%s%02d", stopPrefixB, i)
 		bnc, err := sys.Conn(bID, "")
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
@@ -41,6 +42,30 @@ type CoordConfig struct {
 	// LogLevel of the coordinator's log, written to a file in the run's
 	// directory (the cost of logging is part of what is measured).
 	LogLevel zerolog.Level
+}
+
+// config returns the config of a coordinator with cc's timing on the NATS
+// server at url, without a metrics endpoint.
+func (cc CoordConfig) config(url string) *config.Coordinator {
+	cfg := config.DefaultCoordinator()
+	cfg.CoordinatorID = "bench-coord"
+	cfg.NATS.URL = url
+	cfg.Lease.TTL = config.Duration(cc.LeaseTTL)
+	cfg.Lease.ReapInterval = config.Duration(cc.ReapInterval)
+	cfg.Scheduler.Interval = config.Duration(cc.ScheduleInterval)
+	cfg.Agents.Heartbeat = config.Duration(cc.HeartbeatEvery)
+	cfg.Agents.OfflineAfter = config.Duration(cc.OfflineAfter)
+	cfg.Metrics.Listen = ""
+	return cfg
+}
+
+// storeConfig is the store section for driver and dsn (a PostgreSQL URL, or
+// an SQLite file).
+func storeConfig(driver, dsn string) config.Store {
+	if driver == DriverPostgres {
+		return config.Store{Driver: config.StorePostgres, DSN: config.Secret(dsn)}
+	}
+	return config.Store{Driver: driver, Path: dsn}
 }
 
 // Common are the settings every scenario shares.
@@ -80,7 +105,7 @@ type system struct {
 	dropDB func()
 
 	Coord     *coordinator.Server // in-process only
-	coordNC   *nats.Conn
+	coordD    *coordinator.Daemon
 	coordStop context.CancelFunc
 	coordDone chan error
 	proc      *exec.Cmd // separate process
@@ -237,20 +262,17 @@ func (s *system) startInProcess(ctx context.Context, cc CoordConfig, prof string
 		// too; only a separate coordinator process is profiled.
 		s.common.logf("in-process coordinator: no CPU profile written")
 	}
-	nc, err := nats.Connect(s.NATS.ClientURL(), nats.Name("edgecoord"), nats.CustomInboxPrefix(coordinator.InboxPrefix))
-	if err != nil {
-		return fmt.Errorf("connect coordinator: %w", err)
-	}
-	s.coordNC = nc
 	log := zerolog.New(s.logFile).Level(cc.LogLevel).With().Timestamp().Logger()
-	s.Coord = coordinator.New(nc, s.Store, coordinator.Options{
-		ID: "bench-coord", LeaseTTL: cc.LeaseTTL, ReapInterval: cc.ReapInterval, ScheduleInterval: cc.ScheduleInterval,
-		HeartbeatEvery: cc.HeartbeatEvery, OfflineAfter: cc.OfflineAfter, Log: log,
-	})
+	d, err := coordinator.NewDaemon(cc.config(s.NATS.ClientURL()), coordinator.System{Store: s.Store, Log: log})
+	if err != nil {
+		return fmt.Errorf("start coordinator: %w", err)
+	}
+	s.coordD = d
+	s.Coord = d.Server()
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.coordStop = cancel
 	s.coordDone = make(chan error, 1)
-	go func() { s.coordDone <- s.Coord.Run(cctx) }()
+	go func() { s.coordDone <- d.Run(cctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, bad := s.Coord.Ready(ctx)["service"]; !bad {
@@ -335,7 +357,7 @@ func (s *system) StopCoord() error {
 		s.coordStop()
 		err = <-s.coordDone
 		s.coordStop = nil
-		s.coordNC.Close()
+		s.coordD.Close()
 	}
 	return err
 }

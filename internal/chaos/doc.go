@@ -1,7 +1,8 @@
 // Package chaos breaks a whole edgeagent system on purpose and checks what
-// it did. A schedule runs several agents (real agent.Agent processes with
-// simulated phones), several coordinators (coordinator.Server) on one job
-// store (SQLite or PostgreSQL), a NATS server and an S3 store, and injects a
+// it did. A schedule runs several agents (real agent daemons with simulated
+// phones, built by agent.NewDaemon as `edgeagent run` builds them), several
+// coordinators (built by coordinator.NewDaemon) on one job store (SQLite or
+// PostgreSQL), a NATS server and an S3 store, and injects a
 // seeded random plan of faults: agent pauses longer than the lease, agent
 // kill -9 and restart, coordinator restarts, NATS server restarts, store
 // outages and lost store replies, storage outages, message delay,
@@ -21,7 +22,9 @@
 // effect left an agent after it stopped the job, no job and no accepted
 // result was lost. A stall probe measures how long goroutines waited to run,
 // so that the timing rules do not mistake an overloaded machine for a broken
-// system. History.Format prints a failing schedule's history; RunMany runs
+// system. The harness is in harness*.go, one file per part of the system
+// it runs (NATS, store, storage, coordinators, agents, workload).
+// History.Format prints a failing schedule's history; RunMany runs
 // many schedules and adds up their reports; docs/reliability.md describes
 // the rules, the faults and their limits.
 package chaos

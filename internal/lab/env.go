@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/internal/labs3"
@@ -37,6 +38,8 @@ type Env struct {
 	Coord *coordinator.Server
 
 	opts    Options
+	dir     string
+	daemons []interface{ Close() }
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -65,6 +68,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 		dir = e.tmp
 	}
+	e.dir = dir
 	e.NATS, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		return nil, fmt.Errorf("start nats server: %w", err)
@@ -82,15 +86,22 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.Up, err = uploader.NewS3(e.S3.UploaderOptions()); err != nil {
 		return nil, fmt.Errorf("new uploader: %w", err)
 	}
-	nc, err := e.Conn("edgecoord", "")
+	cfg := config.DefaultCoordinator()
+	cfg.CoordinatorID = "lab-coord"
+	cfg.NATS.URL = e.NATS.ClientURL()
+	cfg.Lease.TTL = config.Duration(opts.LeaseTTL)
+	cfg.Lease.ReapInterval = config.Duration(200 * time.Millisecond)
+	cfg.Scheduler.Interval = config.Duration(50 * time.Millisecond)
+	cfg.Agents.Heartbeat = config.Duration(time.Second)
+	cfg.Agents.OfflineAfter = config.Duration(3 * time.Second)
+	cfg.Metrics.Listen = ""
+	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: e.Store, DialNATS: e.dialer(), Log: opts.Log, Version: "lab"})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start coordinator: %w", err)
 	}
-	e.Coord = coordinator.New(nc, e.Store, coordinator.Options{
-		ID: "lab-coord", LeaseTTL: opts.LeaseTTL, ReapInterval: 200 * time.Millisecond,
-		ScheduleInterval: 50 * time.Millisecond, HeartbeatEvery: time.Second, Log: opts.Log,
-	})
-	e.goRun("coordinator", e.Coord.Run)
+	e.daemons = append(e.daemons, d)
+	e.Coord = d.Server()
+	e.goRun("coordinator", d.Run)
 	return e, nil
 }
 
@@ -102,6 +113,17 @@ func (e *Env) goRun(what string, f func(context.Context) error) {
 			e.mu.Unlock()
 		}
 	})
+}
+
+// dialer connects a daemon to the lab's NATS server.
+func (e *Env) dialer() func(...nats.Option) (*nats.Conn, error) {
+	return func(opts ...nats.Option) (*nats.Conn, error) {
+		nc, err := nats.Connect(e.NATS.ClientURL(), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("connect nats: %w", err)
+		}
+		return nc, nil
+	}
 }
 
 // Conn connects to the lab's NATS server; agentID sets the inbox prefix.
@@ -118,7 +140,8 @@ func (e *Env) Conn(name, agentID string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// StartAgent runs an agent with the given simulated phones.
+// StartAgent runs an agent with the given simulated phones, its state
+// directory in the lab's directory and its uploads going to the lab's S3.
 func (e *Env) StartAgent(id string, phones ...*capture.Simulated) (*agent.Agent, error) {
 	inv := capture.NewInventory()
 	for _, p := range phones {
@@ -126,19 +149,21 @@ func (e *Env) StartAgent(id string, phones ...*capture.Simulated) (*agent.Agent,
 			return nil, err
 		}
 	}
-	nc, err := e.Conn("edgeagent "+id, id)
+	cfg := config.DefaultAgent()
+	cfg.AgentID = id
+	cfg.StateDir = filepath.Join(e.dir, "agents", id)
+	cfg.Lease.SafetyMargin = config.Duration(e.opts.LeaseTTL / 5)
+	cfg.Jobs.Concurrency = max(1, len(phones))
+	cfg.Storage.S3 = config.S3{Endpoint: e.S3.Endpoint, Region: e.S3.Region, Bucket: e.S3.Bucket, AccessKey: e.S3.AccessKey, SecretKey: config.Secret(e.S3.SecretKey)}
+	cfg.Status.Listen = ""
+	d, err := agent.NewDaemon(e.ctx, cfg, agent.System{DialNATS: e.dialer(), Phones: inv, Log: e.opts.Log, Version: "lab"})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start agent %s: %w", id, err)
 	}
-	a, err := agent.New(agent.Options{
-		AgentID: id, Version: "lab", Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: e.Up, Slots: max(1, len(phones)), SafetyMargin: e.opts.LeaseTTL / 5, Log: e.opts.Log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.goRun("agent "+id, a.Run)
-	return a, nil
+	e.daemons = append(e.daemons, d)
+	// The lab's end stops the agent at once.
+	e.goRun("agent "+id, func(ctx context.Context) error { return d.Run(ctx, ctx.Done()) })
+	return d.Agent(), nil
 }
 
 // WaitJob polls the store until cond holds for the job or ctx ends.
@@ -160,6 +185,9 @@ func (e *Env) WaitJob(ctx context.Context, id string, cond func(coordinator.Job)
 func (e *Env) Close() error {
 	e.cancel()
 	e.wg.Wait()
+	for _, d := range e.daemons {
+		d.Close()
+	}
 	for _, nc := range e.conns {
 		nc.Close()
 	}

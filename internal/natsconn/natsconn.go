@@ -27,6 +27,8 @@ type Options struct {
 	// agent sets it: a fenced request it has given up on must never reach
 	// the coordinator later.
 	NoReconnectBuffer bool
+	// Extra options are applied after those above and the config's.
+	Extra []nats.Option
 }
 
 // Connect dials NATS as c says and reconnects forever with backoff. It
@@ -93,6 +95,7 @@ func Connect(c config.NATS, o Options) (*nats.Conn, error) {
 		}
 		opts = append(opts, nats.Secure(tc))
 	}
+	opts = append(opts, o.Extra...)
 	nc, err := nats.Connect(strings.Join(c.Servers(), ","), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats: %w", err)

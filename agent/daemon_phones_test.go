@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// TestBuildPhonesADB: the binary's phone wiring finds a phone through the
+// TestBuildPhonesADB: the daemon's phone wiring finds a phone through the
 // real adb server, with the tags from the config, next to a simulated one;
 // a phone the adb server lists but the config's devices do not is not
 // offered.
@@ -40,11 +41,12 @@ func TestBuildPhonesADB(t *testing.T) {
 		{Serial: phone.Serial(), Tags: []string{"garage"}},
 		{Serial: "sim-1", Simulated: true},
 	}
-	phones, closePhones, err := buildPhones(context.Background(), cfg, t.TempDir(), zerolog.Nop())
+	inv, closePhones, err := buildPhones(context.Background(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("buildPhones: %v", err)
 	}
 	defer closePhones()
+	phones := InventoryPhones(inv, t.TempDir(), capture.OpLogOptions{})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var real, sim *protocol.Device

@@ -1,4 +1,4 @@
-package main
+package coordinator
 
 import (
 	"testing"
@@ -7,11 +7,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/coordinator"
 )
 
 // TestServerOptionsWiring: every coordinator key that shapes the server
-// reaches coordinator.Options, with values that differ from the defaults on
+// reaches Options, with values that differ from the defaults on
 // both sides so that a key that is dropped shows.
 func TestServerOptionsWiring(t *testing.T) {
 	cfg := config.DefaultCoordinator()
@@ -24,7 +23,7 @@ func TestServerOptionsWiring(t *testing.T) {
 	cfg.NATS.RequestTimeout = config.Duration(9 * time.Second)
 	cfg.Storage.PresignExpiry = config.Duration(20 * time.Minute)
 
-	opts, err := serverOptions(cfg, zerolog.Nop())
+	opts, err := serverOptions(cfg, System{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +49,12 @@ func TestServerOptionsWiring(t *testing.T) {
 	}
 
 	cfg.Storage.S3 = config.S3{Endpoint: "127.0.0.1:9000", Bucket: "edge-artifacts", AccessKey: "ak", SecretKey: "sk"}
-	opts, err = serverOptions(cfg, zerolog.Nop())
+	opts, err = serverOptions(cfg, System{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := opts.Presigner.(*coordinator.S3Presigner); !ok {
-		t.Errorf("presigner %T with storage set, want *coordinator.S3Presigner", opts.Presigner)
+	if _, ok := opts.Presigner.(*S3Presigner); !ok {
+		t.Errorf("presigner %T with storage set, want *S3Presigner", opts.Presigner)
 	}
 }
 
@@ -64,12 +63,12 @@ func TestServerOptionsWiring(t *testing.T) {
 func TestOutboxOptionsWiring(t *testing.T) {
 	o := config.CoordinatorOutbox{Subject: "results.published", Timeout: config.Duration(7 * time.Second)}
 	got := outboxOptions(o, nil)
-	if s, ok := got.Sender.(coordinator.NATSSender); !ok || s.Subject != "results.published" || got.Timeout != 7*time.Second {
+	if s, ok := got.Sender.(NATSSender); !ok || s.Subject != "results.published" || got.Timeout != 7*time.Second {
 		t.Errorf("outbox.subject: got %+v", got)
 	}
 	o = config.CoordinatorOutbox{URL: "https://results.example.com/edge", Timeout: config.Duration(7 * time.Second)}
 	got = outboxOptions(o, nil)
-	s, ok := got.Sender.(coordinator.HTTPSender)
+	s, ok := got.Sender.(HTTPSender)
 	if !ok || s.URL != o.URL || got.Timeout != 7*time.Second {
 		t.Fatalf("outbox.url: got %+v", got)
 	}

@@ -1,0 +1,24 @@
+package coordstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+)
+
+// Open opens the job store c names, applying pending migrations: the
+// PostgreSQL database of c.DSN (driver postgres) or the SQLite file c.Path
+// (driver sqlite).
+func Open(ctx context.Context, c config.Store) (coordinator.Store, error) {
+	switch c.Driver {
+	case config.StorePostgres:
+		return pgstore.Open(ctx, c.DSN.Value())
+	case config.StoreSQLite:
+		return sqlitestore.Open(ctx, c.Path)
+	}
+	return nil, fmt.Errorf("open store: unknown driver %q (want %s or %s)", c.Driver, config.StoreSQLite, config.StorePostgres)
+}
