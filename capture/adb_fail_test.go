@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -89,7 +90,7 @@ func TestADBUnpluggedMidJob(t *testing.T) {
 		_, err := r1.RunStep(ctx, protocol.Step{Op: protocol.OpTap, X: 10, Y: 20})
 		done <- err
 	}()
-	waitFor(t, "the tap to reach phone 1", func() bool { return len(p1.Inputs()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "the tap to reach phone 1", func() bool { return len(p1.Inputs()) == 1 })
 	p1.Unplug()
 	var stepErr error
 	select {
@@ -130,7 +131,7 @@ func TestADBUnpluggedMidJob(t *testing.T) {
 		t.Errorf("phone 2 inputs = %q", got)
 	}
 	// The inventory no longer offers phone 1.
-	waitFor(t, "phone 1 to leave the usable phones", func() bool {
+	testenv.Eventually(t, 10*time.Second, "phone 1 to leave the usable phones", func() bool {
 		_, err := inv.Select(protocol.DeviceSelector{Serial: p1.Serial()})
 		return err != nil
 	})

@@ -503,20 +503,10 @@ func TestADBRecordingCancelled(t *testing.T) {
 	if sig := p.Signals(); !slices.Equal(sig, []string{"KILL screenrecord"}) {
 		t.Errorf("signals = %q, want SIGKILL to screenrecord", sig)
 	}
-	waitFor(t, "screenrecord to exit and its file to be deleted", func() bool {
+	testenv.Eventually(t, 10*time.Second, "screenrecord to exit and its file to be deleted", func() bool {
 		return len(p.Processes()) == 0 && len(p.Files()) == 0
 	})
 	if _, err := r.RunStep(context.Background(), protocol.Step{Op: protocol.OpScreenshot}); !errors.Is(err, capture.ErrClosed) {
 		t.Errorf("step after cancel: %v", err)
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }

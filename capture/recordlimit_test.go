@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -48,7 +49,7 @@ func checkCutAtLimit(t *testing.T, dev capture.Device, ended func() bool, wantSi
 	if _, err := r.RunStep(job, protocol.Step{Op: protocol.OpRecordStart}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the phone to end the recording at its time limit", ended)
+	testenv.Eventually(t, 10*time.Second, "the phone to end the recording at its time limit", ended)
 	out, err := r.RunStep(job, protocol.Step{Op: protocol.OpRecordStop, Name: "screen"})
 	if err != nil {
 		t.Fatalf("record_stop after the limit: %v", err)
@@ -95,7 +96,7 @@ func TestADBRecordingCutAtLimit(t *testing.T) {
 	if sig := p.Signals(); len(sig) != 0 {
 		t.Errorf("signals on the phone = %q, want none: the recording had ended", sig)
 	}
-	waitFor(t, "the recording's file to be deleted from the phone", func() bool { return len(p.Files()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the recording's file to be deleted from the phone", func() bool { return len(p.Files()) == 0 })
 }
 
 // TestSimulatedRecordingCutAtLimit: the simulated phone ends a recording at

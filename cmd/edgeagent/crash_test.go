@@ -83,7 +83,7 @@ func TestKill9MidUpload(t *testing.T) {
 		return keys
 	}
 	var tok fencing.Token
-	waitFor(t, 60*time.Second, "the recording's multipart upload to start", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the recording's multipart upload to start", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		if err != nil || j.WorkerID != owner {
 			return false
@@ -105,7 +105,7 @@ func TestKill9MidUpload(t *testing.T) {
 
 	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
 	var final coordinator.Job
-	waitFor(t, 90*time.Second, "the job to end", func() bool {
+	testenv.Eventually(t, 90*time.Second, "the job to end", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		if err != nil {
 			return false
@@ -224,7 +224,7 @@ func TestKill9AfterResultSent(t *testing.T) {
 	first.wait(t, 10*time.Second)
 	release()
 	var final coordinator.Job
-	waitFor(t, 30*time.Second, "the held commit to land", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the held commit to land", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		final = j
 		return err == nil && j.Status == coordinator.StatusSucceeded
@@ -235,7 +235,7 @@ func TestKill9AfterResultSent(t *testing.T) {
 
 	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
 	next := l.submit(t, screenshot)
-	waitFor(t, 60*time.Second, "the restarted process to finish the next job", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the restarted process to finish the next job", func() bool {
 		j, err := l.store.Get(l.ctx, next)
 		return err == nil && j.Status == coordinator.StatusSucceeded
 	})

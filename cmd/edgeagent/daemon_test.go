@@ -227,23 +227,12 @@ func (p *proc) wait(t *testing.T, within time.Duration) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // leased waits until the job runs under a lease its owner renewed, and
 // returns that owner.
 func (l *lab) leased(t *testing.T, jobID string) string {
 	t.Helper()
 	var owner string
-	waitFor(t, 30*time.Second, "job "+jobID+" to be renewed by the agent", func() bool {
+	testenv.Eventually(t, 30*time.Second, "job "+jobID+" to be renewed by the agent", func() bool {
 		evs, _ := l.store.WriteEvents(l.ctx, jobID)
 		for _, e := range evs {
 			if e.Verb == "renew" && e.Accepted {
@@ -319,7 +308,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		}
 
 		p.signal(t)
-		waitFor(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
+		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
 		late := l.submit(t, screenshot)
 		if code := p.wait(t, 30*time.Second); code != 0 {
 			t.Fatalf("exit status %d, want 0", code)
@@ -383,7 +372,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		job := l.submit(t, screenshot, wait(60_000), screenshot)
 		owner := l.leased(t, job)
 		p.signal(t)
-		waitFor(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
+		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
 		p.signal(t)
 		// The job has a minute to go and the drain a minute to wait: an exit
 		// now is the second signal's doing.
@@ -429,7 +418,7 @@ func TestPresignedMode(t *testing.T) {
 	p := startAgentBinary(t, bin, "run", "-c", cfg)
 	job := l.submit(t, screenshot, protocol.Step{Op: protocol.OpUIDump, Name: "home"})
 	var done coordinator.Job
-	waitFor(t, 30*time.Second, "the job to succeed", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
 		j, err := l.store.Get(l.ctx, job)
 		done = j
 		return err == nil && (j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed)

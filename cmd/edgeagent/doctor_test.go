@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
 // fakeADBServer answers host:version and host:devices-l like an adb server
@@ -85,7 +87,7 @@ func TestStatusAndDoctor(t *testing.T) {
 	p := startAgentBinary(t, bin, "run", "-c", cfg)
 	job := l.submit(t, screenshot, wait(60_000))
 	l.leased(t, job)
-	waitFor(t, 10*time.Second, "the job's wait step in the status document", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the job's wait step in the status document", func() bool {
 		st, _, err := fetchStatus(t.Context(), statusAddr)
 		return err == nil && len(st.Jobs) == 1 && strings.HasPrefix(st.Jobs[0].Current, "step 2") && !st.Connection.LastHeartbeat.IsZero()
 	})

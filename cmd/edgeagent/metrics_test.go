@@ -84,7 +84,7 @@ devices:
 	p := startAgentBinary(t, buildAgent(t), "run", "-c", path)
 
 	var body string
-	waitFor(t, 30*time.Second, "the status endpoint to serve /metrics", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the status endpoint to serve /metrics", func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("edgeagent exited: %v\n%s", p.err, p.log())

@@ -67,7 +67,7 @@ func TestAgentStatus(t *testing.T) {
 	ns := testenv.NATS(t)
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s", filepath.Join(t.TempDir(), "jobs.db")))
 	a := startAgent(t, ns.ClientURL(), "pc-real")
-	eventually(t, "pc-real online", func() bool {
+	testenv.Eventually(t, 10*time.Second, "pc-real online", func() bool {
 		return strings.Contains(srv.mustCLI(t, "agent", "list"), "online")
 	})
 
@@ -116,7 +116,7 @@ steps:
   - {op: launch, package: com.example.app}
   - {op: screenshot, name: home}
 `))
-	eventually(t, "golden-1 to succeed", func() bool {
+	testenv.Eventually(t, 10*time.Second, "golden-1 to succeed", func() bool {
 		var d struct{ Status string }
 		_ = json.Unmarshal([]byte(srv.mustCLI(t, "job", "show", "golden-1", "--json")), &d)
 		return d.Status == "SUCCEEDED"

@@ -120,8 +120,8 @@ func TestServePublishesResults(t *testing.T) {
 	coordtest.Start(t, coordtest.Options{ID: "pc-a", URL: ns.ClientURL(), Devices: []protocol.Device{{Serial: "P1", State: "device"}}})
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: pub-job\nsteps: [{op: screenshot}]\n"))
 	key := coordinator.OutboxKey("pub-job")
-	eventually(t, "the result to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
-	eventually(t, "the receipt to be stored", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the result to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
+	testenv.Eventually(t, 10*time.Second, "the receipt to be stored", func() bool {
 		out := srv.mustCLI(t, "effect", "list", "--kind", "outbox", "--state", "done")
 		return strings.Contains(out, key)
 	})

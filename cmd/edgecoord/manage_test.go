@@ -160,17 +160,6 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestManagementCommands runs every management command against a running
 // coordinator (edgecoord serve on SQLite) with a protocol-speaking agent
 // (issue 3, must show 6).
@@ -237,7 +226,7 @@ steps:
 		if out := srv.mustCLI(t, "job", "submit", "-f", job); out != "job job-1 queued (tags=eu)\n" {
 			t.Fatalf("submit: %q", out)
 		}
-		eventually(t, "job-1 at pc-a", func() bool { return len(agent.Assigns()) == 1 })
+		testenv.Eventually(t, 10*time.Second, "job-1 at pc-a", func() bool { return len(agent.Assigns()) == 1 })
 
 		waiting := writeFile(t, "waiting.json", `{"device": {"serial": "nowhere"}, "steps": [{"op": "screenshot"}]}`)
 		var v struct {
@@ -288,7 +277,7 @@ steps:
 	})
 
 	t.Run("job show", func(t *testing.T) {
-		eventually(t, "a renewal of job-1", func() bool {
+		testenv.Eventually(t, 10*time.Second, "a renewal of job-1", func() bool {
 			return slices.ContainsFunc(agent.Outcomes(), func(o coordtest.Outcome) bool { return o.Verb == protocol.VerbRenew && o.Err == nil })
 		})
 		out := srv.mustCLI(t, "job", "show", "job-1")
@@ -331,7 +320,7 @@ steps:
 		if out != fmt.Sprintf("job job-1 cancelled; revoked %s\n", tok) {
 			t.Fatalf("cancel: %q", out)
 		}
-		eventually(t, "the revoke at pc-a", func() bool {
+		testenv.Eventually(t, 10*time.Second, "the revoke at pc-a", func() bool {
 			return slices.ContainsFunc(agent.Revokes(), func(r protocol.Revoke) bool { return r.Token == tok })
 		})
 		var d struct {
@@ -383,7 +372,7 @@ steps:
 		if out := srv.mustCLI(t, "agent", "drain", "pc-a"); out != "agent pc-a draining\n" {
 			t.Fatalf("drain: %q", out)
 		}
-		eventually(t, "drain at pc-a", hasControl(protocol.ControlDrain))
+		testenv.Eventually(t, 10*time.Second, "drain at pc-a", hasControl(protocol.ControlDrain))
 		job := writeFile(t, "job3.yaml", "id: job-3\nsteps: [{op: screenshot}]\n")
 		srv.mustCLI(t, "job", "submit", "-f", job)
 		time.Sleep(300 * time.Millisecond) // several scheduler rounds
@@ -397,8 +386,8 @@ steps:
 		if out := srv.mustCLI(t, "agent", "resume", "pc-a"); out != "agent pc-a resumed\n" {
 			t.Fatalf("resume: %q", out)
 		}
-		eventually(t, "resume at pc-a", hasControl(protocol.ControlResume))
-		eventually(t, "job-3 to finish", func() bool {
+		testenv.Eventually(t, 10*time.Second, "resume at pc-a", hasControl(protocol.ControlResume))
+		testenv.Eventually(t, 10*time.Second, "job-3 to finish", func() bool {
 			var d struct{ Status string }
 			_ = json.Unmarshal([]byte(srv.mustCLI(t, "job", "show", "job-3", "--json")), &d)
 			return d.Status == "SUCCEEDED"
@@ -412,11 +401,11 @@ steps:
 		if out := srv.mustCLI(t, "agent", "config", "pc-a", "log_level=debug", "concurrency=2"); out != "concurrency=2\nlog_level=debug\n" {
 			t.Fatalf("config: %q", out)
 		}
-		eventually(t, "config at pc-a", func() bool { return agent.Settings()["log_level"] == "debug" })
+		testenv.Eventually(t, 10*time.Second, "config at pc-a", func() bool { return agent.Settings()["log_level"] == "debug" })
 		if out := srv.mustCLI(t, "agent", "config", "pc-a", "concurrency="); out != "log_level=debug\n" {
 			t.Fatalf("config removing a key: %q", out)
 		}
-		eventually(t, "removal at pc-a", func() bool { _, ok := agent.Settings()["concurrency"]; return !ok })
+		testenv.Eventually(t, 10*time.Second, "removal at pc-a", func() bool { _, ok := agent.Settings()["concurrency"]; return !ok })
 		code, _, stderr := srv.cli(t, "agent", "config", "pc-a", "bogus=1")
 		if code != 1 || !strings.Contains(stderr, `refused the settings: unknown setting "bogus"`) {
 			t.Fatalf("refused config: %d %q", code, stderr)
@@ -479,7 +468,7 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	eventually(t, "pg-job to finish", func() bool {
+	testenv.Eventually(t, 10*time.Second, "pg-job to finish", func() bool {
 		j, err := st.Get(context.Background(), "pg-job")
 		return err == nil && j.Status == coordinator.StatusSucceeded && j.CompletedBy == a.Owner()
 	})

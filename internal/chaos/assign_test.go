@@ -103,7 +103,7 @@ func TestAssignRedeliveredAfterStop(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	waitFor(t, "the agent's hello", func() bool { return a.Ready() })
+	testenv.Eventually(t, 10*time.Second, "the agent's hello", func() bool { return a.Ready() })
 
 	tok := fencing.Token{JobID: "job-dup", Owner: a.Owner(), Generation: 1}
 	assign := protocol.Assign{Token: tok, LeaseTTLMS: 2000, Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot}}}}
@@ -116,8 +116,8 @@ func TestAssignRedeliveredAfterStop(t *testing.T) {
 	if err := send(); err != nil {
 		t.Fatalf("assign: %v", err)
 	}
-	waitFor(t, "the stop after the 409", func() bool { return len(a.Stops()) > 0 })
-	waitFor(t, "the job to end", func() bool { return len(a.Jobs()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the stop after the 409", func() bool { return len(a.Stops()) > 0 })
+	testenv.Eventually(t, 10*time.Second, "the job to end", func() bool { return len(a.Jobs()) == 0 })
 
 	// The same assign, delivered again. Whatever the agent answers, it must
 	// not run the token again.
@@ -130,16 +130,5 @@ func TestAssignRedeliveredAfterStop(t *testing.T) {
 	}
 	if n := len(a.Stops()); n != 1 {
 		t.Errorf("the agent recorded %d stops of %s, want 1: it ran the token again", n, tok)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -132,7 +132,7 @@ func TestNATSLink(t *testing.T) {
 		t.Fatal("a message got through a paused link")
 	}
 	ctl.unpause()
-	waitFor(t, "the held message", func() bool { return seen("held") == 1 })
+	testenv.Eventually(t, 10*time.Second, "the held message", func() bool { return seen("held") == 1 })
 
 	// Duplication: every message arrives twice.
 	ctl.mu.Lock()
@@ -141,7 +141,7 @@ func TestNATSLink(t *testing.T) {
 	if err := client.Publish("echo.3", []byte("twice")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the duplicate", func() bool { return seen("twice") == 2 })
+	testenv.Eventually(t, 10*time.Second, "the duplicate", func() bool { return seen("twice") == 2 })
 	ctl.mu.Lock()
 	ctl.msg = MsgFaults{}
 	ctl.mu.Unlock()
@@ -154,7 +154,7 @@ func TestNATSLink(t *testing.T) {
 	ctl.mu.Unlock()
 	_ = client.Publish("echo.4", []byte("dropped"))
 	_ = client.Publish("echo.5", []byte("kept"))
-	waitFor(t, "the message after the dropped one", func() bool { return seen("kept") == 1 })
+	testenv.Eventually(t, 10*time.Second, "the message after the dropped one", func() bool { return seen("kept") == 1 })
 	if seen("dropped") != 0 {
 		t.Fatal("a dropped message got through")
 	}

@@ -88,18 +88,6 @@ func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string
 	return path
 }
 
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // ── The binaries ────────────────────────────────────────────────────────
 
 // binaries returns the paths of edgeagent and edgecoord, built once per
@@ -363,7 +351,7 @@ func runCoordinator(t *testing.T, url string, store coordinator.Store, opts coor
 		nc.Close()
 	})
 	// Serving once its micro service lists every endpoint.
-	eventually(t, 10*time.Second, "the coordinator to serve", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the coordinator to serve", func() bool {
 		msg, err := nc.Request("$SRV.INFO."+coordinator.ServiceName, nil, 200*time.Millisecond)
 		if err != nil {
 			return false

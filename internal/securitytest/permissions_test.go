@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -110,14 +111,14 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = a.Flush()
-		eventually(t, 5*time.Second, "a publish violation for "+subj, func() bool { return aErrs.saw(`Publish to "` + subj + `"`) })
+		testenv.Eventually(t, 5*time.Second, "a publish violation for "+subj, func() bool { return aErrs.saw(`Publish to "` + subj + `"`) })
 	}
 	// A may not even send itself coordinator commands.
 	if err := a.Publish(protocol.AgentSubject("pc-kitchen", protocol.VerbRevoke), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	_ = a.Flush()
-	eventually(t, 5*time.Second, "a publish violation for A's own revoke subject", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a publish violation for A's own revoke subject", func() bool {
 		return aErrs.saw(`Publish to "edge.v1.agent.pc-kitchen.revoke"`)
 	})
 
@@ -143,7 +144,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = a.Flush()
-		eventually(t, 5*time.Second, "a subscribe violation for "+sub.subj, func() bool { return aErrs.saw(`Subscription to "` + sub.subj + `"`) })
+		testenv.Eventually(t, 5*time.Second, "a subscribe violation for "+sub.subj, func() bool { return aErrs.saw(`Subscription to "` + sub.subj + `"`) })
 	}
 
 	// B works while A listens: requests, replies and a command. None of it
@@ -188,7 +189,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	if err == nil {
 		t.Fatal("a request with the default inbox prefix was answered")
 	}
-	eventually(t, 5*time.Second, "a subscribe violation for the default inbox", func() bool { return plainErrs.saw(`Subscription to "_INBOX.`) })
+	testenv.Eventually(t, 5*time.Second, "a subscribe violation for the default inbox", func() bool { return plainErrs.saw(`Subscription to "_INBOX.`) })
 }
 
 func drain(ch chan *nats.Msg) {

@@ -105,7 +105,7 @@ devices:
 	o := &output{}
 	p := o.startEnv(t, env, edgeagent, "run", "-c", cfgFile)
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "the agent to say hello", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the agent to say hello", func() bool {
 		a, err := store.GetAgent(ctx, "pc-kitchen")
 		return err == nil && a.BootID != "" && len(a.Devices) == 1
 	})
@@ -114,7 +114,7 @@ devices:
 		t.Fatal(err)
 	}
 	var job coordinator.Job
-	eventually(t, 60*time.Second, "the job to finish", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "presigned-job")
 		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
 	})

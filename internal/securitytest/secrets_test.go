@@ -177,7 +177,7 @@ devices:
 	}
 	defer store.Close()
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "the agent to say hello", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the agent to say hello", func() bool {
 		a, err := store.GetAgent(ctx, "pc-kitchen")
 		return err == nil && a.BootID != "" && len(a.Devices) == 1
 	})
@@ -190,7 +190,7 @@ devices:
 		t.Fatalf("job submit: exit %d: %s%s", code, out, stderr)
 	}
 	var job coordinator.Job
-	eventually(t, 60*time.Second, "the job to finish", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "sec-job")
 		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
 	})
@@ -370,7 +370,7 @@ func TestConfigWarnings(t *testing.T) {
 	// edgeagent run logs the warning at level warn before it starts.
 	cfg := writeFile(t, dir, "agent.yaml", agentSrc("password: literal-pw")+"state_dir: "+filepath.Join(dir, "state")+"\nstatus:\n  listen: 127.0.0.1:"+fmt.Sprint(freePort(t))+"\n", 0o644)
 	p := o.start(t, env, edgeagent, "run", "-c", cfg)
-	eventually(t, 20*time.Second, "the warning in the log", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the warning in the log", func() bool {
 		return regexp.MustCompile(`"level":"warn".*` + readable).MatchString(p.out.String())
 	})
 	p.stop(t, 30*time.Second)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
 // tlsNATS starts a NATS server that speaks TLS only, with a certificate for
@@ -156,7 +157,7 @@ func TestNATSTLSCustomCA(t *testing.T) {
 			t.Fatalf("TLS version %x", st.Version)
 		}
 		nc.Close()
-		eventually(t, 5*time.Second, "the client to leave", func() bool { return mtls.NumClients() == 0 })
+		testenv.Eventually(t, 5*time.Second, "the client to leave", func() bool { return mtls.NumClients() == 0 })
 		// Without a client certificate, or with one from another CA, the
 		// server ends the handshake.
 		refused(t, agentNATS(t, url, caYAML(good.File)), "certificate", "tls", "EOF", "connection reset", "broken pipe")

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -81,7 +82,7 @@ func newTokenLab(t *testing.T, store coordinator.Store) *tokenLab {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "both jobs assigned", func() bool { return len(a.Assigns()) == 1 && len(b.Assigns()) == 1 })
+	testenv.Eventually(t, 10*time.Second, "both jobs assigned", func() bool { return len(a.Assigns()) == 1 && len(b.Assigns()) == 1 })
 	l.tokA, l.tokB = a.Assigns()[0], b.Assigns()[0]
 	if l.tokA.JobID != "job-a" || l.tokB.JobID != "job-b" {
 		t.Fatalf("assigned %v and %v", l.tokA, l.tokB)
@@ -258,7 +259,7 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 			if _, err := l.srv.Reassign(l.ctx, "job-b", "pc-kitchen", true); err != nil {
 				t.Fatalf("reassign: %v", err)
 			}
-			eventually(t, 10*time.Second, "A to take job-b", func() bool { return len(a.Assigns()) == 2 })
+			testenv.Eventually(t, 10*time.Second, "A to take job-b", func() bool { return len(a.Assigns()) == 2 })
 			tokB2 := a.Assigns()[1]
 			if tokB2.JobID != "job-b" || tokB2.Generation != tokB.Generation+1 || tokB2.Owner != tokA.Owner {
 				t.Fatalf("reassigned token %v", tokB2)
