@@ -24,11 +24,9 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/rs/zerolog"
 )
 
@@ -42,18 +40,8 @@ func main() {
 	if code, ok := serviceMain(os.Args[1:]); ok {
 		os.Exit(code)
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithCancel(context.Background())
-	hard := make(chan struct{})
-	go func() {
-		<-sigs
-		cancel() // first signal: drain
-		<-sigs
-		close(hard) // second signal: stop at once
-	}()
+	ctx, hard, stop := cli.Signals() // drain, then stop at once
 	code := exitCode(run(ctx, hard, os.Args[1:], os.Stdout, os.Stderr))
-	signal.Stop(sigs)
-	cancel()
+	stop()
 	os.Exit(code)
 }

@@ -37,11 +37,9 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/rs/zerolog"
 )
 
@@ -51,7 +49,7 @@ var version = "dev"
 
 func main() {
 	zerolog.TimeFieldFormat = timeFormat
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, _, stop := cli.Signals()
 	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 	stop()
 	os.Exit(code)

@@ -16,8 +16,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,7 +25,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, _, stop := cli.Signals()
 	code := cli.ExitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 	stop()
 	os.Exit(code)
