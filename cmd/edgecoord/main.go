@@ -39,8 +39,9 @@ package main
 import (
 	"os"
 
-	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
 // version is the release version, set at build time with
