@@ -171,7 +171,7 @@ func (d *ADBDevice) explain(ctx context.Context, err error) error {
 			state = e.State
 		}
 	}
-	if state == StateDevice {
+	if state == protocol.DeviceReady {
 		return err
 	}
 	d.setState(state)

@@ -107,7 +107,7 @@ func startCoordinator(t testing.TB, url string, store coordinator.Store, opts co
 }
 
 func phone(serial string, tags ...string) protocol.Device {
-	return protocol.Device{Serial: serial, State: coordinator.DeviceReady, Model: "Pixel 7", Tags: tags}
+	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: "Pixel 7", Tags: tags}
 }
 
 func task(sel protocol.DeviceSelector) protocol.Task {

@@ -38,7 +38,7 @@ func (s *Server) schedulable(ctx context.Context, fresh bool) ([]Agent, error) {
 	s.mu.Lock()
 	for _, a := range all {
 		a.SeenAgo += age
-		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(UsableDevices(a.Devices)) > 0 {
+		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(protocol.ReadyDevices(a.Devices)) > 0 {
 			out = append(out, a)
 		}
 	}

@@ -8,21 +8,6 @@ import (
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
-// Device describes one phone attached to an agent.
-type Device struct {
-	Serial string   `json:"serial"`
-	State  string   `json:"state"` // device, offline, unauthorized, no permissions
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
-}
-
-// DeviceSelector chooses the phone a job runs on. Empty fields match any.
-type DeviceSelector struct {
-	Serial string   `json:"serial,omitempty"`
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
-}
-
 // Step operations.
 const (
 	OpLaunch      = "launch"

@@ -714,7 +714,7 @@ func (c *agentListCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	for _, v := range views {
 		usable := 0
 		for _, d := range v.Devices {
-			if d.State == coordinator.DeviceReady {
+			if d.State == protocol.DeviceReady {
 				usable++
 			}
 		}

@@ -21,7 +21,7 @@ import (
 // agent_ok: the agent is not draining and not registered under another
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
 // the phones holding none of them. match(j) is the first free phone in
-// serial order whose fields satisfy j's selector (coordinator.Matches).
+// serial order whose fields satisfy j's selector (protocol.DeviceSelector.Matches).
 const claimCTEs = `
 	WITH agent_ok AS (
 		SELECT NOT EXISTS (SELECT 1 FROM agents

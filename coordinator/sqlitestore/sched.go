@@ -16,7 +16,7 @@ import (
 // pickSQL picks the first job (by the given candidate condition and order)
 // whose selector matches a free usable phone of owner ?1 among the phones
 // ?2 (JSON), with the first such phone in serial order; the same rule as
-// coordinator.Matches. The grant itself is a separate UPDATE that checks the
+// protocol.DeviceSelector.Matches. The grant itself is a separate UPDATE that checks the
 // job's state again; both run in one BEGIN IMMEDIATE transaction, so no
 // other writer comes between them.
 func pickSQL(cond, order string) string {

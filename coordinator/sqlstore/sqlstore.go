@@ -140,7 +140,7 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 		Tags   []string `json:"tags"`
 	}
 	devs := []dev{}
-	for _, d := range coordinator.UsableDevices(req.Devices) {
+	for _, d := range protocol.ReadyDevices(req.Devices) {
 		tags := d.Tags
 		if tags == nil {
 			tags = []string{}

@@ -36,7 +36,7 @@ var registryTests = []struct {
 }
 
 func phone(serial, model string, tags ...string) protocol.Device {
-	return protocol.Device{Serial: serial, State: coordinator.DeviceReady, Model: model, Tags: tags}
+	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: model, Tags: tags}
 }
 
 func submitSel(t *testing.T, s coordinator.Store, id string, sel protocol.DeviceSelector) {
