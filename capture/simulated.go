@@ -351,8 +351,13 @@ func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Durati
 	})
 }
 
-// Text appends str to the focused text field.
+// Text appends str to the focused text field. Like a phone reached over
+// adb, it refuses text that is not printable ASCII (protocol.CheckTypable).
 func (s *Simulated) Text(ctx context.Context, str string) error {
+	// Refuse what a phone reached over adb refuses (see InputTextCommand).
+	if err := protocol.CheckTypable(str); err != nil {
+		return fmt.Errorf("text on %s: text: %w", s.serial, err)
+	}
 	return s.do(ctx, SimCall{Op: protocol.OpText, Text: str}, func() error {
 		s.typed += str
 		return nil

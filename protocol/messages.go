@@ -67,7 +67,11 @@ func (t Task) Validate() error {
 			if s.Package == "" {
 				return fmt.Errorf("steps[%d]: launch needs package", i)
 			}
-		case OpWait, OpTap, OpSwipe, OpKey, OpText, OpRecordStart, OpRecordStop:
+		case OpText:
+			if err := CheckTypable(s.Text); err != nil {
+				return fmt.Errorf("steps[%d]: text: %w", i, err)
+			}
+		case OpWait, OpTap, OpSwipe, OpKey, OpRecordStart, OpRecordStop:
 		case OpScreenshot, OpUIDump:
 		default:
 			return fmt.Errorf("steps[%d]: unknown op %q", i, s.Op)
@@ -79,6 +83,20 @@ func (t Task) Validate() error {
 		}
 	}
 	return validateEffects(t.Steps)
+}
+
+// CheckTypable accepts the text a text step can type: printable ASCII
+// (U+0020 to U+007E). A phone types text with adb's `input text`, which
+// cannot enter anything else, so other characters are refused when a job is
+// submitted rather than when its step runs. The error says where the first
+// other character is, without quoting the text.
+func CheckTypable(text string) error {
+	for i, r := range []rune(text) {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("character %d is not printable ASCII: phones type text with adb input text, which cannot type it", i+1)
+		}
+	}
+	return nil
 }
 
 // ValidateArtifactName accepts names that are safe as the last element of an
