@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
@@ -31,7 +32,22 @@ var (
 // JobSpec is a job to submit.
 type JobSpec struct {
 	ID   string        // optional; a random id is chosen when empty
-	Task protocol.Task // validated by Submit
+	Task protocol.Task // checked by Submit with CheckSubmit
+}
+
+// CheckSubmit checks a task before it is queued: it must be valid
+// (protocol.Task.Validate), and it must not be interactive, since no
+// coordinator command sends an interactive job its steps yet: such a job
+// would hold its phone until its idle timeout and fail. Every store's Submit
+// calls it, so every way of submitting refuses the same tasks.
+func CheckSubmit(t protocol.Task) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if t.Interactive {
+		return fmt.Errorf("interactive jobs cannot be submitted yet: nothing would send their steps, so the job would idle until its idle timeout and fail; submit the steps as a regular job (interactive: false)")
+	}
+	return nil
 }
 
 // Job is the stored state of one job.
@@ -161,7 +177,8 @@ type JobFilter struct {
 // zero-row update with fencing.ErrStale. Lease expiry is judged by the
 // database clock.
 type Store interface {
-	// Submit inserts a queued job at generation 0.
+	// Submit inserts a queued job at generation 0. The task is checked with
+	// CheckSubmit.
 	Submit(ctx context.Context, spec JobSpec) (Job, error)
 	// ClaimNext grants the oldest queued job to owner (generation + 1).
 	// ErrNoJob when none is queued.

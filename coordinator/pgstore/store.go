@@ -183,19 +183,9 @@ func nullJSON(b json.RawMessage) any {
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
-	id := spec.ID
-	if id == "" {
-		id = sqlstore.NewJobID()
-	}
-	if err := sqlstore.ValidateJobID(id); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
-	}
-	if err := spec.Task.Validate(); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
-	}
-	task, err := json.Marshal(spec.Task)
+	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return coordinator.Job{}, err
 	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `
 		INSERT INTO jobs (id, status, task) VALUES ($1, 'QUEUED', $2)

@@ -289,19 +289,9 @@ func scanJob(row scanner) (coordinator.Job, error) {
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
-	id := spec.ID
-	if id == "" {
-		id = sqlstore.NewJobID()
-	}
-	if err := sqlstore.ValidateJobID(id); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
-	}
-	if err := spec.Task.Validate(); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
-	}
-	task, err := json.Marshal(spec.Task)
+	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return coordinator.Job{}, err
 	}
 	var j coordinator.Job
 	err = s.write(ctx, func(tx *sql.Tx) error {

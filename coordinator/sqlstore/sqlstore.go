@@ -92,6 +92,26 @@ func ValidateJobID(id string) error {
 	return nil
 }
 
+// PrepareSubmit checks a job to submit and returns its id (a new one when
+// spec has none) and its task encoded for storage.
+func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error) {
+	id = spec.ID
+	if id == "" {
+		id = NewJobID()
+	}
+	if err := ValidateJobID(id); err != nil {
+		return "", nil, fmt.Errorf("submit job: %w", err)
+	}
+	if err := coordinator.CheckSubmit(spec.Task); err != nil {
+		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	task, err = json.Marshal(spec.Task)
+	if err != nil {
+		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	return id, task, nil
+}
+
 // CheckGrant validates the arguments of a claim or reassignment.
 func CheckGrant(owner string, ttl time.Duration) error {
 	if owner == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,6 +199,24 @@ func testSubmitGet(t *testing.T, s coordinator.Store) {
 	wantErr(t, "get rejected job", err, coordinator.ErrNotFound)
 	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "a/b", Task: testTask()}); err == nil {
 		t.Fatal("submit with id a/b succeeded")
+	}
+	// Refused at submit, not when the job runs: text a phone cannot type
+	// and interactive jobs, which nothing would send steps to.
+	unicode := testTask()
+	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße"})
+	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-unicode", Task: unicode})
+	if err == nil || !strings.Contains(err.Error(), "steps[3]: text:") || !strings.Contains(err.Error(), "not printable ASCII") {
+		t.Fatalf("submit of non-ASCII text: err = %v, want a refusal naming steps[3]", err)
+	}
+	interactive := testTask()
+	interactive.Interactive = true
+	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-interactive", Task: interactive})
+	if err == nil || !strings.Contains(err.Error(), "interactive jobs cannot be submitted") {
+		t.Fatalf("submit of an interactive job: err = %v, want a refusal", err)
+	}
+	for _, id := range []string{"job-unicode", "job-interactive"} {
+		_, err = s.Get(ctx, id)
+		wantErr(t, "get refused "+id, err, coordinator.ErrNotFound)
 	}
 	_, err = s.Get(ctx, "nope")
 	wantErr(t, "get unknown job", err, coordinator.ErrNotFound)
