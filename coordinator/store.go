@@ -27,6 +27,10 @@ var (
 	ErrConflict      = errors.New("job not in a state that allows this")
 	ErrNoSession     = errors.New("no session for this agent")
 	ErrAgentNotFound = errors.New("agent not found")
+	// ErrSchemaOutdated: the database's schema is behind this binary (an
+	// empty database included). Only the commands that migrate (edgecoord
+	// migrate, serve) bring it up to date; the others refuse to run on it.
+	ErrSchemaOutdated = errors.New("database schema is older than this binary: run `edgecoord migrate`")
 )
 
 // JobSpec is a job to submit.

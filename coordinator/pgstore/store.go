@@ -42,6 +42,19 @@ var (
 // Task and result documents are stored as jsonb: Get returns the same JSON
 // value that was written, normalised (key order and spacing may differ).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, true)
+}
+
+// OpenExisting connects to the database at dsn without migrating it: it
+// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// is behind this binary (an empty database included), and with another error
+// when the schema is ahead of it. It writes nothing.
+func OpenExisting(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, false)
+}
+
+// open connects to the store at dsn, and migrates its schema or checks it.
+func open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -56,7 +69,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	check := s.checkSchema
+	if migrate {
+		check = s.migrate
+	}
+	if err := check(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
@@ -90,17 +107,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	)`); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
-	}
-	applied := map[int64]bool{}
-	for _, v := range versions {
-		applied[v] = true
 	}
 	pending, err := sqlstore.Pending(all, applied)
 	if err != nil {
@@ -118,6 +127,51 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return nil
+}
+
+// querier is a connection pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// appliedVersions reads the applied migrations; none when the database has
+// no schema_migrations table.
+func appliedVersions(ctx context.Context, q querier) (map[int64]bool, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	if !exists {
+		return applied, nil
+	}
+	rows, err := q.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	return applied, nil
+}
+
+// checkSchema fails unless the schema is the one this binary migrates to;
+// it writes nothing.
+func (s *Store) checkSchema(ctx context.Context) error {
+	all, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	applied, err := appliedVersions(ctx, s.pool)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	return sqlstore.CheckSchema(all, applied)
 }
 
 // SchemaVersion returns the highest applied migration.

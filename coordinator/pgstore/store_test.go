@@ -95,6 +95,36 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
+func TestOpenExisting(t *testing.T) {
+	withConn := func(ctx context.Context, dsn string, fn func(c *pgx.Conn) error) error {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		return errors.Join(fn(c), c.Close(ctx))
+	}
+	storetest.RunOpen(t, storetest.Opener{
+		Fresh: func(t *testing.T) string { return testenv.Postgres(t) },
+		Open: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+			return pgstore.Open(ctx, dsn)
+		},
+		OpenExisting: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+			s, err := pgstore.OpenExisting(ctx, dsn)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Count: func(ctx context.Context, dsn, query string) (n int64, err error) {
+			err = withConn(ctx, dsn, func(c *pgx.Conn) error { return c.QueryRow(ctx, query).Scan(&n) })
+			return n, err
+		},
+		Exec: func(ctx context.Context, dsn, query string) error {
+			return withConn(ctx, dsn, func(c *pgx.Conn) error { _, err := c.Exec(ctx, query); return err })
+		},
+	})
+}
+
 // Several coordinators starting at once on an empty database migrate it
 // once.
 func TestConcurrentOpen(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -45,8 +47,34 @@ var (
 // Open opens (creating if needed) the database file at path, applies pending
 // migrations and returns the store. Close releases it.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return open(ctx, path, true)
+}
+
+// OpenExisting opens the database file at path without migrating it: it
+// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// is behind this binary (or the file does not exist, which it does not
+// create), and with another error when the schema is ahead of it.
+func OpenExisting(ctx context.Context, path string) (*Store, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open sqlite store %s: no database file: %w", path, coordinator.ErrSchemaOutdated)
+	}
+	return open(ctx, path, false)
+}
+
+func checkPath(path string) error {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
-		return nil, fmt.Errorf("open sqlite store: %q is not a plain file path", path)
+		return fmt.Errorf("open sqlite store: %q is not a plain file path", path)
+	}
+	return nil
+}
+
+// open opens the store at path, and migrates its schema or checks it.
+func open(ctx context.Context, path string, migrate bool) (*Store, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
 	}
 	const params = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	w, err := sql.Open("sqlite", path+"?"+params+"&_txlock=immediate")
@@ -62,7 +90,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	check := s.checkSchema
+	if migrate {
+		check = s.migrate
+	}
+	if err := check(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -105,20 +137,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	)`); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
-	}
-	applied := map[int64]bool{}
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return fmt.Errorf("migrate schema: %w", err)
-		}
-		applied[v] = true
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	pending, err := sqlstore.Pending(all, applied)
@@ -137,6 +157,55 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return nil
+}
+
+// querier is a connection pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// appliedVersions reads the applied migrations; none when the database has
+// no schema_migrations table.
+func appliedVersions(ctx context.Context, q querier) (map[int64]bool, error) {
+	var tables int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil {
+		return nil, err
+	}
+	if tables == 0 {
+		return map[int64]bool{}, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		applied[v] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// checkSchema fails unless the schema is the one this binary migrates to;
+// it writes nothing.
+func (s *Store) checkSchema(ctx context.Context) error {
+	all, err := sqlstore.Migrations(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	applied, err := appliedVersions(ctx, s.w)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	return sqlstore.CheckSchema(all, applied)
 }
 
 // SchemaVersion returns the highest applied migration.
