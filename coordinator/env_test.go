@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -34,7 +35,7 @@ func fastOptions(t testing.TB, id string) coordinator.Options {
 	}
 }
 
-func openSQLite(t testing.TB) coordinator.Store {
+func openSQLite(t testing.TB) sqlstore.Lab {
 	t.Helper()
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {

@@ -175,7 +175,11 @@ type JobFilter struct {
 	Limit    int    // at most this many, oldest first; ≤ 0 means no limit
 }
 
-// Store is the coordinator's job store. Every fenced method applies its write
+// Store is the coordinator's job store: what the coordinator and the
+// management commands use. Grants go through ClaimFor and TakeOverExpired,
+// which honour the agents' phones, slots and sessions; the lab's direct
+// grants (Claim, ClaimNext) and unfenced write live in sqlstore.Lab, out of
+// reach of production code. Every fenced method applies its write
 // in one statement whose WHERE clause checks the token (job, generation,
 // owner, status), records a write_events row for the attempt, and answers a
 // zero-row update with fencing.ErrStale. Lease expiry is judged by the
@@ -184,12 +188,6 @@ type Store interface {
 	// Submit inserts a queued job at generation 0. The task is checked with
 	// CheckSubmit.
 	Submit(ctx context.Context, spec JobSpec) (Job, error)
-	// ClaimNext grants the oldest queued job to owner (generation + 1).
-	// ErrNoJob when none is queued.
-	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (Lease, error)
-	// Claim grants the given queued job to owner (generation + 1).
-	// ErrConflict when it is not queued.
-	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (Lease, error)
 	// Reassign grants a queued or in-progress job to newOwner (generation + 1),
 	// whatever its current lease. ErrConflict when the job is finished.
 	Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (Lease, error)

@@ -438,7 +438,7 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 	return exp.UTC(), nil
 }
 
-// commitSQL is the fenced result write of DESIGN.md rule 2, with the attempt
+// commitSQL is the fenced result write of docs/design.md ("Token rules", rule 2), with the attempt
 // recorded by the same statement.
 const commitSQL = `
 	WITH upd AS (
@@ -482,7 +482,7 @@ const unfencedCommitSQL = `
 // UnfencedCommit writes a result with no token check: the write a lease
 // without fencing amounts to. It is not part of coordinator.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
-// stale-writer experiment of DESIGN.md. It reports whether the job existed.
+// stale-writer experiment of docs/design.md ("Why fencing"). It reports whether the job existed.
 func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)

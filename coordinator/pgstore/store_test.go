@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -50,7 +51,7 @@ func withPool(dsn string, n int) string {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) coordinator.Store {
+	storetest.Run(t, func(t *testing.T) sqlstore.Lab {
 		return open(t, withPool(testenv.Postgres(t), 16))
 	})
 }
@@ -210,7 +211,7 @@ func benchStore(b *testing.B) *pgstore.Store {
 }
 
 // BenchmarkCommitFenced and BenchmarkCommitUnfenced compare the fenced result
-// write with the same write without the token (DESIGN.md: overhead ≤ 3%).
+// write with the same write without the token (docs/design.md: overhead ≤ 3%).
 func BenchmarkCommitFenced(b *testing.B) {
 	storetest.BenchmarkCommit(b, benchStore(b), true)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -29,7 +30,7 @@ func open(t testing.TB, path string) *sqlitestore.Store {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) coordinator.Store {
+	storetest.Run(t, func(t *testing.T) sqlstore.Lab {
 		return open(t, filepath.Join(t.TempDir(), "jobs.db"))
 	})
 }

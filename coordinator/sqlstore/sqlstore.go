@@ -52,10 +52,18 @@ type WriteCount struct {
 }
 
 // Lab is the surface of a SQL store beyond coordinator.Store that the lab
-// (experiments, benchmarks, statistics) uses. The wire protocol cannot reach
-// it: no coordinator endpoint calls these methods.
+// (experiments, benchmarks, statistics) and the tests use. The wire protocol
+// cannot reach it: no coordinator endpoint calls these methods, and the
+// coordinator holds a coordinator.Store, which lacks them.
 type Lab interface {
 	coordinator.Store
+	// ClaimNext grants the oldest queued job to owner (generation + 1),
+	// whatever its selector and owner's phones. coordinator.ErrNoJob when
+	// none is queued.
+	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error)
+	// Claim grants the given queued job to owner (generation + 1).
+	// coordinator.ErrConflict when it is not queued.
+	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error)
 	// UnfencedCommit writes a result with no token check at all:
 	// UPDATE jobs SET status='SUCCEEDED', result=$r, completed_by=$owner
 	// WHERE id=$job. It reports whether a row was updated. It exists only to

@@ -20,7 +20,7 @@ import (
 // decision) and the transactional outbox.
 var effectTests = []struct {
 	name string
-	fn   func(t *testing.T, s coordinator.Store)
+	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"EffectReserveAndReceipt", testEffectReserveAndReceipt},
 	{"EffectInDoubtAndRetry", testEffectInDoubtAndRetry},
@@ -40,7 +40,7 @@ func intent(key string) coordinator.EffectIntent {
 	return coordinator.EffectIntent{Key: key, Step: 2, Op: protocol.OpTap}
 }
 
-func reserve(t *testing.T, s coordinator.Store, tk fencing.Token, key string) coordinator.EffectRecord {
+func reserve(t *testing.T, s sqlstore.Lab, tk fencing.Token, key string) coordinator.EffectRecord {
 	t.Helper()
 	r, err := s.ReserveEffect(t.Context(), tk, intent(key))
 	if err != nil {
@@ -52,7 +52,7 @@ func reserve(t *testing.T, s coordinator.Store, tk fencing.Token, key string) co
 	return r
 }
 
-func getEffect(t *testing.T, s coordinator.Store, key string) coordinator.EffectRecord {
+func getEffect(t *testing.T, s sqlstore.Lab, key string) coordinator.EffectRecord {
 	t.Helper()
 	r, err := s.GetEffect(t.Context(), key)
 	if err != nil {
@@ -85,7 +85,7 @@ func receiptOf(t *testing.T, r coordinator.EffectRecord) *protocol.EffectReceipt
 }
 
 // effectEvents returns the details of the effect attempts of a job.
-func effectEvents(t *testing.T, s coordinator.Store, id string) []string {
+func effectEvents(t *testing.T, s sqlstore.Lab, id string) []string {
 	t.Helper()
 	evs, err := s.WriteEvents(t.Context(), id)
 	if err != nil {
@@ -104,7 +104,7 @@ func effectEvents(t *testing.T, s coordinator.Store, id string) []string {
 	return out
 }
 
-func testEffectReserveAndReceipt(t *testing.T, s coordinator.Store) {
+func testEffectReserveAndReceipt(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "e")
 	la := claim(t, s, "e", ownerA, long)
@@ -168,7 +168,7 @@ func testEffectReserveAndReceipt(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectInDoubtAndRetry(t *testing.T, s coordinator.Store) {
+func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "d")
 	la := claim(t, s, "d", ownerA, long)
@@ -242,7 +242,7 @@ func testEffectInDoubtAndRetry(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectResolveDone(t *testing.T, s coordinator.Store) {
+func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "r")
 	la := claim(t, s, "r", ownerA, long)
@@ -269,7 +269,7 @@ func testEffectResolveDone(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectReceiptError(t *testing.T, s coordinator.Store) {
+func testEffectReceiptError(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "x")
 	la := claim(t, s, "x", ownerA, long)
@@ -288,7 +288,7 @@ func testEffectReceiptError(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectFenced(t *testing.T, s coordinator.Store) {
+func testEffectFenced(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	la := claim(t, s, "f", ownerA, long)
@@ -325,7 +325,7 @@ func testEffectFenced(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectMarkInDoubt(t *testing.T, s coordinator.Store) {
+func testEffectMarkInDoubt(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "m1")
 	submit(t, s, "m2")
@@ -354,7 +354,7 @@ func testEffectMarkInDoubt(t *testing.T, s coordinator.Store) {
 
 // testEffectReserveRace has jobs that share one key reserve it at once,
 // each with its current token: exactly one holds it.
-func testEffectReserveRace(t *testing.T, s coordinator.Store) {
+func testEffectReserveRace(t *testing.T, s sqlstore.Lab) {
 	const n = 8
 	var toks []fencing.Token
 	for i := range n {
@@ -397,7 +397,7 @@ func testEffectReserveRace(t *testing.T, s coordinator.Store) {
 
 // testEffectReassignRace races a reservation of the current owner against a
 // reassignment, then lets the new owner reserve: never do both hold the key.
-func testEffectReassignRace(t *testing.T, s coordinator.Store) {
+func testEffectReassignRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	for i := range 20 {
 		id := fmt.Sprintf("rr-%d", i)
@@ -432,7 +432,7 @@ func testEffectReassignRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectList(t *testing.T, s coordinator.Store) {
+func testEffectList(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "l1")
 	submit(t, s, "l2")
@@ -485,7 +485,7 @@ type outboxPayload struct {
 	Manifest   []string        `json:"manifest"`
 }
 
-func testOutboxCommit(t *testing.T, s coordinator.Store) {
+func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "o")
 	la := claim(t, s, "o", ownerA, long)
@@ -549,7 +549,7 @@ func testOutboxCommit(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testOutboxDelivery(t *testing.T, s coordinator.Store) {
+func testOutboxDelivery(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "od")
 	la := claim(t, s, "od", ownerA, long)
@@ -620,7 +620,7 @@ func testOutboxDelivery(t *testing.T, s coordinator.Store) {
 // testEffectSameTokenTwice: the same token reserving again in another run
 // (its job was started twice on the agent) finds the intent in doubt; the
 // same run asking again (a lost reply) still holds it.
-func testEffectSameTokenTwice(t *testing.T, s coordinator.Store) {
+func testEffectSameTokenTwice(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "t")
 	la := claim(t, s, "t", ownerA, long)

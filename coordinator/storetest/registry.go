@@ -18,7 +18,7 @@ import (
 // The scheduler and registry part of the suite.
 var registryTests = []struct {
 	name string
-	fn   func(t *testing.T, s coordinator.Store)
+	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForCapacity", testClaimForCapacity},
@@ -39,7 +39,7 @@ func phone(serial, model string, tags ...string) protocol.Device {
 	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: model, Tags: tags}
 }
 
-func submitSel(t *testing.T, s coordinator.Store, id string, sel protocol.DeviceSelector) {
+func submitSel(t *testing.T, s sqlstore.Lab, id string, sel protocol.DeviceSelector) {
 	t.Helper()
 	task := testTask()
 	task.Device = sel
@@ -51,12 +51,12 @@ func submitSel(t *testing.T, s coordinator.Store, id string, sel protocol.Device
 	time.Sleep(2 * time.Millisecond)
 }
 
-func claimFor(t *testing.T, s coordinator.Store, owner string, slots int, devs ...protocol.Device) (coordinator.Lease, error) {
+func claimFor(t *testing.T, s sqlstore.Lab, owner string, slots int, devs ...protocol.Device) (coordinator.Lease, error) {
 	t.Helper()
 	return s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
 }
 
-func hello(t *testing.T, s coordinator.Store, owner string, devs ...protocol.Device) (coordinator.Agent, []fencing.Token) {
+func hello(t *testing.T, s sqlstore.Lab, owner string, devs ...protocol.Device) (coordinator.Agent, []fencing.Token) {
 	t.Helper()
 	agentID, bootID, err := fencing.SplitOwner(owner)
 	if err != nil {
@@ -72,7 +72,7 @@ func hello(t *testing.T, s coordinator.Store, owner string, devs ...protocol.Dev
 	return a, toks
 }
 
-func testClaimForSelectors(t *testing.T, s coordinator.Store) {
+func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "any", protocol.DeviceSelector{})
 	submitSel(t, s, "by-serial", protocol.DeviceSelector{Serial: "S2"})
 	submitSel(t, s, "never", protocol.DeviceSelector{Serial: "absent"})
@@ -141,7 +141,7 @@ func testClaimForSelectors(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testClaimForCapacity(t *testing.T, s coordinator.Store) {
+func testClaimForCapacity(t *testing.T, s sqlstore.Lab) {
 	for i := range 4 {
 		submitSel(t, s, fmt.Sprintf("cap-%d", i), protocol.DeviceSelector{})
 	}
@@ -162,7 +162,7 @@ func testClaimForCapacity(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testClaimForSession(t *testing.T, s coordinator.Store) {
+func testClaimForSession(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "sess", protocol.DeviceSelector{})
 	hello(t, s, ownerA2, phone("P1", "m")) // agent-a runs as boot-2 now
 	_, err := claimFor(t, s, ownerA, 1, phone("P1", "m"))
@@ -191,7 +191,7 @@ func testClaimForSession(t *testing.T, s coordinator.Store) {
 
 // testClaimForRace: many claims for one agent at once never exceed its
 // slots nor put two jobs on one phone, and grant each job once.
-func testClaimForRace(t *testing.T, s coordinator.Store) {
+func testClaimForRace(t *testing.T, s sqlstore.Lab) {
 	const jobs, phones, claimers, slots = 40, 10, 12, 3
 	// Each job names its phone, so concurrent claims reach for different
 	// phones; only the per-agent serialisation keeps them within the slots.
@@ -250,7 +250,7 @@ func testClaimForRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testTakeOverExpired(t *testing.T, s coordinator.Store) {
+func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submitSel(t, s, "exp", protocol.DeviceSelector{Model: "M"})
 	submitSel(t, s, "live", protocol.DeviceSelector{})
@@ -323,7 +323,7 @@ func testTakeOverExpired(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHello(t *testing.T, s coordinator.Store) {
+func testAgentHello(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.GetAgent(ctx, "agent-a")
 	wantErr(t, "get unknown agent", err, coordinator.ErrAgentNotFound)
@@ -368,7 +368,7 @@ func testAgentHello(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHelloReleases(t *testing.T, s coordinator.Store) {
+func testAgentHelloReleases(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	// Agent ids chosen so that a careless prefix or LIKE match would catch
 	// the wrong agent's jobs.
@@ -437,7 +437,7 @@ func testAgentHelloReleases(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHeartbeat(t *testing.T, s coordinator.Store) {
+func testAgentHeartbeat(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
 	wantErr(t, "heartbeat of an unknown agent", err, coordinator.ErrNoSession)
@@ -468,7 +468,7 @@ func testAgentHeartbeat(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentDrainAndSettings(t *testing.T, s coordinator.Store) {
+func testAgentDrainAndSettings(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.SetAgentDraining(ctx, "agent-a", true)
 	wantErr(t, "drain an unknown agent", err, coordinator.ErrAgentNotFound)
@@ -503,7 +503,7 @@ func testAgentDrainAndSettings(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAuthorizeUpload(t *testing.T, s coordinator.Store) {
+func testAuthorizeUpload(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "u")
 	la := claim(t, s, "u", ownerA, long)
@@ -538,7 +538,7 @@ func testAuthorizeUpload(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testRecordRefused(t *testing.T, s coordinator.Store) {
+func testRecordRefused(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	l := claim(t, s, "f", ownerB, long)
@@ -557,7 +557,7 @@ func testRecordRefused(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testCancel(t *testing.T, s coordinator.Store) {
+func testCancel(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "cq")
 	tk, err := s.Cancel(ctx, "cq", "cancelled by operator")
@@ -605,7 +605,7 @@ func testCancel(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testListAndCount(t *testing.T, s coordinator.Store) {
+func testListAndCount(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
