@@ -67,7 +67,7 @@ const claimForSQL = claimCTEs + `, pick AS (
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, 'claim', $1, lease_generation, true FROM upd
+		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial FROM upd`
 
@@ -98,9 +98,9 @@ const takeOverSQL = claimCTEs + `, pick AS (
 		          pick.old_owner, pick.old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 		UNION ALL
-		SELECT id, 'reassign', $1, lease_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReassign + `', $1, lease_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation FROM upd`
 
@@ -217,7 +217,7 @@ const authorizeUploadSQL = `
 		FOR SHARE
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, 'upload', $3, $2, EXISTS (SELECT 1 FROM j), $4
+		SELECT $1, '` + sqlstore.VerbUpload + `', $3, $2, EXISTS (SELECT 1 FROM j), $4
 	)
 	SELECT EXISTS (SELECT 1 FROM j)`
 
@@ -258,7 +258,7 @@ const cancelSQL = `
 		RETURNING cur.status AS old_status, cur.worker_id AS old_owner, cur.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, 'cancel',
+		SELECT $1, '` + sqlstore.VerbCancel + `',
 		       COALESCE((SELECT worker_id FROM cur WHERE status = 'IN_PROGRESS'), ''),
 		       COALESCE((SELECT lease_generation FROM cur), 0),
 		       EXISTS (SELECT 1 FROM upd), $2

@@ -275,16 +275,17 @@ func (s *Store) exists(ctx context.Context, jobID string) (bool, error) {
 }
 
 // refused classifies a fenced write that matched no row: fencing.ErrStale
-// when the job exists, coordinator.ErrNotFound when it does not.
-func (s *Store) refused(ctx context.Context, verb string, tok fencing.Token) error {
+// when the job exists, coordinator.ErrNotFound when it does not. what names
+// the write in the error ("commit", "renew").
+func (s *Store) refused(ctx context.Context, what string, tok fencing.Token) error {
 	ok, err := s.exists(ctx, tok.JobID)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s %s: %w: %w", verb, tok, fencing.ErrStale, err)
+		return fmt.Errorf("%s %s: %w: %w", what, tok, fencing.ErrStale, err)
 	case ok:
-		return fmt.Errorf("%s %s: %w", verb, tok, fencing.ErrStale)
+		return fmt.Errorf("%s %s: %w", what, tok, fencing.ErrStale)
 	default:
-		return fmt.Errorf("%s %s: %w", verb, tok, coordinator.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", what, tok, coordinator.ErrNotFound)
 	}
 }
 
@@ -355,12 +356,12 @@ func finishLease(l coordinator.Lease, jobID, owner string, task []byte) (coordin
 
 // Claim grants the given queued job to owner (generation + 1).
 func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, "claim", claimSQL, jobID, owner, ttl)
+	return s.grant(ctx, sqlstore.VerbClaim, claimSQL, jobID, owner, ttl)
 }
 
 // Reassign grants a queued or in-progress job to newOwner (generation + 1).
 func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, "reassign", reassignSQL, jobID, newOwner, ttl)
+	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
 }
 
 const claimNextSQL = `
@@ -383,7 +384,7 @@ const claimNextSQL = `
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, 'claim', $1, lease_generation, true FROM upd
+		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task FROM upd`
 
@@ -418,7 +419,7 @@ const renewSQL = `
 		RETURNING lease_expires_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'renew', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbRenew + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT lease_expires_at FROM upd`
 
@@ -438,8 +439,8 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 	return exp.UTC(), nil
 }
 
-// commitSQL is the fenced result write of docs/design.md ("Token rules", rule 2), with the attempt
-// recorded by the same statement.
+// commitSQL is the fenced result write of docs/design.md ("Token rules",
+// rule 2), with the attempt recorded by the same statement.
 const commitSQL = `
 	WITH upd AS (
 		UPDATE jobs
@@ -448,7 +449,7 @@ const commitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'result', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
@@ -475,14 +476,15 @@ const unfencedCommitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'result_unfenced', $2, 0, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbResultUnfenced + `', $2, 0, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
 // UnfencedCommit writes a result with no token check: the write a lease
 // without fencing amounts to. It is not part of coordinator.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
-// stale-writer experiment of docs/design.md ("Why fencing"). It reports whether the job existed.
+// stale-writer experiment of docs/design.md ("Why fencing"). It reports
+// whether the job existed.
 func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
@@ -507,7 +509,7 @@ const failSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'fail', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbFail + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
@@ -544,7 +546,7 @@ const artifactSQL = `
 		RETURNING 1
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'artifact', $3, $2, EXISTS (SELECT 1 FROM ins)
+		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins)
 	)
 	SELECT EXISTS (SELECT 1 FROM j), EXISTS (SELECT 1 FROM ins)`
 
@@ -633,7 +635,7 @@ const reclaimSQL = `
 		          cand.lease_expires_at AS old_expiry
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
 

@@ -595,7 +595,8 @@ var unfencedCommitSQL = `
 // UnfencedCommit writes a result with no token check: the write a lease
 // without fencing amounts to. It is not part of coordinator.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
-// stale-writer experiment of docs/design.md ("Why fencing"). It reports whether the job existed.
+// stale-writer experiment of docs/design.md ("Why fencing"). It reports
+// whether the job existed.
 func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
