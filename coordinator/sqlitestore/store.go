@@ -763,41 +763,53 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 	}
 	var out []fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = nil
-		rows, err := tx.QueryContext(ctx, reclaimCandidatesSQL, lim)
-		if err != nil {
-			return err
-		}
-		var cands []fencing.Token
-		for rows.Next() {
-			var t fencing.Token
-			if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
-				rows.Close()
-				return err
-			}
-			cands = append(cands, t)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		for _, t := range cands {
-			var id string
-			err := tx.QueryRowContext(ctx, reclaimSQL, t.JobID, t.Generation, t.Owner).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, sqlstore.DetailLeaseExpired); err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return nil
+		var err error
+		out, err = releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, sqlstore.DetailLeaseExpired)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reclaim expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// releaseEach takes back, in tx, each in-progress job that the query
+// candidates selects (columns id, lease_generation, worker_id, with args):
+// release is the fenced statement that does it for one token (arguments job
+// id, generation, owner; RETURNING id), and each job it takes back is
+// recorded as a reclaim of that token with detail. It returns the tokens
+// taken away; a candidate whose token changed meanwhile is skipped.
+func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any, release, detail string) ([]fencing.Token, error) {
+	rows, err := tx.QueryContext(ctx, candidates, args...)
+	if err != nil {
+		return nil, err
+	}
+	var cands []fencing.Token
+	for rows.Next() {
+		var t fencing.Token
+		if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cands = append(cands, t)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	var out []fencing.Token
+	for _, t := range cands {
+		var id string
+		err := tx.QueryRowContext(ctx, release, t.JobID, t.Generation, t.Owner).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, detail); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }
