@@ -79,11 +79,15 @@ func Pending(all []Migration, applied map[int64]bool) ([]Migration, error) {
 }
 
 // CheckSchema reports whether a database whose applied migrations are
-// applied can be used as it is by this binary, whose migrations are all: an
-// error wrapping coordinator.ErrSchemaOutdated when some are not applied (an
-// empty database included), Pending's error when the database has a version
-// this binary does not know.
-func CheckSchema(all []Migration, applied map[int64]bool) error {
+// applied can be used as it is by this binary, whose migrations are those of
+// dir in fsys: an error wrapping coordinator.ErrSchemaOutdated when some are
+// not applied (an empty database included), Pending's error when the
+// database has a version this binary does not know.
+func CheckSchema(fsys fs.FS, dir string, applied map[int64]bool) error {
+	all, err := Migrations(fsys, dir)
+	if err != nil {
+		return err
+	}
 	pending, err := Pending(all, applied)
 	if err != nil {
 		return err
