@@ -448,7 +448,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	defer a.mu.Unlock()
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
-		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", "effect"},
+		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
 		Draining: a.draining || a.shutdown,
 	}
 }

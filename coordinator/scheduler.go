@@ -71,7 +71,7 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Durat
 }
 
 func (s *Server) claimRequest(a Agent) ClaimRequest {
-	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL}
+	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities}
 }
 
 // scheduleOnce grants queued jobs to the agents that can take them: for

@@ -166,6 +166,11 @@ type ClaimRequest struct {
 	Devices []protocol.Device
 	Slots   int // Owner holds at most this many in-progress jobs afterwards
 	TTL     time.Duration
+	// Capabilities are those the agent announced in its hello. A job with
+	// effect steps (protocol.Task.HasEffects) is granted only to an agent
+	// with protocol.CapabilityEffect: one without it would run the steps
+	// unguarded.
+	Capabilities []string
 }
 
 // JobFilter selects jobs for ListJobs. Zero fields select everything.
@@ -210,8 +215,9 @@ type Store interface {
 	// WriteEvents lists every recorded attempt on a job, oldest first.
 	WriteEvents(ctx context.Context, jobID string) ([]WriteEvent, error)
 
-	// ClaimFor grants the oldest queued job whose device selector matches
-	// one of req.Devices that is in state "device" and free (no in-progress
+	// ClaimFor grants the oldest queued job the agent can run (no effect
+	// steps unless req.Capabilities has protocol.CapabilityEffect) whose
+	// device selector matches one of req.Devices that is in state "device" and free (no in-progress
 	// job of req.Owner counted against it), when req.Owner holds fewer than
 	// req.Slots in-progress jobs and its agent is not draining (by the
 	// operator or by its own report) nor registered under another boot. The lease names the phone chosen: the

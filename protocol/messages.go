@@ -114,6 +114,24 @@ func ValidateArtifactName(name string) error {
 	return nil
 }
 
+// Capabilities an agent announces in its hello.
+const (
+	// CapabilityEffect: the agent guards effect steps with their
+	// idempotency key (docs/effects.md). A coordinator grants a job with
+	// effect steps only to an agent that announced it.
+	CapabilityEffect = "effect"
+)
+
+// HasEffects reports whether the task has an effect step.
+func (t Task) HasEffects() bool {
+	for _, s := range t.Steps {
+		if s.Effect != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Hello is sent once per connection by an agent.
 type Hello struct {
 	BootID       string   `json:"boot_id"`

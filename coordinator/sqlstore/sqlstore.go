@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
@@ -150,6 +151,7 @@ type Claim struct {
 	Devices []byte // JSON array of {serial, model, tags} of the usable phones, sorted by serial
 	Slots   int
 	TTL     time.Duration
+	Effects bool // the agent may take jobs with effect steps
 }
 
 // PrepareClaim validates req and keeps only the phones that can take a job
@@ -179,7 +181,8 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL}, nil
+	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL,
+		Effects: slices.Contains(req.Capabilities, protocol.CapabilityEffect)}, nil
 }
 
 // AgentLockKey is the 64-bit key of the lock that serialises grants to one

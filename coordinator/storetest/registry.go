@@ -25,6 +25,7 @@ var registryTests = []struct {
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},
 	{"TakeOverExpired", testTakeOverExpired},
+	{"ClaimForEffectCapability", testClaimForEffectCapability},
 	{"AgentHello", testAgentHello},
 	{"AgentHelloReleasesOtherBoots", testAgentHelloReleases},
 	{"AgentHeartbeat", testAgentHeartbeat},
@@ -247,6 +248,49 @@ func testClaimForRace(t *testing.T, s sqlstore.Lab) {
 	}
 	if perOwner[ownerA] != slots || perOwner[ownerB] != slots {
 		t.Fatalf("grants per owner %v, want %d each", perOwner, slots)
+	}
+}
+
+// testClaimForEffectCapability: a job with effect steps goes only to an
+// agent that announced the effect capability, by ClaimFor and by
+// TakeOverExpired; other jobs go to any agent.
+func testClaimForEffectCapability(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	fx := testTask()
+	fx.Steps[1].Effect = &protocol.EffectSpec{Key: "order-1/submit"}
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "fx", Task: fx}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	submit(t, s, "plain")
+	plainCaps := []string{"screenshot", "input"}
+	effectCaps := []string{"screenshot", "input", protocol.CapabilityEffect}
+	req := func(owner string, ttl time.Duration, caps []string, serial string) coordinator.ClaimRequest {
+		return coordinator.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial, "Pixel 7")}, Slots: 2, TTL: ttl, Capabilities: caps}
+	}
+
+	// The oldest job has effects: an agent without the capability gets the
+	// next one, then nothing.
+	l, err := s.ClaimFor(ctx, req(ownerB, long, plainCaps, "B1"))
+	if err != nil || l.Token.JobID != "plain" {
+		t.Fatalf("claim without the effect capability: got %v, %v; want job plain", l.Token, err)
+	}
+	_, err = s.ClaimFor(ctx, req(ownerB, long, nil, "B2"))
+	wantErr(t, "claim of an effect job without the capability", err, coordinator.ErrNoJob)
+	if j := get(t, s, "fx"); j.Status != coordinator.StatusQueued {
+		t.Fatalf("effect job granted to an agent without the capability: %+v", j)
+	}
+
+	l, err = s.ClaimFor(ctx, req(ownerA, short, effectCaps, "A1"))
+	if err != nil || l.Token.JobID != "fx" {
+		t.Fatalf("claim with the effect capability: got %v, %v; want job fx", l.Token, err)
+	}
+	time.Sleep(expiredWait)
+	_, _, err = s.TakeOverExpired(ctx, req(ownerB, long, plainCaps, "B2"))
+	wantErr(t, "take over of an effect job without the capability", err, coordinator.ErrNoJob)
+	lc, old, err := s.TakeOverExpired(ctx, req(ownerC, long, effectCaps, "C1"))
+	if err != nil || old != l.Token || lc.Token != tok("fx", ownerC, 2) {
+		t.Fatalf("take over with the effect capability: %v from %v, %v", lc.Token, old, err)
 	}
 }
 
