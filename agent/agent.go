@@ -582,6 +582,12 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms must be positive")
 		return
 	}
+	sel, err := a.grantedPhone(as)
+	if err != nil {
+		replyError(m, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	as.Task.Device = sel
 	ttl := time.Duration(as.LeaseTTLMS) * time.Millisecond
 	if ttl <= a.opts.SafetyMargin {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms is not longer than the agent's safety margin")

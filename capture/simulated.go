@@ -126,9 +126,9 @@ func (s *Simulated) Serial() string { return s.serial }
 func (s *Simulated) Info() protocol.Device {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	state := "device"
+	state := protocol.DeviceReady
 	if s.unplugged {
-		state = "offline"
+		state = protocol.DeviceOffline
 	}
 	return protocol.Device{Serial: s.serial, State: state, Model: s.model, Tags: append([]string(nil), s.tags...)}
 }

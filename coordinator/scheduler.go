@@ -226,7 +226,7 @@ func (s *Server) assignAsync(ctx context.Context, agentID string, lease Lease) {
 // fenced requeue rather than left to expire.
 func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) error {
 	log := s.jobLog(lease.Token)
-	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task}
+	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
 	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {

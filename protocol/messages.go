@@ -181,6 +181,12 @@ type Assign struct {
 	Token      fencing.Token `json:"token"`
 	LeaseTTLMS int64         `json:"lease_ttl_ms"`
 	Task       Task          `json:"task"`
+	// Serial is the phone the coordinator granted the job on (the one it
+	// counts as busy until the job ends). The agent runs the job on exactly
+	// that phone, and refuses the assign (400) when it is not one of its
+	// phones in state DeviceReady matching the task's selector. Empty: the
+	// agent picks a phone matching the selector.
+	Serial string `json:"serial,omitempty"`
 }
 
 // Renew extends a lease.
