@@ -696,7 +696,7 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	if err := s.checkToken(ctx, verbFail, agentID, f.Token); err != nil {
 		return nil, err
 	}
-	if err := s.store.Fail(ctx, f.Token, f.Reason, f.Requeue); err != nil {
+	if err := s.failJob(ctx, f.Token, f.Reason, f.Requeue); err != nil {
 		return nil, s.fenced(verbFail, err)
 	}
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Msg("job failure reported")

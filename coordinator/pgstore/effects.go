@@ -354,7 +354,7 @@ const outboxInsertSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
 	        jsonb_build_object(
-	            'key', $4::text, 'event', 'result', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'key', $4::text, 'event', '` + coordinator.OutboxEventResult + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
 	            'result', $5::jsonb,
 	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
 	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
@@ -386,6 +386,46 @@ func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json
 	}
 	if !ok {
 		return s.refused(ctx, "commit", tok)
+	}
+	return nil
+}
+
+// outboxFailedSQL writes the message that publishes a failure: job,
+// generation, owner, reason and the artifacts of that generation, pending
+// delivery.
+const outboxFailedSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
+	        jsonb_build_object(
+	            'key', $4::text, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'reason', $5::text,
+	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
+	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
+	ON CONFLICT (key) DO NOTHING`
+
+// FailOutbox is Fail with the outbox message written in the same
+// transaction when the failure is accepted and ends the job. The fenced
+// write is failSQL, unchanged.
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	var ok bool
+	if err := tx.QueryRow(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, requeue, reason).Scan(&ok); err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	if ok && !requeue {
+		if _, err := tx.Exec(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key, reason); err != nil {
+			return fmt.Errorf("fail %s: write outbox %s: %w", tok, key, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	if !ok {
+		return s.refused(ctx, "fail", tok)
 	}
 	return nil
 }

@@ -515,8 +515,9 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 }
 
 // fenced runs one fenced statement, which returns a row when accepted,
-// records the attempt under tok and classifies a refusal.
-func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error) error {
+// records the attempt under tok and classifies a refusal. When the
+// statement is accepted, then runs in the same transaction.
+func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(*sql.Tx) error) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx, query, args...)
 		err := scan(row)
@@ -528,6 +529,11 @@ func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, quer
 			return err
 		}
 		if accepted {
+			for _, fn := range then {
+				if err := fn(tx); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		return refusal(ctx, tx, tok.JobID)

@@ -33,6 +33,7 @@ var effectTests = []struct {
 	{"EffectReassignRace", testEffectReassignRace},
 	{"EffectList", testEffectList},
 	{"OutboxCommit", testOutboxCommit},
+	{"OutboxFail", testOutboxFail},
 	{"OutboxDelivery", testOutboxDelivery},
 }
 
@@ -482,7 +483,57 @@ type outboxPayload struct {
 	Generation int64           `json:"generation"`
 	Owner      string          `json:"owner"`
 	Result     json.RawMessage `json:"result"`
+	Reason     string          `json:"reason"`
 	Manifest   []string        `json:"manifest"`
+}
+
+// testOutboxFail: a failure that ends a job is published like an accepted
+// result, in the transaction that accepts it, under a key of its
+// generation; a refused failure and a release (requeue) publish nothing.
+func testOutboxFail(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	submit(t, s, "f")
+	la := claim(t, s, "f", ownerA, long)
+	// A release for reassignment is not a failure of the job.
+	if err := s.FailOutbox(ctx, la.Token, "assign not accepted", true, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetEffect(ctx, coordinator.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, coordinator.ErrEffectNotFound) {
+		t.Fatalf("outbox of a release: %v", err)
+	}
+	lb := claim(t, s, "f", ownerB, long)
+	key := coordinator.OutboxFailureKey("f", lb.Token.Generation)
+	err := s.FailOutbox(ctx, la.Token, "late", false, key)
+	wantErr(t, "stale failure", err, fencing.ErrStale)
+	_, err = s.GetEffect(ctx, key)
+	wantErr(t, "outbox of a refused failure", err, coordinator.ErrEffectNotFound)
+
+	if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "last.png", "sha-last")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailOutbox(ctx, lb.Token, "step 2 (tap): phone unplugged", false, key); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	if j := get(t, s, "f"); j.Status != coordinator.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {
+		t.Fatalf("job after fail: %+v", j)
+	}
+	r := getEffect(t, s, key)
+	if r.Kind != coordinator.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "f" ||
+		r.Owner != ownerB || r.Generation != lb.Token.Generation {
+		t.Fatalf("outbox row %+v", r)
+	}
+	var p outboxPayload
+	if err := json.Unmarshal(r.Payload, &p); err != nil {
+		t.Fatalf("payload %s: %v", r.Payload, err)
+	}
+	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
+		p.Owner != ownerB || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
+		t.Fatalf("payload %+v", p)
+	}
+	evs := events(t, s, "f")
+	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbFail || !last.accepted {
+		t.Fatalf("last event %+v", last)
+	}
 }
 
 func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
