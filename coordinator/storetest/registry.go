@@ -85,7 +85,7 @@ func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 		phone("S3", "Pixel 7", "eu", "rooted", "us"),
 		phone("S1", "SM-G991B", "eu"),
 		phone("S2", "Pixel 7"),
-		{Serial: "S9", State: "offline", Model: "Pixel 7", Tags: []string{"eu", "rooted"}},
+		{Serial: "S9", State: protocol.DeviceOffline, Model: "Pixel 7", Tags: []string{"eu", "rooted"}},
 	}
 	// Oldest matching first; each on the first free matching phone in
 	// serial order; one job per phone.
