@@ -455,7 +455,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	defer a.mu.Unlock()
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
-		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", "effect"},
+		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
 		Draining: a.draining || a.shutdown,
 	}
 }
@@ -589,6 +589,12 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms must be positive")
 		return
 	}
+	sel, err := a.grantedPhone(as)
+	if err != nil {
+		replyError(m, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	as.Task.Device = sel
 	ttl := time.Duration(as.LeaseTTLMS) * time.Millisecond
 	if ttl <= a.opts.SafetyMargin {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms is not longer than the agent's safety margin")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -182,7 +183,7 @@ func TestStaleStepNotRun(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, protocol.Task{Interactive: true}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the lease to be confirmed", func() bool { return len(r.coord.requests(tok.JobID)) > 0 })
+	testenv.Eventually(t, 10*time.Second, "the lease to be confirmed", func() bool { return len(r.coord.requests(tok.JobID)) > 0 })
 	r.coord.revoke(tok)
 	r.waitStop(tok.JobID)
 	before := len(r.phone.History())
@@ -199,7 +200,7 @@ func TestStaleStepNotRun(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok2, protocol.Task{Steps: []protocol.Step{{Op: protocol.OpWait, DurationMS: 60_000}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the wait to start", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the wait to start", func() bool {
 		for _, j := range r.a.Status().Jobs {
 			if j.Token == tok2 && j.Leased && strings.HasPrefix(j.Current, "step 1") {
 				return true
@@ -240,7 +241,7 @@ func TestControl(t *testing.T) {
 	if err := r.coord.assign("pc-a", r.token(1), screenshotTask(1, 0)); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("assign while draining: %v, want 503", err)
 	}
-	eventually(t, 5*time.Second, "a hello that says draining", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a hello that says draining", func() bool {
 		for _, q := range r.coord.requests("") {
 			var h protocol.Hello
 			if q.verb == protocol.VerbHello && json.Unmarshal(q.data, &h) == nil && h.Draining {
@@ -266,7 +267,7 @@ func TestControl(t *testing.T) {
 	if err := ack(protocol.Control{Command: protocol.ControlCancel, JobID: "nope"}); !errors.Is(err, protocol.ErrUnknownJob) {
 		t.Fatalf("cancel of an unknown job: %v, want 404", err)
 	}
-	eventually(t, 5*time.Second, "the job's first screenshot", func() bool { return len(r.store.uploads()) > 0 })
+	testenv.Eventually(t, 5*time.Second, "the job's first screenshot", func() bool { return len(r.store.uploads()) > 0 })
 	if err := ack(protocol.Control{Command: protocol.ControlCancel, JobID: tok.JobID}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func TestControl(t *testing.T) {
 	if sw.Level().String() != "debug" {
 		t.Fatalf("log level %v, want debug", sw.Level())
 	}
-	eventually(t, 5*time.Second, "a hello with 3 slots", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a hello with 3 slots", func() bool {
 		for _, q := range r.coord.requests("") {
 			var h protocol.Hello
 			if q.verb == protocol.VerbHello && json.Unmarshal(q.data, &h) == nil && h.Slots == 3 {
@@ -335,12 +336,12 @@ func TestShutdownReleases(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 60_000)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the job's first screenshot", func() bool { return len(r.store.uploads()) > 0 })
+	testenv.Eventually(t, 5*time.Second, "the job's first screenshot", func() bool { return len(r.store.uploads()) > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- r.a.Shutdown(ctx) }()
-	eventually(t, 5*time.Second, "shutting down", func() bool { return r.a.Status().State == agent.StateShuttingDown })
+	testenv.Eventually(t, 5*time.Second, "shutting down", func() bool { return r.a.Status().State == agent.StateShuttingDown })
 	if err := r.coord.assign("pc-a", r.token(1), screenshotTask(1, 0)); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("assign during shutdown: %v, want 503", err)
 	}
@@ -372,7 +373,7 @@ func TestShutdownLetsJobsFinish(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, screenshotTask(2, 100)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
+	testenv.Eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := r.a.Shutdown(ctx); err != nil {
@@ -466,7 +467,7 @@ func TestSuspendStopsIdleJob(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 3_600_000)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
+	testenv.Eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
 	jump.Lock()
 	offset = 2 * time.Hour
 	jump.Unlock()
@@ -494,14 +495,14 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok2, screenshotTask(1, 60_000)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the second job to start", func() bool { return len(r.store.uploads()) > 3 })
+	testenv.Eventually(t, 5*time.Second, "the second job to start", func() bool { return len(r.store.uploads()) > 3 })
 	r.coord.revoke(tok2)
 	r.waitStop(tok2.JobID)
 	tok3 := r.token(1)
 	if err := r.coord.assign("pc-a", tok3, screenshotTask(1, 60_000)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the third job to start", func() bool { return len(r.store.uploads()) > 4 })
+	testenv.Eventually(t, 5*time.Second, "the third job to start", func() bool { return len(r.store.uploads()) > 4 })
 	r.stop() // shutdown stops the third job
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("goroutines left after Run returned: %v", err)
@@ -547,7 +548,7 @@ func TestStatusEndpoint(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 60_000)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
+	testenv.Eventually(t, 5*time.Second, "the job to start", func() bool { return len(r.store.uploads()) > 0 })
 	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz %d %q", code, body)
 	}
@@ -627,7 +628,7 @@ func TestHelloSettings(t *testing.T) {
 	if err := r.coord.send("pc-a", protocol.VerbControl, protocol.Control{Command: protocol.ControlDrain}, &protocol.Ack{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the hello reply's settings to apply and be kept", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the hello reply's settings to apply and be kept", func() bool {
 		s := r.a.Settings()
 		data, _ := os.ReadFile(filepath.Join(dir, agent.SettingsFile))
 		return s[agent.SettingConcurrency] == "2" && s[agent.SettingInteractiveIdle] == "90s" &&

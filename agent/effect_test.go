@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -72,7 +73,7 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the effect step to run on A", func() bool { return effectCount(phoneA) == 1 })
+	testenv.Eventually(t, 20*time.Second, "the effect step to run on A", func() bool { return effectCount(phoneA) == 1 })
 	held := sys.effect(effectKey)
 	tokA := fencing.Token{JobID: job.ID, Owner: held.Owner, Generation: held.Generation}
 	if held.State != protocol.EffectReserved || held.JobID != job.ID || !strings.HasPrefix(held.Owner, "pc-a/") || held.Generation != 1 {
@@ -81,7 +82,7 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 
 	_, phoneB := sys.startAgentWith("pc-b", agentSetup{})
 	var lb coordinator.Lease
-	eventually(t, 10*time.Second, "reassignment to B", func() bool {
+	testenv.Eventually(t, 10*time.Second, "reassignment to B", func() bool {
 		lb, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", true)
 		return err == nil
 	})
@@ -151,7 +152,7 @@ func TestEffectReassignedAfterReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r coordinator.EffectRecord
-	eventually(t, 20*time.Second, "A's receipt", func() bool {
+	testenv.Eventually(t, 20*time.Second, "A's receipt", func() bool {
 		rec, err := sys.store.GetEffect(sys.ctx, effectKey)
 		r = rec
 		return err == nil && rec.State == protocol.EffectDone
@@ -170,7 +171,7 @@ func TestEffectReassignedAfterReceipt(t *testing.T) {
 
 	_, phoneB := sys.startAgentWith("pc-b", agentSetup{})
 	var lb coordinator.Lease
-	eventually(t, 10*time.Second, "reassignment to B", func() bool {
+	testenv.Eventually(t, 10*time.Second, "reassignment to B", func() bool {
 		lb, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", true)
 		return err == nil
 	})

@@ -170,6 +170,14 @@ func (f *fakeCoord) assign(agentID string, tok fencing.Token, task protocol.Task
 		protocol.Assign{Token: tok, LeaseTTLMS: f.ttl.Milliseconds(), Task: task}, &protocol.Ack{})
 }
 
+// assignOn sends an assign for tok that names the granted phone serial.
+func (f *fakeCoord) assignOn(agentID string, tok fencing.Token, task protocol.Task, serial string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return protocol.Request(ctx, f.nc, protocol.AgentSubject(agentID, protocol.VerbAssign),
+		protocol.Assign{Token: tok, LeaseTTLMS: f.ttl.Milliseconds(), Task: task, Serial: serial}, &protocol.Ack{})
+}
+
 // send sends a request to the agent's verb subject.
 func (f *fakeCoord) send(agentID, verb string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -83,6 +83,35 @@ type job struct {
 }
 
 // newJob returns a job whose lease guard runs from now on under parent.
+// grantedPhone returns the selector the job of as acquires its phone with:
+// the task's, narrowed to the phone the coordinator granted when the assign
+// names one. That phone must be one of the agent's, in state device, and
+// match the task's selector: the job is refused otherwise rather than run on
+// another phone than the one the coordinator counted.
+func (a *Agent) grantedPhone(as protocol.Assign) (protocol.DeviceSelector, error) {
+	sel := as.Task.Device
+	if as.Serial == "" {
+		return sel, nil
+	}
+	if sel.Serial != "" && sel.Serial != as.Serial {
+		return sel, fmt.Errorf("granted phone %s is not the task's phone %s", as.Serial, sel.Serial)
+	}
+	sel.Serial = as.Serial
+	for _, d := range a.opts.Phones.Inventory() {
+		if d.Serial != as.Serial {
+			continue
+		}
+		if d.State != protocol.DeviceReady {
+			return sel, fmt.Errorf("granted phone %s is in state %q, not %q", as.Serial, d.State, protocol.DeviceReady)
+		}
+		if !sel.Matches(d) {
+			return sel, fmt.Errorf("granted phone %s does not match the task's selector %s", as.Serial, as.Task.Device.Describe())
+		}
+		return sel, nil
+	}
+	return sel, fmt.Errorf("granted phone %s is not connected to this agent", as.Serial)
+}
+
 func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Duration, task protocol.Task) *job {
 	j := &job{a: a, tok: tok, ttl: ttl, task: task, procs: procs.NewGroup(), started: time.Now(), steps: make(chan *stepReq, maxPendingSteps)}
 	j.log = a.log.With().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Logger()

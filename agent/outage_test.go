@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -64,7 +65,7 @@ func TestNATSOutageSelfFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the first artifact of the job", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the first artifact of the job", func() bool {
 		arts, _ := sys.store.Artifacts(sys.ctx, long.ID, 1)
 		return len(arts) == 1
 	})
@@ -89,7 +90,7 @@ func TestNATSOutageSelfFences(t *testing.T) {
 
 	// NATS is back on the same address.
 	sys.ns = restartNATS(t, port)
-	eventually(t, 20*time.Second, "the agent to say hello again", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the agent to say hello again", func() bool {
 		return a.Ready() && a.Status().Connection.LastHello.After(down)
 	})
 

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/agent/procs"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -85,7 +86,7 @@ func TestRevokeKillsProcesses(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, protocol.Task{Steps: []protocol.Step{{Op: protocol.OpLaunch, Package: "com.x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the step's processes to start", func() bool { return len(phone.started()) == 2 })
+	testenv.Eventually(t, 10*time.Second, "the step's processes to start", func() bool { return len(phone.started()) == 2 })
 	r.coord.revoke(tok)
 	stop := r.waitStop(tok.JobID)
 	if !errors.Is(stop.Err, fencing.ErrRevoked) {
@@ -93,7 +94,7 @@ func TestRevokeKillsProcesses(t *testing.T) {
 	}
 	r.waitGone(tok.JobID)
 	for _, pid := range phone.started() {
-		eventually(t, 10*time.Second, "process "+strconv.Itoa(pid)+" to die", func() bool {
+		testenv.Eventually(t, 10*time.Second, "process "+strconv.Itoa(pid)+" to die", func() bool {
 			return syscall.Kill(pid, 0) != nil || isZombie(pid)
 		})
 	}

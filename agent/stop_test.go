@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -124,7 +125,7 @@ func (w *watch) count(verb string) int {
 func waitStop(t *testing.T, a *agent.Agent, jobID string, within time.Duration) agent.StopRecord {
 	t.Helper()
 	var rec agent.StopRecord
-	eventually(t, within, "the agent to stop job "+jobID, func() bool {
+	testenv.Eventually(t, within, "the agent to stop job "+jobID, func() bool {
 		for _, r := range a.Stops() {
 			if r.Token.JobID == jobID {
 				rec = r
@@ -213,7 +214,7 @@ func staleReplyAbortsLargeUpload(t *testing.T, useSpool bool) {
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
-	eventually(t, 60*time.Second, "the recording's multipart upload to start", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the recording's multipart upload to start", func() bool {
 		if len(a.Stops()) > 0 || strings.Contains(logs.String(), "job done") {
 			t.Fatal("the job ended before its upload was seen")
 		}
@@ -238,7 +239,7 @@ func staleReplyAbortsLargeUpload(t *testing.T, useSpool bool) {
 	if stop.CutShort != "upload scroll.mp4" {
 		t.Errorf("cut short %q, want the upload of scroll.mp4", stop.CutShort)
 	}
-	eventually(t, 10*time.Second, "the job to leave the agent", func() bool { return len(a.Jobs()) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the job to leave the agent", func() bool { return len(a.Jobs()) == 0 })
 
 	if keys := incomplete(); len(keys) != 0 {
 		t.Errorf("incomplete multipart uploads left in MinIO: %v", keys)

@@ -63,7 +63,7 @@ func (l *adbLab) inventory(t *testing.T, opts capture.ADBOptions) *capture.Inven
 	}
 	t.Cleanup(stop)
 	for _, p := range l.phones {
-		want := capture.StateDevice
+		want := protocol.DeviceReady
 		if p.Unauthorized() {
 			want = "unauthorized"
 		}

@@ -171,7 +171,7 @@ func (d *ADBDevice) explain(ctx context.Context, err error) error {
 			state = e.State
 		}
 	}
-	if state == StateDevice {
+	if state == protocol.DeviceReady {
 		return err
 	}
 	d.setState(state)
@@ -586,13 +586,11 @@ func (d *ADBDevice) Text(ctx context.Context, s string) error {
 // `input text`: spaces become %s (input's own escape), every argument is
 // single-quoted for the shell, and a literal "%s" in s is typed in two
 // commands ("%" then "s...") so input does not turn it into a space. Only
-// printable ASCII can be typed this way; the error says where the first
-// other character is, without quoting the text.
+// printable ASCII can be typed this way (protocol.CheckTypable); the error
+// says where the first other character is, without quoting the text.
 func InputTextCommand(s string) (string, error) {
-	for i, r := range []rune(s) {
-		if r < 0x20 || r > 0x7e {
-			return "", fmt.Errorf("character %d of the text is not printable ASCII: input text cannot type it", i+1)
-		}
+	if err := protocol.CheckTypable(s); err != nil {
+		return "", fmt.Errorf("text: %w", err)
 	}
 	if s == "" {
 		return "", nil

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/capture/adb"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // ADBOptions configures the phones reached through the adb server.
@@ -183,7 +184,7 @@ func (t *tracker) update(ctx context.Context, ds []adb.DeviceEntry) {
 		tp.listed = e.State
 		tp.gen++
 		t.opts.Log.Info().Str("serial", e.Serial).Str("state", e.State).Msg("phone state")
-		if e.State == StateDevice {
+		if e.State == adb.StateDevice {
 			// Usable once its model and features are known.
 			tp.d.setState(adb.StateConnecting)
 			gen := tp.gen
@@ -222,7 +223,7 @@ func (t *tracker) probe(ctx context.Context, tp *trackedPhone, gen int) {
 	if err != nil {
 		t.opts.Log.Warn().Str("serial", tp.d.serial).Err(err).Msg("read phone model; phone kept with an empty model")
 	}
-	tp.d.setState(StateDevice)
+	tp.d.setState(protocol.DeviceReady)
 	t.inv.notify()
 	info := tp.d.Info()
 	t.opts.Log.Info().Str("serial", info.Serial).Str("model", info.Model).Strs("tags", info.Tags).Msg("phone ready")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 func TestShotStats(t *testing.T) {
@@ -65,7 +67,7 @@ func TestPhoneStateError(t *testing.T) {
 			t.Errorf("%s: not %v", tc.state, tc.is)
 		}
 	}
-	if StateProblem("x", StateDevice) != nil {
+	if StateProblem("x", protocol.DeviceReady) != nil {
 		t.Error("state device is a problem")
 	}
 }

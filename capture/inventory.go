@@ -3,16 +3,12 @@ package capture
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/edgeagent/edgeagent/protocol"
 )
-
-// StateDevice is the adb state of a usable phone.
-const StateDevice = "device"
 
 // NoDeviceError reports that no usable phone matches a selector. It
 // satisfies errors.Is(err, ErrNoDevice) and lists the phones that are
@@ -24,7 +20,7 @@ type NoDeviceError struct {
 
 func (e *NoDeviceError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "no phone matches selector %s", FormatSelector(e.Selector))
+	fmt.Fprintf(&b, "no phone matches selector %s", e.Selector.Describe())
 	if len(e.Connected) == 0 {
 		b.WriteString(": no phones connected")
 		return b.String()
@@ -42,7 +38,7 @@ func (e *NoDeviceError) Error() string {
 		if len(d.Tags) > 0 {
 			attrs = append(attrs, "tags="+strings.Join(d.Tags, ","))
 		}
-		if d.State != StateDevice {
+		if d.State != protocol.DeviceReady {
 			attrs = append(attrs, "state="+d.State)
 		}
 		if len(attrs) > 0 {
@@ -60,12 +56,10 @@ func (e *NoDeviceError) Error() string {
 func (e *NoDeviceError) problems() []error {
 	var out []error
 	for _, d := range e.Connected {
-		if d.State == StateDevice {
+		if d.State == protocol.DeviceReady {
 			continue
 		}
-		usable := d
-		usable.State = StateDevice
-		if Matches(usable, e.Selector) {
+		if e.Selector.Fits(d) {
 			out = append(out, StateProblem(d.Serial, d.State))
 		}
 	}
@@ -79,46 +73,6 @@ func (e *NoDeviceError) Is(target error) bool { return target == ErrNoDevice }
 // state, so errors.Is(err, ErrUnauthorized) holds for a job aimed at an
 // unauthorized phone.
 func (e *NoDeviceError) Unwrap() []error { return e.problems() }
-
-// FormatSelector renders a selector as "serial=X model=Y tags=a,b", or "any"
-// when it is empty.
-func FormatSelector(sel protocol.DeviceSelector) string {
-	var parts []string
-	if sel.Serial != "" {
-		parts = append(parts, "serial="+sel.Serial)
-	}
-	if sel.Model != "" {
-		parts = append(parts, "model="+sel.Model)
-	}
-	if len(sel.Tags) > 0 {
-		parts = append(parts, "tags="+strings.Join(sel.Tags, ","))
-	}
-	if len(parts) == 0 {
-		return "any"
-	}
-	return strings.Join(parts, " ")
-}
-
-// Matches reports whether a phone satisfies sel: it is in state "device", its
-// serial and model equal the selector's when those are set, and it carries
-// every tag of the selector. Comparisons are exact.
-func Matches(d protocol.Device, sel protocol.DeviceSelector) bool {
-	if d.State != StateDevice {
-		return false
-	}
-	if sel.Serial != "" && d.Serial != sel.Serial {
-		return false
-	}
-	if sel.Model != "" && d.Model != sel.Model {
-		return false
-	}
-	for _, t := range sel.Tags {
-		if !slices.Contains(d.Tags, t) {
-			return false
-		}
-	}
-	return true
-}
 
 // Inventory holds the phones attached to this PC by serial, and one lock per
 // phone so that a phone runs one job at a time. It is safe for concurrent
@@ -217,7 +171,7 @@ func (inv *Inventory) infosLocked() []protocol.Device {
 func (inv *Inventory) matchLocked(sel protocol.DeviceSelector) []Device {
 	var free, taken []Device
 	for _, d := range inv.sortedLocked() {
-		if !Matches(d.Info(), sel) {
+		if !sel.Matches(d.Info()) {
 			continue
 		}
 		if inv.busy[d.Serial()] != 0 {

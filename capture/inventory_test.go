@@ -97,7 +97,7 @@ func TestInventoryAddRemove(t *testing.T) {
 	if err := inv.Add(NewSimulated(SimOptions{Serial: "x"})); err == nil {
 		t.Fatal("duplicate serial accepted")
 	}
-	if got := inv.Devices(); len(got) != 1 || got[0].Serial != "x" || got[0].State != StateDevice {
+	if got := inv.Devices(); len(got) != 1 || got[0].Serial != "x" || got[0].State != protocol.DeviceReady {
 		t.Fatalf("devices = %+v", got)
 	}
 	inv.Remove("x")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/edgeagent/edgeagent/capture/adb"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // ErrUnauthorized: the phone has not accepted this PC's adb key (or the PC
@@ -63,7 +64,7 @@ func (e *PhoneStateError) Unwrap() error { return e.Err }
 // StateProblem returns the error explaining why a phone in state cannot run
 // jobs, or nil for state "device".
 func StateProblem(serial, state string) error {
-	if state == StateDevice {
+	if state == protocol.DeviceReady {
 		return nil
 	}
 	return &PhoneStateError{Serial: serial, State: state}

@@ -135,9 +135,9 @@ func (s *Simulated) Serial() string { return s.serial }
 func (s *Simulated) Info() protocol.Device {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	state := "device"
+	state := protocol.DeviceReady
 	if s.unplugged {
-		state = "offline"
+		state = protocol.DeviceOffline
 	}
 	return protocol.Device{Serial: s.serial, State: state, Model: s.model, Tags: append([]string(nil), s.tags...)}
 }
@@ -361,8 +361,13 @@ func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Durati
 	})
 }
 
-// Text appends str to the focused text field.
+// Text appends str to the focused text field. Like a phone reached over
+// adb, it refuses text that is not printable ASCII (protocol.CheckTypable).
 func (s *Simulated) Text(ctx context.Context, str string) error {
+	// Refuse what a phone reached over adb refuses (see InputTextCommand).
+	if err := protocol.CheckTypable(str); err != nil {
+		return fmt.Errorf("text on %s: text: %w", s.serial, err)
+	}
 	return s.do(ctx, SimCall{Op: protocol.OpText, Text: str}, func() error {
 		s.typed += str
 		return nil

@@ -350,3 +350,24 @@ func BenchmarkSimulatedScreenshot(b *testing.B) {
 		}
 	}
 }
+
+// TestSimulatedTextLikeADB: the simulated phone types what a phone reached
+// over adb types and refuses what it refuses, with no trace of a refused
+// text in its history.
+func TestSimulatedTextLikeADB(t *testing.T) {
+	ctx := context.Background()
+	s := NewSimulated(SimOptions{Serial: "t"})
+	for _, text := range []string{"plain text", "100%s off", "grüße", "日本", "tab\there"} {
+		_, adbErr := InputTextCommand(text)
+		simErr := s.Text(ctx, text)
+		if (adbErr == nil) != (simErr == nil) {
+			t.Errorf("text %q: adb error %v, simulated error %v", text, adbErr, simErr)
+		}
+		if simErr != nil && !strings.Contains(simErr.Error(), "not printable ASCII") {
+			t.Errorf("text %q: simulated error %q does not say why", text, simErr)
+		}
+	}
+	if h := s.History(); len(h) != 2 || h[0].Text != "plain text" || h[1].Text != "100%s off" {
+		t.Errorf("history = %+v, want only the two typable texts", h)
+	}
+}

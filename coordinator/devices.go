@@ -1,69 +1,18 @@
 package coordinator
 
 import (
-	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// DeviceReady is the adb state of a phone that can run a job.
-const DeviceReady = "device"
-
-// UsableDevices returns the phones that can take a job (state "device", a
-// serial), sorted by serial.
-func UsableDevices(ds []protocol.Device) []protocol.Device {
-	var out []protocol.Device
-	for _, d := range ds {
-		if d.State == DeviceReady && d.Serial != "" {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Serial < out[j].Serial })
-	return out
-}
-
-// Matches reports whether phone d can run a job with selector sel: it is in
-// state "device", and every field set in sel matches (serial and model
-// exactly, and d carries every tag of sel). The stores implement the same
-// rule in SQL.
-func Matches(sel protocol.DeviceSelector, d protocol.Device) bool {
-	if d.State != DeviceReady {
-		return false
-	}
-	if sel.Serial != "" && sel.Serial != d.Serial {
-		return false
-	}
-	if sel.Model != "" && sel.Model != d.Model {
-		return false
-	}
-	for _, t := range sel.Tags {
-		if !slices.Contains(d.Tags, t) {
-			return false
-		}
-	}
-	return true
-}
-
 // DescribeSelector renders a selector for people: "serial=X model=Y
 // tags=a,b", or "any phone".
 func DescribeSelector(sel protocol.DeviceSelector) string {
-	var parts []string
-	if sel.Serial != "" {
-		parts = append(parts, "serial="+sel.Serial)
+	if d := sel.Describe(); d != "any" {
+		return d
 	}
-	if sel.Model != "" {
-		parts = append(parts, "model="+sel.Model)
-	}
-	if len(sel.Tags) > 0 {
-		parts = append(parts, "tags="+strings.Join(sel.Tags, ","))
-	}
-	if len(parts) == 0 {
-		return "any phone"
-	}
-	return strings.Join(parts, " ")
+	return "any phone"
 }
 
 // WaitReason explains why a queued job with selector sel has not started,
@@ -89,7 +38,7 @@ func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offl
 			continue
 		}
 		for _, d := range a.Devices {
-			if !Matches(sel, d) {
+			if !sel.Matches(d) {
 				continue
 			}
 			matching++

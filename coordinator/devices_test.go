@@ -8,35 +8,12 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-func TestMatches(t *testing.T) {
-	d := protocol.Device{Serial: "R58", State: "device", Model: "SM-G991B", Tags: []string{"eu", "rooted"}}
-	for _, tc := range []struct {
-		sel  protocol.DeviceSelector
-		dev  protocol.Device
-		want bool
-	}{
-		{protocol.DeviceSelector{}, d, true},
-		{protocol.DeviceSelector{Serial: "R58"}, d, true},
-		{protocol.DeviceSelector{Serial: "R5"}, d, false},
-		{protocol.DeviceSelector{Model: "SM-G991B"}, d, true},
-		{protocol.DeviceSelector{Model: "sm-g991b"}, d, false}, // case-sensitive
-		{protocol.DeviceSelector{Tags: []string{"eu"}}, d, true},
-		{protocol.DeviceSelector{Tags: []string{"rooted", "eu"}}, d, true},
-		{protocol.DeviceSelector{Tags: []string{"eu", "us"}}, d, false},
-		{protocol.DeviceSelector{Serial: "R58", Model: "SM-G991B", Tags: []string{"eu"}}, d, true},
-		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "offline"}, false},
-		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "unauthorized"}, false},
-	} {
-		if got := coordinator.Matches(tc.sel, tc.dev); got != tc.want {
-			t.Errorf("Matches(%+v, %+v) = %v", tc.sel, tc.dev, got)
-		}
-	}
+func TestDescribeSelector(t *testing.T) {
 	if got := coordinator.DescribeSelector(protocol.DeviceSelector{Serial: "a", Model: "b", Tags: []string{"x", "y"}}); got != "serial=a model=b tags=x,y" {
 		t.Errorf("DescribeSelector = %q", got)
 	}
-	devs := coordinator.UsableDevices([]protocol.Device{{Serial: "b", State: "device"}, {Serial: "a", State: "device"}, {Serial: "c", State: "offline"}, {State: "device"}})
-	if len(devs) != 2 || devs[0].Serial != "a" || devs[1].Serial != "b" {
-		t.Errorf("UsableDevices = %+v", devs)
+	if got := coordinator.DescribeSelector(protocol.DeviceSelector{}); got != "any phone" {
+		t.Errorf("DescribeSelector of the empty selector = %q", got)
 	}
 }
 

@@ -90,6 +90,22 @@ func (s *Server) commit(ctx context.Context, tok fencing.Token, result json.RawM
 	return nil
 }
 
+// failJob records a failure: through the outbox when results are
+// published and the failure ends the job, so receivers learn of failed jobs
+// as of succeeded ones.
+func (s *Server) failJob(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
+	if !s.fx.publish || requeue {
+		return s.store.Fail(ctx, tok, reason, requeue)
+	}
+	if err := s.store.FailOutbox(ctx, tok, reason, false, OutboxFailureKey(tok.JobID, tok.Generation)); err != nil {
+		return err
+	}
+	if s.fx.dispatcher != nil {
+		s.fx.dispatcher.Kick()
+	}
+	return nil
+}
+
 // effect serves the effect verb: reserve an intent before an effect step,
 // record its receipt after it, or attach evidence to an intent in doubt.
 // Every action is fenced: a token that is not current gets 409 and changes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -18,8 +19,8 @@ const (
 	// after it reserved the intent.
 	EffectKindStep = "step"
 	// EffectKindOutbox is a message the coordinator delivers (an accepted
-	// result published), written in the transaction that accepted the
-	// result and delivered by the dispatcher.
+	// result or a failure published), written in the transaction that
+	// accepted the result or the failure and delivered by the dispatcher.
 	EffectKindOutbox = "outbox"
 )
 
@@ -142,6 +143,20 @@ type EffectFilter struct {
 // coordinator, so a receiver can drop duplicates.
 func OutboxKey(jobID string) string { return protocol.ReservedKeyPrefix + "result/" + jobID }
 
+// OutboxFailureKey is the idempotency key of the message that publishes the
+// failure of one generation of a job. A job fails at most once per
+// generation; one that stopped on an effect in doubt may be queued again by
+// a person's decision and fail (or succeed) in a later generation.
+func OutboxFailureKey(jobID string, generation int64) string {
+	return fmt.Sprintf("%sfailed/%s/g%d", protocol.ReservedKeyPrefix, jobID, generation)
+}
+
+// Events of outbox messages (the payload's "event").
+const (
+	OutboxEventResult = "result" // an accepted result (CommitOutbox)
+	OutboxEventFailed = "failed" // a job failed (FailOutbox)
+)
+
 // EffectStore is the part of the Store that keeps effects: intents of
 // effect steps with their receipts, and the coordinator's outbox. Every
 // method that an agent's token reaches is fenced like the other writes: it
@@ -185,6 +200,11 @@ type EffectStore interface {
 	// the result is accepted, writes the outbox message key (pending) that
 	// publishes it: job, generation, owner, result and manifest.
 	CommitOutbox(ctx context.Context, tok fencing.Token, result json.RawMessage, key string) error
+	// FailOutbox is Fail that, in the same transaction and only when the
+	// failure is accepted and ends the job (not requeue), writes the
+	// outbox message key (pending) that publishes it: job, generation,
+	// owner, reason and the artifacts registered under that generation.
+	FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error
 	// ClaimOutbox takes up to limit pending outbox messages that are due,
 	// counts a delivery attempt on each and makes them not due again for
 	// lease (so another dispatcher does not send them meanwhile). Several

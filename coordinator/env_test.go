@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -34,7 +35,7 @@ func fastOptions(t testing.TB, id string) coordinator.Options {
 	}
 }
 
-func openSQLite(t testing.TB) coordinator.Store {
+func openSQLite(t testing.TB) sqlstore.Lab {
 	t.Helper()
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -107,7 +108,7 @@ func startCoordinator(t testing.TB, url string, store coordinator.Store, opts co
 }
 
 func phone(serial string, tags ...string) protocol.Device {
-	return protocol.Device{Serial: serial, State: coordinator.DeviceReady, Model: "Pixel 7", Tags: tags}
+	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: "Pixel 7", Tags: tags}
 }
 
 func task(sel protocol.DeviceSelector) protocol.Task {
@@ -123,18 +124,6 @@ func submit(t testing.TB, s coordinator.Store, id string, sel protocol.DeviceSel
 	return j
 }
 
-// eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func getJob(t testing.TB, s coordinator.Store, id string) coordinator.Job {
 	t.Helper()
 	j, err := s.Get(context.Background(), id)
@@ -147,7 +136,7 @@ func getJob(t testing.TB, s coordinator.Store, id string) coordinator.Job {
 func waitStatus(t testing.TB, s coordinator.Store, id, status string, timeout time.Duration) coordinator.Job {
 	t.Helper()
 	var j coordinator.Job
-	eventually(t, timeout, "job "+id+" "+status, func() bool {
+	testenv.Eventually(t, timeout, "job "+id+" "+status, func() bool {
 		j = getJob(t, s, id)
 		return j.Status == status
 	})
@@ -156,7 +145,7 @@ func waitStatus(t testing.TB, s coordinator.Store, id, status string, timeout ti
 
 func waitAssign(t testing.TB, a *coordtest.Agent, jobID string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, a.ID()+" assigned "+jobID, func() bool {
+	testenv.Eventually(t, timeout, a.ID()+" assigned "+jobID, func() bool {
 		for _, tk := range a.Assigns() {
 			if tk.JobID == jobID {
 				return true

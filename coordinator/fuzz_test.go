@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -29,7 +30,7 @@ import (
 // public surface: NATS requests on edge.v1.coord.<agent_id>.<verb>.
 type handlerFuzz struct {
 	nc     *nats.Conn
-	store  coordinator.Store
+	store  sqlstore.Lab
 	serial string // the selector of every job: no phone ever matches it
 	n      int
 	cur    fencing.Token // the job in progress

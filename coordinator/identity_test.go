@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -122,7 +123,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if err == nil {
 		t.Fatal("A's request on B's subject was answered")
 	}
-	eventually(t, 5*time.Second, "permission violation for publishing on B's subject", func() bool {
+	testenv.Eventually(t, 5*time.Second, "permission violation for publishing on B's subject", func() bool {
 		return aErrs.saw(`Publish to "edge.v1.coord.pc-garage.result"`)
 	})
 	if n := refusedOfB(); n != 0 {
@@ -140,7 +141,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 		}
 	}
 	_ = nc.Flush()
-	eventually(t, 5*time.Second, "permission violations for subscribing to B's inbox and subjects", func() bool {
+	testenv.Eventually(t, 5*time.Second, "permission violations for subscribing to B's inbox and subjects", func() bool {
 		return aErrs.saw(`Subscription to "_INBOX.pc-garage.>"`) && aErrs.saw(`Subscription to "edge.v1.agent.pc-garage.>"`)
 	})
 	// B talks to the coordinator and is talked to; none of it reaches A.

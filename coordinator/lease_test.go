@@ -103,7 +103,7 @@ func TestExpiredLeaseReclaimedWithinTTLPlusSweep(t *testing.T) {
 	}
 
 	// The old owner was told.
-	eventually(t, 5*time.Second, "revoke at A", func() bool {
+	testenv.Eventually(t, 5*time.Second, "revoke at A", func() bool {
 		return slices.ContainsFunc(a.Revokes(), func(r protocol.Revoke) bool { return r.Token == tokA })
 	})
 	if got := b.Assigns(); len(got) != 1 || got[0] != (fencing.Token{JobID: "job-1", Owner: b.Owner(), Generation: 2}) {

@@ -95,7 +95,7 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 		}
 	})
 
-	eventually(t, 90*time.Second, "every job to succeed", func() bool {
+	testenv.Eventually(t, 90*time.Second, "every job to succeed", func() bool {
 		counts, err := store.JobCounts(ctx)
 		if err != nil {
 			t.Fatal(err)

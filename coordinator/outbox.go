@@ -29,7 +29,7 @@ type OutboxMessage struct {
 	Generation int64
 	Owner      string
 	Attempt    int             // 1 for the first delivery
-	Payload    json.RawMessage // {key, event, job_id, generation, owner, result, manifest}
+	Payload    json.RawMessage // {key, event, job_id, generation, owner, result or reason, manifest}
 }
 
 // OutboxSender delivers outbox messages to whatever publishes results (a
@@ -43,8 +43,9 @@ type OutboxSender interface {
 // OutboxOptions configures the transactional outbox. Zero durations take
 // defaults.
 type OutboxOptions struct {
-	// Publish writes every accepted result's message to the outbox in the
-	// transaction that accepts it. It is implied by Sender.
+	// Publish writes the message of every accepted result, and of every
+	// failure that ends a job, to the outbox in the transaction that
+	// accepts it. It is implied by Sender.
 	Publish bool
 	// Sender, when set, makes this coordinator run a dispatcher that
 	// delivers the outbox (any coordinator sharing the store may).

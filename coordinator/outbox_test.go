@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -72,7 +73,7 @@ func wantDeliveredOnce(t *testing.T, store coordinator.Store, recv *coordtest.Re
 	t.Helper()
 	key := coordinator.OutboxKey(jobID)
 	var r coordinator.EffectRecord
-	eventually(t, 10*time.Second, "outbox "+key+" done", func() bool {
+	testenv.Eventually(t, 10*time.Second, "outbox "+key+" done", func() bool {
 		var err error
 		r, err = store.GetEffect(context.Background(), key)
 		return err == nil && r.State == protocol.EffectDone
@@ -193,5 +194,58 @@ func TestOutboxReplyLost(t *testing.T) {
 	}
 	if r.Attempts != 3 || r.LastError != "" {
 		t.Fatalf("attempts %d, last error %q", r.Attempts, r.LastError)
+	}
+}
+
+// TestOutboxPublishesFailures: a job its agent reports failed is published
+// through the outbox too (event failed, the reason, the generation's
+// artifacts), under the key of its generation, exactly once; a release for
+// reassignment publishes nothing.
+func TestOutboxPublishesFailures(t *testing.T) {
+	ns := testenv.NATS(t)
+	recv := coordtest.StartReceiver(t, ns.ClientURL(), resultsSubject)
+	store := openSQLite(t)
+	opts := fastOptions(t, "c1")
+	opts.Outbox = outboxOptions(natsSender(t, ns.ClientURL()))
+	startCoordinator(t, ns.ClientURL(), store, opts)
+	coordtest.Start(t, coordtest.Options{ID: "pc-f", URL: ns.ClientURL(), Devices: []protocol.Device{phone("P-f")},
+		Behavior: func(fencing.Token) coordtest.Behavior { return coordtest.Hold }})
+	submit(t, store, "job-f", protocol.DeviceSelector{Serial: "P-f"})
+	j := waitStatus(t, store, "job-f", coordinator.StatusInProgress, 10*time.Second)
+	tok := fencing.Token{JobID: j.ID, Owner: j.WorkerID, Generation: j.Generation}
+
+	// The agent reports the failure, as the real agent does after a step
+	// failed.
+	nc, err := nats.Connect(ns.ClientURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("pc-f")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const reason = "step 1 (screenshot): phone unplugged"
+	if err := protocol.Request(t.Context(), nc, protocol.CoordSubject("pc-f", protocol.VerbFail),
+		protocol.Fail{Token: tok, Reason: reason}, &protocol.Ack{}); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	waitStatus(t, store, "job-f", coordinator.StatusFailed, 10*time.Second)
+
+	key := coordinator.OutboxFailureKey("job-f", tok.Generation)
+	var r coordinator.EffectRecord
+	testenv.Eventually(t, 10*time.Second, "outbox "+key+" delivered", func() bool {
+		r, err = store.GetEffect(context.Background(), key)
+		return err == nil && r.State == protocol.EffectDone
+	})
+	if got := recv.Applied(); !slices.Equal(got, []string{key}) {
+		t.Fatalf("applied %q, want %q once", got, key)
+	}
+	var p struct {
+		Key, Event, Owner, Reason string
+		Generation                int64
+		Manifest                  []string
+	}
+	if err := json.Unmarshal(r.Payload, &p); err != nil {
+		t.Fatalf("payload %s: %v", r.Payload, err)
+	}
+	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.Reason != reason || p.Generation != tok.Generation || p.Owner != tok.Owner {
+		t.Fatalf("payload %s", r.Payload)
 	}
 }

@@ -171,7 +171,7 @@ func TestPresignedUpload(t *testing.T) {
 		ID: "pc-b", URL: ns.ClientURL(), Devices: []protocol.Device{phone("B1")},
 		Behavior: func(fencing.Token) coordtest.Behavior { return coordtest.Hold },
 	})
-	eventually(t, 5*time.Second, "pc-b online", func() bool {
+	testenv.Eventually(t, 5*time.Second, "pc-b online", func() bool {
 		_, err := c.srv.Reassign(ctx, "job-p", "pc-b", true)
 		return err == nil
 	})
@@ -196,7 +196,7 @@ func TestPresignedUpload(t *testing.T) {
 
 	// The new owner uploads under its own generation and finishes; its
 	// manifest does not list generation 1's object.
-	eventually(t, 5*time.Second, "assign at B", func() bool { return len(b.Assigns()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "assign at B", func() bool { return len(b.Assigns()) == 1 })
 	tokB := b.Assigns()[0]
 	var repB protocol.UploadReply
 	if err := b.Request(ctx, protocol.VerbUpload, protocol.Upload{Token: tokB, Name: "shot.png", Size: int64(len(body)), ContentType: "image/png", SHA256: up.SHA256}, &repB); err != nil {

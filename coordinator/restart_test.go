@@ -47,7 +47,7 @@ func TestAgentRestartReclaimsAtOnce(t *testing.T) {
 	oldOwner := a.Owner()
 	// The lease each job would run until without the restart.
 	expiry := map[string]time.Time{}
-	eventually(t, 5*time.Second, "first renewals", func() bool {
+	testenv.Eventually(t, 5*time.Second, "first renewals", func() bool {
 		for _, o := range a.Outcomes() {
 			if o.Verb == protocol.VerbRenew && o.Err == nil {
 				expiry[o.Token.JobID] = o.ExpiresAt

@@ -38,7 +38,7 @@ func (s *Server) schedulable(ctx context.Context, fresh bool) ([]Agent, error) {
 	s.mu.Lock()
 	for _, a := range all {
 		a.SeenAgo += age
-		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(UsableDevices(a.Devices)) > 0 {
+		if a.Online(s.opts.OfflineAfter) && !a.Draining && !a.AgentDraining && !s.full[a.ID] && len(protocol.ReadyDevices(a.Devices)) > 0 {
 			out = append(out, a)
 		}
 	}
@@ -71,7 +71,7 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Durat
 }
 
 func (s *Server) claimRequest(a Agent) ClaimRequest {
-	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL}
+	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities}
 }
 
 // scheduleOnce grants queued jobs to the agents that can take them: for
@@ -226,7 +226,7 @@ func (s *Server) assignAsync(ctx context.Context, agentID string, lease Lease) {
 // fenced requeue rather than left to expire.
 func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) error {
 	log := s.jobLog(lease.Token)
-	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task}
+	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
 	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {

@@ -113,7 +113,7 @@ func TestAgentOfflineAndDraining(t *testing.T) {
 	if _, err := coordinator.PushControl(ctx, a.Conn(), "pc-a", protocol.Control{Command: protocol.ControlDrain}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "pc-a reported draining", func() bool {
+	testenv.Eventually(t, 5*time.Second, "pc-a reported draining", func() bool {
 		ag, err := store.GetAgent(ctx, "pc-a")
 		return err == nil && ag.AgentDraining
 	})
@@ -129,7 +129,7 @@ func TestAgentOfflineAndDraining(t *testing.T) {
 
 	// Offline: silent for longer than OfflineAfter.
 	a.Stop()
-	eventually(t, 5*time.Second, "pc-a offline", func() bool {
+	testenv.Eventually(t, 5*time.Second, "pc-a offline", func() bool {
 		ag, err := store.GetAgent(ctx, "pc-a")
 		return err == nil && !ag.Online(opts.OfflineAfter)
 	})

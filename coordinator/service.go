@@ -461,7 +461,7 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		s.Revoke(tok, "agent restarted")
 	}
 	s.log.Info().Str("agent_id", agentID).Str("boot_id", h.BootID).Str("version", h.Version).
-		Int("devices", len(h.Devices)).Int("usable_devices", len(UsableDevices(h.Devices))).
+		Int("devices", len(h.Devices)).Int("usable_devices", len(protocol.ReadyDevices(h.Devices))).
 		Int("slots", h.Slots).Bool("draining", h.Draining).Int("released", len(released)).Msg("agent hello")
 	s.setFull(agentID, false)
 	if a.Draining && !h.Draining {
@@ -696,7 +696,7 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	if err := s.checkToken(ctx, verbFail, agentID, f.Token); err != nil {
 		return nil, err
 	}
-	if err := s.store.Fail(ctx, f.Token, f.Reason, f.Requeue); err != nil {
+	if err := s.failJob(ctx, f.Token, f.Reason, f.Requeue); err != nil {
 		return nil, s.fenced(verbFail, err)
 	}
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Msg("job failure reported")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
@@ -26,12 +27,31 @@ var (
 	ErrConflict      = errors.New("job not in a state that allows this")
 	ErrNoSession     = errors.New("no session for this agent")
 	ErrAgentNotFound = errors.New("agent not found")
+	// ErrSchemaOutdated: the database's schema is behind this binary (an
+	// empty database included). Only the commands that migrate (edgecoord
+	// migrate, serve) bring it up to date; the others refuse to run on it.
+	ErrSchemaOutdated = errors.New("database schema is older than this binary: run `edgecoord migrate`")
 )
 
 // JobSpec is a job to submit.
 type JobSpec struct {
 	ID   string        // optional; a random id is chosen when empty
-	Task protocol.Task // validated by Submit
+	Task protocol.Task // checked by Submit with CheckSubmit
+}
+
+// CheckSubmit checks a task before it is queued: it must be valid
+// (protocol.Task.Validate), and it must not be interactive, since no
+// coordinator command sends an interactive job its steps yet: such a job
+// would hold its phone until its idle timeout and fail. Every store's Submit
+// calls it, so every way of submitting refuses the same tasks.
+func CheckSubmit(t protocol.Task) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if t.Interactive {
+		return fmt.Errorf("interactive jobs cannot be submitted yet: nothing would send their steps, so the job would idle until its idle timeout and fail; submit the steps as a regular job (interactive: false)")
+	}
+	return nil
 }
 
 // Job is the stored state of one job.
@@ -146,6 +166,11 @@ type ClaimRequest struct {
 	Devices []protocol.Device
 	Slots   int // Owner holds at most this many in-progress jobs afterwards
 	TTL     time.Duration
+	// Capabilities are those the agent announced in its hello. A job with
+	// effect steps (protocol.Task.HasEffects) is granted only to an agent
+	// with protocol.CapabilityEffect: one without it would run the steps
+	// unguarded.
+	Capabilities []string
 }
 
 // JobFilter selects jobs for ListJobs. Zero fields select everything.
@@ -155,20 +180,19 @@ type JobFilter struct {
 	Limit    int    // at most this many, oldest first; ≤ 0 means no limit
 }
 
-// Store is the coordinator's job store. Every fenced method applies its write
+// Store is the coordinator's job store: what the coordinator and the
+// management commands use. Grants go through ClaimFor and TakeOverExpired,
+// which honour the agents' phones, slots and sessions; the lab's direct
+// grants (Claim, ClaimNext) and unfenced write live in sqlstore.Lab, out of
+// reach of production code. Every fenced method applies its write
 // in one statement whose WHERE clause checks the token (job, generation,
 // owner, status), records a write_events row for the attempt, and answers a
 // zero-row update with fencing.ErrStale. Lease expiry is judged by the
 // database clock.
 type Store interface {
-	// Submit inserts a queued job at generation 0.
+	// Submit inserts a queued job at generation 0. The task is checked with
+	// CheckSubmit.
 	Submit(ctx context.Context, spec JobSpec) (Job, error)
-	// ClaimNext grants the oldest queued job to owner (generation + 1).
-	// ErrNoJob when none is queued.
-	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (Lease, error)
-	// Claim grants the given queued job to owner (generation + 1).
-	// ErrConflict when it is not queued.
-	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (Lease, error)
 	// Reassign grants a queued or in-progress job to newOwner (generation + 1),
 	// whatever its current lease. ErrConflict when the job is finished.
 	Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (Lease, error)
@@ -191,8 +215,9 @@ type Store interface {
 	// WriteEvents lists every recorded attempt on a job, oldest first.
 	WriteEvents(ctx context.Context, jobID string) ([]WriteEvent, error)
 
-	// ClaimFor grants the oldest queued job whose device selector matches
-	// one of req.Devices that is in state "device" and free (no in-progress
+	// ClaimFor grants the oldest queued job the agent can run (no effect
+	// steps unless req.Capabilities has protocol.CapabilityEffect) whose
+	// device selector matches one of req.Devices that is in state "device" and free (no in-progress
 	// job of req.Owner counted against it), when req.Owner holds fewer than
 	// req.Slots in-progress jobs and its agent is not draining (by the
 	// operator or by its own report) nor registered under another boot. The lease names the phone chosen: the

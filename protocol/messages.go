@@ -8,21 +8,6 @@ import (
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
-// Device describes one phone attached to an agent.
-type Device struct {
-	Serial string   `json:"serial"`
-	State  string   `json:"state"` // device, offline, unauthorized, no permissions
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
-}
-
-// DeviceSelector chooses the phone a job runs on. Empty fields match any.
-type DeviceSelector struct {
-	Serial string   `json:"serial,omitempty"`
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
-}
-
 // Step operations.
 const (
 	OpLaunch      = "launch"
@@ -82,7 +67,11 @@ func (t Task) Validate() error {
 			if s.Package == "" {
 				return fmt.Errorf("steps[%d]: launch needs package", i)
 			}
-		case OpWait, OpTap, OpSwipe, OpKey, OpText, OpRecordStart, OpRecordStop:
+		case OpText:
+			if err := CheckTypable(s.Text); err != nil {
+				return fmt.Errorf("steps[%d]: text: %w", i, err)
+			}
+		case OpWait, OpTap, OpSwipe, OpKey, OpRecordStart, OpRecordStop:
 		case OpScreenshot, OpUIDump:
 		default:
 			return fmt.Errorf("steps[%d]: unknown op %q", i, s.Op)
@@ -94,6 +83,20 @@ func (t Task) Validate() error {
 		}
 	}
 	return validateEffects(t.Steps)
+}
+
+// CheckTypable accepts the text a text step can type: printable ASCII
+// (U+0020 to U+007E). A phone types text with adb's `input text`, which
+// cannot enter anything else, so other characters are refused when a job is
+// submitted rather than when its step runs. The error says where the first
+// other character is, without quoting the text.
+func CheckTypable(text string) error {
+	for i, r := range []rune(text) {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("character %d is not printable ASCII: phones type text with adb input text, which cannot type it", i+1)
+		}
+	}
+	return nil
 }
 
 // ValidateArtifactName accepts names that are safe as the last element of an
@@ -109,6 +112,24 @@ func ValidateArtifactName(name string) error {
 		}
 	}
 	return nil
+}
+
+// Capabilities an agent announces in its hello.
+const (
+	// CapabilityEffect: the agent guards effect steps with their
+	// idempotency key (docs/effects.md). A coordinator grants a job with
+	// effect steps only to an agent that announced it.
+	CapabilityEffect = "effect"
+)
+
+// HasEffects reports whether the task has an effect step.
+func (t Task) HasEffects() bool {
+	for _, s := range t.Steps {
+		if s.Effect != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Hello is sent once per connection by an agent.
@@ -160,6 +181,12 @@ type Assign struct {
 	Token      fencing.Token `json:"token"`
 	LeaseTTLMS int64         `json:"lease_ttl_ms"`
 	Task       Task          `json:"task"`
+	// Serial is the phone the coordinator granted the job on (the one it
+	// counts as busy until the job ends). The agent runs the job on exactly
+	// that phone, and refuses the assign (400) when it is not one of its
+	// phones in state DeviceReady matching the task's selector. Empty: the
+	// agent picks a phone matching the selector.
+	Serial string `json:"serial,omitempty"`
 }
 
 // Renew extends a lease.

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,29 @@ func TestTaskValidate(t *testing.T) {
 	} {
 		if task.Validate() == nil {
 			t.Errorf("%s: Validate accepted", name)
+		}
+	}
+}
+
+// TestTaskValidateText: a text step must be typable over adb (printable
+// ASCII); the error names the step and the character, not the text.
+func TestTaskValidateText(t *testing.T) {
+	ok := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: "hello world ~!"}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"grüße", "日本", "tab\there", "line\n"} {
+		task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpLaunch, Package: "com.x"}, {Op: protocol.OpText, Text: text}}}
+		err := task.Validate()
+		if err == nil {
+			t.Errorf("text %q accepted", text)
+			continue
+		}
+		if !strings.Contains(err.Error(), "steps[1]: text: character") || !strings.Contains(err.Error(), "not printable ASCII") {
+			t.Errorf("text %q: error %q does not name the step and the character", text, err)
+		}
+		if strings.Contains(err.Error(), text) {
+			t.Errorf("text %q: error %q quotes the text", text, err)
 		}
 	}
 }

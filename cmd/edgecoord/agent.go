@@ -135,7 +135,7 @@ func (m *mgmt) agentListCommand() *cli.Command {
 			for _, v := range views {
 				usable := 0
 				for _, d := range v.Devices {
-					if d.State == coordinator.DeviceReady {
+					if d.Ready() {
 						usable++
 					}
 				}

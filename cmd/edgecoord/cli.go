@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/coordstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // newApp returns the command line of edgecoord with start as the
 // coordinator's runtime.
 func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error) *cli.App {
-	return newAppWith(stdout, stderr, start, &mgmt{now: time.Now, openReadOnly: openStoreReadOnly})
+	return newAppWith(stdout, stderr, start, &mgmt{now: time.Now})
 }
 
 // newAppWith is newApp with the management commands' clock and read-only
@@ -91,9 +92,6 @@ type mgmt struct {
 	configPath string
 	cfg        *config.Coordinator
 	now        func() time.Time
-	// openReadOnly opens the store for the read-only commands
-	// (openStoreReadOnly).
-	openReadOnly func(context.Context, *config.Coordinator) (coordinator.Store, error)
 }
 
 // flags defines the -c flag of a management command.
@@ -118,8 +116,8 @@ func (m *mgmt) open(ctx context.Context, c *cli.Call) (coordinator.Store, error)
 	if err := m.load(c); err != nil {
 		return nil, err
 	}
-	store, err := m.openReadOnly(ctx, m.cfg)
-	if errors.Is(err, errSchemaOutdated) {
+	store, err := coordstore.OpenExisting(ctx, m.cfg.Store)
+	if errors.Is(err, coordinator.ErrSchemaOutdated) {
 		return nil, c.Failf("%v\nrun \"%s migrate -c %s\" with this binary first", err, progName, m.configPath)
 	}
 	return store, err

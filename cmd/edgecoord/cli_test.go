@@ -3,16 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/internal/cli/clitest"
 	"github.com/rs/zerolog"
 )
@@ -148,29 +149,50 @@ func TestRun(t *testing.T) {
 // whose schema is behind, saying to run edgecoord migrate, and that
 // migrate says it migrated one.
 func TestOutdatedSchema(t *testing.T) {
-	path := writeConfig(t, validConfig+"store:\n  driver: sqlite\n  path: "+filepath.Join(t.TempDir(), "jobs.db")+"\n")
-	outdated := func(context.Context, *config.Coordinator) (coordinator.Store, error) {
-		return nil, fmt.Errorf("open sqlite store: schema version 2, this binary needs 3: %w", errSchemaOutdated)
-	}
-	runOutdated := func(args ...string) (int, string, string) {
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	path := writeConfig(t, validConfig+"store:\n  driver: sqlite\n  path: "+db+"\n")
+	runCmd := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
-		m := &mgmt{now: time.Now, openReadOnly: outdated}
-		code := exitCode(newAppWith(&out, &errOut, nil, m).Run(t.Context(), append(args, "-c", path)))
+		code := exitCode(newAppWith(&out, &errOut, nil, &mgmt{now: time.Now}).Run(t.Context(), append(args, "-c", path)))
 		return code, out.String(), errOut.String()
 	}
-	for _, args := range [][]string{
+	readOnly := [][]string{
 		{"job", "list"}, {"job", "show", "j"}, {"agent", "list"}, {"agent", "show", "a"},
 		{"effect", "list"}, {"effect", "show", "k"}, {"agent", "config", "a"},
-	} {
-		code, stdout, stderr := runOutdated(args...)
+	}
+	// A store never migrated: refused, and left as it was.
+	for _, args := range readOnly {
+		code, stdout, stderr := runCmd(args...)
 		want := `run "edgecoord migrate -c ` + path + `" with this binary first`
-		if code != 1 || stdout != "" || !strings.Contains(stderr, "schema version 2, this binary needs 3") || !strings.Contains(stderr, want) {
-			t.Errorf("%s on an outdated schema: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, stdout, stderr)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "no database file") || !strings.Contains(stderr, want) {
+			t.Errorf("%s on a store never migrated: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, stdout, stderr)
 		}
 	}
-	code, stdout, stderr := runOutdated("migrate")
-	if code != 0 || stdout != "sqlite store at schema version 3: migrated\n" {
-		t.Errorf("migrate of an outdated schema: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused commands created the database file (stat: %v)", err)
+	}
+	code, stdout, stderr := runCmd("migrate")
+	if code != 0 || !strings.HasPrefix(stdout, "sqlite store at schema version ") || !strings.HasSuffix(stdout, ": migrated\n") {
+		t.Fatalf("migrate of a store never migrated: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCmd("job", "list"); code != 0 || strings.Contains(stderr, "migrate") {
+		t.Errorf("job list after migrate: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCmd("migrate"); code != 0 || !strings.HasSuffix(stdout, ": already up to date\n") {
+		t.Errorf("migrate of a current store: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// One migration behind: the newest migration's row removed, as a store
+	// migrated by the previous release would be.
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	if code, stdout, stderr := runCmd("job", "list"); code != 1 || stdout != "" || !strings.Contains(stderr, "this binary needs version") {
+		t.Errorf("job list one migration behind: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

@@ -41,7 +41,7 @@ func parseJobFile(data []byte) (coordinator.JobSpec, error) {
 		return coordinator.JobSpec{}, err
 	}
 	task := protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS}
-	if err := task.Validate(); err != nil {
+	if err := coordinator.CheckSubmit(task); err != nil {
 		return coordinator.JobSpec{}, err
 	}
 	return coordinator.JobSpec{ID: f.ID, Task: task}, nil

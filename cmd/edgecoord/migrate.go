@@ -5,37 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/coordstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
-
-// openStoreReadOnly opens the job store the config names for the commands
-// that only read it: without migrating, and failing with an error that
-// wraps errSchemaOutdated when the schema is older than this binary's.
-//
-// SWITCH-OVER: until the stores have OpenExisting this opens with
-// openStore, which migrates. Once pgstore.OpenExisting,
-// sqlitestore.OpenExisting and coordinator.ErrSchemaOutdated exist, the
-// body becomes
-//
-//	switch cfg.Store.Driver {
-//	case config.StorePostgres:
-//		return pgstore.OpenExisting(ctx, cfg.Store.DSN.Value())
-//	case config.StoreSQLite:
-//		return sqlitestore.OpenExisting(ctx, cfg.Store.Path)
-//	}
-//	return nil, fmt.Errorf("open store: unknown driver %q", cfg.Store.Driver)
-//
-// and errSchemaOutdated below is coordinator.ErrSchemaOutdated. Nothing
-// else changes.
-func openStoreReadOnly(ctx context.Context, cfg *config.Coordinator) (coordinator.Store, error) {
-	return openStore(ctx, cfg)
-}
-
-// errSchemaOutdated is what the error of openStoreReadOnly wraps when the
-// store's schema is behind (SWITCH-OVER: coordinator.ErrSchemaOutdated).
-var errSchemaOutdated = errors.New("store schema is older than this edgecoord")
 
 // schemaVersioner is a store that says its schema version.
 type schemaVersioner interface {
@@ -54,9 +27,9 @@ func (m *mgmt) migrateCommand() *cli.Command {
 			}
 			// What the schema was: current, or behind (or not there yet).
 			behind := false
-			probe, err := m.openReadOnly(ctx, m.cfg)
+			probe, err := coordstore.OpenExisting(ctx, m.cfg.Store)
 			switch {
-			case errors.Is(err, errSchemaOutdated):
+			case errors.Is(err, coordinator.ErrSchemaOutdated):
 				behind = true
 			case err != nil:
 				return err

@@ -22,3 +22,18 @@ func Open(ctx context.Context, c config.Store) (coordinator.Store, error) {
 	}
 	return nil, fmt.Errorf("open store: unknown driver %q (want %s or %s)", c.Driver, config.StoreSQLite, config.StorePostgres)
 }
+
+// OpenExisting opens the job store c names without migrating it, for the
+// commands that must not change the schema: it fails with an error wrapping
+// coordinator.ErrSchemaOutdated when the schema is behind this binary's (a
+// database never migrated included), and with another error when it is
+// ahead.
+func OpenExisting(ctx context.Context, c config.Store) (coordinator.Store, error) {
+	switch c.Driver {
+	case config.StorePostgres:
+		return pgstore.OpenExisting(ctx, c.DSN.Value())
+	case config.StoreSQLite:
+		return sqlitestore.OpenExisting(ctx, c.Path)
+	}
+	return nil, fmt.Errorf("open store: unknown driver %q (want %s or %s)", c.Driver, config.StoreSQLite, config.StorePostgres)
+}

@@ -354,7 +354,7 @@ const outboxInsertSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
 	        jsonb_build_object(
-	            'key', $4::text, 'event', 'result', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'key', $4::text, 'event', '` + coordinator.OutboxEventResult + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
 	            'result', $5::jsonb,
 	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
 	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
@@ -367,27 +367,75 @@ func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json
 	if err := sqlstore.CheckResult(result); err != nil {
 		return fmt.Errorf("commit %s: %w", tok, err)
 	}
+	return s.withOutbox(ctx, "commit", tok,
+		func(tx pgx.Tx) (bool, error) {
+			var ok bool
+			err := tx.QueryRow(ctx, commitSQL, tok.JobID, tok.Generation, tok.Owner, nullJSON(result)).Scan(&ok)
+			return ok, err
+		},
+		func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, outboxInsertSQL, tok.JobID, tok.Generation, tok.Owner, key, nullJSON(result))
+			return err
+		}, key)
+}
+
+// withOutbox runs write, a fenced statement that reports whether it was
+// accepted, and then, when it was, publish, which writes the outbox message
+// key, in one transaction. what names the write in errors ("commit").
+func (s *Store) withOutbox(ctx context.Context, what string, tok fencing.Token, write func(pgx.Tx) (bool, error), publish func(pgx.Tx) error, key string) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("commit %s: %w", tok, err)
+		return fmt.Errorf("%s %s: %w", what, tok, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	var ok bool
-	if err := tx.QueryRow(ctx, commitSQL, tok.JobID, tok.Generation, tok.Owner, nullJSON(result)).Scan(&ok); err != nil {
-		return fmt.Errorf("commit %s: %w", tok, err)
+	ok, err := write(tx)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, tok, err)
 	}
 	if ok {
-		if _, err := tx.Exec(ctx, outboxInsertSQL, tok.JobID, tok.Generation, tok.Owner, key, nullJSON(result)); err != nil {
-			return fmt.Errorf("commit %s: write outbox %s: %w", tok, key, err)
+		if err := publish(tx); err != nil {
+			return fmt.Errorf("%s %s: write outbox %s: %w", what, tok, key, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit %s: %w", tok, err)
+		return fmt.Errorf("%s %s: %w", what, tok, err)
 	}
 	if !ok {
-		return s.refused(ctx, "commit", tok)
+		return s.refused(ctx, what, tok)
 	}
 	return nil
+}
+
+// outboxFailedSQL writes the message that publishes a failure: job,
+// generation, owner, reason and the artifacts of that generation, pending
+// delivery.
+const outboxFailedSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
+	        jsonb_build_object(
+	            'key', $4::text, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'reason', $5::text,
+	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
+	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
+	ON CONFLICT (key) DO NOTHING`
+
+// FailOutbox is Fail with the outbox message written in the same
+// transaction when the failure is accepted and ends the job. The fenced
+// write is failSQL, unchanged.
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error {
+	return s.withOutbox(ctx, "fail", tok,
+		func(tx pgx.Tx) (bool, error) {
+			var ok bool
+			err := tx.QueryRow(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, requeue, reason).Scan(&ok)
+			return ok, err
+		},
+		func(tx pgx.Tx) error {
+			if requeue {
+				return nil // a release is not a failure of the job
+			}
+			_, err := tx.Exec(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key, reason)
+			return err
+		}, key)
 }
 
 // claimOutboxSQL takes due pending messages, skipping those another

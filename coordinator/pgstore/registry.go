@@ -91,7 +91,7 @@ const releaseOtherBootsSQL = `
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, 'reclaim', old_owner, old_generation, true, 'agent restarted' FROM upd
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailAgentRestarted + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY id`
 

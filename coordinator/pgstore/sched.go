@@ -16,12 +16,15 @@ import (
 
 // claimCTEs are the common parts of ClaimFor and TakeOverExpired:
 //
-//	$1 owner, $2 ttl µs, $3 usable phones (JSON), $4 slots, $5 agent id, $6 boot id
+//	$1 owner, $2 ttl µs, $3 usable phones (JSON), $4 slots, $5 agent id, $6 boot id,
+//	$7 whether the agent may take jobs with effect steps
 //
 // agent_ok: the agent is not draining and not registered under another
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
 // the phones holding none of them. match(j) is the first free phone in
-// serial order whose fields satisfy j's selector (coordinator.Matches).
+// serial order whose fields satisfy j's selector (protocol.DeviceSelector.Matches);
+// canRun(j): the agent may run j (effect steps only with $7,
+// protocol.Task.HasEffects).
 const claimCTEs = `
 	WITH agent_ok AS (
 		SELECT NOT EXISTS (SELECT 1 FROM agents
@@ -34,6 +37,8 @@ const claimCTEs = `
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
 			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
 	)`
+
+const canRun = `($7::boolean OR NOT j.task->'steps' @> '[{"effect": {}}]'::jsonb)`
 
 const matchLateral = `
 		CROSS JOIN LATERAL (
@@ -49,7 +54,7 @@ const matchLateral = `
 // jobs another coordinator is granting at the same moment.
 const claimForSQL = claimCTEs + `, pick AS (
 		SELECT j.id, m.serial FROM jobs j` + matchLateral + `
-		WHERE j.status = 'QUEUED'
+		WHERE j.status = 'QUEUED' AND ` + canRun + `
 		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
 		ORDER BY j.created_at, j.seq
 		LIMIT 1
@@ -67,7 +72,7 @@ const claimForSQL = claimCTEs + `, pick AS (
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, 'claim', $1, lease_generation, true FROM upd
+		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial FROM upd`
 
@@ -79,7 +84,7 @@ const claimForSQL = claimCTEs + `, pick AS (
 const takeOverSQL = claimCTEs + `, pick AS (
 		SELECT j.id, j.worker_id AS old_owner, j.lease_generation AS old_generation, m.serial FROM jobs j` + matchLateral + `
 		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= (SELECT clock_timestamp()) AND j.worker_id <> $1
-		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
+		  AND ` + canRun + ` AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
 		ORDER BY j.lease_expires_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED
@@ -98,9 +103,9 @@ const takeOverSQL = claimCTEs + `, pick AS (
 		          pick.old_owner, pick.old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 		UNION ALL
-		SELECT id, 'reassign', $1, lease_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReassign + `', $1, lease_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation FROM upd`
 
@@ -168,7 +173,7 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		task       []byte
 	)
 	err = s.inAgentBatch(ctx, c.AgentID, claimForSQL,
-		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID},
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects},
 		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev) })
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
@@ -194,7 +199,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 		task       []byte
 	)
 	err = s.inAgentBatch(ctx, c.AgentID, takeOverSQL,
-		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID},
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects},
 		func(r pgx.Row) error {
 			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
 		})
@@ -217,7 +222,7 @@ const authorizeUploadSQL = `
 		FOR SHARE
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, 'upload', $3, $2, EXISTS (SELECT 1 FROM j), $4
+		SELECT $1, '` + sqlstore.VerbUpload + `', $3, $2, EXISTS (SELECT 1 FROM j), $4
 	)
 	SELECT EXISTS (SELECT 1 FROM j)`
 
@@ -258,7 +263,7 @@ const cancelSQL = `
 		RETURNING cur.status AS old_status, cur.worker_id AS old_owner, cur.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, 'cancel',
+		SELECT $1, '` + sqlstore.VerbCancel + `',
 		       COALESCE((SELECT worker_id FROM cur WHERE status = 'IN_PROGRESS'), ''),
 		       COALESCE((SELECT lease_generation FROM cur), 0),
 		       EXISTS (SELECT 1 FROM upd), $2

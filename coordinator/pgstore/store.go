@@ -42,6 +42,19 @@ var (
 // Task and result documents are stored as jsonb: Get returns the same JSON
 // value that was written, normalised (key order and spacing may differ).
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, true)
+}
+
+// OpenExisting connects to the database at dsn without migrating it: it
+// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// is behind this binary (an empty database included), and with another error
+// when the schema is ahead of it. It writes nothing.
+func OpenExisting(ctx context.Context, dsn string) (*Store, error) {
+	return open(ctx, dsn, false)
+}
+
+// open connects to the store at dsn, and migrates its schema or checks it.
+func open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -56,7 +69,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	check := s.checkSchema
+	if migrate {
+		check = s.migrate
+	}
+	if err := check(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
@@ -90,17 +107,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	)`); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
-	}
-	applied := map[int64]bool{}
-	for _, v := range versions {
-		applied[v] = true
 	}
 	pending, err := sqlstore.Pending(all, applied)
 	if err != nil {
@@ -118,6 +127,47 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return nil
+}
+
+// querier is a connection pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// appliedVersions reads the applied migrations; none when the database has
+// no schema_migrations table.
+func appliedVersions(ctx context.Context, q querier) (map[int64]bool, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	if !exists {
+		return applied, nil
+	}
+	rows, err := q.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	return applied, nil
+}
+
+// checkSchema fails unless the schema is the one this binary migrates to;
+// it writes nothing.
+func (s *Store) checkSchema(ctx context.Context) error {
+	applied, err := appliedVersions(ctx, s.pool)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	return sqlstore.CheckSchema(migrationFS, "migrations", applied)
 }
 
 // SchemaVersion returns the highest applied migration.
@@ -183,19 +233,9 @@ func nullJSON(b json.RawMessage) any {
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
-	id := spec.ID
-	if id == "" {
-		id = sqlstore.NewJobID()
-	}
-	if err := sqlstore.ValidateJobID(id); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
-	}
-	if err := spec.Task.Validate(); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
-	}
-	task, err := json.Marshal(spec.Task)
+	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return coordinator.Job{}, err
 	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `
 		INSERT INTO jobs (id, status, task) VALUES ($1, 'QUEUED', $2)
@@ -231,16 +271,17 @@ func (s *Store) exists(ctx context.Context, jobID string) (bool, error) {
 }
 
 // refused classifies a fenced write that matched no row: fencing.ErrStale
-// when the job exists, coordinator.ErrNotFound when it does not.
-func (s *Store) refused(ctx context.Context, verb string, tok fencing.Token) error {
+// when the job exists, coordinator.ErrNotFound when it does not. what names
+// the write in the error ("commit", "renew").
+func (s *Store) refused(ctx context.Context, what string, tok fencing.Token) error {
 	ok, err := s.exists(ctx, tok.JobID)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s %s: %w: %w", verb, tok, fencing.ErrStale, err)
+		return fmt.Errorf("%s %s: %w: %w", what, tok, fencing.ErrStale, err)
 	case ok:
-		return fmt.Errorf("%s %s: %w", verb, tok, fencing.ErrStale)
+		return fmt.Errorf("%s %s: %w", what, tok, fencing.ErrStale)
 	default:
-		return fmt.Errorf("%s %s: %w", verb, tok, coordinator.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", what, tok, coordinator.ErrNotFound)
 	}
 }
 
@@ -311,12 +352,12 @@ func finishLease(l coordinator.Lease, jobID, owner string, task []byte) (coordin
 
 // Claim grants the given queued job to owner (generation + 1).
 func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, "claim", claimSQL, jobID, owner, ttl)
+	return s.grant(ctx, sqlstore.VerbClaim, claimSQL, jobID, owner, ttl)
 }
 
 // Reassign grants a queued or in-progress job to newOwner (generation + 1).
 func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, "reassign", reassignSQL, jobID, newOwner, ttl)
+	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
 }
 
 const claimNextSQL = `
@@ -339,7 +380,7 @@ const claimNextSQL = `
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, 'claim', $1, lease_generation, true FROM upd
+		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task FROM upd`
 
@@ -374,7 +415,7 @@ const renewSQL = `
 		RETURNING lease_expires_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'renew', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbRenew + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT lease_expires_at FROM upd`
 
@@ -394,8 +435,8 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 	return exp.UTC(), nil
 }
 
-// commitSQL is the fenced result write of DESIGN.md rule 2, with the attempt
-// recorded by the same statement.
+// commitSQL is the fenced result write of docs/design.md ("Token rules",
+// rule 2), with the attempt recorded by the same statement.
 const commitSQL = `
 	WITH upd AS (
 		UPDATE jobs
@@ -404,7 +445,7 @@ const commitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'result', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
@@ -431,14 +472,15 @@ const unfencedCommitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'result_unfenced', $2, 0, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbResultUnfenced + `', $2, 0, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
 // UnfencedCommit writes a result with no token check: the write a lease
 // without fencing amounts to. It is not part of coordinator.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
-// stale-writer experiment of DESIGN.md. It reports whether the job existed.
+// stale-writer experiment of docs/design.md ("Why fencing"). It reports
+// whether the job existed.
 func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
@@ -463,7 +505,7 @@ const failSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'fail', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + sqlstore.VerbFail + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
@@ -500,7 +542,7 @@ const artifactSQL = `
 		RETURNING 1
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, 'artifact', $3, $2, EXISTS (SELECT 1 FROM ins)
+		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins)
 	)
 	SELECT EXISTS (SELECT 1 FROM j), EXISTS (SELECT 1 FROM ins)`
 
@@ -589,7 +631,7 @@ const reclaimSQL = `
 		          cand.lease_expires_at AS old_expiry
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, 'reclaim', old_owner, old_generation, true, 'lease expired' FROM upd
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -50,7 +51,7 @@ func withPool(dsn string, n int) string {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) coordinator.Store {
+	storetest.Run(t, func(t *testing.T) sqlstore.Lab {
 		return open(t, withPool(testenv.Postgres(t), 16))
 	})
 }
@@ -93,6 +94,36 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		s.Close()
 		t.Fatal("open of a database migrated by a newer binary succeeded")
 	}
+}
+
+func TestOpenExisting(t *testing.T) {
+	withConn := func(ctx context.Context, dsn string, fn func(c *pgx.Conn) error) error {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		return errors.Join(fn(c), c.Close(ctx))
+	}
+	storetest.RunOpen(t, storetest.Opener{
+		Fresh: func(t *testing.T) string { return testenv.Postgres(t) },
+		Open: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+			return pgstore.Open(ctx, dsn)
+		},
+		OpenExisting: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+			s, err := pgstore.OpenExisting(ctx, dsn)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Count: func(ctx context.Context, dsn, query string) (n int64, err error) {
+			err = withConn(ctx, dsn, func(c *pgx.Conn) error { return c.QueryRow(ctx, query).Scan(&n) })
+			return n, err
+		},
+		Exec: func(ctx context.Context, dsn, query string) error {
+			return withConn(ctx, dsn, func(c *pgx.Conn) error { _, err := c.Exec(ctx, query); return err })
+		},
+	})
 }
 
 // Several coordinators starting at once on an empty database migrate it
@@ -180,7 +211,7 @@ func benchStore(b *testing.B) *pgstore.Store {
 }
 
 // BenchmarkCommitFenced and BenchmarkCommitUnfenced compare the fenced result
-// write with the same write without the token (DESIGN.md: overhead ≤ 3%).
+// write with the same write without the token (docs/design.md: overhead ≤ 3%).
 func BenchmarkCommitFenced(b *testing.B) {
 	storetest.BenchmarkCommit(b, benchStore(b), true)
 }

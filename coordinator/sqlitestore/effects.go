@@ -411,11 +411,45 @@ const outboxInsertSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES (?4, 'outbox', 'pending', ?1, ?3, ?2,
 	        json_object(
-	            'key', ?4, 'event', 'result', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
+	            'key', ?4, 'event', '` + coordinator.OutboxEventResult + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
 	            'result', json(?5),
 	            'manifest', json((SELECT json_group_array(key) FROM (
 	                SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid)))))
 	ON CONFLICT (key) DO NOTHING`
+
+// outboxFailedSQL writes the message that publishes a failure: job,
+// generation, owner, reason and the artifacts of that generation, pending
+// delivery.
+const outboxFailedSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	VALUES (?4, 'outbox', 'pending', ?1, ?3, ?2,
+	        json_object(
+	            'key', ?4, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
+	            'reason', ?5,
+	            'manifest', json((SELECT json_group_array(key) FROM (
+	                SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid)))))
+	ON CONFLICT (key) DO NOTHING`
+
+// FailOutbox is Fail with the outbox message written in the same
+// transaction when the failure is accepted and ends the job. The fenced
+// write is failSQL, unchanged.
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error {
+	err := s.fenced(ctx, sqlstore.VerbFail, tok, failSQL, []any{requeue, reason, tok.JobID, tok.Generation, tok.Owner},
+		func(r *sql.Row) error { var id string; return r.Scan(&id) },
+		func(tx *sql.Tx) error {
+			if requeue {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key, reason); err != nil {
+				return fmt.Errorf("write outbox %s: %w", key, err)
+			}
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("fail %s: %w", tok, err)
+	}
+	return nil
+}
 
 // CommitOutbox is Commit with the outbox message written in the same
 // transaction when the result is accepted. The fenced write is commitSQL,

@@ -96,46 +96,16 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		toks []fencing.Token
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		toks = nil
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
 			string(sqlstore.EncodeDevices(h.Devices)), string(sqlstore.EncodeStrings(h.Capabilities)), max(1, h.Slots), h.CoordinatorID, h.Draining))
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, worker_id, lease_generation FROM jobs
+		toks, err = releaseEach(ctx, tx, `SELECT id, lease_generation, worker_id FROM jobs
 			WHERE status = 'IN_PROGRESS' AND substr(worker_id, 1, length(?1) + 1) = ?1 || '/' AND worker_id <> ?2
-			ORDER BY id`, h.AgentID, owner)
-		if err != nil {
-			return err
-		}
-		var cands []fencing.Token
-		for rows.Next() {
-			var t fencing.Token
-			if err := rows.Scan(&t.JobID, &t.Owner, &t.Generation); err != nil {
-				rows.Close()
-				return err
-			}
-			cands = append(cands, t)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		for _, t := range cands {
-			var id string
-			err := tx.QueryRowContext(ctx, releaseSQL, t.JobID, t.Generation, t.Owner).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, sqlstore.DetailAgentRestarted); err != nil {
-				return err
-			}
-			toks = append(toks, t)
-		}
-		return nil
+			ORDER BY id`, []any{h.AgentID, owner}, releaseSQL, sqlstore.DetailAgentRestarted)
+		return err
 	})
 	if err != nil {
 		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)

@@ -16,7 +16,9 @@ import (
 // pickSQL picks the first job (by the given candidate condition and order)
 // whose selector matches a free usable phone of owner ?1 among the phones
 // ?2 (JSON), with the first such phone in serial order; the same rule as
-// coordinator.Matches. The grant itself is a separate UPDATE that checks the
+// protocol.DeviceSelector.Matches. A job with effect steps
+// (protocol.Task.HasEffects) is picked only when ?3 (the agent may take
+// them) is true. The grant itself is a separate UPDATE that checks the
 // job's state again; both run in one BEGIN IMMEDIATE transaction, so no
 // other writer comes between them.
 func pickSQL(cond, order string) string {
@@ -42,6 +44,8 @@ func pickSQL(cond, order string) string {
 			LIMIT 1) AS serial
 		FROM jobs j
 		WHERE ` + cond + `
+		  AND (?3 OR NOT EXISTS (
+			SELECT 1 FROM json_each(j.task, '$.steps') s WHERE json_type(s.value, '$.effect') = 'object'))
 	) WHERE serial IS NOT NULL
 	ORDER BY ` + order + `
 	LIMIT 1`
@@ -105,7 +109,7 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 			id, prevOwner, serial string
 			gen                   int64
 		)
-		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices)).Scan(&id, &gen, &prevOwner, &serial)
+		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects).Scan(&id, &gen, &prevOwner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrNoJob)
 		}
@@ -145,7 +149,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return answer(coordinator.ErrNoJob)
 		}
 		var serial string
-		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices)).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
+		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrNoJob)
 		}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -45,8 +47,34 @@ var (
 // Open opens (creating if needed) the database file at path, applies pending
 // migrations and returns the store. Close releases it.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return open(ctx, path, true)
+}
+
+// OpenExisting opens the database file at path without migrating it: it
+// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// is behind this binary (or the file does not exist, which it does not
+// create), and with another error when the schema is ahead of it.
+func OpenExisting(ctx context.Context, path string) (*Store, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open sqlite store %s: no database file: %w", path, coordinator.ErrSchemaOutdated)
+	}
+	return open(ctx, path, false)
+}
+
+func checkPath(path string) error {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
-		return nil, fmt.Errorf("open sqlite store: %q is not a plain file path", path)
+		return fmt.Errorf("open sqlite store: %q is not a plain file path", path)
+	}
+	return nil
+}
+
+// open opens the store at path, and migrates its schema or checks it.
+func open(ctx context.Context, path string, migrate bool) (*Store, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
 	}
 	const params = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	w, err := sql.Open("sqlite", path+"?"+params+"&_txlock=immediate")
@@ -62,7 +90,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	check := s.checkSchema
+	if migrate {
+		check = s.migrate
+	}
+	if err := check(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -105,20 +137,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	)`); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
-	}
-	applied := map[int64]bool{}
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return fmt.Errorf("migrate schema: %w", err)
-		}
-		applied[v] = true
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	pending, err := sqlstore.Pending(all, applied)
@@ -137,6 +157,51 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return nil
+}
+
+// querier is a connection pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// appliedVersions reads the applied migrations; none when the database has
+// no schema_migrations table.
+func appliedVersions(ctx context.Context, q querier) (map[int64]bool, error) {
+	var tables int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil {
+		return nil, err
+	}
+	if tables == 0 {
+		return map[int64]bool{}, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		applied[v] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// checkSchema fails unless the schema is the one this binary migrates to;
+// it writes nothing.
+func (s *Store) checkSchema(ctx context.Context) error {
+	applied, err := appliedVersions(ctx, s.w)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	return sqlstore.CheckSchema(migrationFS, "migrations", applied)
 }
 
 // SchemaVersion returns the highest applied migration.
@@ -289,19 +354,9 @@ func scanJob(row scanner) (coordinator.Job, error) {
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
-	id := spec.ID
-	if id == "" {
-		id = sqlstore.NewJobID()
-	}
-	if err := sqlstore.ValidateJobID(id); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job: %w", err)
-	}
-	if err := spec.Task.Validate(); err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
-	}
-	task, err := json.Marshal(spec.Task)
+	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return coordinator.Job{}, err
 	}
 	var j coordinator.Job
 	err = s.write(ctx, func(tx *sql.Tx) error {
@@ -460,8 +515,9 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 }
 
 // fenced runs one fenced statement, which returns a row when accepted,
-// records the attempt under tok and classifies a refusal.
-func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error) error {
+// records the attempt under tok and classifies a refusal. When the
+// statement is accepted, then runs in the same transaction.
+func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(*sql.Tx) error) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx, query, args...)
 		err := scan(row)
@@ -473,6 +529,11 @@ func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, quer
 			return err
 		}
 		if accepted {
+			for _, fn := range then {
+				if err := fn(tx); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		return refusal(ctx, tx, tok.JobID)
@@ -505,7 +566,7 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 	return t, nil
 }
 
-// commitSQL is the fenced result write of DESIGN.md rule 2.
+// commitSQL is the fenced result write of docs/design.md ("Token rules", rule 2).
 var commitSQL = `
 	UPDATE jobs
 	SET status = 'SUCCEEDED', result = ?, completed_by = ?, updated_at = ` + now + `
@@ -536,7 +597,8 @@ var unfencedCommitSQL = `
 // UnfencedCommit writes a result with no token check: the write a lease
 // without fencing amounts to. It is not part of coordinator.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
-// stale-writer experiment of DESIGN.md. It reports whether the job existed.
+// stale-writer experiment of docs/design.md ("Why fencing"). It reports
+// whether the job existed.
 func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result json.RawMessage) (bool, error) {
 	if err := sqlstore.CheckResult(result); err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
@@ -703,41 +765,53 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 	}
 	var out []fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = nil
-		rows, err := tx.QueryContext(ctx, reclaimCandidatesSQL, lim)
-		if err != nil {
-			return err
-		}
-		var cands []fencing.Token
-		for rows.Next() {
-			var t fencing.Token
-			if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
-				rows.Close()
-				return err
-			}
-			cands = append(cands, t)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		for _, t := range cands {
-			var id string
-			err := tx.QueryRowContext(ctx, reclaimSQL, t.JobID, t.Generation, t.Owner).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, sqlstore.DetailLeaseExpired); err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return nil
+		var err error
+		out, err = releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, sqlstore.DetailLeaseExpired)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reclaim expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// releaseEach takes back, in tx, each in-progress job that the query
+// candidates selects (columns id, lease_generation, worker_id, with args):
+// release is the fenced statement that does it for one token (arguments job
+// id, generation, owner; RETURNING id), and each job it takes back is
+// recorded as a reclaim of that token with detail. It returns the tokens
+// taken away; a candidate whose token changed meanwhile is skipped.
+func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any, release, detail string) ([]fencing.Token, error) {
+	rows, err := tx.QueryContext(ctx, candidates, args...)
+	if err != nil {
+		return nil, err
+	}
+	var cands []fencing.Token
+	for rows.Next() {
+		var t fencing.Token
+		if err := rows.Scan(&t.JobID, &t.Generation, &t.Owner); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cands = append(cands, t)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	var out []fencing.Token
+	for _, t := range cands {
+		var id string
+		err := tx.QueryRowContext(ctx, release, t.JobID, t.Generation, t.Owner).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, detail); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

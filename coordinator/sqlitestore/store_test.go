@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -28,7 +30,7 @@ func open(t testing.TB, path string) *sqlitestore.Store {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) coordinator.Store {
+	storetest.Run(t, func(t *testing.T) sqlstore.Lab {
 		return open(t, filepath.Join(t.TempDir(), "jobs.db"))
 	})
 }
@@ -84,6 +86,47 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if s, err := sqlitestore.Open(t.Context(), path); err == nil {
 		s.Close()
 		t.Fatal("open of a database migrated by a newer binary succeeded")
+	}
+}
+
+func TestOpenExisting(t *testing.T) {
+	withDB := func(path string, fn func(db *sql.DB) error) error {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			return err
+		}
+		return errors.Join(fn(db), db.Close())
+	}
+	storetest.RunOpen(t, storetest.Opener{
+		Fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "jobs.db") },
+		Open: func(ctx context.Context, path string) (coordinator.Store, error) {
+			return sqlitestore.Open(ctx, path)
+		},
+		OpenExisting: func(ctx context.Context, path string) (coordinator.Store, error) {
+			s, err := sqlitestore.OpenExisting(ctx, path)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Count: func(ctx context.Context, path, query string) (n int64, err error) {
+			if _, err := os.Stat(path); err != nil {
+				return 0, err // sql.Open would create the file
+			}
+			err = withDB(path, func(db *sql.DB) error { return db.QueryRowContext(ctx, query).Scan(&n) })
+			return n, err
+		},
+		Exec: func(ctx context.Context, path, query string) error {
+			return withDB(path, func(db *sql.DB) error { _, err := db.ExecContext(ctx, query); return err })
+		},
+	})
+	// A missing file is an empty database, and it is not created.
+	path := filepath.Join(t.TempDir(), "missing.db")
+	if _, err := sqlitestore.OpenExisting(t.Context(), path); !errors.Is(err, coordinator.ErrSchemaOutdated) {
+		t.Fatalf("open existing of a missing file: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("open existing created %s: %v", path, err)
 	}
 }
 

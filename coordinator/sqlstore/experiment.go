@@ -38,7 +38,7 @@ func (r ExperimentResult) String() string {
 		mode, r.StaleAccepted, r.Jobs, r.Overwritten, r.Jobs, r.Survived, r.Jobs)
 }
 
-// StaleWriterExperiment reproduces the experiment of DESIGN.md ("Why
+// StaleWriterExperiment reproduces the experiment of docs/design.md ("Why
 // fencing") on jobs new jobs of s: each is claimed by A (generation 1),
 // reassigned to B (generation 2) as after A's lease loss, B commits NEW-B,
 // and then A's late OLD-A arrives: through Commit with A's token when fenced,

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/edgeagent/coordinator"
 )
 
 // Migration is one versioned schema change, read from a file named
@@ -70,8 +72,33 @@ func Pending(all []Migration, applied map[int64]bool) ([]Migration, error) {
 	}
 	for v := range applied {
 		if !known[v] {
-			return nil, fmt.Errorf("database schema has version %d, unknown to this binary (latest %d)", v, all[len(all)-1].Version)
+			return nil, fmt.Errorf("database schema has version %d, unknown to this binary (latest %d): a newer edgecoord migrated it; run that version or a newer one", v, all[len(all)-1].Version)
 		}
 	}
 	return out, nil
+}
+
+// CheckSchema reports whether a database whose applied migrations are
+// applied can be used as it is by this binary, whose migrations are those of
+// dir in fsys: an error wrapping coordinator.ErrSchemaOutdated when some are
+// not applied (an empty database included), Pending's error when the
+// database has a version this binary does not know.
+func CheckSchema(fsys fs.FS, dir string, applied map[int64]bool) error {
+	all, err := Migrations(fsys, dir)
+	if err != nil {
+		return err
+	}
+	pending, err := Pending(all, applied)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		var have int64
+		for v := range applied {
+			have = max(have, v)
+		}
+		return fmt.Errorf("database schema is at version %d, this binary needs version %d: %w",
+			have, all[len(all)-1].Version, coordinator.ErrSchemaOutdated)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
@@ -52,10 +53,18 @@ type WriteCount struct {
 }
 
 // Lab is the surface of a SQL store beyond coordinator.Store that the lab
-// (experiments, benchmarks, statistics) uses. The wire protocol cannot reach
-// it: no coordinator endpoint calls these methods.
+// (experiments, benchmarks, statistics) and the tests use. The wire protocol
+// cannot reach it: no coordinator endpoint calls these methods, and the
+// coordinator holds a coordinator.Store, which lacks them.
 type Lab interface {
 	coordinator.Store
+	// ClaimNext grants the oldest queued job to owner (generation + 1),
+	// whatever its selector and owner's phones. coordinator.ErrNoJob when
+	// none is queued.
+	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error)
+	// Claim grants the given queued job to owner (generation + 1).
+	// coordinator.ErrConflict when it is not queued.
+	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error)
 	// UnfencedCommit writes a result with no token check at all:
 	// UPDATE jobs SET status='SUCCEEDED', result=$r, completed_by=$owner
 	// WHERE id=$job. It reports whether a row was updated. It exists only to
@@ -92,6 +101,26 @@ func ValidateJobID(id string) error {
 	return nil
 }
 
+// PrepareSubmit checks a job to submit and returns its id (a new one when
+// spec has none) and its task encoded for storage.
+func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error) {
+	id = spec.ID
+	if id == "" {
+		id = NewJobID()
+	}
+	if err := ValidateJobID(id); err != nil {
+		return "", nil, fmt.Errorf("submit job: %w", err)
+	}
+	if err := coordinator.CheckSubmit(spec.Task); err != nil {
+		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	task, err = json.Marshal(spec.Task)
+	if err != nil {
+		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	return id, task, nil
+}
+
 // CheckGrant validates the arguments of a claim or reassignment.
 func CheckGrant(owner string, ttl time.Duration) error {
 	if owner == "" {
@@ -122,6 +151,7 @@ type Claim struct {
 	Devices []byte // JSON array of {serial, model, tags} of the usable phones, sorted by serial
 	Slots   int
 	TTL     time.Duration
+	Effects bool // the agent may take jobs with effect steps
 }
 
 // PrepareClaim validates req and keeps only the phones that can take a job
@@ -140,7 +170,7 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 		Tags   []string `json:"tags"`
 	}
 	devs := []dev{}
-	for _, d := range coordinator.UsableDevices(req.Devices) {
+	for _, d := range protocol.ReadyDevices(req.Devices) {
 		tags := d.Tags
 		if tags == nil {
 			tags = []string{}
@@ -151,7 +181,8 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL}, nil
+	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL,
+		Effects: slices.Contains(req.Capabilities, protocol.CapabilityEffect)}, nil
 }
 
 // AgentLockKey is the 64-bit key of the lock that serialises grants to one

@@ -20,7 +20,7 @@ import (
 // decision) and the transactional outbox.
 var effectTests = []struct {
 	name string
-	fn   func(t *testing.T, s coordinator.Store)
+	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"EffectReserveAndReceipt", testEffectReserveAndReceipt},
 	{"EffectInDoubtAndRetry", testEffectInDoubtAndRetry},
@@ -33,6 +33,7 @@ var effectTests = []struct {
 	{"EffectReassignRace", testEffectReassignRace},
 	{"EffectList", testEffectList},
 	{"OutboxCommit", testOutboxCommit},
+	{"OutboxFail", testOutboxFail},
 	{"OutboxDelivery", testOutboxDelivery},
 }
 
@@ -40,7 +41,7 @@ func intent(key string) coordinator.EffectIntent {
 	return coordinator.EffectIntent{Key: key, Step: 2, Op: protocol.OpTap}
 }
 
-func reserve(t *testing.T, s coordinator.Store, tk fencing.Token, key string) coordinator.EffectRecord {
+func reserve(t *testing.T, s sqlstore.Lab, tk fencing.Token, key string) coordinator.EffectRecord {
 	t.Helper()
 	r, err := s.ReserveEffect(t.Context(), tk, intent(key))
 	if err != nil {
@@ -52,7 +53,7 @@ func reserve(t *testing.T, s coordinator.Store, tk fencing.Token, key string) co
 	return r
 }
 
-func getEffect(t *testing.T, s coordinator.Store, key string) coordinator.EffectRecord {
+func getEffect(t *testing.T, s sqlstore.Lab, key string) coordinator.EffectRecord {
 	t.Helper()
 	r, err := s.GetEffect(t.Context(), key)
 	if err != nil {
@@ -85,7 +86,7 @@ func receiptOf(t *testing.T, r coordinator.EffectRecord) *protocol.EffectReceipt
 }
 
 // effectEvents returns the details of the effect attempts of a job.
-func effectEvents(t *testing.T, s coordinator.Store, id string) []string {
+func effectEvents(t *testing.T, s sqlstore.Lab, id string) []string {
 	t.Helper()
 	evs, err := s.WriteEvents(t.Context(), id)
 	if err != nil {
@@ -104,7 +105,7 @@ func effectEvents(t *testing.T, s coordinator.Store, id string) []string {
 	return out
 }
 
-func testEffectReserveAndReceipt(t *testing.T, s coordinator.Store) {
+func testEffectReserveAndReceipt(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "e")
 	la := claim(t, s, "e", ownerA, long)
@@ -168,7 +169,7 @@ func testEffectReserveAndReceipt(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectInDoubtAndRetry(t *testing.T, s coordinator.Store) {
+func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "d")
 	la := claim(t, s, "d", ownerA, long)
@@ -242,7 +243,7 @@ func testEffectInDoubtAndRetry(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectResolveDone(t *testing.T, s coordinator.Store) {
+func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "r")
 	la := claim(t, s, "r", ownerA, long)
@@ -269,7 +270,7 @@ func testEffectResolveDone(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectReceiptError(t *testing.T, s coordinator.Store) {
+func testEffectReceiptError(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "x")
 	la := claim(t, s, "x", ownerA, long)
@@ -288,7 +289,7 @@ func testEffectReceiptError(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectFenced(t *testing.T, s coordinator.Store) {
+func testEffectFenced(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	la := claim(t, s, "f", ownerA, long)
@@ -325,7 +326,7 @@ func testEffectFenced(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectMarkInDoubt(t *testing.T, s coordinator.Store) {
+func testEffectMarkInDoubt(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "m1")
 	submit(t, s, "m2")
@@ -354,7 +355,7 @@ func testEffectMarkInDoubt(t *testing.T, s coordinator.Store) {
 
 // testEffectReserveRace has jobs that share one key reserve it at once,
 // each with its current token: exactly one holds it.
-func testEffectReserveRace(t *testing.T, s coordinator.Store) {
+func testEffectReserveRace(t *testing.T, s sqlstore.Lab) {
 	const n = 8
 	var toks []fencing.Token
 	for i := range n {
@@ -397,7 +398,7 @@ func testEffectReserveRace(t *testing.T, s coordinator.Store) {
 
 // testEffectReassignRace races a reservation of the current owner against a
 // reassignment, then lets the new owner reserve: never do both hold the key.
-func testEffectReassignRace(t *testing.T, s coordinator.Store) {
+func testEffectReassignRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	for i := range 20 {
 		id := fmt.Sprintf("rr-%d", i)
@@ -432,7 +433,7 @@ func testEffectReassignRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testEffectList(t *testing.T, s coordinator.Store) {
+func testEffectList(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "l1")
 	submit(t, s, "l2")
@@ -482,10 +483,60 @@ type outboxPayload struct {
 	Generation int64           `json:"generation"`
 	Owner      string          `json:"owner"`
 	Result     json.RawMessage `json:"result"`
+	Reason     string          `json:"reason"`
 	Manifest   []string        `json:"manifest"`
 }
 
-func testOutboxCommit(t *testing.T, s coordinator.Store) {
+// testOutboxFail: a failure that ends a job is published like an accepted
+// result, in the transaction that accepts it, under a key of its
+// generation; a refused failure and a release (requeue) publish nothing.
+func testOutboxFail(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	submit(t, s, "f")
+	la := claim(t, s, "f", ownerA, long)
+	// A release for reassignment is not a failure of the job.
+	if err := s.FailOutbox(ctx, la.Token, "assign not accepted", true, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetEffect(ctx, coordinator.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, coordinator.ErrEffectNotFound) {
+		t.Fatalf("outbox of a release: %v", err)
+	}
+	lb := claim(t, s, "f", ownerB, long)
+	key := coordinator.OutboxFailureKey("f", lb.Token.Generation)
+	err := s.FailOutbox(ctx, la.Token, "late", false, key)
+	wantErr(t, "stale failure", err, fencing.ErrStale)
+	_, err = s.GetEffect(ctx, key)
+	wantErr(t, "outbox of a refused failure", err, coordinator.ErrEffectNotFound)
+
+	if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "last.png", "sha-last")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailOutbox(ctx, lb.Token, "step 2 (tap): phone unplugged", false, key); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	if j := get(t, s, "f"); j.Status != coordinator.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {
+		t.Fatalf("job after fail: %+v", j)
+	}
+	r := getEffect(t, s, key)
+	if r.Kind != coordinator.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "f" ||
+		r.Owner != ownerB || r.Generation != lb.Token.Generation {
+		t.Fatalf("outbox row %+v", r)
+	}
+	var p outboxPayload
+	if err := json.Unmarshal(r.Payload, &p); err != nil {
+		t.Fatalf("payload %s: %v", r.Payload, err)
+	}
+	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
+		p.Owner != ownerB || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
+		t.Fatalf("payload %+v", p)
+	}
+	evs := events(t, s, "f")
+	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbFail || !last.accepted {
+		t.Fatalf("last event %+v", last)
+	}
+}
+
+func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "o")
 	la := claim(t, s, "o", ownerA, long)
@@ -549,7 +600,7 @@ func testOutboxCommit(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testOutboxDelivery(t *testing.T, s coordinator.Store) {
+func testOutboxDelivery(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "od")
 	la := claim(t, s, "od", ownerA, long)
@@ -620,7 +671,7 @@ func testOutboxDelivery(t *testing.T, s coordinator.Store) {
 // testEffectSameTokenTwice: the same token reserving again in another run
 // (its job was started twice on the agent) finds the intent in doubt; the
 // same run asking again (a lost reply) still holds it.
-func testEffectSameTokenTwice(t *testing.T, s coordinator.Store) {
+func testEffectSameTokenTwice(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "t")
 	la := claim(t, s, "t", ownerA, long)

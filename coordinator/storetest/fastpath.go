@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -17,14 +18,14 @@ import (
 // does not implement one skips its tests.
 var fastpathTests = []struct {
 	name string
-	fn   func(t *testing.T, s coordinator.Store)
+	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"CommitManifest", testCommitManifest},
 	{"CommitManifestRace", testCommitManifestRace},
 	{"WorkCounter", testWorkCounter},
 }
 
-func manifestCommitter(t *testing.T, s coordinator.Store) coordinator.ManifestCommitter {
+func manifestCommitter(t *testing.T, s sqlstore.Lab) coordinator.ManifestCommitter {
 	t.Helper()
 	mc, ok := s.(coordinator.ManifestCommitter)
 	if !ok {
@@ -33,7 +34,7 @@ func manifestCommitter(t *testing.T, s coordinator.Store) coordinator.ManifestCo
 	return mc
 }
 
-func testCommitManifest(t *testing.T, s coordinator.Store) {
+func testCommitManifest(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	mc := manifestCommitter(t, s)
 
@@ -115,7 +116,7 @@ func testCommitManifest(t *testing.T, s coordinator.Store) {
 // testCommitManifestRace is testCommitRace through CommitManifest: of many
 // concurrent commits with current and stale tokens, exactly one current one
 // is accepted per job, with the new owner's manifest.
-func testCommitManifestRace(t *testing.T, s coordinator.Store) {
+func testCommitManifestRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	mc := manifestCommitter(t, s)
 	const (
@@ -181,7 +182,7 @@ func testCommitManifestRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testWorkCounter(t *testing.T, s coordinator.Store) {
+func testWorkCounter(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	wc, ok := s.(coordinator.WorkCounter)
 	if !ok {

@@ -18,13 +18,14 @@ import (
 // The scheduler and registry part of the suite.
 var registryTests = []struct {
 	name string
-	fn   func(t *testing.T, s coordinator.Store)
+	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},
 	{"TakeOverExpired", testTakeOverExpired},
+	{"ClaimForEffectCapability", testClaimForEffectCapability},
 	{"AgentHello", testAgentHello},
 	{"AgentHelloReleasesOtherBoots", testAgentHelloReleases},
 	{"AgentHeartbeat", testAgentHeartbeat},
@@ -36,10 +37,10 @@ var registryTests = []struct {
 }
 
 func phone(serial, model string, tags ...string) protocol.Device {
-	return protocol.Device{Serial: serial, State: coordinator.DeviceReady, Model: model, Tags: tags}
+	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: model, Tags: tags}
 }
 
-func submitSel(t *testing.T, s coordinator.Store, id string, sel protocol.DeviceSelector) {
+func submitSel(t *testing.T, s sqlstore.Lab, id string, sel protocol.DeviceSelector) {
 	t.Helper()
 	task := testTask()
 	task.Device = sel
@@ -51,12 +52,12 @@ func submitSel(t *testing.T, s coordinator.Store, id string, sel protocol.Device
 	time.Sleep(2 * time.Millisecond)
 }
 
-func claimFor(t *testing.T, s coordinator.Store, owner string, slots int, devs ...protocol.Device) (coordinator.Lease, error) {
+func claimFor(t *testing.T, s sqlstore.Lab, owner string, slots int, devs ...protocol.Device) (coordinator.Lease, error) {
 	t.Helper()
 	return s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
 }
 
-func hello(t *testing.T, s coordinator.Store, owner string, devs ...protocol.Device) (coordinator.Agent, []fencing.Token) {
+func hello(t *testing.T, s sqlstore.Lab, owner string, devs ...protocol.Device) (coordinator.Agent, []fencing.Token) {
 	t.Helper()
 	agentID, bootID, err := fencing.SplitOwner(owner)
 	if err != nil {
@@ -72,7 +73,7 @@ func hello(t *testing.T, s coordinator.Store, owner string, devs ...protocol.Dev
 	return a, toks
 }
 
-func testClaimForSelectors(t *testing.T, s coordinator.Store) {
+func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "any", protocol.DeviceSelector{})
 	submitSel(t, s, "by-serial", protocol.DeviceSelector{Serial: "S2"})
 	submitSel(t, s, "never", protocol.DeviceSelector{Serial: "absent"})
@@ -84,7 +85,7 @@ func testClaimForSelectors(t *testing.T, s coordinator.Store) {
 		phone("S3", "Pixel 7", "eu", "rooted", "us"),
 		phone("S1", "SM-G991B", "eu"),
 		phone("S2", "Pixel 7"),
-		{Serial: "S9", State: "offline", Model: "Pixel 7", Tags: []string{"eu", "rooted"}},
+		{Serial: "S9", State: protocol.DeviceOffline, Model: "Pixel 7", Tags: []string{"eu", "rooted"}},
 	}
 	// Oldest matching first; each on the first free matching phone in
 	// serial order; one job per phone.
@@ -141,7 +142,7 @@ func testClaimForSelectors(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testClaimForCapacity(t *testing.T, s coordinator.Store) {
+func testClaimForCapacity(t *testing.T, s sqlstore.Lab) {
 	for i := range 4 {
 		submitSel(t, s, fmt.Sprintf("cap-%d", i), protocol.DeviceSelector{})
 	}
@@ -162,7 +163,7 @@ func testClaimForCapacity(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testClaimForSession(t *testing.T, s coordinator.Store) {
+func testClaimForSession(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "sess", protocol.DeviceSelector{})
 	hello(t, s, ownerA2, phone("P1", "m")) // agent-a runs as boot-2 now
 	_, err := claimFor(t, s, ownerA, 1, phone("P1", "m"))
@@ -191,7 +192,7 @@ func testClaimForSession(t *testing.T, s coordinator.Store) {
 
 // testClaimForRace: many claims for one agent at once never exceed its
 // slots nor put two jobs on one phone, and grant each job once.
-func testClaimForRace(t *testing.T, s coordinator.Store) {
+func testClaimForRace(t *testing.T, s sqlstore.Lab) {
 	const jobs, phones, claimers, slots = 40, 10, 12, 3
 	// Each job names its phone, so concurrent claims reach for different
 	// phones; only the per-agent serialisation keeps them within the slots.
@@ -250,7 +251,50 @@ func testClaimForRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testTakeOverExpired(t *testing.T, s coordinator.Store) {
+// testClaimForEffectCapability: a job with effect steps goes only to an
+// agent that announced the effect capability, by ClaimFor and by
+// TakeOverExpired; other jobs go to any agent.
+func testClaimForEffectCapability(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	fx := testTask()
+	fx.Steps[1].Effect = &protocol.EffectSpec{Key: "order-1/submit"}
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "fx", Task: fx}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	submit(t, s, "plain")
+	plainCaps := []string{"screenshot", "input"}
+	effectCaps := []string{"screenshot", "input", protocol.CapabilityEffect}
+	req := func(owner string, ttl time.Duration, caps []string, serial string) coordinator.ClaimRequest {
+		return coordinator.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial, "Pixel 7")}, Slots: 2, TTL: ttl, Capabilities: caps}
+	}
+
+	// The oldest job has effects: an agent without the capability gets the
+	// next one, then nothing.
+	l, err := s.ClaimFor(ctx, req(ownerB, long, plainCaps, "B1"))
+	if err != nil || l.Token.JobID != "plain" {
+		t.Fatalf("claim without the effect capability: got %v, %v; want job plain", l.Token, err)
+	}
+	_, err = s.ClaimFor(ctx, req(ownerB, long, nil, "B2"))
+	wantErr(t, "claim of an effect job without the capability", err, coordinator.ErrNoJob)
+	if j := get(t, s, "fx"); j.Status != coordinator.StatusQueued {
+		t.Fatalf("effect job granted to an agent without the capability: %+v", j)
+	}
+
+	l, err = s.ClaimFor(ctx, req(ownerA, short, effectCaps, "A1"))
+	if err != nil || l.Token.JobID != "fx" {
+		t.Fatalf("claim with the effect capability: got %v, %v; want job fx", l.Token, err)
+	}
+	time.Sleep(expiredWait)
+	_, _, err = s.TakeOverExpired(ctx, req(ownerB, long, plainCaps, "B2"))
+	wantErr(t, "take over of an effect job without the capability", err, coordinator.ErrNoJob)
+	lc, old, err := s.TakeOverExpired(ctx, req(ownerC, long, effectCaps, "C1"))
+	if err != nil || old != l.Token || lc.Token != tok("fx", ownerC, 2) {
+		t.Fatalf("take over with the effect capability: %v from %v, %v", lc.Token, old, err)
+	}
+}
+
+func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submitSel(t, s, "exp", protocol.DeviceSelector{Model: "M"})
 	submitSel(t, s, "live", protocol.DeviceSelector{})
@@ -323,7 +367,7 @@ func testTakeOverExpired(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHello(t *testing.T, s coordinator.Store) {
+func testAgentHello(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.GetAgent(ctx, "agent-a")
 	wantErr(t, "get unknown agent", err, coordinator.ErrAgentNotFound)
@@ -368,7 +412,7 @@ func testAgentHello(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHelloReleases(t *testing.T, s coordinator.Store) {
+func testAgentHelloReleases(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	// Agent ids chosen so that a careless prefix or LIKE match would catch
 	// the wrong agent's jobs.
@@ -437,7 +481,7 @@ func testAgentHelloReleases(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentHeartbeat(t *testing.T, s coordinator.Store) {
+func testAgentHeartbeat(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
 	wantErr(t, "heartbeat of an unknown agent", err, coordinator.ErrNoSession)
@@ -468,7 +512,7 @@ func testAgentHeartbeat(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAgentDrainAndSettings(t *testing.T, s coordinator.Store) {
+func testAgentDrainAndSettings(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.SetAgentDraining(ctx, "agent-a", true)
 	wantErr(t, "drain an unknown agent", err, coordinator.ErrAgentNotFound)
@@ -503,7 +547,7 @@ func testAgentDrainAndSettings(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testAuthorizeUpload(t *testing.T, s coordinator.Store) {
+func testAuthorizeUpload(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "u")
 	la := claim(t, s, "u", ownerA, long)
@@ -538,7 +582,7 @@ func testAuthorizeUpload(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testRecordRefused(t *testing.T, s coordinator.Store) {
+func testRecordRefused(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	l := claim(t, s, "f", ownerB, long)
@@ -557,7 +601,7 @@ func testRecordRefused(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testCancel(t *testing.T, s coordinator.Store) {
+func testCancel(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "cq")
 	tk, err := s.Cancel(ctx, "cq", "cancelled by operator")
@@ -605,7 +649,7 @@ func testCancel(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testListAndCount(t *testing.T, s coordinator.Store) {
+func testListAndCount(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)

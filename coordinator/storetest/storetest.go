@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,10 +36,10 @@ var (
 // Run runs the conformance suite. open is called once per subtest and must
 // return a fresh, empty store, closed when that test ends. Subtests run in
 // parallel.
-func Run(t *testing.T, open func(t *testing.T) coordinator.Store) {
+func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s coordinator.Store)
+		fn   func(t *testing.T, s sqlstore.Lab)
 	}{
 		{"SubmitGet", testSubmitGet},
 		{"Claim", testClaim},
@@ -77,7 +78,7 @@ func testTask() protocol.Task {
 	}
 }
 
-func submit(t *testing.T, s coordinator.Store, id string) coordinator.Job {
+func submit(t *testing.T, s sqlstore.Lab, id string) coordinator.Job {
 	t.Helper()
 	j, err := s.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: testTask()})
 	if err != nil {
@@ -86,7 +87,7 @@ func submit(t *testing.T, s coordinator.Store, id string) coordinator.Job {
 	return j
 }
 
-func claim(t *testing.T, s coordinator.Store, id, owner string, ttl time.Duration) coordinator.Lease {
+func claim(t *testing.T, s sqlstore.Lab, id, owner string, ttl time.Duration) coordinator.Lease {
 	t.Helper()
 	l, err := s.Claim(t.Context(), id, owner, ttl)
 	if err != nil {
@@ -95,7 +96,7 @@ func claim(t *testing.T, s coordinator.Store, id, owner string, ttl time.Duratio
 	return l
 }
 
-func reassign(t *testing.T, s coordinator.Store, id, owner string) coordinator.Lease {
+func reassign(t *testing.T, s sqlstore.Lab, id, owner string) coordinator.Lease {
 	t.Helper()
 	l, err := s.Reassign(t.Context(), id, owner, long)
 	if err != nil {
@@ -104,7 +105,7 @@ func reassign(t *testing.T, s coordinator.Store, id, owner string) coordinator.L
 	return l
 }
 
-func get(t *testing.T, s coordinator.Store, id string) coordinator.Job {
+func get(t *testing.T, s sqlstore.Lab, id string) coordinator.Job {
 	t.Helper()
 	j, err := s.Get(t.Context(), id)
 	if err != nil {
@@ -159,7 +160,7 @@ func wantUnchanged(t *testing.T, what string, before, after coordinator.Job) {
 	}
 }
 
-func testSubmitGet(t *testing.T, s coordinator.Store) {
+func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	j := submit(t, s, "job-1")
 	if j.ID != "job-1" || j.Status != coordinator.StatusQueued || j.Generation != 0 || j.WorkerID != "" ||
@@ -199,11 +200,29 @@ func testSubmitGet(t *testing.T, s coordinator.Store) {
 	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "a/b", Task: testTask()}); err == nil {
 		t.Fatal("submit with id a/b succeeded")
 	}
+	// Refused at submit, not when the job runs: text a phone cannot type
+	// and interactive jobs, which nothing would send steps to.
+	unicode := testTask()
+	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße"})
+	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-unicode", Task: unicode})
+	if err == nil || !strings.Contains(err.Error(), "steps[3]: text:") || !strings.Contains(err.Error(), "not printable ASCII") {
+		t.Fatalf("submit of non-ASCII text: err = %v, want a refusal naming steps[3]", err)
+	}
+	interactive := testTask()
+	interactive.Interactive = true
+	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-interactive", Task: interactive})
+	if err == nil || !strings.Contains(err.Error(), "interactive jobs cannot be submitted") {
+		t.Fatalf("submit of an interactive job: err = %v, want a refusal", err)
+	}
+	for _, id := range []string{"job-unicode", "job-interactive"} {
+		_, err = s.Get(ctx, id)
+		wantErr(t, "get refused "+id, err, coordinator.ErrNotFound)
+	}
 	_, err = s.Get(ctx, "nope")
 	wantErr(t, "get unknown job", err, coordinator.ErrNotFound)
 }
 
-func testClaim(t *testing.T, s coordinator.Store) {
+func testClaim(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "j")
 	l := claim(t, s, "j", ownerA, long)
@@ -248,7 +267,7 @@ func testClaim(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testClaimNext(t *testing.T, s coordinator.Store) {
+func testClaimNext(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.ClaimNext(ctx, ownerA, long)
 	wantErr(t, "claim next on an empty store", err, coordinator.ErrNoJob)
@@ -278,7 +297,7 @@ func testClaimNext(t *testing.T, s coordinator.Store) {
 	wantErr(t, "claim next with nothing queued", err, coordinator.ErrNoJob)
 }
 
-func testRenew(t *testing.T, s coordinator.Store) {
+func testRenew(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 
 	t.Run("current token", func(t *testing.T) {
@@ -376,7 +395,7 @@ func testRenew(t *testing.T, s coordinator.Store) {
 	})
 }
 
-func testCommit(t *testing.T, s coordinator.Store) {
+func testCommit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 
 	t.Run("accepted once", func(t *testing.T) {
@@ -465,7 +484,7 @@ func testCommit(t *testing.T, s coordinator.Store) {
 	})
 }
 
-func testReassign(t *testing.T, s coordinator.Store) {
+func testReassign(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "r")
 	la := claim(t, s, "r", ownerA, long)
@@ -535,7 +554,7 @@ func testReassign(t *testing.T, s coordinator.Store) {
 	wantErr(t, "reassign an unknown job", err, coordinator.ErrNotFound)
 }
 
-func testReclaimExpired(t *testing.T, s coordinator.Store) {
+func testReclaimExpired(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "expiring")
 	submit(t, s, "held")
@@ -586,7 +605,7 @@ func testReclaimExpired(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testReclaimLimit(t *testing.T, s coordinator.Store) {
+func testReclaimLimit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	var want []fencing.Token
 	for i := range 5 {
@@ -626,7 +645,7 @@ func testReclaimLimit(t *testing.T, s coordinator.Store) {
 	}
 }
 
-func testFail(t *testing.T, s coordinator.Store) {
+func testFail(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 
 	t.Run("failed", func(t *testing.T) {
@@ -703,7 +722,7 @@ func artifact(tk fencing.Token, name, sha string) coordinator.ArtifactRecord {
 	}
 }
 
-func testArtifacts(t *testing.T, s coordinator.Store) {
+func testArtifacts(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "a")
 	la := claim(t, s, "a", ownerA, long)
@@ -794,7 +813,7 @@ type event struct {
 	accepted bool
 }
 
-func events(t *testing.T, s coordinator.Store, id string) []event {
+func events(t *testing.T, s sqlstore.Lab, id string) []event {
 	t.Helper()
 	evs, err := s.WriteEvents(t.Context(), id)
 	if err != nil {
@@ -818,7 +837,7 @@ func events(t *testing.T, s coordinator.Store, id string) []event {
 	return out
 }
 
-func testWriteEvents(t *testing.T, s coordinator.Store) {
+func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "w")
 	ignore := func(error) {}
@@ -904,7 +923,7 @@ func testWriteEvents(t *testing.T, s coordinator.Store) {
 // to a new one; then many writers commit at once per job, some with the
 // current token, most with stale ones. Exactly one result per job is
 // accepted, always the current owner's, and every attempt is recorded.
-func testCommitRace(t *testing.T, s coordinator.Store) {
+func testCommitRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	const (
 		jobs    = 20
@@ -1017,7 +1036,7 @@ func testCommitRace(t *testing.T, s coordinator.Store) {
 // agrees with what each caller was told: the commit is accepted exactly when
 // the reassignment is refused, and an artifact is listed exactly when its
 // registration was accepted.
-func testReassignRace(t *testing.T, s coordinator.Store) {
+func testReassignRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	const jobs = 20
 	type outcome struct {
@@ -1077,10 +1096,10 @@ func testReassignRace(t *testing.T, s coordinator.Store) {
 	}
 }
 
-// testStaleWriterExperiment reproduces the table of DESIGN.md: without a
+// testStaleWriterExperiment reproduces the table of docs/design.md ("Why fencing"): without a
 // token every late write of the old owner overwrites the new result; with
 // one none does.
-func testStaleWriterExperiment(t *testing.T, s coordinator.Store) {
+func testStaleWriterExperiment(t *testing.T, s sqlstore.Lab) {
 	lab, ok := s.(sqlstore.Lab)
 	if !ok {
 		t.Skip("store has no lab surface (UnfencedCommit)")

@@ -61,22 +61,6 @@ func (s *recordingStore) grant(method string, op *StoreOp, l coordinator.Lease, 
 	s.rec.end(op, outcomeOf(err), err)
 }
 
-func (s *recordingStore) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	op := s.op(opClaim, "")
-	op.Owner = owner
-	l, err := s.Store.ClaimNext(ctx, owner, ttl)
-	s.grant(opClaim, op, l, err)
-	return l, err
-}
-
-func (s *recordingStore) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	op := s.op(opClaim, jobID)
-	op.Owner = owner
-	l, err := s.Store.Claim(ctx, jobID, owner, ttl)
-	s.grant(opClaim, op, l, err)
-	return l, err
-}
-
 func (s *recordingStore) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
 	op := s.op(opClaim, "")
 	op.Owner = req.Owner
@@ -249,16 +233,6 @@ func (s *faultyStore) write(call func() error) error {
 func (s *faultyStore) Submit(ctx context.Context, spec coordinator.JobSpec) (j coordinator.Job, err error) {
 	err = s.write(func() error { j, err = s.Store.Submit(ctx, spec); return err })
 	return j, err
-}
-
-func (s *faultyStore) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (l coordinator.Lease, err error) {
-	err = s.write(func() error { l, err = s.Store.ClaimNext(ctx, owner, ttl); return err })
-	return l, err
-}
-
-func (s *faultyStore) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (l coordinator.Lease, err error) {
-	err = s.write(func() error { l, err = s.Store.Claim(ctx, jobID, owner, ttl); return err })
-	return l, err
 }
 
 func (s *faultyStore) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (l coordinator.Lease, err error) {

@@ -70,10 +70,10 @@ func newTokenLab(t *testing.T, store coordinator.Store) *tokenLab {
 	// A has room for a second job: job-b is moved to it below while its
 	// first job is still winding down on its side.
 	a := coordtest.Start(t, coordtest.Options{ID: "pc-kitchen", URL: url, Behavior: hold, Slots: 2,
-		Devices: []protocol.Device{{Serial: "K1", State: coordinator.DeviceReady}},
+		Devices: []protocol.Device{{Serial: "K1", State: protocol.DeviceReady}},
 		NATS:    []nats.Option{nats.UserInfo("pc-kitchen", "kitchen-pw-t2")}})
 	b := coordtest.Start(t, coordtest.Options{ID: "pc-garage", URL: url, Behavior: hold,
-		Devices: []protocol.Device{{Serial: "G1", State: coordinator.DeviceReady}},
+		Devices: []protocol.Device{{Serial: "G1", State: protocol.DeviceReady}},
 		NATS:    []nats.Option{nats.UserInfo("pc-garage", "garage-pw-t3")}})
 	l := &tokenLab{t: t, store: store, srv: srv, a: a, b: b, ctx: context.Background()}
 	for id, serial := range map[string]string{"job-a": "K1", "job-b": "G1"} {

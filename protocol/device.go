@@ -1,0 +1,92 @@
+package protocol
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Device states, as adb reports them. Only a phone in state DeviceReady can
+// run a job; the others say why it cannot.
+const (
+	DeviceReady         = "device"
+	DeviceOffline       = "offline"
+	DeviceUnauthorized  = "unauthorized"
+	DeviceNoPermissions = "no permissions"
+)
+
+// Device describes one phone attached to an agent.
+type Device struct {
+	Serial string   `json:"serial"`
+	State  string   `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
+	Model  string   `json:"model,omitempty"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// Ready reports whether the phone can take a job: it has a serial and is in
+// state DeviceReady.
+func (d Device) Ready() bool { return d.State == DeviceReady && d.Serial != "" }
+
+// ReadyDevices returns the phones that can take a job, sorted by serial.
+func ReadyDevices(ds []Device) []Device {
+	var out []Device
+	for _, d := range ds {
+		if d.Ready() {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Serial < out[j].Serial })
+	return out
+}
+
+// DeviceSelector chooses the phone a job runs on. Empty fields match any.
+type DeviceSelector struct {
+	Serial string   `json:"serial,omitempty"`
+	Model  string   `json:"model,omitempty"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// Matches reports whether phone d can run a job with selector s: d is in
+// state DeviceReady, and every field set in s matches (serial and model
+// exactly, and d carries every tag of s). The coordinator's stores implement
+// the same rule in SQL (their conformance suite, coordinator/storetest,
+// checks it case by case).
+func (s DeviceSelector) Matches(d Device) bool {
+	return d.State == DeviceReady && s.Fits(d)
+}
+
+// Fits reports whether d's fields satisfy s, whatever d's state: the phone
+// is the one s asks for, though it may not be usable now.
+func (s DeviceSelector) Fits(d Device) bool {
+	if s.Serial != "" && s.Serial != d.Serial {
+		return false
+	}
+	if s.Model != "" && s.Model != d.Model {
+		return false
+	}
+	for _, t := range s.Tags {
+		if !slices.Contains(d.Tags, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Describe renders the selector as "serial=X model=Y tags=a,b", or "any" when
+// it is empty.
+func (s DeviceSelector) Describe() string {
+	var parts []string
+	if s.Serial != "" {
+		parts = append(parts, "serial="+s.Serial)
+	}
+	if s.Model != "" {
+		parts = append(parts, "model="+s.Model)
+	}
+	if len(s.Tags) > 0 {
+		parts = append(parts, "tags="+strings.Join(s.Tags, ","))
+	}
+	if len(parts) == 0 {
+		return "any"
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,47 @@
+package protocol_test
+
+import (
+	"testing"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+func TestSelectorMatches(t *testing.T) {
+	d := protocol.Device{Serial: "R58", State: "device", Model: "SM-G991B", Tags: []string{"eu", "rooted"}}
+	for _, tc := range []struct {
+		sel  protocol.DeviceSelector
+		dev  protocol.Device
+		want bool
+	}{
+		{protocol.DeviceSelector{}, d, true},
+		{protocol.DeviceSelector{Serial: "R58"}, d, true},
+		{protocol.DeviceSelector{Serial: "R5"}, d, false},
+		{protocol.DeviceSelector{Model: "SM-G991B"}, d, true},
+		{protocol.DeviceSelector{Model: "sm-g991b"}, d, false}, // case-sensitive
+		{protocol.DeviceSelector{Tags: []string{"eu"}}, d, true},
+		{protocol.DeviceSelector{Tags: []string{"rooted", "eu"}}, d, true},
+		{protocol.DeviceSelector{Tags: []string{"eu", "us"}}, d, false},
+		{protocol.DeviceSelector{Serial: "R58", Model: "SM-G991B", Tags: []string{"eu"}}, d, true},
+		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "offline"}, false},
+		{protocol.DeviceSelector{}, protocol.Device{Serial: "R58", State: "unauthorized"}, false},
+	} {
+		if got := tc.sel.Matches(tc.dev); got != tc.want {
+			t.Errorf("%+v.Matches(%+v) = %v", tc.sel, tc.dev, got)
+		}
+	}
+
+	offline := protocol.Device{Serial: "R58", State: protocol.DeviceOffline, Model: "SM-G991B"}
+	if sel := (protocol.DeviceSelector{Model: "SM-G991B"}); !sel.Fits(offline) || sel.Matches(offline) {
+		t.Errorf("an offline phone of the right model fits but does not match")
+	}
+	if got := (protocol.DeviceSelector{}).Describe(); got != "any" {
+		t.Errorf("Describe of the empty selector = %q", got)
+	}
+}
+
+func TestReadyDevices(t *testing.T) {
+	devs := protocol.ReadyDevices([]protocol.Device{{Serial: "b", State: "device"}, {Serial: "a", State: "device"}, {Serial: "c", State: "offline"}, {State: "device"}})
+	if len(devs) != 2 || devs[0].Serial != "a" || devs[1].Serial != "b" {
+		t.Errorf("ReadyDevices = %+v", devs)
+	}
+}
