@@ -31,7 +31,7 @@ type Coordinator struct {
 	// uploads for agents in presigned mode. Optional; when any field is
 	// set, the endpoint, bucket and credentials are required.
 	Storage CoordinatorStorage `yaml:"storage" json:"storage"`
-	// Outbox publishes accepted results (outbox.go). Optional.
+	// Outbox publishes accepted results and failures (outbox.go). Optional.
 	Outbox CoordinatorOutbox `yaml:"outbox" json:"outbox"`
 	// Metrics is the Prometheus metrics endpoint.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`

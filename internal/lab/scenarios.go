@@ -97,7 +97,7 @@ type StaleRow struct {
 	AcceptedByID map[string]int
 }
 
-// StaleWorker reproduces the experiment of DESIGN.md: jobs claimed by agent
+// StaleWorker reproduces the stale-writer experiment of docs/design.md (section 2): jobs claimed by agent
 // A (generation 1) are reassigned to agent B (generation 2); B commits NEW-B
 // through the coordinator; then A's late OLD-A results arrive. In the
 // unfenced case they go through a demonstration-only UPDATE without the
