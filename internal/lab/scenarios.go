@@ -99,11 +99,12 @@ type StaleRow struct {
 
 // StaleWorker reproduces the stale-writer experiment of docs/design.md
 // (section 2): jobs claimed by agent A (generation 1) are reassigned to
-// agent B (generation 2); B commits NEW-B through the coordinator; then
-// A's late OLD-A results arrive. In the unfenced case they go through a demonstration-only UPDATE without the
-// token, which no protocol verb can reach; in the fenced case through the
-// real path: A's `result` request over NATS, answered by the coordinator's
-// fenced UPDATE. Every figure is read back from the store.
+// agent B (generation 2); B commits NEW-B through the coordinator; then A's
+// late OLD-A results arrive. In the unfenced case they go through a
+// demonstration-only UPDATE without the token, which no protocol verb can
+// reach; in the fenced case through the real path: A's `result` request over
+// NATS, answered by the coordinator's fenced UPDATE. Every figure is read
+// back from the store.
 func StaleWorker(ctx context.Context, e *Env, jobs int, fenced bool) (StaleRow, error) {
 	row := StaleRow{Case: "unfenced", Jobs: jobs, RejectCodes: map[int]int{}}
 	if fenced {
