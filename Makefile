@@ -54,7 +54,7 @@ FUZZ_TARGETS := \
 	./coordinator:FuzzHandlers \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
-	./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
+	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
 	./internal/fakeadbd:FuzzReadMessage
 FUZZTIME ?= 4s
 

@@ -249,6 +249,15 @@ steps:
 		if code != 1 || !strings.Contains(stderr, "id in use") {
 			t.Fatalf("submit of a duplicate id: exit %d, %q", code, stderr)
 		}
+		// What no phone could run is refused before it is stored.
+		code, _, stderr = srv.cli(t, "job", "submit", "-f", writeFile(t, "unicode.yaml", "steps:\n  - op: text\n    text: \"grüße\"\n"))
+		if code != 2 || !strings.Contains(stderr, "steps[0]") || !strings.Contains(stderr, "not printable ASCII") {
+			t.Fatalf("submit of non-ASCII text: exit %d, %q", code, stderr)
+		}
+		code, _, stderr = srv.cli(t, "job", "submit", "-f", writeFile(t, "interactive.yaml", "interactive: true\nsteps: [{op: screenshot}]\n"))
+		if code != 2 || !strings.Contains(stderr, "interactive jobs cannot be submitted") {
+			t.Fatalf("submit of an interactive job: exit %d, %q", code, stderr)
+		}
 	})
 
 	t.Run("job list", func(t *testing.T) {
