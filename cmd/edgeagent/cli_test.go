@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,27 +182,6 @@ func TestRun(t *testing.T) {
 		}
 		if !strings.Contains(lines[0], `"message":"starting edgeagent"`) || !strings.Contains(lines[1], `"message":"hello"`) {
 			t.Errorf("log:\n%s", stderr)
-		}
-	})
-
-	t.Run("runtime failure exits 1 and is logged", func(t *testing.T) {
-		start := func(context.Context, *config.Agent, zerolog.Logger) error { return errors.New("connect nats: refused") }
-		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", path)
-		if code != 1 || !strings.Contains(stderr, `"error":"connect nats: refused"`) {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-	})
-
-	t.Run("cancellation is a clean stop", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		start := func(ctx context.Context, _ *config.Agent, _ zerolog.Logger) error {
-			cancel()
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		code, _, stderr := runWith(t, ctx, start, "run", "-c", path)
-		if code != 0 || !strings.Contains(stderr, "edgeagent stopped") {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
 	})
 

@@ -109,40 +109,6 @@ func TestRun(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("runtime failure exits 1", func(t *testing.T) {
-		start := func(context.Context, *config.Coordinator, zerolog.Logger) error {
-			return errors.New("open store: locked")
-		}
-		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", path)
-		if code != 1 || !strings.Contains(stderr, `"error":"open store: locked"`) {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-	})
-
-	t.Run("cancellation is a clean stop", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		start := func(ctx context.Context, _ *config.Coordinator, _ zerolog.Logger) error {
-			cancel()
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		if code, _, stderr := runWith(t, ctx, start, "run", "-c", path); code != 0 {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-	})
-
-	t.Run("invalid config exits 2 without starting", func(t *testing.T) {
-		bad := writeConfig(t, "store:\n  driver: mysql\n")
-		start := func(context.Context, *config.Coordinator, zerolog.Logger) error {
-			t.Error("coordinator started with an invalid config")
-			return nil
-		}
-		code, _, stderr := runWith(t, t.Context(), start, "run", "-c", bad)
-		if code != 2 || !strings.Contains(stderr, bad+`:2:11: store.driver: must be sqlite or postgres, got "mysql"`) {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-	})
 }
 
 // TestOutdatedSchema checks that the management commands refuse a store
