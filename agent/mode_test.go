@@ -102,7 +102,7 @@ func TestStorageModeMismatchRefusedAtHello(t *testing.T) {
 	t.Logf("agent: %v", err)
 	var logged bool
 	for _, e := range mis.logs.entries("") {
-		if e["level"] == "error" && strings.Contains(e["error"].(string), "storage mode mismatch") {
+		if s, _ := e["error"].(string); e["level"] == "error" && strings.Contains(s, "storage mode mismatch") {
 			logged = true
 		}
 	}
@@ -137,4 +137,9 @@ func TestStorageModeMismatchRefusedAtHello(t *testing.T) {
 	startCoord("c-presign", p)
 	pre := start("pc-pre2", protocol.UploadModePresigned)
 	testenv.Eventually(t, 10*time.Second, "the presigned agent's session with a presigning coordinator", pre.a.Ready)
+	cancel() // before the connections and the store close
+	wg.Wait()
+	if err := <-pre.done; err != nil {
+		t.Errorf("presigned agent with a presigning coordinator: %v", err)
+	}
 }

@@ -26,7 +26,6 @@ func TestDoctorStorageModeMismatch(t *testing.T) {
 	ns := testenv.NATS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +42,7 @@ func TestDoctorStorageModeMismatch(t *testing.T) {
 			t.Errorf("coordinator: %v", err)
 		}
 	})
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the store and the connection close
 	cfg := func(storage string) string {
 		return writeConfig(t, fmt.Sprintf(`agent_id: pc-bin
 state_dir: %s/state
