@@ -68,7 +68,7 @@ status:
 			t.Errorf("doctor in presigned mode lacks %q:\n%s", want, out)
 		}
 	}
-	_, out, _ = runCLI(t, "doctor", "-c", cfg("  mode: direct\n  endpoint: 127.0.0.1:9\n  bucket: b\n  access_key: a\n  secret_key: s"), "-timeout", "3s")
+	_, out, _ = runCLI(t, "doctor", "-c", cfg("  mode: direct\n  endpoint: 127.0.0.1:9\n  bucket: artifacts\n  access_key: a\n  secret_key: s"), "-timeout", "3s")
 	if !strings.Contains(out, "[ok  ] coordinator") || !strings.Contains(out, "c-direct answered hello") {
 		t.Errorf("doctor in direct mode:\n%s", out)
 	}
