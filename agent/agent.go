@@ -37,6 +37,11 @@ var (
 	// earlier attempt may have been accepted. The coordinator's store is
 	// authoritative.
 	ErrOutcomeUnknown = errors.New("outcome unknown: an earlier attempt may have been accepted")
+	// ErrUnknownJob is the stop cause of a job whose renewal, upload
+	// authorisation, registration, result or failure report was answered
+	// 404: the coordinator knows no such job, so the job stops at once as
+	// on a 409 (docs/protocol.md section 4).
+	ErrUnknownJob = errors.New("unknown job: the coordinator knows no such job")
 )
 
 // Phone runs the steps of one job on one acquired phone.
@@ -102,9 +107,10 @@ type Options struct {
 	// Registry, when set, receives the agent's metrics (the status
 	// endpoint's /metrics serves it); default a registry of its own.
 	Registry *prometheus.Registry
-	// UploadMode is the agent's storage mode (direct or presigned); a
-	// presigned agent warns when the coordinator's hello reply says it does
-	// not presign.
+	// UploadMode is the agent's storage mode (protocol.UploadModeDirect
+	// or UploadModePresigned), said in hello; a coordinator that cannot
+	// presign refuses a presigned agent (400), and Run returns that
+	// refusal. "" says nothing.
 	UploadMode string
 }
 
@@ -456,7 +462,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
 		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
-		Draining: a.draining || a.shutdown,
+		Draining: a.draining || a.shutdown, UploadMode: a.opts.UploadMode,
 	}
 }
 
@@ -469,6 +475,15 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 		sent := time.Now()
 		err := a.request(ctx, protocol.VerbHello, a.helloMsg(), &rep)
 		if err == nil {
+			if a.opts.UploadMode == protocol.UploadModePresigned && rep.UploadMode == protocol.UploadModeDirect {
+				// A coordinator that does not check the hello's
+				// upload_mode: refused here as it would refuse it
+				// (docs/protocol.md section 5, hello).
+				err := errors.New("storage mode mismatch: this agent uploads in presigned mode, but the coordinator does not presign (upload_mode direct): every upload would be refused; configure the coordinator's storage or set storage.mode direct on this agent")
+				a.log.Error().Err(err).Msg("storage mode mismatch: taking no jobs")
+				a.noteError("hello", "", err)
+				return 0, fmt.Errorf("hello: %w", err)
+			}
 			rtt := time.Since(sent)
 			offset := rep.ServerTime.Sub(sent.Add(rtt / 2))
 			a.mu.Lock()
@@ -485,11 +500,6 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 			a.metrics.session.Set(1)
 			a.log.Info().Str("coordinator_id", rep.CoordinatorID).Int64("lease_ttl_ms", rep.LeaseTTLMS).
 				Int64("clock_offset_ms", offset.Milliseconds()).Msg("connected to coordinator")
-			if a.opts.UploadMode == "presigned" && rep.UploadMode == "direct" {
-				err := errors.New("this agent uploads in presigned mode, but the coordinator does not presign (upload_mode direct): uploads will be refused; configure the coordinator's storage or set storage.mode direct")
-				a.log.Warn().Err(err).Msg("storage mode mismatch")
-				a.noteError("hello", "", err)
-			}
 			if len(rep.Settings) > 0 {
 				if err := a.applySettings(rep.Settings, true); err != nil {
 					a.log.Warn().Err(err).Msg("settings in the hello reply refused")
@@ -503,6 +513,7 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 			return hb, nil
 		}
 		if errors.Is(err, protocol.ErrForbidden) || errors.Is(err, protocol.ErrBadRequest) {
+			a.log.Error().Err(err).Msg("coordinator refused hello: taking no jobs")
 			a.noteError("hello", "", err)
 			return 0, fmt.Errorf("hello: %w", err)
 		}
@@ -575,6 +586,13 @@ func (a *Agent) onAssign(m *nats.Msg) {
 	}
 	if err := as.Token.Validate(); err != nil {
 		replyError(m, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	if err := protocol.CheckJobID(as.Token.JobID); err != nil {
+		// The id is an element of every object key of the job: one that is
+		// not a single key element could write under another job's prefix
+		// (docs/protocol.md section 2).
+		replyError(m, protocol.CodeBadRequest, "token.job_id: "+err.Error())
 		return
 	}
 	if as.Token.Owner != a.owner {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -75,12 +76,15 @@ func TestNoPhoneOperationWhenFirstRenewalRefused(t *testing.T) {
 			if verbs := r.coord.verbs(tok.JobID); !slices.Equal(verbs, []string{protocol.VerbRenew}) {
 				t.Errorf("requests of the job: %v, want only the renewal", verbs)
 			}
-			if tc.code == protocol.CodeStale {
-				s := r.waitStop(tok.JobID)
-				if !errors.Is(s.Err, fencing.ErrStale) {
-					t.Errorf("stop cause %v, want stale", s.Err)
-				}
+			s := r.waitStop(tok.JobID)
+			want := fencing.ErrStale
+			if tc.code == protocol.CodeUnknownJob {
+				want = agent.ErrUnknownJob
 			}
+			if !errors.Is(s.Err, want) {
+				t.Errorf("stop cause %v, want %v", s.Err, want)
+			}
+			r.noneAfter(s)
 			for _, j := range r.a.Status().Jobs {
 				if j.Token == tok {
 					t.Errorf("job still listed: %+v", j)

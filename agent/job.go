@@ -207,8 +207,10 @@ func (j *job) stoppedErr() error {
 
 // effect runs one side effect (renewal, upload, registration, result,
 // failure report) only while the lease is held. A 409 reply stops the job
-// with staleCause (fencing.ErrStale when nil). A call cut short by the stop
-// returns errStopped.
+// with staleCause (fencing.ErrStale when nil); a 404 (the coordinator knows
+// no such job) stops it the same way with ErrUnknownJob: nothing more of
+// the job reaches storage or the coordinator (docs/protocol.md sections 4
+// and 6.2). A call cut short by the stop returns errStopped.
 func (j *job) effect(ctx context.Context, what string, staleCause error, f func(ctx context.Context) error) error {
 	if !j.guard.Check() || ctx.Err() != nil {
 		return errStopped
@@ -224,6 +226,10 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 			staleCause = fencing.ErrStale
 		}
 		j.stop(staleCause)
+		return errStopped
+	}
+	if errors.Is(err, protocol.ErrUnknownJob) {
+		j.stop(fmt.Errorf("%w (404 to %s)", ErrUnknownJob, what))
 		return errStopped
 	}
 	if errors.Is(err, errStopped) {
@@ -582,7 +588,7 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 		}
 		err := j.effect(j.ctx, what, staleCause, func(ctx context.Context) error { return j.call(ctx, verb, req, resp) })
 		if err == nil || errors.Is(err, errStopped) ||
-			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) || errors.Is(err, protocol.ErrUnknownJob) {
+			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) {
 			return err
 		}
 		var pe *protocol.Error

@@ -42,7 +42,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "edgeagent_jobs_total", Help: "Jobs ended, by outcome (succeeded, failed, stopped, error).",
 		}, []string{"outcome"}),
 		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgeagent_job_stops_total", Help: "Jobs stopped, by cause (revoked, stale, lease_expired, cancelled, shutdown, released, outcome_unknown).",
+			Name: "edgeagent_job_stops_total", Help: "Jobs stopped, by cause (revoked, stale, lease_expired, cancelled, shutdown, released, outcome_unknown, unknown_job).",
 		}, []string{"cause"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeagent_lease_renewals_total", Help: "Lease renewals, by outcome (accepted, stale, failed).",
@@ -78,7 +78,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
 	// Every series is there from the start, at 0.
-	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "outcome_unknown"} {
+	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "outcome_unknown", "unknown_job"} {
 		m.stops.WithLabelValues(c)
 	}
 	for _, o := range []string{"accepted", "stale", "failed"} {
@@ -111,6 +111,8 @@ func stopLabel(err error) string {
 		return "outcome_unknown"
 	case errors.Is(err, fencing.ErrStale):
 		return "stale"
+	case errors.Is(err, ErrUnknownJob):
+		return "unknown_job"
 	case errors.Is(err, fencing.ErrLeaseExpired):
 		return "lease_expired"
 	case errors.Is(err, ErrCancelled):

@@ -199,7 +199,7 @@ func (j *job) closeSteps() {
 // AuthorizeUpload asks the coordinator to authorise and presign one upload
 // of a running job (the upload verb, presigned mode): the request is fenced
 // like the job's other calls — sent only while the job's lease is held, and
-// a 409 stops the job. It is the uploader.Authorize of a presigned-mode
+// a 409 or a 404 stops the job. It is the uploader.Authorize of a presigned-mode
 // uploader. A token that is not a running job's current one here is
 // refused with fencing.ErrStale without asking.
 func (a *Agent) AuthorizeUpload(ctx context.Context, req protocol.Upload) (protocol.UploadReply, error) {
@@ -211,8 +211,11 @@ func (a *Agent) AuthorizeUpload(ctx context.Context, req protocol.Upload) (proto
 		return rep, fmt.Errorf("authorize upload %s: not a running job's token: %w", req.Name, fencing.ErrStale)
 	}
 	err := j.call(ctx, protocol.VerbUpload, req, &rep)
-	if errors.Is(err, fencing.ErrStale) {
+	switch {
+	case errors.Is(err, fencing.ErrStale):
 		j.stop(fencing.ErrStale)
+	case errors.Is(err, protocol.ErrUnknownJob):
+		j.stop(fmt.Errorf("%w (404 to upload %s)", ErrUnknownJob, req.Name))
 	}
 	if err != nil {
 		return rep, fmt.Errorf("authorize upload %s: %w", req.Name, err)

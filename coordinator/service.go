@@ -413,9 +413,9 @@ func (s *Server) fenced(verb string, err error) error {
 }
 
 func (s *Server) helloReply(a Agent) protocol.HelloReply {
-	mode := "direct"
+	mode := protocol.UploadModeDirect
 	if s.opts.Presigner != nil {
-		mode = "presigned"
+		mode = protocol.UploadModePresigned
 	}
 	return protocol.HelloReply{
 		LeaseTTLMS:    s.opts.LeaseTTL.Milliseconds(),
@@ -425,6 +425,27 @@ func (s *Server) helloReply(a Agent) protocol.HelloReply {
 		CoordinatorID: s.opts.ID,
 		Settings:      a.Settings,
 	}
+}
+
+// checkUploadMode refuses (400) a hello whose storage mode this coordinator
+// cannot serve (docs/protocol.md section 5, hello): an agent in presigned
+// mode needs a coordinator that presigns (storage configured), or every
+// upload of its jobs would be refused. A direct agent uploads with its own
+// credentials and needs nothing of the coordinator; an agent that says no
+// mode is accepted as before.
+func (s *Server) checkUploadMode(agentID string, h protocol.Hello) error {
+	switch h.UploadMode {
+	case "", protocol.UploadModeDirect:
+		return nil
+	case protocol.UploadModePresigned:
+		if s.opts.Presigner != nil {
+			return nil
+		}
+		s.log.Warn().Str("agent_id", agentID).Str("boot_id", h.BootID).
+			Msg("agent refused: it uploads in presigned mode, but this coordinator has no storage configured to presign (upload_mode direct)")
+		return badRequest("upload_mode: storage mode mismatch: the agent uploads in presigned mode, but this coordinator does not presign (upload_mode direct, no storage configured); configure the coordinator's storage, or set storage.mode direct on the agent")
+	}
+	return badRequest("upload_mode: %q is not %s or %s", h.UploadMode, protocol.UploadModeDirect, protocol.UploadModePresigned)
 }
 
 func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, error) {
@@ -437,6 +458,9 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 	}
 	if h.Slots <= 0 {
 		h.Slots = 1
+	}
+	if err := s.checkUploadMode(agentID, h); err != nil {
+		return nil, err
 	}
 	if h.Probe {
 		// A connectivity check (edgeagent doctor): answered like a hello,

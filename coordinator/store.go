@@ -39,12 +39,20 @@ type JobSpec struct {
 	Task protocol.Task // checked by Submit with CheckSubmit
 }
 
-// CheckSubmit checks a task before it is queued: it must be valid
-// (protocol.Task.Validate), and it must not be interactive, since no
-// coordinator command sends an interactive job its steps yet: such a job
-// would hold its phone until its idle timeout and fail. Every store's Submit
-// calls it, so every way of submitting refuses the same tasks.
-func CheckSubmit(t protocol.Task) error {
+// CheckSubmit checks a job before it is queued: its id, when it has one,
+// must be a valid job id (protocol.CheckJobID, docs/protocol.md section 2);
+// its task must be valid (protocol.Task.Validate), and it must not be
+// interactive, since no coordinator command sends an interactive job its
+// steps yet: such a job would hold its phone until its idle timeout and
+// fail. Every store's Submit calls it, so every way of submitting refuses
+// the same jobs.
+func CheckSubmit(spec JobSpec) error {
+	if spec.ID != "" {
+		if err := protocol.CheckJobID(spec.ID); err != nil {
+			return fmt.Errorf("id: %w", err)
+		}
+	}
+	t := spec.Task
 	if err := t.Validate(); err != nil {
 		return err
 	}

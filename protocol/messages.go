@@ -132,6 +132,14 @@ func (t Task) HasEffects() bool {
 	return false
 }
 
+// Storage modes of an agent (hello upload_mode, docs/protocol.md section 5
+// hello): direct, the agent writes to storage with its own credentials;
+// presigned, the coordinator presigns every upload (upload verb).
+const (
+	UploadModeDirect    = "direct"
+	UploadModePresigned = "presigned"
+)
+
 // Hello is sent once per connection by an agent.
 type Hello struct {
 	BootID       string   `json:"boot_id"`
@@ -146,6 +154,10 @@ type Hello struct {
 	// process: the coordinator should answer it like a hello without
 	// opening a session or releasing any job.
 	Probe bool `json:"probe,omitempty"`
+	// UploadMode is the agent's storage mode (UploadModeDirect or
+	// UploadModePresigned); empty: not said, accepted as before. A
+	// coordinator that cannot presign refuses presigned with 400.
+	UploadMode string `json:"upload_mode,omitempty"`
 }
 
 // HelloReply tells the agent the coordinator's lease settings.

@@ -38,6 +38,22 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// TestCheckJobID: a job id is one subject token and one key element, at
+// most 64 characters (docs/protocol.md section 2).
+func TestCheckJobID(t *testing.T) {
+	for _, id := range []string{"a", "job-1", "J_2", "0123456789abcdef01234567", strings.Repeat("x", 64)} {
+		if err := protocol.CheckJobID(id); err != nil {
+			t.Errorf("CheckJobID(%q) = %v", id, err)
+		}
+	}
+	for _, id := range []string{"", ".", "..", "a/b", "victim/g1", "../x", "a..b", "a.b", "a b", " a", "é", "job\n", "a*", "a>", strings.Repeat("x", 65), strings.Repeat("x", 2000)} {
+		err := protocol.CheckJobID(id)
+		if err == nil || !strings.Contains(err.Error(), "invalid job id") {
+			t.Errorf("CheckJobID(%q) = %v, want a refusal", id, err)
+		}
+	}
+}
+
 func TestTaskValidate(t *testing.T) {
 	ok := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "a.png"}, {Op: protocol.OpLaunch, Package: "com.x"}}}
 	if err := ok.Validate(); err != nil {

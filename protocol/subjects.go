@@ -40,6 +40,29 @@ func ValidateAgentID(id string) error {
 	return nil
 }
 
+// MaxJobIDLen is the longest job id (docs/protocol.md section 2).
+const MaxJobIDLen = 64
+
+var jobIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// CheckJobID accepts the job ids of docs/protocol.md section 2: 1 to 64
+// characters of [A-Za-z0-9_-], so that an id is one NATS subject token and
+// one element of an object key (jobs/<job_id>/g<generation>/<name>): no
+// '/', '.', space or other character can make a job's objects land under
+// another job's prefix. Every store's Submit, the agent's assign and the
+// uploaders check it.
+func CheckJobID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("invalid job id: empty")
+	case len(id) > MaxJobIDLen:
+		return fmt.Errorf("invalid job id %q…: %d bytes, at most %d of [A-Za-z0-9_-]", id[:16], len(id), MaxJobIDLen)
+	case !jobIDRe.MatchString(id):
+		return fmt.Errorf("invalid job id %q: want 1-%d of [A-Za-z0-9_-]", id, MaxJobIDLen)
+	}
+	return nil
+}
+
 // CoordSubject is the subject an agent sends verb on.
 func CoordSubject(agentID, verb string) string {
 	return "edge." + Version + ".coord." + agentID + "." + verb

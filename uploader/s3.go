@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -259,9 +260,14 @@ func validate(tok fencing.Token, a Artifact) error {
 	var problems []string
 	if err := tok.Validate(); err != nil {
 		problems = append(problems, err.Error())
+	} else if err := protocol.CheckJobID(tok.JobID); err != nil {
+		problems = append(problems, "token: "+err.Error())
 	}
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if len(problems) == 0 && !inPrefix(tok, a.Name) {
+		problems = append(problems, fmt.Sprintf("object key %q is not under jobs/<job_id>/g<generation>/", tok.ObjectKey(a.Name)))
 	}
 	if (a.Body == nil) == (a.Path == "") {
 		problems = append(problems, "want exactly one of body and path")
@@ -275,6 +281,18 @@ func validate(tok fencing.Token, a Artifact) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// inPrefix reports whether the key of name is one element below the token's
+// own prefix jobs/<job_id>/g<generation>/ (docs/protocol.md section 7.1):
+// the job id and name rules make it so; this is the last check before a key
+// is written.
+func inPrefix(tok fencing.Token, name string) bool {
+	key := tok.ObjectKey(name)
+	prefix := tok.ObjectKey("")
+	rest, ok := strings.CutPrefix(key, prefix)
+	return ok && strings.Count(prefix, "/") == 3 && rest != "" && rest != "." && rest != ".." &&
+		!strings.Contains(rest, "/") && path.Clean(key) == key
 }
 
 // ctxErr prefers the context's error, with its cause, once the context is

@@ -301,6 +301,12 @@ func (d *doctor) checkCoordinator(ctx context.Context) {
 			return
 		}
 		if !st.Connection.HelloAccepted {
+			for i := len(st.Errors) - 1; i >= 0; i-- {
+				if e := st.Errors[i]; e.What == "hello" && (strings.Contains(e.Error, "upload_mode") || strings.Contains(e.Error, "storage mode mismatch")) {
+					d.add("coordinator", checkFail, "the running agent's hello was refused: "+e.Error, modeMismatchFix)
+					return
+				}
+			}
 			d.add("coordinator", checkFail, "the running agent has no session with the coordinator", "see edgeagent status (last errors) and the coordinator's log")
 			return
 		}
@@ -310,7 +316,7 @@ func (d *doctor) checkCoordinator(ctx context.Context) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	hello := protocol.Hello{BootID: "doctor-" + hex.EncodeToString(b[:]), Version: version, Probe: true, Draining: true}
+	hello := protocol.Hello{BootID: "doctor-" + hex.EncodeToString(b[:]), Version: version, Probe: true, Draining: true, UploadMode: d.cfg.Storage.Mode}
 	var rep protocol.HelloReply
 	rctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
@@ -322,12 +328,22 @@ func (d *doctor) checkCoordinator(ctx context.Context) {
 		d.add("coordinator", checkFail, "no coordinator serves "+protocol.CoordSubject(d.cfg.AgentID, protocol.VerbHello),
 			"start edgecoord, and check that this agent's NATS account may publish to edge.v1.coord."+d.cfg.AgentID+".>")
 		return
+	case errors.Is(err, protocol.ErrBadRequest) && strings.Contains(err.Error(), "upload_mode"):
+		// The hello said this agent's storage mode and the coordinator
+		// cannot serve it (docs/protocol.md section 5, hello).
+		d.add("coordinator", checkFail, "the coordinator refuses this agent's storage mode ("+d.cfg.Storage.Mode+"): "+err.Error(), modeMismatchFix)
+		return
 	case errors.Is(err, protocol.ErrForbidden), errors.Is(err, protocol.ErrBadRequest):
 		d.add("coordinator", checkFail, "the coordinator refuses this agent: "+err.Error(), "check agent_id against the coordinator's list of agents")
 		return
 	case err != nil:
 		d.add("coordinator", checkFail, "hello failed: "+err.Error(),
 			"check the coordinator's log; a NATS permissions error means the agent may not publish to edge.v1.coord."+d.cfg.AgentID+".> or subscribe to _INBOX."+d.cfg.AgentID+".>")
+		return
+	}
+	if d.cfg.Storage.Mode == config.StoragePresigned && rep.UploadMode == protocol.UploadModeDirect {
+		// A coordinator that does not check the hello's upload_mode.
+		d.add("coordinator", checkFail, fmt.Sprintf("%s answered hello, but it does not presign (upload_mode direct) and this agent uploads in presigned mode: every upload would be refused", orDash(rep.CoordinatorID)), modeMismatchFix)
 		return
 	}
 	d.add("coordinator", checkOK, fmt.Sprintf("%s answered hello in %s (lease ttl %s)", orDash(rep.CoordinatorID), roundDur(rtt), time.Duration(rep.LeaseTTLMS)*time.Millisecond), "")
@@ -337,6 +353,9 @@ func (d *doctor) checkCoordinator(ctx context.Context) {
 	}
 	d.clock(rep.ServerTime.Sub(sent.Add(rtt/2)), fmt.Sprintf("±%s", roundDur(rtt/2)))
 }
+
+// modeMismatchFix is the fix of a storage mode the coordinator cannot serve.
+const modeMismatchFix = "configure storage on the coordinator (storage: in edgecoord's config) so that it presigns uploads, or set storage.mode: direct with this agent's own storage credentials"
 
 func (d *doctor) clock(offset time.Duration, how string) {
 	detail := fmt.Sprintf("coordinator clock minus this PC's: %+dms (%s)", offset.Milliseconds(), how)

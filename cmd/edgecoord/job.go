@@ -40,11 +40,11 @@ func parseJobFile(data []byte) (coordinator.JobSpec, error) {
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
 		return coordinator.JobSpec{}, err
 	}
-	task := protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS}
-	if err := coordinator.CheckSubmit(task); err != nil {
+	spec := coordinator.JobSpec{ID: f.ID, Task: protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS}}
+	if err := coordinator.CheckSubmit(spec); err != nil {
 		return coordinator.JobSpec{}, err
 	}
-	return coordinator.JobSpec{ID: f.ID, Task: task}, nil
+	return spec, nil
 }
 
 // jobSubmitCommand queues a job from a YAML (or JSON) file.
@@ -82,6 +82,10 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 			}
 			if id != "" {
 				spec.ID = id
+				if err := coordinator.CheckSubmit(spec); err != nil {
+					fmt.Fprintf(c.Stderr, "-id: invalid job: %v\n", err)
+					return cli.Exit(cli.ExitUsage)
+				}
 			}
 			store, err := m.open(ctx, c)
 			if err != nil {

@@ -258,6 +258,18 @@ steps:
 		if code != 2 || !strings.Contains(stderr, "interactive jobs cannot be submitted") {
 			t.Fatalf("submit of an interactive job: exit %d, %q", code, stderr)
 		}
+		// A job id is one key element and one subject token, at most 64
+		// characters (docs/protocol.md section 2), in the file or -id.
+		for _, bad := range []string{"victim/g1", "..", "a b", strings.Repeat("x", 65)} {
+			code, _, stderr = srv.cli(t, "job", "submit", "-f", writeFile(t, "badid.json", fmt.Sprintf(`{"id": %q, "steps": [{"op": "screenshot"}]}`, bad)))
+			if code != 2 || !strings.Contains(stderr, "id: invalid job id") {
+				t.Errorf("submit with id %q in the file: exit %d, %q", bad, code, stderr)
+			}
+			code, _, stderr = srv.cli(t, "job", "submit", "-f", waiting, "-id", bad)
+			if code != 2 || !strings.Contains(stderr, "id: invalid job id") {
+				t.Errorf("submit with -id %q: exit %d, %q", bad, code, stderr)
+			}
+		}
 	})
 
 	t.Run("job list", func(t *testing.T) {

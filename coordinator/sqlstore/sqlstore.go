@@ -85,34 +85,25 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ValidateJobID accepts ids that are safe as an element of an object key
-// (jobs/<job_id>/g<generation>/<name>) and of a log line: 1 to 200
-// characters of [A-Za-z0-9._-], not "." or "..".
-func ValidateJobID(id string) error {
-	if id == "" || len(id) > 200 || id == "." || id == ".." {
-		return fmt.Errorf("invalid job id %q", id)
-	}
-	for _, r := range id {
-		ok := r == '-' || r == '_' || r == '.' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
-		if !ok {
-			return fmt.Errorf("invalid job id %q: only [A-Za-z0-9._-]", id)
-		}
-	}
-	return nil
-}
+// ValidateJobID accepts the job ids of docs/protocol.md section 2
+// (protocol.CheckJobID): 1 to 64 characters of [A-Za-z0-9_-], one element
+// of an object key (jobs/<job_id>/g<generation>/<name>) and one subject
+// token.
+func ValidateJobID(id string) error { return protocol.CheckJobID(id) }
 
-// PrepareSubmit checks a job to submit and returns its id (a new one when
-// spec has none) and its task encoded for storage.
+// PrepareSubmit checks a job to submit (coordinator.CheckSubmit) and
+// returns its id (a new one when spec has none) and its task encoded for
+// storage.
 func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error) {
+	if err := coordinator.CheckSubmit(spec); err != nil {
+		if spec.ID != "" && protocol.CheckJobID(spec.ID) == nil {
+			return "", nil, fmt.Errorf("submit job %s: %w", spec.ID, err)
+		}
+		return "", nil, fmt.Errorf("submit job: %w", err)
+	}
 	id = spec.ID
 	if id == "" {
 		id = NewJobID()
-	}
-	if err := ValidateJobID(id); err != nil {
-		return "", nil, fmt.Errorf("submit job: %w", err)
-	}
-	if err := coordinator.CheckSubmit(spec.Task); err != nil {
-		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
 	}
 	task, err = json.Marshal(spec.Task)
 	if err != nil {

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 		fn   func(t *testing.T, s sqlstore.Lab)
 	}{
 		{"SubmitGet", testSubmitGet},
+		{"SubmitJobID", testSubmitJobID},
 		{"Claim", testClaim},
 		{"ClaimNext", testClaimNext},
 		{"Renew", testRenew},
@@ -157,6 +158,30 @@ func wantUnchanged(t *testing.T, what string, before, after coordinator.Job) {
 		before.WorkerID != after.WorkerID || !before.LeaseExpiresAt.Equal(after.LeaseExpiresAt) ||
 		!jsonEqual(before.Result, after.Result) || before.CompletedBy != after.CompletedBy {
 		t.Fatalf("%s changed the job:\nbefore %+v\nafter  %+v", what, before, after)
+	}
+}
+
+// testSubmitJobID: a job id is 1 to 64 characters of [A-Za-z0-9_-]
+// (docs/protocol.md section 2): an id that could put the job's objects
+// under another job's prefix (jobs/<job_id>/g<generation>/), or that is not
+// one subject token, is refused at submit with an error naming the id, and
+// nothing is stored.
+func testSubmitJobID(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	for _, id := range []string{"a", "job_7-X", strings.Repeat("x", 64)} {
+		if j, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: testTask()}); err != nil || j.ID != id {
+			t.Fatalf("submit %q: %+v, %v", id, j, err)
+		}
+	}
+	for _, id := range []string{"victim/g1", "a/b", "..", ".", "a..b", "job.1", "a b", "grüße", strings.Repeat("x", 65), strings.Repeat("y", 2000)} {
+		_, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: testTask()})
+		if err == nil || !strings.Contains(err.Error(), "invalid job id") {
+			t.Errorf("submit with id %q: err = %v, want an invalid job id refusal", id, err)
+			continue
+		}
+		if _, err := s.Get(ctx, id); !errors.Is(err, coordinator.ErrNotFound) {
+			t.Errorf("get %q after a refused submit: %v, want not found", id, err)
+		}
 	}
 }
 
