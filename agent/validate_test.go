@@ -24,7 +24,7 @@ var invalidTasks = []struct {
 	{"negative tap y", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpTap, X: 1, Y: -5}}}, "steps[0]: y: coordinate -5 is negative"},
 	{"negative swipe x2", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpSwipe, X: 1, Y: 1, X2: -2, Y2: 3}}}, "steps[0]: x2"},
 	{"negative swipe y2", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpSwipe, X: 1, Y: 1, X2: 2, Y2: -3}}}, "steps[0]: y2"},
-	{"negative duration", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpWait, DurationMS: -10}}}, "steps[0]: duration_ms -10 is negative"},
+	{"negative duration", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpWait, DurationMS: -10}}}, "steps[0]: duration_ms: -10 is negative"},
 	{"empty text", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText}}}, "steps[0]: text: text step needs non-empty text"},
 	{"text not ASCII", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: "grüße"}}}, "steps[0]: text: character 3"},
 	{"empty key", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpKey}}}, "steps[0]: key: key step needs non-empty key"},

@@ -61,7 +61,7 @@ func (t Task) Validate() error {
 		return fmt.Errorf("steps: task has no steps")
 	}
 	if t.IdleTimeoutMS < 0 {
-		return fmt.Errorf("idle_timeout_ms %d is negative", t.IdleTimeoutMS)
+		return fmt.Errorf("idle_timeout_ms: %d is negative", t.IdleTimeoutMS)
 	}
 	for i, s := range t.Steps {
 		if err := s.Validate(); err != nil {

@@ -49,6 +49,11 @@ func TestTaskValidate(t *testing.T) {
 		"unknown op":     {Steps: []protocol.Step{{Op: "explode"}}},
 		"launch no pkg":  {Steps: []protocol.Step{{Op: protocol.OpLaunch}}},
 		"path traversal": {Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "../x.png"}}},
+		"negative x":     {Steps: []protocol.Step{{Op: protocol.OpTap, X: -1}}},
+		"empty text":     {Steps: []protocol.Step{{Op: protocol.OpText}}},
+		"empty key":      {Steps: []protocol.Step{{Op: protocol.OpKey}}},
+		"lone stop":      {Steps: []protocol.Step{{Op: protocol.OpRecordStop}}},
+		"same name":      {Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "a"}, {Op: protocol.OpScreenshot, Name: "a.png"}}},
 	} {
 		if task.Validate() == nil {
 			t.Errorf("%s: Validate accepted", name)

@@ -14,7 +14,7 @@ import (
 // valid artifact name and a valid effect mark. Errors name the field.
 func (s Step) Validate() error {
 	if s.DurationMS < 0 {
-		return fmt.Errorf("duration_ms %d is negative", s.DurationMS)
+		return fmt.Errorf("duration_ms: %d is negative", s.DurationMS)
 	}
 	switch s.Op {
 	case OpLaunch:
