@@ -4,7 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -122,4 +126,22 @@ func TestStepVerbRefusesInvalidSteps(t *testing.T) {
 	if err := r.coord.send("pc-a", protocol.VerbStep, protocol.StepRequest{Token: tok, Finish: true}, &rep); err != nil || !rep.Finished {
 		t.Fatalf("finish: %+v %v", rep, err)
 	}
+}
+
+// TestHeartbeatSaysNoPhones (issue 15): an agent without phones says so in
+// its heartbeat with "devices": [], not by leaving the field out (which
+// means unchanged).
+func TestHeartbeatSaysNoPhones(t *testing.T) {
+	r := newRig(t, rigSetup{phones: agent.InventoryPhones(capture.NewInventory(), "", capture.OpLogOptions{})})
+	testenv.Eventually(t, 10*time.Second, "a heartbeat", func() bool {
+		for _, q := range r.coord.requests("") {
+			if q.verb == protocol.VerbHeartbeat {
+				if !strings.Contains(string(q.data), `"devices":[]`) {
+					t.Fatalf("heartbeat %s: want \"devices\":[]", q.data)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }
