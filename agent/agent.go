@@ -551,6 +551,9 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	hb.Devices = a.opts.Phones.Inventory()
+	if hb.Devices == nil {
+		hb.Devices = []protocol.Device{} // "devices": [], no phones now
+	}
 	err := a.request(ctx, protocol.VerbHeartbeat, hb, &protocol.Ack{})
 	if err == nil {
 		a.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -32,32 +33,33 @@ func (e *needsDecisionError) Error() string { return e.msg }
 //     the phone shows now, and the job ends needing a decision.
 //
 // Other steps run as they are.
-func (j *job) runGuarded(phone Phone, what, kind string, s protocol.Step) ([]string, error) {
+func (j *job) runGuarded(phone Phone, seq int, what, kind string, s protocol.Step) ([]string, error) {
+	info := capture.StepInfo{Seq: seq}
 	if s.Effect == nil {
-		return j.runStep(phone, what, kind, s)
+		return j.runStep(phone, info, what, kind, s)
 	}
 	key := s.Effect.Key
-	step := j.stepCount() + 1
 	rep, err := j.effectRequest(j.work, "reserve effect "+key, protocol.Effect{
-		Token: j.tok, Action: protocol.EffectActionReserve, Key: key, Step: step, Op: s.Op,
+		Token: j.tok, Action: protocol.EffectActionReserve, Key: key, Step: seq, Op: s.Op,
 		Attempt: j.effectAttempt(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	log := j.log.With().Str("effect_key", key).Int("step", step).Str("op", s.Op).Logger()
+	log := j.log.With().Str("effect_key", key).Int("step", seq).Str("op", s.Op).Logger()
 	switch {
 	case rep.Holds(j.tok):
 	case rep.State == protocol.EffectDone:
 		j.keepReceipt(key, rep.Receipt)
+		j.skipStep(phone, seq, s, fmt.Sprintf("effect %s done by %s generation %d: receipt reused", key, rep.Owner, rep.Generation), nil)
 		log.Info().Str("done_by", rep.Owner).Int64("done_in_generation", rep.Generation).
 			Msg("effect done by an earlier generation: step skipped, receipt reused")
 		return nil, nil
 	default:
-		return nil, j.effectInDoubt(phone, what, key, rep)
+		return nil, j.effectInDoubt(phone, seq, what, s, rep)
 	}
 
-	keys, err := j.runStep(phone, what, kind, s)
+	keys, err := j.runStep(phone, info, what, kind, s)
 	var se *stepError
 	if err != nil && !errors.As(err, &se) {
 		// Stopped (or a capture of the step could not be published): no
@@ -71,7 +73,7 @@ func (j *job) runGuarded(phone Phone, what, kind string, s protocol.Step) ([]str
 	}
 	// The receipt is recorded while the lease is held even if the job is
 	// being released: the step ran.
-	ev, everr := j.captureEvidence(phone, key, "after")
+	ev, everr := j.captureEvidence(phone, seq, key, "after")
 	rc.Artifacts = ev
 	rep, err = j.effectRequest(j.ctx, "record receipt of effect "+key, protocol.Effect{
 		Token: j.tok, Action: protocol.EffectActionReceipt, Key: key, Receipt: &rc,
@@ -90,10 +92,11 @@ func (j *job) runGuarded(phone Phone, what, kind string, s protocol.Step) ([]str
 	return keys, nil
 }
 
-// effectInDoubt captures what the phone shows now, attaches it to the
-// intent as evidence and returns the error that ends the job needing a
-// decision.
-func (j *job) effectInDoubt(phone Phone, what, key string, rep protocol.EffectReply) error {
+// effectInDoubt logs effect step seq as not run, captures what the phone
+// shows now, attaches it to the intent as evidence and returns the error
+// that ends the job needing a decision.
+func (j *job) effectInDoubt(phone Phone, seq int, what string, s protocol.Step, rep protocol.EffectReply) error {
+	key := s.Effect.Key
 	holder := fmt.Sprintf("%s generation %d", rep.Owner, rep.Generation)
 	if rep.JobID != j.tok.JobID {
 		holder = fmt.Sprintf("job %s (%s)", rep.JobID, holder)
@@ -102,7 +105,10 @@ func (j *job) effectInDoubt(phone Phone, what, key string, rep protocol.EffectRe
 	if rep.State == protocol.EffectReserved {
 		why = "reserved by " + holder + ", which still runs"
 	}
-	ev, err := j.captureEvidence(phone, key, "doubt")
+	nd := &needsDecisionError{fmt.Sprintf("%s: %s: effect %q is %s (%s); not run again until a person decides (edgecoord effect resolve)",
+		protocol.ReasonNeedsDecision, what, key, protocol.EffectInDoubt, why)}
+	j.skipStep(phone, seq, s, "effect "+key+" in doubt", nd)
+	ev, err := j.captureEvidence(phone, seq, key, "doubt")
 	if errors.Is(err, errStopped) {
 		return errStopped
 	}
@@ -119,20 +125,24 @@ func (j *job) effectInDoubt(phone Phone, what, key string, rep protocol.EffectRe
 	}
 	j.log.Warn().Str("effect_key", key).Str("state", rep.State).Str("holder_owner", rep.Owner).
 		Int64("holder_generation", rep.Generation).Strs("evidence", ev).Msg("effect in doubt: step not run; the job needs a decision")
-	return &needsDecisionError{fmt.Sprintf("%s: %s: effect %q is %s (%s); not run again until a person decides (edgecoord effect resolve)",
-		protocol.ReasonNeedsDecision, what, key, protocol.EffectInDoubt, why)}
+	return nd
 }
 
-// captureEvidence takes a screenshot and a UI dump of the phone, publishes
-// them under the token and returns their keys. A capture the phone cannot
-// make is left out; a stop returns errStopped; a capture that cannot be
-// published returns its error with the keys published so far.
-func (j *job) captureEvidence(phone Phone, key, when string) ([]string, error) {
+// captureEvidence takes a screenshot and a UI dump of the phone as
+// evidence of effect step seq, publishes them under the token and returns
+// their keys. Both are named effect-<seq>-<hash>-<when> (seq zero-padded to
+// three digits, hash the first 8 hex digits of the key's SHA-256, when
+// "after" or "doubt"; docs/protocol.md section 10.2) and logged with the
+// effect step's seq, marked evidence. A capture the phone cannot make is
+// left out; a stop returns errStopped; a capture that cannot be published
+// returns its error with the keys published so far.
+func (j *job) captureEvidence(phone Phone, seq int, key, when string) ([]string, error) {
 	sum := sha256.Sum256([]byte(key))
-	base := fmt.Sprintf("effect-%03d-%s-%s", j.stepCount(), hex.EncodeToString(sum[:4]), when)
+	base := fmt.Sprintf("effect-%03d-%s-%s", seq, hex.EncodeToString(sum[:4]), when)
+	info := capture.StepInfo{Seq: seq, Evidence: true}
 	var out []string
 	for _, s := range []protocol.Step{{Op: protocol.OpScreenshot, Name: base + ".png"}, {Op: protocol.OpUIDump, Name: base + ".xml"}} {
-		keys, err := j.runStep(phone, fmt.Sprintf("evidence of effect %s (%s)", key, s.Op), "effect_evidence", s)
+		keys, err := j.runStep(phone, info, fmt.Sprintf("evidence of effect %s (%s)", key, s.Op), "effect_evidence", s)
 		out = append(out, keys...)
 		var se *stepError
 		switch {
@@ -202,7 +212,8 @@ func (j *job) keepReceipt(key string, rc *protocol.EffectReceipt) {
 }
 
 // resultLocked is the document the job's result carries: the keys of its
-// artifacts, the steps run, and the receipts of its effect steps (run by
+// artifacts, the number of steps (task and requested steps, run or skipped:
+// the seq of the last one; docs/protocol.md section 5, result), and the receipts of its effect steps (run by
 // this generation or reused from an earlier one). j.mu is held.
 func (j *job) resultLocked() map[string]any {
 	doc := map[string]any{"artifacts": j.arts, "steps": j.step}

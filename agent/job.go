@@ -418,11 +418,12 @@ func (j *job) runSteps(endLease func()) error {
 		return j.failJob(reason)
 	}
 	// Requested steps run after the task's step in progress.
-	for i, s := range j.task.Steps {
+	for _, s := range j.task.Steps {
 		if !j.guard.Check() || j.work.Err() != nil {
 			return errStopped
 		}
-		if _, err := j.runGuarded(phone, fmt.Sprintf("step %d (%s)", i+1, s.Op), "task", s); err != nil {
+		seq := j.beginStep()
+		if _, err := j.runGuarded(phone, seq, fmt.Sprintf("step %d (%s)", seq, s.Op), "task", s); err != nil {
 			return j.stepFailure(err, fail)
 		}
 		if err := j.servePending(phone); err != nil {
@@ -483,15 +484,35 @@ func (j *job) stepFailure(err error, fail func(string) error) error {
 	return fail(err.Error())
 }
 
-// runStep runs one step on the phone and publishes what it captured. A
-// failed step returns a *stepError; a stop returns errStopped; a failed
-// upload or registration returns its error.
-func (j *job) runStep(phone Phone, what, kind string, s protocol.Step) ([]string, error) {
+// beginStep numbers the next step of the job, a task step or a requested
+// one: its seq in the operation log and its step reply (docs/protocol.md
+// section 8). Evidence captures are not numbered.
+func (j *job) beginStep() int {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.step++
-	j.mu.Unlock()
+	return j.step
+}
+
+// skipStep writes the operation log line of step seq, which the job did not
+// run (reason; stepErr, when set, is the line's error).
+func (j *job) skipStep(phone Phone, seq int, s protocol.Step, reason string, stepErr error) {
+	sk, ok := phone.(stepSkipper)
+	if !ok {
+		return
+	}
+	if err := sk.SkipStep(seq, s, reason, stepErr); err != nil {
+		j.log.Warn().Err(err).Int("seq", seq).Msg("skipped step not logged")
+	}
+}
+
+// runStep runs one step on the phone and publishes what it captured; info
+// is its number (and whether it is effect evidence). A failed step returns
+// a *stepError; a stop returns errStopped; a failed upload or registration
+// returns its error.
+func (j *job) runStep(phone Phone, info capture.StepInfo, what, kind string, s protocol.Step) ([]string, error) {
 	j.setCurrent(what)
-	arts, err := phone.RunStep(j.work, s)
+	arts, err := phone.RunStep(capture.WithStepInfo(j.work, info), s)
 	defer func() {
 		for _, c := range arts {
 			_ = c.Remove() // the ones not published: dropped with the job

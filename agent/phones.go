@@ -65,3 +65,13 @@ func (p *runnerPhone) RunStep(ctx context.Context, s protocol.Step) ([]capture.A
 }
 
 func (p *runnerPhone) OpLog() (capture.Artifact, int) { return p.log.Artifact(), p.log.Len() }
+
+func (p *runnerPhone) SkipStep(seq int, s protocol.Step, reason string, stepErr error) error {
+	return p.r.SkipStep(seq, s, reason, stepErr)
+}
+
+// stepSkipper is implemented by a Phone whose operation log can record a
+// step the job did not run (docs/protocol.md section 8).
+type stepSkipper interface {
+	SkipStep(seq int, s protocol.Step, reason string, stepErr error) error
+}

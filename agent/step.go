@@ -49,8 +49,8 @@ func (a *Agent) onStep(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "step.op is required")
 		return
 	case r.Step.Op != "":
-		if err := (protocol.Task{Steps: []protocol.Step{r.Step}}).Validate(); err != nil {
-			replyError(m, protocol.CodeBadRequest, "invalid step: "+err.Error())
+		if err := r.Step.Validate(); err != nil {
+			replyError(m, protocol.CodeBadRequest, "invalid step: step: "+err.Error())
 			return
 		}
 	}
@@ -137,8 +137,9 @@ func (j *job) runRequested(phone Phone, r *stepReq, replyNow bool) error {
 		return errStopped
 	}
 	start := time.Now()
-	keys, err := j.runGuarded(phone, fmt.Sprintf("step %d (%s, interactive)", j.stepCount()+1, r.req.Step.Op), "interactive", r.req.Step)
-	rep := protocol.StepReply{Seq: j.stepCount(), Op: r.req.Step.Op, Outcome: protocol.OutcomeOK,
+	seq := j.beginStep()
+	keys, err := j.runGuarded(phone, seq, fmt.Sprintf("step %d (%s, interactive)", seq, r.req.Step.Op), "interactive", r.req.Step)
+	rep := protocol.StepReply{Seq: seq, Op: r.req.Step.Op, Outcome: protocol.OutcomeOK,
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000, Artifacts: keys}
 	var se *stepError
 	switch {
@@ -160,12 +161,6 @@ func (j *job) runRequested(phone Phone, r *stepReq, replyNow bool) error {
 		reply(r.msg, rep)
 	}
 	return nil
-}
-
-func (j *job) stepCount() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.step
 }
 
 // replyStopped answers a step request that will not run (or whose finish

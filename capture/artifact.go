@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -71,12 +70,7 @@ func NewArtifact(name, contentType string, data []byte) Artifact {
 // artifactName returns name with ext appended unless it already ends with
 // it, or "<prefix>-NNN<ext>" when name is empty, and checks the result.
 func artifactName(name, prefix string, seq int, ext string) (string, error) {
-	if name == "" {
-		name = fmt.Sprintf("%s-%03d", prefix, seq)
-	}
-	if !strings.HasSuffix(strings.ToLower(name), ext) {
-		name += ext
-	}
+	name = protocol.CaptureName(name, prefix, seq, ext)
 	if err := protocol.ValidateArtifactName(name); err != nil {
 		return "", err
 	}

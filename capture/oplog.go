@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -39,6 +40,38 @@ type OpEntry struct {
 	// recording cut at the phone's time limit).
 	Warning   string       `json:"warning,omitempty"`
 	Artifacts []OpArtifact `json:"artifacts,omitempty"`
+	// Evidence marks a capture the agent took as evidence of effect step
+	// Seq (docs/protocol.md section 10), not a step of the task: it shares
+	// the effect step's Seq.
+	Evidence bool `json:"evidence,omitempty"`
+	// Skipped says why a step of the task was not run (an effect already
+	// done, or in doubt); the line keeps the step's Seq.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// StepInfo tells a Runner how the job numbers a step (docs/protocol.md
+// section 8): Seq is the step's number in the job, the same in its
+// operation log line, its step reply and its default artifact names.
+type StepInfo struct {
+	// Seq is the step's 1-based number; 0 takes the runner's next number
+	// (for evidence: the last one).
+	Seq int
+	// Evidence marks a capture taken as evidence of effect step Seq rather
+	// than a step of its own.
+	Evidence bool
+}
+
+type stepInfoCtx struct{}
+
+// WithStepInfo returns ctx carrying info for the Runner.RunStep it is
+// passed to.
+func WithStepInfo(ctx context.Context, info StepInfo) context.Context {
+	return context.WithValue(ctx, stepInfoCtx{}, info)
+}
+
+func stepInfoFrom(ctx context.Context) StepInfo {
+	info, _ := ctx.Value(stepInfoCtx{}).(StepInfo)
+	return info
 }
 
 // OpArtifact describes an artifact a step captured.

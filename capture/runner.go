@@ -29,7 +29,7 @@ type RunnerOptions struct {
 
 // StepOutcome is what one step did.
 type StepOutcome struct {
-	Seq       int // 1-based step number within the runner
+	Seq       int // 1-based step number within the job (StepInfo)
 	Op        string
 	Start     time.Time
 	Duration  time.Duration
@@ -99,7 +99,8 @@ func (r *Runner) close() {
 //   - record_stop: <name>.mp4 (video/mp4), name from the record_stop step,
 //     else from its record_start step, else recording-NNN
 //
-// NNN is the step's Seq. ".png", ".xml" or ".mp4" is appended unless the
+// NNN is the step's Seq: the StepInfo carried by ctx (WithStepInfo), else
+// the runner's next number. ".png", ".xml" or ".mp4" is appended unless the
 // name already ends with it, and a name may be used once per runner.
 // tap with duration_ms > 0 is a long press; wait sleeps duration_ms. Every
 // wait honours ctx, which should be the job context or derived from it.
@@ -112,8 +113,17 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 		r.mu.Unlock()
 		return StepOutcome{Op: s.Op}, fmt.Errorf("run step %s: %w", s.Op, ErrClosed)
 	}
-	r.seq++
-	seq := r.seq
+	info := stepInfoFrom(ctx)
+	seq := info.Seq
+	if seq <= 0 {
+		seq = r.seq
+		if !info.Evidence {
+			seq++
+		}
+	}
+	if !info.Evidence {
+		r.seq = max(r.seq, seq)
+	}
 	r.mu.Unlock()
 
 	out := StepOutcome{Seq: seq, Op: s.Op, Start: time.Now()}
@@ -143,6 +153,7 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 			Params:     r.opts.OpLog.Params(s),
 			DurationMS: float64(out.Duration.Microseconds()) / 1000,
 			Outcome:    OutcomeOK,
+			Evidence:   info.Evidence,
 		}
 		if err != nil {
 			e.Outcome = OutcomeError
@@ -157,6 +168,27 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 		}
 	}
 	return out, err
+}
+
+// SkipStep writes the operation log line of a step the job did not run
+// (an effect already done, or in doubt): seq is its number, reason why it
+// was skipped, and stepErr, when not nil, makes the line's outcome error.
+// Later steps go on from seq.
+func (r *Runner) SkipStep(seq int, s protocol.Step, reason string, stepErr error) error {
+	r.mu.Lock()
+	r.seq = max(r.seq, seq)
+	r.mu.Unlock()
+	if r.opts.OpLog == nil {
+		return nil
+	}
+	e := OpEntry{
+		Time: time.Now(), Seq: seq, Serial: r.dev.Serial(), Op: s.Op,
+		Params: r.opts.OpLog.Params(s), Outcome: OutcomeOK, Skipped: reason,
+	}
+	if stepErr != nil {
+		e.Outcome, e.Error = OutcomeError, stepErr.Error()
+	}
+	return r.opts.OpLog.Append(e)
 }
 
 func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact, error) {

@@ -147,6 +147,20 @@ func ValidateEffectKey(key string) error {
 // that change what the phone (and the world behind it) does.
 var EffectOps = []string{OpLaunch, OpTap, OpSwipe, OpText, OpKey}
 
+// validateEffect checks the effect mark of one step: a valid key on an
+// input op.
+func (s Step) validateEffect() error {
+	if err := ValidateEffectKey(s.Effect.Key); err != nil {
+		return fmt.Errorf("key: %w", err)
+	}
+	for _, op := range EffectOps {
+		if s.Op == op {
+			return nil
+		}
+	}
+	return fmt.Errorf("op %q cannot be an effect (only %s)", s.Op, strings.Join(EffectOps, ", "))
+}
+
 // validateEffects checks the effect marks of a task's steps: a valid key,
 // an input op, and no key used twice in one task.
 func validateEffects(steps []Step) error {
@@ -155,15 +169,8 @@ func validateEffects(steps []Step) error {
 		if s.Effect == nil {
 			continue
 		}
-		if err := ValidateEffectKey(s.Effect.Key); err != nil {
-			return fmt.Errorf("steps[%d]: %w", i, err)
-		}
-		ok := false
-		for _, op := range EffectOps {
-			ok = ok || s.Op == op
-		}
-		if !ok {
-			return fmt.Errorf("steps[%d]: op %q cannot be an effect (only %s)", i, s.Op, strings.Join(EffectOps, ", "))
+		if err := s.validateEffect(); err != nil {
+			return fmt.Errorf("steps[%d]: effect: %w", i, err)
 		}
 		if j, dup := seen[s.Effect.Key]; dup {
 			return fmt.Errorf("steps[%d]: effect key %q is already used by steps[%d]", i, s.Effect.Key, j)

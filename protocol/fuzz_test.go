@@ -168,6 +168,12 @@ func checkTask(t *testing.T, task Task) {
 		if s.Op == OpLaunch && s.Package == "" {
 			t.Fatalf("Validate accepted launch without package")
 		}
+		if (s.Op == OpText && s.Text == "") || (s.Op == OpKey && s.Key == "") {
+			t.Fatalf("Validate accepted %s step without its %s", s.Op, s.Op)
+		}
+		if s.DurationMS < 0 || (s.Op == OpTap || s.Op == OpSwipe) && (s.X < 0 || s.Y < 0) || s.Op == OpSwipe && (s.X2 < 0 || s.Y2 < 0) {
+			t.Fatalf("Validate accepted negative coordinates or duration in %+v", s)
+		}
 		if s.Name != "" {
 			checkName(t, s.Name)
 		}

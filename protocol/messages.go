@@ -52,35 +52,24 @@ type Task struct {
 	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
 }
 
-// Validate reports the first malformed step. Only an interactive task may
-// have no steps.
+// Validate reports the first rule the task breaks (docs/protocol.md
+// section 5, Task and steps): at least one step unless interactive, a
+// non-negative idle timeout, every step valid (Step.Validate), recordings
+// paired, each artifact name and effect key used once.
 func (t Task) Validate() error {
 	if len(t.Steps) == 0 && !t.Interactive {
-		return fmt.Errorf("task has no steps")
+		return fmt.Errorf("steps: task has no steps")
 	}
 	if t.IdleTimeoutMS < 0 {
-		return fmt.Errorf("idle_timeout_ms is negative")
+		return fmt.Errorf("idle_timeout_ms: %d is negative", t.IdleTimeoutMS)
 	}
 	for i, s := range t.Steps {
-		switch s.Op {
-		case OpLaunch:
-			if s.Package == "" {
-				return fmt.Errorf("steps[%d]: launch needs package", i)
-			}
-		case OpText:
-			if err := CheckTypable(s.Text); err != nil {
-				return fmt.Errorf("steps[%d]: text: %w", i, err)
-			}
-		case OpWait, OpTap, OpSwipe, OpKey, OpRecordStart, OpRecordStop:
-		case OpScreenshot, OpUIDump:
-		default:
-			return fmt.Errorf("steps[%d]: unknown op %q", i, s.Op)
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("steps[%d]: %w", i, err)
 		}
-		if s.Name != "" {
-			if err := ValidateArtifactName(s.Name); err != nil {
-				return fmt.Errorf("steps[%d]: %w", i, err)
-			}
-		}
+	}
+	if err := validateSequence(t.Steps); err != nil {
+		return err
 	}
 	return validateEffects(t.Steps)
 }
@@ -174,8 +163,11 @@ type HelloReply struct {
 
 // Heartbeat keeps the agent's presence.
 type Heartbeat struct {
-	BootID  string          `json:"boot_id"`
-	Devices []Device        `json:"devices,omitempty"`
+	BootID string `json:"boot_id"`
+	// Devices are the phones attached now: absent (nil) leaves the
+	// coordinator's list unchanged, an empty list says there are none
+	// (docs/protocol.md section 5, heartbeat).
+	Devices []Device        `json:"devices,omitzero"`
 	Running []fencing.Token `json:"running,omitempty"`
 	Free    int             `json:"free"` // free slots
 	// Draining: the agent takes no new jobs; Free is then 0.

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -64,6 +65,11 @@ func TestTaskValidate(t *testing.T) {
 		"unknown op":     {Steps: []protocol.Step{{Op: "explode"}}},
 		"launch no pkg":  {Steps: []protocol.Step{{Op: protocol.OpLaunch}}},
 		"path traversal": {Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "../x.png"}}},
+		"negative x":     {Steps: []protocol.Step{{Op: protocol.OpTap, X: -1}}},
+		"empty text":     {Steps: []protocol.Step{{Op: protocol.OpText}}},
+		"empty key":      {Steps: []protocol.Step{{Op: protocol.OpKey}}},
+		"lone stop":      {Steps: []protocol.Step{{Op: protocol.OpRecordStop}}},
+		"same name":      {Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "a"}, {Op: protocol.OpScreenshot, Name: "a.png"}}},
 	} {
 		if task.Validate() == nil {
 			t.Errorf("%s: Validate accepted", name)
@@ -152,4 +158,25 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 func requestRaw(ctx context.Context, nc *nats.Conn, code string) error {
 	return protocol.Request(ctx, nc, "t.e", rawJSON(code), nil)
+}
+
+// TestHeartbeatDevicesEncoding: an empty devices list is sent as [] (no
+// phones now), a nil one is left out (unchanged).
+func TestHeartbeatDevicesEncoding(t *testing.T) {
+	for _, c := range []struct {
+		hb   protocol.Heartbeat
+		want string
+	}{
+		{protocol.Heartbeat{BootID: "b"}, `{"boot_id":"b","free":0}`},
+		{protocol.Heartbeat{BootID: "b", Devices: []protocol.Device{}}, `{"boot_id":"b","devices":[],"free":0}`},
+	} {
+		b, err := json.Marshal(c.hb)
+		if err != nil || string(b) != c.want {
+			t.Errorf("marshal %+v = %s, %v; want %s", c.hb, b, err, c.want)
+		}
+	}
+	var hb protocol.Heartbeat
+	if err := json.Unmarshal([]byte(`{"boot_id":"b","devices":[]}`), &hb); err != nil || hb.Devices == nil || len(hb.Devices) != 0 {
+		t.Fatalf(`"devices": [] decodes to %#v, %v; want an empty non-nil list`, hb.Devices, err)
+	}
 }

@@ -1,0 +1,133 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The rules a task and its steps follow are listed in docs/protocol.md
+// section 5 (Task and steps). Step.Validate checks one step on its own (the
+// step verb); Task.Validate adds the rules between steps.
+
+// Validate checks one step on its own: a known op, the fields its op needs
+// (package, text, key non-empty), non-negative coordinates and duration, a
+// valid artifact name and a valid effect mark. Errors name the field.
+func (s Step) Validate() error {
+	if s.DurationMS < 0 {
+		return fmt.Errorf("duration_ms: %d is negative", s.DurationMS)
+	}
+	switch s.Op {
+	case OpLaunch:
+		if s.Package == "" {
+			return fmt.Errorf("package: launch needs package")
+		}
+	case OpText:
+		if s.Text == "" {
+			return fmt.Errorf("text: text step needs non-empty text")
+		}
+		if err := CheckTypable(s.Text); err != nil {
+			return fmt.Errorf("text: %w", err)
+		}
+	case OpKey:
+		if s.Key == "" {
+			return fmt.Errorf("key: key step needs non-empty key")
+		}
+	case OpTap, OpSwipe:
+		for _, c := range []struct {
+			field string
+			v     int
+		}{{"x", s.X}, {"y", s.Y}, {"x2", s.X2}, {"y2", s.Y2}} {
+			if c.v < 0 && (s.Op == OpSwipe || c.field == "x" || c.field == "y") {
+				return fmt.Errorf("%s: coordinate %d is negative", c.field, c.v)
+			}
+		}
+	case OpWait, OpScreenshot, OpUIDump, OpRecordStart, OpRecordStop:
+	case "":
+		return fmt.Errorf("op: missing")
+	default:
+		return fmt.Errorf("op: unknown op %q", s.Op)
+	}
+	if s.Name != "" {
+		if err := ValidateArtifactName(s.Name); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+		if prefix, ext := captureKind(s.Op); ext != "" {
+			if err := ValidateArtifactName(CaptureName(s.Name, prefix, 0, ext)); err != nil {
+				return fmt.Errorf("name: with %s appended: %w", ext, err)
+			}
+		}
+	}
+	if s.Effect != nil {
+		if err := s.validateEffect(); err != nil {
+			return fmt.Errorf("effect: %w", err)
+		}
+	}
+	return nil
+}
+
+// CaptureName is the artifact name a capture step produces: name with ext
+// appended unless it already ends with it, or "<prefix>-NNN<ext>" without
+// a name, NNN being the step's number seq zero-padded to three digits.
+func CaptureName(name, prefix string, seq int, ext string) string {
+	if name == "" {
+		name = fmt.Sprintf("%s-%03d", prefix, seq)
+	}
+	if !strings.HasSuffix(strings.ToLower(name), ext) {
+		name += ext
+	}
+	return name
+}
+
+// captureKind returns the default name prefix and the extension of the
+// artifact an op captures (record_start: that of its recording), or "" for
+// ops that capture nothing.
+func captureKind(op string) (prefix, ext string) {
+	switch op {
+	case OpScreenshot:
+		return "screenshot", ".png"
+	case OpUIDump:
+		return "ui_dump", ".xml"
+	case OpRecordStart, OpRecordStop:
+		return "recording", ".mp4"
+	}
+	return "", ""
+}
+
+// validateSequence checks the rules between the steps of a task, the steps
+// numbered 1, 2, … in task order: recordings pair up (a record_stop follows
+// a record_start, and a record_start does not start while another
+// recording runs), and each artifact name is produced once.
+func validateSequence(steps []Step) error {
+	// Capture names end in .png, .xml or .mp4, so never oplog.jsonl.
+	names := map[string]int{}
+	rec := -1 // index of the record_start whose recording runs
+	for i, s := range steps {
+		prefix, ext := captureKind(s.Op)
+		name := s.Name
+		switch s.Op {
+		case OpRecordStart:
+			if rec >= 0 {
+				return fmt.Errorf("steps[%d]: record_start while the recording of steps[%d] runs (one recording at a time)", i, rec)
+			}
+			rec = i
+			continue
+		case OpRecordStop:
+			if rec < 0 {
+				return fmt.Errorf("steps[%d]: record_stop without a record_start before it", i)
+			}
+			if name == "" {
+				name = steps[rec].Name
+			}
+			rec = -1
+		}
+		if ext == "" {
+			continue
+		}
+		n := CaptureName(name, prefix, i+1, ext)
+		if j, dup := names[n]; dup {
+			return fmt.Errorf("steps[%d]: artifact name %q is already produced by steps[%d]", i, n, j)
+		}
+		names[n] = i
+	}
+	return nil
+}
