@@ -221,15 +221,7 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 		j.setCurrent(what)
 	}
 	err := f(ctx)
-	if errors.Is(err, fencing.ErrStale) {
-		if staleCause == nil {
-			staleCause = fencing.ErrStale
-		}
-		j.stop(staleCause)
-		return errStopped
-	}
-	if errors.Is(err, protocol.ErrUnknownJob) {
-		j.stop(fmt.Errorf("%w (404 to %s)", ErrUnknownJob, what))
+	if j.stopOnRefusal(err, what, staleCause) {
 		return errStopped
 	}
 	if errors.Is(err, errStopped) {
@@ -240,6 +232,24 @@ func (j *job) effect(ctx context.Context, what string, staleCause error, f func(
 		return errStopped
 	}
 	return err
+}
+
+// stopOnRefusal stops the job when err is the coordinator saying the token
+// is not current: a 409 stops it with staleCause (fencing.ErrStale when
+// nil), a 404 with ErrUnknownJob. It reports whether it stopped the job.
+func (j *job) stopOnRefusal(err error, what string, staleCause error) bool {
+	switch {
+	case errors.Is(err, fencing.ErrStale):
+		if staleCause == nil {
+			staleCause = fencing.ErrStale
+		}
+		j.stop(staleCause)
+	case errors.Is(err, protocol.ErrUnknownJob):
+		j.stop(fmt.Errorf("%w (404 to %s)", ErrUnknownJob, what))
+	default:
+		return false
+	}
+	return true
 }
 
 func (j *job) guardOptions() []fencing.GuardOption {

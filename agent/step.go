@@ -206,12 +206,7 @@ func (a *Agent) AuthorizeUpload(ctx context.Context, req protocol.Upload) (proto
 		return rep, fmt.Errorf("authorize upload %s: not a running job's token: %w", req.Name, fencing.ErrStale)
 	}
 	err := j.call(ctx, protocol.VerbUpload, req, &rep)
-	switch {
-	case errors.Is(err, fencing.ErrStale):
-		j.stop(fencing.ErrStale)
-	case errors.Is(err, protocol.ErrUnknownJob):
-		j.stop(fmt.Errorf("%w (404 to upload %s)", ErrUnknownJob, req.Name))
-	}
+	j.stopOnRefusal(err, "upload "+req.Name, nil)
 	if err != nil {
 		return rep, fmt.Errorf("authorize upload %s: %w", req.Name, err)
 	}

@@ -85,12 +85,6 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ValidateJobID accepts the job ids of docs/protocol.md section 2
-// (protocol.CheckJobID): 1 to 64 characters of [A-Za-z0-9_-], one element
-// of an object key (jobs/<job_id>/g<generation>/<name>) and one subject
-// token.
-func ValidateJobID(id string) error { return protocol.CheckJobID(id) }
-
 // PrepareSubmit checks a job to submit (coordinator.CheckSubmit) and
 // returns its id (a new one when spec has none) and its task encoded for
 // storage.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 func TestMigrations(t *testing.T) {
@@ -54,16 +56,11 @@ func TestPending(t *testing.T) {
 	}
 }
 
-func TestValidateJobID(t *testing.T) {
-	for _, id := range []string{"a", "job-1", "J_2-x", NewJobID(), strings.Repeat("x", 64)} {
-		if err := ValidateJobID(id); err != nil {
-			t.Errorf("%q: %v", id, err)
-		}
-	}
-	for _, id := range []string{"", ".", "..", "a.b", "a/b", "a b", "é", strings.Repeat("x", 65)} {
-		if err := ValidateJobID(id); err == nil {
-			t.Errorf("%q accepted", id)
-		}
+// TestNewJobID checks that the ids the stores make up pass the job id rule
+// of docs/protocol.md section 2 and differ.
+func TestNewJobID(t *testing.T) {
+	if id := NewJobID(); protocol.CheckJobID(id) != nil {
+		t.Errorf("NewJobID() = %q: %v", id, protocol.CheckJobID(id))
 	}
 	if NewJobID() == NewJobID() {
 		t.Error("two random ids are equal")
