@@ -17,6 +17,31 @@ const (
 	StatusInProgress = "IN_PROGRESS"
 	StatusSucceeded  = "SUCCEEDED"
 	StatusFailed     = "FAILED"
+	// StatusCancelled: an operator or researcher cancelled the job.
+	StatusCancelled = "CANCELLED"
+	// StatusTimedOut: the job's deadline passed before it succeeded.
+	StatusTimedOut = "TIMED_OUT"
+	// StatusNeedsDecision: an effect step of the job is in doubt and waits
+	// for a person to resolve it (docs/effects.md).
+	StatusNeedsDecision = "NEEDS_DECISION"
+)
+
+// Statuses lists every job status, the end states after the two live ones.
+var Statuses = []string{StatusQueued, StatusInProgress, StatusSucceeded, StatusFailed, StatusCancelled, StatusTimedOut, StatusNeedsDecision}
+
+// Finished reports whether status is an end state: no grant, renewal or
+// write is accepted for the job any more (NEEDS_DECISION leaves only when a
+// person resolves the effect).
+func Finished(status string) bool {
+	return status != StatusQueued && status != StatusInProgress
+}
+
+// Job defaults.
+const (
+	// DefaultProject is the project of a job submitted without one.
+	DefaultProject = "default"
+	// DefaultMaxAttempts is the grant limit of a job submitted without one.
+	DefaultMaxAttempts = 3
 )
 
 // Store errors callers branch on. A fenced write that matches no row returns
@@ -36,7 +61,18 @@ var (
 // JobSpec is a job to submit.
 type JobSpec struct {
 	ID   string        // optional; a random id is chosen when empty
-	Task protocol.Task // checked by Submit with CheckSubmit
+	Task protocol.Task // checked by Submit with CheckSubmit; Task.TimeoutMS is the deadline
+	// Project groups jobs for access and fairness; "" means DefaultProject.
+	Project string
+	// Priority: higher runs first; oldest first within one priority.
+	Priority int
+	// NotBefore: the job is not granted before this time (database clock);
+	// zero means at once.
+	NotBefore time.Time
+	// MaxAttempts bounds the grants of the job; 0 means DefaultMaxAttempts.
+	MaxAttempts int
+	// SubmittedBy names who submitted the job (an API token's name, "cli").
+	SubmittedBy string
 }
 
 // CheckSubmit checks a job before it is queued: its id, when it has one,
@@ -55,6 +91,14 @@ func CheckSubmit(spec JobSpec) error {
 	t := spec.Task
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if spec.Project != "" {
+		if err := CheckProject(spec.Project); err != nil {
+			return fmt.Errorf("project: %w", err)
+		}
+	}
+	if spec.MaxAttempts < 0 {
+		return fmt.Errorf("max_attempts: %d is negative", spec.MaxAttempts)
 	}
 	if t.Interactive {
 		return fmt.Errorf("interactive jobs cannot be submitted yet: nothing would send their steps, so the job would idle until its idle timeout and fail; submit the steps as a regular job (interactive: false)")
@@ -76,6 +120,29 @@ type Job struct {
 	FailReason     string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+
+	Project     string
+	Priority    int
+	NotBefore   time.Time // zero: none
+	MaxAttempts int
+	Attempts    int       // grants so far
+	DeadlineAt  time.Time // set at the first grant when the task has a timeout; zero: none
+	SubmittedBy string
+}
+
+// CheckProject accepts a project name: 1 to 64 characters from
+// [A-Za-z0-9_.-], starting with a letter or digit.
+func CheckProject(p string) error {
+	if len(p) == 0 || len(p) > 64 {
+		return fmt.Errorf("%q must be 1 to 64 characters", p)
+	}
+	for i, r := range p {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !ok && (i == 0 || r != '_' && r != '.' && r != '-') {
+			return fmt.Errorf("%q: character %d must be a letter, digit, or (after the first) one of _ . -", p, i+1)
+		}
+	}
+	return nil
 }
 
 // Lease is a granted ownership of a job.

@@ -50,6 +50,11 @@ type Task struct {
 	// IdleTimeoutMS bounds how long an interactive job waits for its next
 	// step; the job then fails. 0 leaves it to the agent (default 5 min).
 	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	// TimeoutMS is the job's deadline, counted from its first grant on the
+	// coordinator's database clock and kept across attempts: when it passes
+	// the job ends TIMED_OUT (docs/protocol.md, section 5). 0: no deadline
+	// of its own (the coordinator's configured default applies).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // Validate reports the first rule the task breaks (docs/protocol.md
@@ -62,6 +67,9 @@ func (t Task) Validate() error {
 	}
 	if t.IdleTimeoutMS < 0 {
 		return fmt.Errorf("idle_timeout_ms: %d is negative", t.IdleTimeoutMS)
+	}
+	if t.TimeoutMS < 0 {
+		return fmt.Errorf("timeout_ms: %d is negative", t.TimeoutMS)
 	}
 	for i, s := range t.Steps {
 		if err := s.Validate(); err != nil {
@@ -191,6 +199,11 @@ type Assign struct {
 	// phones in state DeviceReady matching the task's selector. Empty: the
 	// agent picks a phone matching the selector.
 	Serial string `json:"serial,omitempty"`
+	// DeadlineMS is the time left until the job's deadline when the
+	// coordinator granted it, by its database clock; the agent stops the
+	// job when that much time has passed since it received the assign, as
+	// if revoked, and reports fail with cause "deadline". 0: no deadline.
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
 }
 
 // Renew extends a lease.
@@ -252,7 +265,36 @@ type Fail struct {
 	Token   fencing.Token `json:"token"`
 	Reason  string        `json:"reason"`
 	Requeue bool          `json:"requeue"` // release for reassignment rather than fail
+	// Class says whether the failure is the job's own (FailClassJob: fail
+	// at once) or the infrastructure's (FailClassInfrastructure: retried
+	// up to the job's attempt limit). Optional: a coordinator may ignore
+	// it, and an empty class is treated as the job's own unless Requeue.
+	Class string `json:"class,omitempty"`
+	// Cause is a short machine-readable cause, one of the Cause constants
+	// (docs/protocol.md, section 6). Optional like Class.
+	Cause string `json:"cause,omitempty"`
 }
+
+// Failure classes carried in Fail.Class.
+const (
+	FailClassInfrastructure = "infrastructure"
+	FailClassJob            = "job"
+)
+
+// Failure causes carried in Fail.Cause.
+const (
+	CauseDeadline           = "deadline"            // the job's deadline passed
+	CauseLeaseExpired       = "lease_expired"       // set by the coordinator's reaper
+	CauseAgentRestarted     = "agent_restarted"     // set by the coordinator on a new hello
+	CauseAgentShutdown      = "agent_shutdown"      // the agent stopped or drained mid-job
+	CausePhoneUnplugged     = "phone_unplugged"     // the phone left adb or went offline
+	CauseAdbServerGone      = "adb_server_gone"     // the adb server stopped answering
+	CauseStorageUnreachable = "storage_unreachable" // uploads could not reach the object store
+	CauseInvalidStep        = "invalid_step"        // a step the phone cannot run as written
+	CauseAppNotInstalled    = "app_not_installed"   // a package the task names is missing
+	CauseAssertion          = "assertion"           // a check in the task did not hold
+	CauseStepFailed         = "step_failed"         // any other step error
+)
 
 // Revoke tells an agent to stop a job at once.
 type Revoke struct {

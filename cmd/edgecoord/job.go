@@ -31,6 +31,14 @@ type jobFile struct {
 	// Interactive and IdleTimeoutMS mirror protocol.Task.
 	Interactive   bool  `yaml:"interactive"`
 	IdleTimeoutMS int64 `yaml:"idle_timeout_ms"`
+	// Timeout is the job's deadline from its first grant, a Go duration
+	// ("90s", "10m"); Project, Priority, NotBefore and MaxAttempts mirror
+	// coordinator.JobSpec.
+	Timeout     string    `yaml:"timeout"`
+	Project     string    `yaml:"project"`
+	Priority    int       `yaml:"priority"`
+	NotBefore   time.Time `yaml:"not_before"`
+	MaxAttempts int       `yaml:"max_attempts"`
 }
 
 // parseJobFile decodes a job file strictly (unknown keys are errors, with
@@ -40,7 +48,22 @@ func parseJobFile(data []byte) (coordinator.JobSpec, error) {
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
 		return coordinator.JobSpec{}, err
 	}
-	spec := coordinator.JobSpec{ID: f.ID, Task: protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS}}
+	spec := coordinator.JobSpec{
+		ID:          f.ID,
+		Task:        protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS},
+		Project:     f.Project,
+		Priority:    f.Priority,
+		NotBefore:   f.NotBefore,
+		MaxAttempts: f.MaxAttempts,
+		SubmittedBy: "cli",
+	}
+	if f.Timeout != "" {
+		d, err := time.ParseDuration(f.Timeout)
+		if err != nil || d <= 0 {
+			return coordinator.JobSpec{}, fmt.Errorf("timeout: %q is not a positive duration such as 90s or 10m", f.Timeout)
+		}
+		spec.Task.TimeoutMS = d.Milliseconds()
+	}
 	if err := coordinator.CheckSubmit(spec); err != nil {
 		return coordinator.JobSpec{}, err
 	}

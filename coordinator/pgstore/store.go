@@ -180,7 +180,8 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 }
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial`
+	result, completed_by, fail_reason, created_at, updated_at, device_serial,
+	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by`
 
 func scanJob(row pgx.Row) (coordinator.Job, error) {
 	var (
@@ -189,10 +190,12 @@ func scanJob(row pgx.Row) (coordinator.Job, error) {
 		worker, by, reason   *string
 		device               *string
 		expires              *time.Time
+		notBefore, deadline  *time.Time
 		createdAt, updatedAt time.Time
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device); err != nil {
+		&result, &by, &reason, &createdAt, &updatedAt, &device,
+		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy); err != nil {
 		return coordinator.Job{}, err
 	}
 	if err := json.Unmarshal(task, &j.Task); err != nil {
@@ -207,6 +210,12 @@ func scanJob(row pgx.Row) (coordinator.Job, error) {
 	j.Device = deref(device)
 	if expires != nil {
 		j.LeaseExpiresAt = expires.UTC()
+	}
+	if notBefore != nil {
+		j.NotBefore = notBefore.UTC()
+	}
+	if deadline != nil {
+		j.DeadlineAt = deadline.UTC()
 	}
 	j.CreatedAt = createdAt.UTC()
 	j.UpdatedAt = updatedAt.UTC()
@@ -237,10 +246,16 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 	if err != nil {
 		return coordinator.Job{}, err
 	}
+	p := sqlstore.Policy(spec)
+	var notBefore any
+	if !spec.NotBefore.IsZero() {
+		notBefore = spec.NotBefore
+	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `
-		INSERT INTO jobs (id, status, task) VALUES ($1, 'QUEUED', $2)
+		INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+		VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO NOTHING
-		RETURNING `+jobColumns, id, task))
+		RETURNING `+jobColumns, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
 	}

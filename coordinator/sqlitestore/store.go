@@ -125,7 +125,20 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	// A migration may rebuild a table that others reference (SQLite cannot
+	// alter a constraint in place), which needs foreign keys off on the
+	// connection, outside a transaction; they are checked before commit
+	// (https://sqlite.org/lang_altertable.html).
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`) //nolint:errcheck // the connection is discarded on error below
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
@@ -152,6 +165,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
 			return fmt.Errorf("migrate schema to %d_%s: %w", m.Version, m.Name, err)
 		}
+	}
+	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	broken := rows.Next()
+	rows.Close()
+	if broken {
+		return fmt.Errorf("migrate schema: a migration left rows whose foreign keys point nowhere")
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
@@ -288,6 +310,9 @@ func modifier(ttl time.Duration) string {
 	return fmt.Sprintf("+%d.%03d seconds", ms/1000, ms%1000)
 }
 
+// formatTime is t as a stored time.
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
 func parseTime(s string) (time.Time, error) {
 	t, err := time.ParseInLocation(timeLayout, s, time.UTC)
 	if err != nil {
@@ -311,7 +336,8 @@ func nullJSON(b json.RawMessage) any {
 }
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial`
+	result, completed_by, fail_reason, created_at, updated_at, device_serial,
+	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -320,11 +346,12 @@ func scanJob(row scanner) (coordinator.Job, error) {
 		j                                   coordinator.Job
 		task                                string
 		worker, expires, result, by, reason sql.NullString
-		device                              sql.NullString
+		device, notBefore, deadline         sql.NullString
 		createdAt, updatedAt                string
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device); err != nil {
+		&result, &by, &reason, &createdAt, &updatedAt, &device,
+		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy); err != nil {
 		return coordinator.Job{}, err
 	}
 	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
@@ -343,6 +370,16 @@ func scanJob(row scanner) (coordinator.Job, error) {
 			return coordinator.Job{}, err
 		}
 	}
+	if notBefore.Valid {
+		if j.NotBefore, err = parseTime(notBefore.String); err != nil {
+			return coordinator.Job{}, err
+		}
+	}
+	if deadline.Valid {
+		if j.DeadlineAt, err = parseTime(deadline.String); err != nil {
+			return coordinator.Job{}, err
+		}
+	}
 	if j.CreatedAt, err = parseTime(createdAt); err != nil {
 		return coordinator.Job{}, err
 	}
@@ -358,13 +395,19 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 	if err != nil {
 		return coordinator.Job{}, err
 	}
+	p := sqlstore.Policy(spec)
+	var notBefore any
+	if !spec.NotBefore.IsZero() {
+		notBefore = formatTime(spec.NotBefore)
+	}
 	var j coordinator.Job
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
-			INSERT INTO jobs (id, status, task) VALUES (?, 'QUEUED', ?)
+			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+			VALUES (?, 'QUEUED', ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING
-			RETURNING `+jobColumns, id, string(task)))
+			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrConflict)
 		}

@@ -106,6 +106,27 @@ func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error)
 	return id, task, nil
 }
 
+// JobPolicy is the policy columns of a job to submit, defaults applied.
+type JobPolicy struct {
+	Project     string
+	Priority    int
+	MaxAttempts int
+	SubmittedBy string
+}
+
+// Policy returns spec's policy with the defaults applied: project
+// coordinator.DefaultProject, coordinator.DefaultMaxAttempts attempts.
+func Policy(spec coordinator.JobSpec) JobPolicy {
+	p := JobPolicy{Project: spec.Project, Priority: spec.Priority, MaxAttempts: spec.MaxAttempts, SubmittedBy: spec.SubmittedBy}
+	if p.Project == "" {
+		p.Project = coordinator.DefaultProject
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = coordinator.DefaultMaxAttempts
+	}
+	return p
+}
+
 // CheckGrant validates the arguments of a claim or reassignment.
 func CheckGrant(owner string, ttl time.Duration) error {
 	if owner == "" {
