@@ -151,6 +151,10 @@ type Lease struct {
 	ExpiresAt time.Time // database clock
 	Task      protocol.Task
 	Device    string // phone the scheduler counted the job against ("" when it chose none)
+	// DeadlineAt is the job's deadline (database clock), zero when it has
+	// none. The assign tells the agent the time left: DeadlineAt minus
+	// ExpiresAt plus the lease TTL.
+	DeadlineAt time.Time
 }
 
 // ArtifactRecord is a registered artifact.
