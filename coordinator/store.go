@@ -181,6 +181,10 @@ type WriteEvent struct {
 	Accepted   bool
 	At         time.Time // database clock
 	Detail     string    // why: "forbidden: ...", "lease expired", "agent restarted", a cancel reason
+	// Class and Cause classify the end of an attempt (verbs fail, reclaim,
+	// timeout): protocol.FailClass* and protocol.Cause*; "" otherwise.
+	Class string
+	Cause string
 }
 
 // Agent is the registry entry of one agent. It lives in the store, so every
