@@ -163,6 +163,11 @@ func (d *ADBDevice) explain(ctx context.Context, err error) error {
 	defer cancel()
 	ds, lerr := d.c.Devices(qctx)
 	if lerr != nil {
+		if errors.Is(lerr, adb.ErrServerGone) && !errors.Is(err, adb.ErrServerGone) {
+			// The server died under the operation: say so, so that the
+			// failure is not taken for the step's own.
+			return fmt.Errorf("%w (%w)", err, lerr)
+		}
 		return err
 	}
 	state := stateGone
@@ -571,7 +576,7 @@ func (d *ADBDevice) LongPress(ctx context.Context, x, y int, dur time.Duration) 
 func (d *ADBDevice) Text(ctx context.Context, s string) error {
 	cmd, err := InputTextCommand(s)
 	if err != nil {
-		return fmt.Errorf("text on %s: %w", d.serial, err)
+		return fmt.Errorf("text on %s: %w: %w", d.serial, ErrInvalidStep, err)
 	}
 	if cmd == "" {
 		return nil
@@ -630,7 +635,7 @@ func (d *ADBDevice) Key(ctx context.Context, key string) error {
 		}
 	}
 	if !keyRE.MatchString(k) {
-		return fmt.Errorf("key on %s: %q is not a key code name or number", d.serial, clipText(key, 40))
+		return fmt.Errorf("key on %s: %w: %q is not a key code name or number", d.serial, ErrInvalidStep, clipText(key, 40))
 	}
 	return d.op(ctx, "key", d.opts.OpTimeout, func(ctx context.Context) error {
 		_, err := d.run(ctx, "input keyevent "+k)
@@ -646,10 +651,13 @@ func (d *ADBDevice) Home(ctx context.Context) error { return d.Key(ctx, "KEYCODE
 
 var packageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$`)
 
-// Launch starts pkg's launcher activity with monkey.
+// Launch starts pkg's launcher activity with monkey. When monkey finds no
+// activity to start, `pm path` tells a package that is not installed (an
+// *AppNotInstalledError) from one without a launcher activity
+// (ErrInvalidStep).
 func (d *ADBDevice) Launch(ctx context.Context, pkg string) error {
 	if !packageRE.MatchString(pkg) {
-		return fmt.Errorf("launch on %s: %q is not a package name", d.serial, clipText(pkg, 80))
+		return fmt.Errorf("launch on %s: %w: %q is not a package name", d.serial, ErrInvalidStep, clipText(pkg, 80))
 	}
 	return d.op(ctx, "launch "+pkg, d.opts.OpTimeout, func(ctx context.Context) error {
 		res, err := d.shell(ctx, "monkey -p "+pkg+" -c android.intent.category.LAUNCHER 1")
@@ -658,11 +666,38 @@ func (d *ADBDevice) Launch(ctx context.Context, pkg string) error {
 		}
 		out := string(res.Stdout) + string(res.Stderr)
 		if strings.Contains(out, "monkey aborted") || strings.Contains(out, "No activities found") {
-			return fmt.Errorf("no launchable activity in %s: is the app installed? (`adb shell pm list packages %s`)", pkg, pkg)
+			installed, err := d.installed(ctx, pkg)
+			if err != nil {
+				return fmt.Errorf("no launchable activity in %s, and asking whether it is installed failed: %w", pkg, err)
+			}
+			if !installed {
+				return &AppNotInstalledError{Serial: d.serial, Package: pkg}
+			}
+			return fmt.Errorf("%w: no launchable activity in %s: the app is installed but has no launcher activity", ErrInvalidStep, pkg)
 		}
 		if res.ExitCode != 0 {
 			return fmt.Errorf("monkey exited with status %d: %s", res.ExitCode, clipText(strings.TrimSpace(out), 200))
 		}
 		return nil
 	})
+}
+
+// installed asks the package manager whether pkg is installed: `pm path`
+// prints "package:<apk path>" for an installed package and nothing (exit
+// status 1) for one that is not.
+func (d *ADBDevice) installed(ctx context.Context, pkg string) (bool, error) {
+	res, err := d.shell(ctx, "pm path "+pkg)
+	if err != nil {
+		return false, err
+	}
+	out := string(res.Stdout) + string(res.Stderr)
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(strings.TrimSpace(line), "package:") {
+			return true, nil
+		}
+	}
+	if res.ExitCode != 0 && strings.TrimSpace(out) != "" {
+		return false, fmt.Errorf("pm path exited with status %d: %s", res.ExitCode, clipText(strings.TrimSpace(out), 200))
+	}
+	return false, nil
 }

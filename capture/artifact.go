@@ -72,7 +72,7 @@ func NewArtifact(name, contentType string, data []byte) Artifact {
 func artifactName(name, prefix string, seq int, ext string) (string, error) {
 	name = protocol.CaptureName(name, prefix, seq, ext)
 	if err := protocol.ValidateArtifactName(name); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", ErrInvalidStep, err)
 	}
 	return name, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/edgeagent/edgeagent/capture/adb"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -73,7 +74,43 @@ var (
 	ErrUnplugged = errors.New("device unplugged")
 	// ErrClosed: the Runner was closed (job stopped or finished).
 	ErrClosed = errors.New("runner closed")
+	// ErrInvalidStep: the step cannot be run as written (a negative
+	// coordinate, an unknown op, a key that is no key code, text the phone
+	// cannot type, record_stop without a recording, an artifact name used
+	// twice): running it again anywhere fails the same way.
+	ErrInvalidStep = errors.New("invalid step")
+	// ErrAppNotInstalled: a package the step names is not installed on the
+	// phone (see AppNotInstalledError).
+	ErrAppNotInstalled = errors.New("app not installed")
+	// ErrAssertion: a check the task makes did not hold. No step op of
+	// protocol v1 is a check yet; a Device or Phone implementation that
+	// checks what the phone shows returns it (wrapped) when the check
+	// fails.
+	ErrAssertion = errors.New("assertion failed")
+	// ErrADBServerGone: the adb server stopped answering (connection
+	// refused) and could not be started again; the same error as
+	// adb.ErrServerGone.
+	ErrADBServerGone = adb.ErrServerGone
 )
+
+// AppNotInstalledError reports that the package a step names is not
+// installed on the phone. It satisfies errors.Is(err, ErrAppNotInstalled).
+type AppNotInstalledError struct {
+	Serial  string
+	Package string
+}
+
+func (e *AppNotInstalledError) Error() string {
+	return fmt.Sprintf("app %s is not installed on phone %s (`adb -s %s shell pm path %s` finds nothing): install it or fix the package name", e.Package, e.Serial, e.Serial, e.Package)
+}
+
+// Is makes errors.Is(err, ErrAppNotInstalled) hold.
+func (e *AppNotInstalledError) Is(target error) bool { return target == ErrAppNotInstalled }
+
+// invalidStep returns an error wrapping ErrInvalidStep.
+func invalidStep(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidStep, fmt.Sprintf(format, args...))
+}
 
 // ctxErr returns the context's error, also wrapping its cause when the cause
 // differs (for example fencing.ErrRevoked), so both errors.Is checks hold.

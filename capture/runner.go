@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -201,19 +200,19 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	d := r.dev
 	dur := time.Duration(s.DurationMS) * time.Millisecond
 	if s.DurationMS < 0 {
-		return nil, fmt.Errorf("negative duration_ms %d", s.DurationMS)
+		return nil, invalidStep("negative duration_ms %d", s.DurationMS)
 	}
 	switch s.Op {
 	case protocol.OpLaunch:
 		if s.Package == "" {
-			return nil, errors.New("launch needs package")
+			return nil, invalidStep("launch needs package")
 		}
 		return nil, d.Launch(ctx, s.Package)
 	case protocol.OpWait:
 		return nil, sleepCtx(ctx, dur)
 	case protocol.OpTap:
 		if s.X < 0 || s.Y < 0 {
-			return nil, fmt.Errorf("negative coordinates %d,%d", s.X, s.Y)
+			return nil, invalidStep("negative coordinates %d,%d", s.X, s.Y)
 		}
 		if dur > 0 {
 			return nil, d.Swipe(ctx, s.X, s.Y, s.X, s.Y, dur)
@@ -221,17 +220,17 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 		return nil, d.Tap(ctx, s.X, s.Y)
 	case protocol.OpSwipe:
 		if s.X < 0 || s.Y < 0 || s.X2 < 0 || s.Y2 < 0 {
-			return nil, fmt.Errorf("negative coordinates %d,%d %d,%d", s.X, s.Y, s.X2, s.Y2)
+			return nil, invalidStep("negative coordinates %d,%d %d,%d", s.X, s.Y, s.X2, s.Y2)
 		}
 		return nil, d.Swipe(ctx, s.X, s.Y, s.X2, s.Y2, dur)
 	case protocol.OpText:
 		if s.Text == "" {
-			return nil, errors.New("text needs text")
+			return nil, invalidStep("text needs text")
 		}
 		return nil, d.Text(ctx, s.Text)
 	case protocol.OpKey:
 		if s.Key == "" {
-			return nil, errors.New("key needs key")
+			return nil, invalidStep("key needs key")
 		}
 		return nil, d.Key(ctx, s.Key)
 	case protocol.OpScreenshot:
@@ -243,7 +242,7 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	case protocol.OpRecordStop:
 		return r.recordStop(ctx, seq, s)
 	default:
-		return nil, fmt.Errorf("unknown op %q", s.Op)
+		return nil, invalidStep("unknown op %q", s.Op)
 	}
 }
 
@@ -256,7 +255,7 @@ func (r *Runner) reserve(name, prefix string, seq int, ext string) (string, erro
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.names[n] {
-		return "", fmt.Errorf("artifact name %q already used", n)
+		return "", invalidStep("artifact name %q already used", n)
 	}
 	r.names[n] = true
 	return n, nil
@@ -286,7 +285,7 @@ func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
 	running := r.rec != nil
 	r.mu.Unlock()
 	if running {
-		return errors.New("a recording is already running")
+		return invalidStep("a recording is already running")
 	}
 	rec, err := r.dev.StartRecording(ctx)
 	if err != nil {
@@ -308,7 +307,7 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 	rec, name := r.rec, r.recName
 	r.mu.Unlock()
 	if rec == nil {
-		return nil, errors.New("no recording is running")
+		return nil, invalidStep("no recording is running")
 	}
 	if s.Name != "" {
 		name = s.Name

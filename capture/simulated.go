@@ -41,7 +41,16 @@ type SimOptions struct {
 	// stopped within it ends on its own, and is reported cut
 	// (LimitedRecording); default DefaultRecordLimit.
 	RecordLimit time.Duration
+	// Packages are the apps installed on the phone (SimLauncher always
+	// is). nil: every package is installed except those whose name starts
+	// with SimMissingPrefix. Launching one that is not installed fails
+	// with an *AppNotInstalledError.
+	Packages []string
 }
+
+// SimMissingPrefix starts the package names a Simulated phone without a
+// package list (SimOptions.Packages nil) has not installed.
+const SimMissingPrefix = "com.missing."
 
 // SimCall is one operation in a Simulated phone's history. Only the fields of
 // its Op are set; Err is nil when the operation took effect.
@@ -77,6 +86,7 @@ type Simulated struct {
 	failures  map[string][]error
 	unplugged bool
 	history   []SimCall
+	packages  map[string]bool // nil: all but SimMissingPrefix
 
 	frame    int64 // screenshots taken
 	app      string
@@ -106,6 +116,12 @@ func NewSimulated(opts SimOptions) *Simulated {
 		failures:  map[string][]error{},
 		app:       SimLauncher,
 		selected:  -1,
+	}
+	if opts.Packages != nil {
+		s.packages = map[string]bool{SimLauncher: true}
+		for _, p := range opts.Packages {
+			s.packages[p] = true
+		}
 	}
 	if s.serial == "" {
 		s.serial = "sim-0"
@@ -366,7 +382,7 @@ func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Durati
 func (s *Simulated) Text(ctx context.Context, str string) error {
 	// Refuse what a phone reached over adb refuses (see InputTextCommand).
 	if err := protocol.CheckTypable(str); err != nil {
-		return fmt.Errorf("text on %s: text: %w", s.serial, err)
+		return fmt.Errorf("text on %s: %w: text: %w", s.serial, ErrInvalidStep, err)
 	}
 	return s.do(ctx, SimCall{Op: protocol.OpText, Text: str}, func() error {
 		s.typed += str
@@ -396,7 +412,10 @@ func (s *Simulated) Key(ctx context.Context, key string) error {
 func (s *Simulated) Launch(ctx context.Context, pkg string) error {
 	return s.do(ctx, SimCall{Op: protocol.OpLaunch, Package: pkg}, func() error {
 		if pkg == "" {
-			return fmt.Errorf("empty package name")
+			return invalidStep("empty package name")
+		}
+		if !s.installedLocked(pkg) {
+			return &AppNotInstalledError{Serial: s.serial, Package: pkg}
 		}
 		s.launchLocked(pkg)
 		s.tap, s.swipe = nil, nil
@@ -404,12 +423,27 @@ func (s *Simulated) Launch(ctx context.Context, pkg string) error {
 	})
 }
 
+// Installed reports whether pkg is installed on the phone (see
+// SimOptions.Packages).
+func (s *Simulated) Installed(pkg string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.installedLocked(pkg)
+}
+
+func (s *Simulated) installedLocked(pkg string) bool {
+	if s.packages == nil {
+		return pkg != "" && !strings.HasPrefix(pkg, SimMissingPrefix)
+	}
+	return s.packages[pkg]
+}
+
 // StartRecording starts a recording. One recording runs at a time.
 func (s *Simulated) StartRecording(ctx context.Context) (Recording, error) {
 	var r *simRecording
 	err := s.do(ctx, SimCall{Op: protocol.OpRecordStart}, func() error {
 		if s.rec != nil {
-			return fmt.Errorf("a recording is already running")
+			return invalidStep("a recording is already running")
 		}
 		s.recs++
 		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history)}

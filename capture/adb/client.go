@@ -73,6 +73,11 @@ func New(opts Options) *Client {
 // Addr returns the server address the client uses.
 func (c *Client) Addr() string { return c.addr }
 
+// ErrServerGone: nothing answers at the adb server's address (connection
+// refused), and starting a server there did not help or was not allowed.
+// The phones behind it are out of reach until an adb server runs again.
+var ErrServerGone = errors.New("adb server gone")
+
 // ServerError is a FAIL reply of the adb server (or of a device service
 // relayed by it), with the server's message.
 type ServerError struct {
@@ -132,13 +137,16 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", c.addr)
 	if err != nil && errors.Is(err, syscall.ECONNREFUSED) && !c.noStart {
 		if serr := c.startServer(ctx); serr != nil {
-			return nil, fmt.Errorf("connect to adb server at %s: %w (and %w)", c.addr, err, serr)
+			return nil, fmt.Errorf("connect to adb server at %s: %w: %w (and %w)", c.addr, ErrServerGone, err, serr)
 		}
 		nc, err = d.DialContext(ctx, "tcp", c.addr)
 	}
 	if err != nil {
 		if cerr := ctxErr(ctx); cerr != nil {
 			return nil, cerr
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("connect to adb server at %s: %w: %w", c.addr, ErrServerGone, err)
 		}
 		return nil, fmt.Errorf("connect to adb server at %s: %w", c.addr, err)
 	}

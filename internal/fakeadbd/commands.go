@@ -9,10 +9,12 @@ import (
 	"image/draw"
 	"image/png"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/capture/adb"
 )
 
@@ -253,7 +255,7 @@ func (p *Phone) monkey(ctx context.Context, env *shellEnv, args []string) int {
 	if !p.sleep(env.st, p.opts.InputDelay) {
 		return 130
 	}
-	if pkg == "" || strings.HasPrefix(pkg, "com.missing.") {
+	if pkg == "" || !p.sim.Installed(pkg) {
 		fmt.Fprintln(env.stdout, "  bash arg: -p")
 		fmt.Fprintln(env.stdout, "** No activities found to run, monkey aborted.")
 		return 251
@@ -265,6 +267,34 @@ func (p *Phone) monkey(ctx context.Context, env *shellEnv, args []string) int {
 	fmt.Fprintln(env.stdout, "Events injected: 1")
 	fmt.Fprintln(env.stdout, "## Network stats: elapsed time=12ms (0ms mobile, 0ms wifi, 12ms not connected)")
 	return 0
+}
+
+// pm answers the package manager's queries like a phone: `pm path <pkg>`
+// prints the package's APK ("package:/data/app/<pkg>/base.apk") or nothing
+// with exit status 1 when it is not installed; `pm list packages [filter]`
+// prints "package:<name>" for the launcher and each package of
+// Options.Packages whose name contains filter.
+func (p *Phone) pm(out, errw io.Writer, args []string) int {
+	switch {
+	case len(args) == 2 && args[0] == "path":
+		if !p.sim.Installed(args[1]) {
+			return 1
+		}
+		fmt.Fprintf(out, "package:/data/app/%s/base.apk\n", args[1])
+		return 0
+	case len(args) >= 2 && args[0] == "list" && args[1] == "packages":
+		filter := safeArg(args, 2)
+		names := append([]string{capture.SimLauncher}, p.opts.Packages...)
+		slices.Sort(names)
+		for _, n := range slices.Compact(names) {
+			if strings.Contains(n, filter) {
+				fmt.Fprintf(out, "package:%s\n", n)
+			}
+		}
+		return 0
+	}
+	fmt.Fprintln(errw, "usage: pm path PACKAGE | pm list packages [FILTER]")
+	return 1
 }
 
 // screenrecord registers a process that runs until SIGINT (file complete,

@@ -59,6 +59,10 @@ type Options struct {
 	// MaxPayload is the largest WRTE payload the phone accepts and sends,
 	// default 1 MiB.
 	MaxPayload uint32
+	// Packages are the apps installed on the phone, as `pm` lists them and
+	// monkey launches them (capture.SimOptions.Packages): nil, every
+	// package except those starting with capture.SimMissingPrefix.
+	Packages []string
 }
 
 // InputEvent is one input command as the phone received it, after the
@@ -141,6 +145,7 @@ func Start(opts Options) (*Phone, error) {
 		nextPID: 4000,
 		sim: capture.NewSimulated(capture.SimOptions{
 			Serial: ln.Addr().String(), Model: opts.Model, Width: opts.Width, Height: opts.Height,
+			Packages: opts.Packages,
 		}),
 	}
 	p.wg.Go(p.accept)
@@ -723,6 +728,8 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 		return p.input(ctx, env, args[1:])
 	case "monkey":
 		return p.monkey(ctx, env, args[1:])
+	case "pm":
+		return p.pm(out, errw, args[1:])
 	case "am":
 		if !p.sleep(env.st, p.opts.InputDelay) {
 			return 130
