@@ -445,7 +445,7 @@ func TestADBOldPhone(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = dev.Launch(ctx, "com.missing.app")
-	if err == nil || !strings.Contains(err.Error(), "no launchable activity in com.missing.app") {
+	if !errors.Is(err, capture.ErrAppNotInstalled) || !strings.Contains(err.Error(), "app com.missing.app is not installed on phone "+p.Serial()) {
 		t.Fatalf("launch of a missing app: %v", err)
 	}
 	if _, err := dev.UIDump(ctx); err != nil {
