@@ -37,6 +37,10 @@ var (
 	// earlier attempt may have been accepted. The coordinator's store is
 	// authoritative.
 	ErrOutcomeUnknown = errors.New("outcome unknown: an earlier attempt may have been accepted")
+	// ErrDeadline is the stop cause of a job whose deadline passed
+	// (Assign.DeadlineMS counted from the assign's receipt): its work was
+	// cut short as on a revoke and it reported fail with cause deadline.
+	ErrDeadline = errors.New("deadline passed")
 	// ErrUnknownJob is the stop cause of a job whose renewal, upload
 	// authorisation, registration, result or failure report was answered
 	// 404: the coordinator knows no such job, so the job stops at once as
@@ -610,6 +614,10 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms must be positive")
 		return
 	}
+	if as.DeadlineMS < 0 {
+		replyError(m, protocol.CodeBadRequest, fmt.Sprintf("deadline_ms: %d is negative", as.DeadlineMS))
+		return
+	}
 	sel, err := a.grantedPhone(as)
 	if err != nil {
 		replyError(m, protocol.CodeBadRequest, err.Error())
@@ -654,7 +662,7 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeUnavailable, "no free slot")
 		return
 	}
-	j := newJob(a, a.jobsCtx, as.Token, ttl, as.Task)
+	j := newJob(a, a.jobsCtx, as.Token, ttl, as.Task, time.Duration(as.DeadlineMS)*time.Millisecond)
 	a.jobs[as.Token.JobID] = j
 	a.notifyLocked()
 	a.metrics.jobsRunning.Set(float64(len(a.jobs)))

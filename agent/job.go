@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,10 @@ type job struct {
 	tok     fencing.Token
 	ttl     time.Duration
 	task    protocol.Task
+	// deadline is the time the job may run from its assign's receipt
+	// (Assign.DeadlineMS), 0 for none; deadlineTimer stops it then.
+	deadline      time.Duration
+	deadlineTimer *time.Timer
 	log     zerolog.Logger
 	procs   *procs.Group
 	started time.Time
@@ -112,8 +117,8 @@ func (a *Agent) grantedPhone(as protocol.Assign) (protocol.DeviceSelector, error
 	return sel, fmt.Errorf("granted phone %s is not connected to this agent", as.Serial)
 }
 
-func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Duration, task protocol.Task) *job {
-	j := &job{a: a, tok: tok, ttl: ttl, task: task, procs: procs.NewGroup(), started: time.Now(), steps: make(chan *stepReq, maxPendingSteps)}
+func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Duration, task protocol.Task, deadline time.Duration) *job {
+	j := &job{a: a, tok: tok, ttl: ttl, task: task, deadline: deadline, procs: procs.NewGroup(), started: time.Now(), steps: make(chan *stepReq, maxPendingSteps)}
 	j.log = a.log.With().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Logger()
 	j.guard, j.ctx = fencing.NewGuard(parent, tok, j.started, ttl, a.opts.SafetyMargin, j.guardOptions()...)
 	var work context.Context
@@ -122,7 +127,27 @@ func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Durati
 	j.work = j.log.WithContext(procs.WithGroup(work, j.procs))
 	j.accepting = true
 	j.callsAtStop.Store(-1)
+	if deadline > 0 {
+		// Counted from the receipt of the assign (docs/protocol.md
+		// section 5, assign): the job is stopped when it passes.
+		j.deadlineTimer = time.AfterFunc(deadline, j.deadlinePassed)
+	}
 	return j
+}
+
+// deadlinePassed cuts the job's work short at its deadline, as a revoke
+// would: the step in progress ends (phone processes killed, a recording
+// aborted), the upload in flight is aborted and no further upload or
+// result follows. The job then reports fail with cause deadline while its
+// lease is held (deadlineFail). A job already stopped, released or in its
+// final call is left as it is.
+func (j *job) deadlinePassed() {
+	j.cancelWork(fmt.Errorf("%w after %s", ErrDeadline, seconds(j.deadline)))
+}
+
+// seconds formats d as seconds ("1.5s").
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 func (j *job) status() JobStatus {
@@ -197,10 +222,16 @@ func (j *job) release(reason string) {
 	j.cancelWork(errReleased)
 }
 
-// stoppedErr says why the work ended early: released, or stopped.
+// stoppedErr says why the work ended early: released, its deadline
+// passed (ErrDeadline), or stopped.
 func (j *job) stoppedErr() error {
-	if j.ctx.Err() == nil && errors.Is(context.Cause(j.work), errReleased) {
-		return errReleased
+	if j.ctx.Err() == nil {
+		switch cause := context.Cause(j.work); {
+		case errors.Is(cause, errReleased):
+			return errReleased
+		case errors.Is(cause, ErrDeadline):
+			return ErrDeadline
+		}
 	}
 	return errStopped
 }
@@ -273,6 +304,9 @@ func (j *job) run() {
 		j.procs.Kill()
 	}()
 	defer j.cancelWork(nil)
+	if j.deadlineTimer != nil {
+		defer j.deadlineTimer.Stop()
+	}
 
 	j.log.Info().Int("steps", len(j.task.Steps)).Bool("interactive", j.task.Interactive).Msg("job assigned")
 
@@ -293,8 +327,14 @@ func (j *job) run() {
 		j.log.Warn().Err(err).Msg("lease not confirmed; job not started")
 		j.a.noteError("renew", j.tok.JobID, err)
 	}
-	if errors.Is(err, errReleased) || (errors.Is(err, errStopped) && j.stoppedErr() == errReleased) {
+	stoppedBy := func(cause error) bool {
+		return errors.Is(err, cause) || (errors.Is(err, errStopped) && j.stoppedErr() == cause)
+	}
+	switch {
+	case stoppedBy(errReleased):
 		err = j.giveBack()
+	case stoppedBy(ErrDeadline):
+		err = j.deadlineFail()
 	}
 	j.closeSteps()
 	j.finish(err, start)
@@ -410,14 +450,17 @@ func (j *job) runSteps(endLease func()) error {
 			return errStopped
 		}
 		endLease()
-		return j.failJob(fmt.Sprintf("acquire phone: %v", err))
+		return j.failJob(fmt.Sprintf("acquire phone: %v", err), err)
 	}
 	defer release()
 	j.mu.Lock()
 	j.phone = phone.Serial()
 	j.mu.Unlock()
 
-	fail := func(reason string) error {
+	// fail reports the job failed because of cause, classified as cause
+	// says (classify), after uploading the operation log.
+	fail := func(cause error) error {
+		reason := cause.Error()
 		if _, err := j.uploadOpLog(phone); err != nil {
 			if errors.Is(err, errStopped) {
 				return errStopped
@@ -425,7 +468,7 @@ func (j *job) runSteps(endLease func()) error {
 			reason += "; " + err.Error()
 		}
 		endLease()
-		return j.failJob(reason)
+		return j.failJob(reason, cause)
 	}
 	// Requested steps run after the task's step in progress.
 	for _, s := range j.task.Steps {
@@ -444,7 +487,7 @@ func (j *job) runSteps(endLease func()) error {
 	if j.task.Interactive {
 		finish, err = j.interact(phone)
 		if errors.Is(err, errIdle) {
-			return fail(err.Error())
+			return fail(err)
 		}
 		if err != nil {
 			return j.stepFailure(err, fail)
@@ -459,11 +502,16 @@ func (j *job) runSteps(endLease func()) error {
 			return errStopped
 		}
 		endLease()
-		ferr := j.failJob(err.Error())
+		ferr := j.failJob(err.Error(), err)
 		j.replyStopped(finish)
 		return ferr
 	}
 	endLease()
+	if j.stoppedErr() == ErrDeadline {
+		// The deadline passed after the last upload: no result.
+		j.replyStopped(finish)
+		return errStopped
+	}
 	rep, err := j.commit()
 	if finish != nil {
 		if err != nil {
@@ -487,11 +535,11 @@ func (e *stepError) Error() string { return e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
 // stepFailure turns the error of a step into the job's end.
-func (j *job) stepFailure(err error, fail func(string) error) error {
+func (j *job) stepFailure(err error, fail func(error) error) error {
 	if errors.Is(err, errStopped) || j.work.Err() != nil {
 		return errStopped
 	}
-	return fail(err.Error())
+	return fail(err)
 }
 
 // beginStep numbers the next step of the job, a task step or a requested
@@ -653,17 +701,41 @@ func (j *job) commit() (protocol.ResultReply, error) {
 	return rep, nil
 }
 
-// failJob reports the job failed (fenced) and returns a *failedError.
-func (j *job) failJob(reason string) error {
-	err := j.deliver("fail", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason}, &protocol.Ack{})
+// failJob reports the job failed (fenced), with the class and cause of
+// the error that ended it (classify), and returns a *failedError.
+func (j *job) failJob(reason string, cause error) error {
+	class, c := classify(cause)
+	err := j.deliver("fail", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Class: class, Cause: c}, &protocol.Ack{})
 	if errors.Is(err, errStopped) {
 		return errStopped
 	}
 	if err != nil {
 		return fmt.Errorf("report failure %q: %w", reason, err)
 	}
-	j.log.Warn().Str("reason", reason).Msg("job failed")
+	j.a.metrics.failures.WithLabelValues(class, c).Inc()
+	j.log.Warn().Str("reason", reason).Str("class", class).Str("cause", c).Msg("job failed")
 	return &failedError{reason: reason}
+}
+
+// deadlineFail reports, while the lease is held, that the job's deadline
+// passed (fail, class job, cause deadline), then stops the job with
+// ErrDeadline. When the coordinator ended the job first (a revoke, a 409
+// or a 404), nothing is sent.
+func (j *job) deadlineFail() error {
+	reason := context.Cause(j.work).Error()
+	j.log.Warn().Str("cause", protocol.CauseDeadline).Int64("deadline_ms", j.deadline.Milliseconds()).
+		Msg("job deadline passed: work stopped")
+	err := j.deliver("fail", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason,
+		Class: protocol.FailClassJob, Cause: protocol.CauseDeadline}, &protocol.Ack{})
+	if err == nil {
+		j.a.metrics.failures.WithLabelValues(protocol.FailClassJob, protocol.CauseDeadline).Inc()
+		j.stop(context.Cause(j.work))
+		return errStopped
+	}
+	if errors.Is(err, errStopped) {
+		return errStopped
+	}
+	return fmt.Errorf("report deadline: %w", err)
 }
 
 // giveBack releases the job with a fenced fail (requeue) while its lease is
@@ -675,8 +747,10 @@ func (j *job) giveBack() error {
 	if reason == "" {
 		reason = "released by agent"
 	}
-	err := j.deliver("release", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Requeue: true}, &protocol.Ack{})
+	err := j.deliver("release", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Requeue: true,
+		Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentShutdown}, &protocol.Ack{})
 	if err == nil {
+		j.a.metrics.failures.WithLabelValues(protocol.FailClassInfrastructure, protocol.CauseAgentShutdown).Inc()
 		j.stop(fmt.Errorf("%w: %s", ErrReleased, reason))
 		return errStopped
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // metrics are the agent's Prometheus metrics, in the registry of
@@ -20,6 +21,7 @@ type metrics struct {
 	jobsRunning   prometheus.Gauge
 	jobs          *prometheus.CounterVec
 	stops         *prometheus.CounterVec
+	failures      *prometheus.CounterVec
 	renewals      *prometheus.CounterVec
 	artifactBytes prometheus.Counter
 	artifacts     *prometheus.CounterVec
@@ -42,8 +44,11 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "edgeagent_jobs_total", Help: "Jobs ended, by outcome (succeeded, failed, stopped, error).",
 		}, []string{"outcome"}),
 		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "edgeagent_job_stops_total", Help: "Jobs stopped, by cause (revoked, stale, lease_expired, cancelled, shutdown, released, outcome_unknown, unknown_job).",
+			Name: "edgeagent_job_stops_total", Help: "Jobs stopped, by cause (revoked, stale, lease_expired, cancelled, shutdown, released, deadline, outcome_unknown, unknown_job).",
 		}, []string{"cause"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeagent_job_failures_total", Help: "Fail reports the coordinator accepted (failures, deadlines and releases), by class (job, infrastructure) and cause.",
+		}, []string{"class", "cause"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeagent_lease_renewals_total", Help: "Lease renewals, by outcome (accepted, stale, failed).",
 		}, []string{"outcome"}),
@@ -67,7 +72,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.jobsRunning, m.jobs, m.stops, m.renewals, m.artifactBytes, m.artifacts, m.steps,
+	for _, c := range []prometheus.Collector{m.jobsRunning, m.jobs, m.stops, m.failures, m.renewals, m.artifactBytes, m.artifacts, m.steps,
 		m.natsConnected, m.session, m.draining,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -78,8 +83,14 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
 	// Every series is there from the start, at 0.
-	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "outcome_unknown", "unknown_job"} {
+	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "deadline", "outcome_unknown", "unknown_job"} {
 		m.stops.WithLabelValues(c)
+	}
+	for _, c := range []string{protocol.CauseDeadline, protocol.CauseInvalidStep, protocol.CauseAppNotInstalled, protocol.CauseAssertion, protocol.CauseStepFailed} {
+		m.failures.WithLabelValues(protocol.FailClassJob, c)
+	}
+	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown} {
+		m.failures.WithLabelValues(protocol.FailClassInfrastructure, c)
 	}
 	for _, o := range []string{"accepted", "stale", "failed"} {
 		m.renewals.WithLabelValues(o)
@@ -119,6 +130,8 @@ func stopLabel(err error) string {
 		return "cancelled"
 	case errors.Is(err, ErrReleased):
 		return "released"
+	case errors.Is(err, ErrDeadline):
+		return "deadline"
 	case errors.Is(err, ErrShutdown):
 		return "shutdown"
 	}
