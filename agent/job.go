@@ -48,18 +48,18 @@ type stepReq struct {
 }
 
 type job struct {
-	a       *Agent
-	tok     fencing.Token
-	ttl     time.Duration
-	task    protocol.Task
+	a    *Agent
+	tok  fencing.Token
+	ttl  time.Duration
+	task protocol.Task
 	// deadline is the time the job may run from its assign's receipt
 	// (Assign.DeadlineMS), 0 for none; deadlineTimer stops it then.
 	deadline      time.Duration
 	deadlineTimer *time.Timer
-	log     zerolog.Logger
-	procs   *procs.Group
-	started time.Time
-	steps   chan *stepReq
+	log           zerolog.Logger
+	procs         *procs.Group
+	started       time.Time
+	steps         chan *stepReq
 
 	// Set by newJob.
 	guard      *fencing.Guard
