@@ -328,7 +328,8 @@ func TestControl(t *testing.T) {
 
 // TestShutdownReleases: Shutdown lets jobs run until its context ends,
 // then cuts their work short and gives them back with a fenced fail
-// (requeue) — the last call for the job — and takes no new job meanwhile.
+// (requeue, class infrastructure, cause agent_shutdown) — the last call
+// for the job — and takes no new job meanwhile.
 func TestShutdownReleases(t *testing.T) {
 	leakCheck(t)
 	r := newRig(t, rigSetup{slots: 2})
@@ -357,6 +358,9 @@ func TestShutdownReleases(t *testing.T) {
 	var f protocol.Fail
 	if last.verb != protocol.VerbFail || json.Unmarshal(last.data, &f) != nil || !f.Requeue || f.Reason != "agent shutting down" {
 		t.Fatalf("last call %s %s, want fail with requeue", last.verb, last.data)
+	}
+	if f.Class != protocol.FailClassInfrastructure || f.Cause != protocol.CauseAgentShutdown {
+		t.Errorf("release class %q cause %q, want infrastructure, agent_shutdown", f.Class, f.Cause)
 	}
 	if stop.Calls != len(reqs) {
 		t.Errorf("stop record counts %d calls, the coordinator got %d", stop.Calls, len(reqs))
