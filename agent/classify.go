@@ -9,7 +9,7 @@ import (
 )
 
 // classify maps the error that ended a job to the class and cause its
-// fail carries (docs/protocol.md section 6, Failure classes and causes).
+// fail carries (docs/protocol.md section 6.8, Failure classes and causes).
 // The error is classified where it happened: capture and uploader return
 // sentinel errors (wrapped), matched here with errors.Is, never by their
 // text. What is not the phone's, the adb server's or the storage's fault

@@ -129,7 +129,7 @@ func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Durati
 	j.callsAtStop.Store(-1)
 	if deadline > 0 {
 		// Counted from the receipt of the assign (docs/protocol.md
-		// section 5, assign): the job is stopped when it passes.
+		// section 6.7): the job is stopped when it passes.
 		j.deadlineTimer = time.AfterFunc(deadline, j.deadlinePassed)
 	}
 	return j
