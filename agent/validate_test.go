@@ -21,6 +21,7 @@ var invalidTasks = []struct {
 }{
 	{"no steps", protocol.Task{}, "steps: task has no steps"},
 	{"negative idle timeout", protocol.Task{Interactive: true, IdleTimeoutMS: -1}, "idle_timeout_ms"},
+	{"negative timeout", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpWait}}, TimeoutMS: -1}, "timeout_ms: -1 is negative"},
 	{"unknown op", protocol.Task{Steps: []protocol.Step{{Op: "explode"}}}, `steps[0]: op: unknown op "explode"`},
 	{"missing op", protocol.Task{Steps: []protocol.Step{{X: 1}}}, "steps[0]: op: missing"},
 	{"launch without package", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpLaunch}}}, "steps[0]: package"},
