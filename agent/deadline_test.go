@@ -1,29 +1,75 @@
 package agent_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
+// keptPhones keeps the phones its jobs acquired, to read their operation
+// logs after the job (which a stopped job does not upload).
+type keptPhones struct {
+	agent.Phones
+	mu   sync.Mutex
+	kept []agent.Phone
+}
+
+func (k *keptPhones) Acquire(ctx context.Context, sel protocol.DeviceSelector) (agent.Phone, func(), error) {
+	p, release, err := k.Phones.Acquire(ctx, sel)
+	if err == nil {
+		k.mu.Lock()
+		k.kept = append(k.kept, p)
+		k.mu.Unlock()
+	}
+	return p, release, err
+}
+
+// oplog returns the operation log lines of the last phone acquired.
+func (k *keptPhones) oplog(t *testing.T) []capture.OpEntry {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.kept) == 0 {
+		t.Fatal("no phone was acquired")
+	}
+	art, _ := k.kept[len(k.kept)-1].OpLog()
+	var out []capture.OpEntry
+	sc := bufio.NewScanner(bytes.NewReader(art.Data))
+	for sc.Scan() {
+		var e capture.OpEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("oplog line %q: %v", sc.Bytes(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // TestDeadlineStopsJob: a job granted with deadline_ms 1500 records the
 // phone's screen, then waits a minute. At the deadline the agent stops it
 // as a revoke would — the recording's process on the phone (behind the
 // real adb server) is killed, nothing is uploaded and no result is sent —
 // and reports fail with class job, cause deadline, the last call for the
-// job.
+// job. The operation log line of the step cut short says the deadline ended it.
 func TestDeadlineStopsJob(t *testing.T) {
 	leakCheck(t)
-	phones, fakes := adbPhones(t, fakeadbd.Options{Width: 96, Height: 160})
+	adbs, fakes := adbPhones(t, fakeadbd.Options{Width: 96, Height: 160})
 	p := fakes[0]
+	phones := &keptPhones{Phones: adbs}
 	r := newRig(t, rigSetup{phones: phones})
 	tok := r.token(1)
 	task := protocol.Task{Steps: []protocol.Step{
@@ -69,6 +115,15 @@ func TestDeadlineStopsJob(t *testing.T) {
 		t.Fatalf("the recording never started: %q", p.Commands())
 	}
 	testenv.Eventually(t, 10*time.Second, "the recording's process on the phone to end", func() bool { return len(p.Processes()) == 0 })
+	// The step the deadline cut short (the wait, unless the PC was too
+	// slow to reach it) is the log's last line, ended by the deadline.
+	lines := phones.oplog(t)
+	if len(lines) == 0 {
+		t.Fatal("empty operation log")
+	}
+	if last := lines[len(lines)-1]; last.Outcome != capture.OutcomeError || !strings.HasSuffix(last.Error, "deadline passed after 1.5s") {
+		t.Errorf("operation log %+v: want the last step ended by the deadline", lines)
+	}
 
 	if n := r.counter("edgeagent_job_stops_total", map[string]string{"cause": "deadline"}); n != 1 {
 		t.Errorf("edgeagent_job_stops_total{cause=deadline} = %v, want 1", n)
