@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -162,6 +163,10 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		project = own[0]
+	}
+	if err := coordinator.CheckProject(project); err != nil {
+		writeError(w, r, inputErr("project", "%v", err), nil)
+		return
 	}
 	if !c.allowed(project) {
 		h.forbidden(w, r, c, project, fmt.Sprintf("project %q is not among the token's projects", project))
