@@ -122,7 +122,7 @@ func (e *env) handler(m *session.Manager) http.Handler {
 	h := session.NewHandler(m, testAuth)
 	mux.Handle(session.PathPrefix, h)
 	mux.Handle(session.PathPrefix+"/", h)
-	return mux
+	return validating(e.t, mux)
 }
 
 func (e *env) conn(name, inbox string) *nats.Conn {
@@ -203,17 +203,23 @@ func (sa *simAgent) ops() map[string]int {
 // nil); it returns the status and the raw body.
 func (e *env) call(method, path, token string, body any, out any) (int, []byte) {
 	e.t.Helper()
-	var rd io.Reader
+	var (
+		rd  io.Reader
+		raw []byte
+	)
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		raw = []byte(b)
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		rd = bytes.NewReader(data)
+		raw = data
+	}
+	if body != nil {
+		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(e.ctx, method, e.api.URL+path, rd)
 	if err != nil {
