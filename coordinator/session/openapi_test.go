@@ -44,7 +44,6 @@ func openAPIRouter(t *testing.T) routers.Router {
 	return specRouter
 }
 
-
 // validating serves h and checks every exchange with checkOpenAPI, those
 // of clients outside the test (examples/python/ai_loop.py) included.
 func validating(t *testing.T, h http.Handler) http.Handler {
