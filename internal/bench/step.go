@@ -297,7 +297,7 @@ func PrintStep(w io.Writer, r *StepReport) {
 	}
 	t.Notes = append(t.Notes,
 		"milliseconds. round trip: POST /api/v1/sessions/{id}/steps sent → reply read (HTTP → coordinator → NATS → agent → phone → S3 upload and registration, per step → reply with presigned URLs).",
-		"phone: the simulated phone's own time for the tap and the screenshot (PNG rendered and encoded); agent: the steps' duration_ms as the agent reports them; overhead: round trip − phone, turn by turn.")
+		"phone: the simulated phone's own time for the tap and the screenshot (PNG rendered and encoded); agent: the steps' duration_ms as the agent reports them (phone, upload, registration); overhead: round trip − phone, turn by turn; beyond agent: round trip − agent (HTTP, session manager and its store checks, NATS).")
 	if len(r.Rows) > 0 {
 		t.Notes = append(t.Notes, fmt.Sprintf("PNG %d bytes per screenshot; storage: in-process S3 server (internal/labs3); %d warm-up turns not counted.", r.Rows[0].PNGBytes, r.Options.Warmup))
 	}
