@@ -391,6 +391,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, r, inputErr("body", "invalid JSON at byte %d: %v", se.Offset, err), nil)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if f == "" {
+			writeError(w, r, inputErr("body", `unknown member ""`), nil)
+			return false
+		}
 		writeError(w, r, inputErr(f, "unknown member"), nil)
 	case errors.Is(err, io.EOF):
 		writeError(w, r, inputErr("body", "empty: send a JSON object"), nil)
