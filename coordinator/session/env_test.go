@@ -87,7 +87,7 @@ func newEnv(t *testing.T, leaseTTL time.Duration) *env {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	e.coord = coordinator.New(nc, st, coordinator.Options{
 		LeaseTTL: leaseTTL, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
-		HeartbeatEvery: 200 * time.Millisecond, Log: log,
+		HeartbeatEvery: 200 * time.Millisecond, Presigner: pre, Log: log,
 	})
 	e.wg.Go(func() {
 		if err := e.coord.Run(ctx); err != nil {
@@ -108,8 +108,7 @@ func newEnv(t *testing.T, leaseTTL time.Duration) *env {
 // newManager is a session manager on the coordinator's connection nc, as
 // the coordinator process builds it.
 func (e *env) newManager(nc *nats.Conn) *session.Manager {
-	m, err := session.New(session.Options{Store: e.store, Conn: nc, Presigner: e.pre, Kick: e.coord.Kick,
-		OfflineAfter: 3 * time.Second, Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
+	m, err := session.New(session.ForServer(e.coord, e.store, nc, zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -771,3 +771,15 @@ func (m *Manager) Close(ctx context.Context, id string) (Info, []Capture, error)
 	m.log.Info().Str("session_id", id).Str("job_id", s.tok.JobID).Int("steps", s.snapshot().LastStep).Msg("session closed")
 	return s.snapshot(), m.captures(ctx, s.tok, rep.Manifest), nil
 }
+
+// ForServer returns the options of the manager of a coordinator process
+// whose server is srv, on store and the daemon's NATS connection nc: the
+// server's presigner (when it signs downloads), its URL expiry, its
+// offline threshold and its scheduler kick.
+func ForServer(srv *coordinator.Server, store Store, nc *nats.Conn, log zerolog.Logger) Options {
+	o := Options{Store: store, Conn: nc, Kick: srv.Kick, OfflineAfter: srv.OfflineAfter(), PresignExpiry: srv.PresignExpiry(), Log: log}
+	if p, ok := srv.Presigner().(GetPresigner); ok {
+		o.Presigner = p
+	}
+	return o
+}
