@@ -495,9 +495,12 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	case gen == j.Generation && coordinator.Finished(j.Status):
 		s.info.Status, s.info.Reason, s.jobStatus = StatusEnded, endReason(j), j.Status
 	default:
+		reason := fmt.Sprintf("the job's lease moved to generation %d", j.Generation)
+		if gen == j.Generation {
+			reason = fmt.Sprintf("the job is %s without an owner", j.Status)
+		}
 		s.info.Status = StatusLost
-		s.info.Lost = &LostError{SessionID: id, JobID: jobID, Generation: gen,
-			Reason: fmt.Sprintf("the job's lease moved to generation %d", j.Generation)}
+		s.info.Lost = &LostError{SessionID: id, JobID: jobID, Generation: gen, Reason: reason}
 		s.info.Reason = s.info.Lost.Reason
 		if !coordinator.Finished(j.Status) {
 			m.abandon(ctx, jobID, fmt.Sprintf("session %s lost: %s", id, s.info.Reason))
@@ -536,8 +539,10 @@ func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if err := s.acquire(ctx); err != nil {
-		// A step is running: describe the session as it stands.
+	select {
+	case s.turn <- struct{}{}:
+	default:
+		// A call is running: describe the session as it stands.
 		return s.snapshot(), nil
 	}
 	defer s.release()
