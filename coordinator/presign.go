@@ -63,6 +63,16 @@ func (p *S3Presigner) PresignPut(ctx context.Context, key string, headers http.H
 	return u.String(), nil
 }
 
+// PresignGet signs a GET of key, valid for expiry, so that a researcher
+// can download an artifact without holding bucket credentials.
+func (p *S3Presigner) PresignGet(ctx context.Context, key string, expiry time.Duration) (string, error) {
+	u, err := p.c.PresignedGetObject(ctx, p.bucket, key, expiry, nil)
+	if err != nil {
+		return "", fmt.Errorf("presign get %s: %w", key, err)
+	}
+	return u.String(), nil
+}
+
 // Check reports whether the bucket exists and the credentials reach it.
 func (p *S3Presigner) Check(ctx context.Context) error {
 	ok, err := p.c.BucketExists(ctx, p.bucket)

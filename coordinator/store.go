@@ -73,15 +73,20 @@ type JobSpec struct {
 	MaxAttempts int
 	// SubmittedBy names who submitted the job (an API token's name, "cli").
 	SubmittedBy string
+	// AllowInteractive lets an interactive task through CheckSubmit. Only
+	// the session manager (coordinator/session) sets it: it is what sends
+	// an interactive job its steps (docs/sessions.md). It is not stored.
+	AllowInteractive bool
 }
 
 // CheckSubmit checks a job before it is queued: its id, when it has one,
 // must be a valid job id (protocol.CheckJobID, docs/protocol.md section 2);
 // its task must be valid (protocol.Task.Validate), and it must not be
-// interactive, since no coordinator command sends an interactive job its
-// steps yet: such a job would hold its phone until its idle timeout and
-// fail. Every store's Submit calls it, so every way of submitting refuses
-// the same jobs.
+// interactive unless the session manager submits it (AllowInteractive):
+// only a session sends an interactive job its steps, so one submitted
+// otherwise would hold its phone until its idle timeout and fail. Every
+// store's Submit calls it, so every way of submitting refuses the same
+// jobs.
 func CheckSubmit(spec JobSpec) error {
 	if spec.ID != "" {
 		if err := protocol.CheckJobID(spec.ID); err != nil {
@@ -100,8 +105,8 @@ func CheckSubmit(spec JobSpec) error {
 	if spec.MaxAttempts < 0 {
 		return fmt.Errorf("max_attempts: %d is negative", spec.MaxAttempts)
 	}
-	if t.Interactive {
-		return fmt.Errorf("interactive jobs cannot be submitted yet: nothing would send their steps, so the job would idle until its idle timeout and fail; submit the steps as a regular job (interactive: false)")
+	if t.Interactive && !spec.AllowInteractive {
+		return fmt.Errorf("interactive: interactive jobs cannot be submitted as jobs: a phone is driven step by step through a session (POST /api/v1/sessions, docs/sessions.md); submit fixed steps as a regular job (interactive: false)")
 	}
 	return nil
 }

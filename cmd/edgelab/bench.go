@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -62,6 +62,7 @@ type benchFlags struct {
 	stores, pgURL, dir, profile, agentCounts, agentBin string
 	inProcess, verbose                                 bool
 	stops, fenceStops, pairs, senders, commitJobs      int
+	stepTurns                                          int
 	sequential, rounds, roundPairs                     int
 	stopTTL, margin, commitDur, capDur, jobEvery, work time.Duration
 	idle                                               time.Duration
@@ -91,6 +92,7 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.work, "work", time.Second, "capacity: time a job takes on the agent besides its steps")
 	fs.StringVar(&o.agentBin, "agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "footprint: idle time sampled")
+	fs.IntVar(&o.stepTurns, "step-turns", 500, "step: measured turns of tap + screenshot (720×1280), one HTTP call each")
 }
 
 // runBench runs the scenarios names with the flags o.
@@ -130,7 +132,7 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
-	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity"))
+	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step"))
 	if needPG {
 		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
@@ -172,6 +174,14 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.Capacity(ctx, bench.CapacityOptions{Common: common, Drivers: drivers, Agents: counts, Duration: o.capDur, JobEvery: o.jobEvery, Work: o.work})
 			if r != nil {
 				bench.PrintCapacity(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "step":
+			r, err := bench.Step(ctx, bench.StepOptions{Common: common, Drivers: drivers, Turns: o.stepTurns})
+			if r != nil {
+				bench.PrintStep(stdout, r)
 			}
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
@@ -26,7 +27,8 @@ func TestCommandLine(t *testing.T) {
 		{"-h", []string{"-h"}, 0, "Without a\ncommand it runs the lab", ""},
 		{"help run", []string{"help", "run"}, 0, "-lease-ttl duration", ""},
 		{"help chaos", []string{"help", "chaos"}, 0, "-schedules int", ""},
-		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|all]...", ""},
+		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|step|all]...", ""},
+		{"help bench step flag", []string{"help", "bench"}, 0, "-step-turns int", ""},
 		{"help bench coordinator", []string{"help", "bench", "coordinator"}, 0, "-lease-ttl duration", ""},
 		{"unknown command", []string{"bogus"}, 2, "", `edgelab: unknown command "bogus"`},
 		{"unknown flag of the lab", []string{"-x"}, 2, "", "flag provided but not defined: -x"},
@@ -35,6 +37,20 @@ func TestCommandLine(t *testing.T) {
 		{"bench coordinator with an argument", []string{"bench", "coordinator", "extra"}, 2, "", `unexpected argument "extra"`},
 		{"chaos bad value", []string{"chaos", "--schedules", "0"}, 1, "", "edgelab: -schedules must be positive"},
 	}, runLab)
+}
+
+// TestBenchStep runs `edgelab bench step` briefly, on SQLite: its table
+// comes out with every column filled.
+func TestBenchStep(t *testing.T) {
+	code, out, errOut := runLab(t, "bench", "-store", "sqlite", "-in-process", "-step-turns", "3", "step")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"== step", "Interactive step round trip: tap + screenshot 720×1280", "overhead p50", "sqlite  3 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // cliCase is a command line and what it must do, written without field

@@ -226,7 +226,8 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 		t.Fatal("submit with id a/b succeeded")
 	}
 	// Refused at submit, not when the job runs: text a phone cannot type
-	// and interactive jobs, which nothing would send steps to.
+	// and interactive jobs outside a session, which nothing would send
+	// steps to.
 	unicode := testTask()
 	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße"})
 	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-unicode", Task: unicode})
@@ -242,6 +243,14 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	for _, id := range []string{"job-unicode", "job-interactive"} {
 		_, err = s.Get(ctx, id)
 		wantErr(t, "get refused "+id, err, coordinator.ErrNotFound)
+	}
+	// The session manager, which sends an interactive job its steps, may
+	// submit one (docs/sessions.md).
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "job-session", Task: protocol.Task{Interactive: true}, AllowInteractive: true}); err != nil {
+		t.Fatalf("submit of a session's interactive job: %v", err)
+	}
+	if j := get(t, s, "job-session"); !j.Task.Interactive || j.Status != coordinator.StatusQueued {
+		t.Fatalf("session job stored as %+v", j)
 	}
 	_, err = s.Get(ctx, "nope")
 	wantErr(t, "get unknown job", err, coordinator.ErrNotFound)

@@ -168,3 +168,21 @@ func TestFootprintScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestStepScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := Step(ctx, StepOptions{Common: common(t), Turns: 5, Warmup: 1, Width: 360, Height: 640})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	PrintStep(&out, r)
+	if len(r.Rows) != 1 {
+		t.Fatalf("%d rows:\n%s", len(r.Rows), out.String())
+	}
+	x := r.Rows[0]
+	if x.Turns != 5 || x.RoundTrip.N != 5 || x.Phone.N != 5 || x.Capture.P50 <= 0 || x.PNGBytes == 0 || !strings.Contains(out.String(), "overhead p50") {
+		t.Fatalf("row %+v\n%s", x, out.String())
+	}
+}

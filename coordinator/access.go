@@ -1,0 +1,22 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Conn returns the daemon's NATS connection, with the coordinator's
+// credentials and inbox prefix: the parts of the coordinator process that
+// send to agents use it (the sessions of coordinator/session).
+func (d *Daemon) Conn() *nats.Conn { return d.nc }
+
+// Presigner returns the server's presigner, nil when it has no storage
+// configured.
+func (s *Server) Presigner() Presigner { return s.opts.Presigner }
+
+// PresignExpiry is how long the URLs the server presigns are valid.
+func (s *Server) PresignExpiry() time.Duration { return s.opts.PresignExpiry }
+
+// OfflineAfter is how long an agent may be silent and still get work.
+func (s *Server) OfflineAfter() time.Duration { return s.opts.OfflineAfter }

@@ -1,0 +1,283 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/agent"
+	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/pgstore"
+	"github.com/edgeagent/edgeagent/coordinator/session"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/uploader"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// Bearer tokens of the test API (a stand-in for the API's token store).
+const (
+	tokenOperator = "tok-operator" // project lab, operate scope
+	tokenReadOnly = "tok-read"     // project lab, no operate scope
+	tokenOther    = "tok-other"    // project other, operate scope
+)
+
+// testAuth is a trivial bearer check standing in for the API's.
+func testAuth(r *http.Request) (session.Caller, bool) {
+	switch strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	case tokenOperator:
+		return session.Caller{Name: "alice", Projects: []string{"lab"}, CanOperate: true}, true
+	case tokenReadOnly:
+		return session.Caller{Name: "rita", Projects: []string{"lab"}}, true
+	case tokenOther:
+		return session.Caller{Name: "oscar", Projects: []string{"other"}, CanOperate: true}, true
+	}
+	return session.Caller{}, false
+}
+
+// env is a coordinator (PostgreSQL, embedded NATS, MinIO) serving the
+// sessions API over HTTP, and agents with simulated phones.
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	url   string // NATS
+	store *pgstore.Store
+	coord *coordinator.Server
+	mgr   *session.Manager
+	pre   *coordinator.S3Presigner
+	s3    *uploader.S3
+	api   *httptest.Server
+	wg    sync.WaitGroup
+
+	lastType string // Content-Type of the last reply of call
+}
+
+func newEnv(t *testing.T, leaseTTL time.Duration) *env {
+	t.Helper()
+	ns := testenv.NATS(t)
+	dsn := testenv.Postgres(t)
+	mio := testenv.MinIO(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := pgstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
+	if err != nil {
+		t.Fatalf("new s3: %v", err)
+	}
+	pre, err := coordinator.NewS3Presigner(coordinator.S3Options{Endpoint: mio.Endpoint, Region: "us-east-1", Bucket: mio.Bucket, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey})
+	if err != nil {
+		t.Fatalf("new presigner: %v", err)
+	}
+	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), store: st, pre: pre, s3: s3}
+	nc := e.conn("coord", coordinator.InboxPrefix)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	e.coord = coordinator.New(nc, st, coordinator.Options{
+		LeaseTTL: leaseTTL, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
+		HeartbeatEvery: 200 * time.Millisecond, Presigner: pre, Log: log,
+	})
+	e.wg.Go(func() {
+		if err := e.coord.Run(ctx); err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
+	e.mgr = e.newManager(nc)
+	e.api = httptest.NewServer(e.handler(e.mgr))
+	t.Cleanup(func() {
+		e.api.Close()
+		cancel()
+		e.wg.Wait()
+		st.Close()
+	})
+	return e
+}
+
+// newManager is a session manager on the coordinator's connection nc, as
+// the coordinator process builds it.
+func (e *env) newManager(nc *nats.Conn) *session.Manager {
+	m, err := session.New(session.ForServer(e.coord, e.store, nc, zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// handler mounts the sessions API as the coordinator's API server does.
+func (e *env) handler(m *session.Manager) http.Handler {
+	mux := http.NewServeMux()
+	h := session.NewHandler(m, testAuth)
+	mux.Handle(session.PathPrefix, h)
+	mux.Handle(session.PathPrefix+"/", h)
+	return validating(e.t, mux)
+}
+
+func (e *env) conn(name, inbox string) *nats.Conn {
+	e.t.Helper()
+	nc, err := nats.Connect(e.url, nats.Name(name), nats.CustomInboxPrefix(inbox),
+		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		e.t.Fatalf("connect nats: %v", err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+// simAgent is an agent of the test with its simulated phone.
+type simAgent struct {
+	id    string
+	a     *agent.Agent
+	phone *capture.Simulated
+	nc    *nats.Conn
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// startAgent runs agent id with one simulated phone (serial sim-<id>) until
+// the test ends or kill.
+func (e *env) startAgent(id string, phone capture.SimOptions) *simAgent {
+	e.t.Helper()
+	if phone.Serial == "" {
+		phone.Serial = "sim-" + id
+	}
+	if phone.Width == 0 {
+		phone.Width, phone.Height = 180, 320
+	}
+	sa := &simAgent{id: id, phone: capture.NewSimulated(phone), done: make(chan struct{})}
+	inv := capture.NewInventory()
+	if err := inv.Add(sa.phone); err != nil {
+		e.t.Fatal(err)
+	}
+	sa.nc = e.conn(id, protocol.InboxPrefix(id))
+	a, err := agent.New(agent.Options{
+		AgentID: id, Conn: sa.nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
+		Store: e.s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: time.Second,
+		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sa.a = a
+	ctx, cancel := context.WithCancel(e.ctx)
+	sa.stop = cancel
+	e.wg.Go(func() {
+		defer close(sa.done)
+		_ = a.Run(ctx)
+	})
+	e.t.Cleanup(cancel)
+	testenv.Eventually(e.t, 10*time.Second, "agent "+id+" connected", a.Ready)
+	return sa
+}
+
+// kill ends the agent as a crash would: its connection goes first, so it
+// sends nothing more (no failure report, no renewal), then its process.
+func (sa *simAgent) kill() {
+	sa.nc.Close()
+	sa.stop()
+	<-sa.done
+}
+
+// ops counts the phone's operations by op.
+func (sa *simAgent) ops() map[string]int {
+	n := map[string]int{}
+	for _, c := range sa.phone.History() {
+		n[c.Op]++
+	}
+	return n
+}
+
+// call makes one API request and decodes the JSON reply into out (when not
+// nil); it returns the status and the raw body.
+func (e *env) call(method, path, token string, body any, out any) (int, []byte) {
+	e.t.Helper()
+	var (
+		rd  io.Reader
+		raw []byte
+	)
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		raw = data
+	}
+	if body != nil {
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(e.ctx, method, e.api.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	e.lastType = resp.Header.Get("Content-Type")
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode, data
+}
+
+// problem is the RFC 9457 document the API answers errors with.
+type problem struct {
+	Type          string               `json:"type"`
+	Title         string               `json:"title"`
+	Status        int                  `json:"status"`
+	Detail        string               `json:"detail"`
+	Field         string               `json:"field"`
+	JobID         string               `json:"job_id"`
+	Generation    *int64               `json:"generation"`
+	LastStep      *int                 `json:"last_step"`
+	SessionStatus string               `json:"session_status"`
+	Steps         []session.StepResult `json:"steps"`
+}
+
+func (e *env) wantProblem(what string, status int, body []byte, gotStatus int, contains ...string) problem {
+	e.t.Helper()
+	var p problem
+	if err := json.Unmarshal(body, &p); err != nil {
+		e.t.Fatalf("%s: decode problem %s: %v", what, body, err)
+	}
+	if gotStatus != status || p.Status != status || p.Type == "" || p.Title == "" {
+		e.t.Fatalf("%s: status %d, problem %s; want %d", what, gotStatus, body, status)
+	}
+	if e.lastType != "application/problem+json" {
+		e.t.Fatalf("%s: Content-Type %q, want application/problem+json", what, e.lastType)
+	}
+	for _, c := range contains {
+		if !strings.Contains(string(body), c) {
+			e.t.Fatalf("%s: problem %s does not contain %q", what, body, c)
+		}
+	}
+	return p
+}

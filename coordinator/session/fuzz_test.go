@@ -1,0 +1,97 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/session"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+)
+
+// emptyStore is a store without agents or jobs: every request the fuzzer
+// makes ends at validation, at the busy answer of an open or at an unknown
+// session.
+type emptyStore struct{}
+
+func (emptyStore) Submit(context.Context, coordinator.JobSpec) (coordinator.Job, error) {
+	return coordinator.Job{}, errors.New("no submit in the fuzz store")
+}
+func (emptyStore) Get(context.Context, string) (coordinator.Job, error) {
+	return coordinator.Job{}, coordinator.ErrNotFound
+}
+func (emptyStore) Cancel(context.Context, string, string) (fencing.Token, error) {
+	return fencing.Token{}, coordinator.ErrNotFound
+}
+func (emptyStore) Agents(context.Context) ([]coordinator.Agent, error) { return nil, nil }
+func (emptyStore) GetAgent(context.Context, string) (coordinator.Agent, error) {
+	return coordinator.Agent{}, coordinator.ErrAgentNotFound
+}
+
+// FuzzSessionHandler: any method, path and body gets a reply that is a
+// success or an RFC 9457 problem whose status is the reply's (a 400 naming
+// its field), never a panic or a 500.
+func FuzzSessionHandler(f *testing.F) {
+	ns := testenv.NATS(f)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer nc.Close()
+	m, err := session.New(session.Options{Store: emptyStore{}, Conn: nc, Log: zerolog.Nop()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := session.NewHandler(m, testAuth)
+	for _, s := range []struct{ method, path, body string }{
+		{"POST", "", `{"project": "lab", "device": {"serial": "x"}, "idle_timeout": "5m", "wait": "1s"}`},
+		{"POST", "", `{"idle_timeout": 5}`},
+		{"POST", "", `{"device": {"tags": [1]}}`},
+		{"POST", "/s-abc.1/steps", `{"steps": [{"op": "tap", "x": 1, "y": 2}, {"op": "screenshot", "name": "a"}]}`},
+		{"POST", "/s-abc.1/steps", `{"steps": [{"op": "text", "text": "grüße"}]}`},
+		{"POST", "/x/steps", `{"steps": [{"op": "swipe", "x2": -1}]}`},
+		{"GET", "/s-abc.1", ``},
+		{"DELETE", "/s-abc.99999999999999999999", ``},
+		{"PATCH", "/a/b/c", `{}`},
+	} {
+		f.Add(s.method, s.path, s.body)
+	}
+	f.Fuzz(func(t *testing.T, method, path, body string) {
+		if !strings.HasPrefix(path, "/") && path != "" || strings.ContainsAny(path, " ?#%\r\n\t") {
+			return
+		}
+		req, err := http.NewRequest(method, "http://coord"+session.PathPrefix+path, strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+tokenOperator)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code < 400 {
+			return
+		}
+		var p struct {
+			Type   string `json:"type"`
+			Status int    `json:"status"`
+			Field  string `json:"field"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s %s %q: %d %q is not a problem document: %v", method, path, body, rec.Code, rec.Body.String(), err)
+		}
+		if p.Status != rec.Code || p.Type == "" || rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s %s %q: %d %s", method, path, body, rec.Code, rec.Body.String())
+		}
+		if rec.Code == http.StatusBadRequest && p.Field == "" {
+			t.Fatalf("%s %s %q: 400 without a field: %s", method, path, body, rec.Body.String())
+		}
+	})
+}
