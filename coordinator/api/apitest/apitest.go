@@ -128,7 +128,7 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	probe.Body = io.NopCloser(bytes.NewReader(body))
 	route, params, routeErr := tr.r.FindRoute(probe)
 	var (
-		in        *openapi3filter.RequestValidationInput
+		in         *openapi3filter.RequestValidationInput
 		reqInvalid error
 	)
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
