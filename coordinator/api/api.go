@@ -28,6 +28,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Prefix is the path every route of the API starts with.
@@ -56,6 +57,10 @@ type Options struct {
 	// Revoke tells a job's agent to stop after a cancel took its lease
 	// away; nil: the agent stops at its next fenced call.
 	Revoke func(tok fencing.Token, reason string) error
+	// PushControl sends a control command to an agent (drain, resume) so
+	// that it shows its state at once; nil: the store's flag alone holds
+	// it, which the scheduler obeys anyway.
+	PushControl func(ctx context.Context, agentID string, ctl protocol.Control) error
 	// OfflineAfter judges which agents are online (fan-out, agent list).
 	OfflineAfter time.Duration
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.

@@ -600,6 +600,15 @@ func (h *Handler) drainAgent(drain bool) func(w http.ResponseWriter, r *http.Req
 			return
 		}
 		h.log.Info().Str("agent", id).Bool("draining", drain).Str("token", c.Name).Msg("api: agent drain changed")
+		if h.opts.PushControl != nil {
+			ctl := protocol.Control{Command: protocol.ControlResume}
+			if drain {
+				ctl.Command = protocol.ControlDrain
+			}
+			if err := h.opts.PushControl(r.Context(), id, ctl); err != nil {
+				h.log.Warn().Err(err).Str("agent", id).Msg("api: agent not told of its drain; the coordinator holds it all the same")
+			}
+		}
 		WriteJSON(w, http.StatusOK, h.agentView(a))
 	}
 }

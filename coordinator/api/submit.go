@@ -170,6 +170,14 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 	return specs, batch, nil
 }
 
+// Check checks the request as Specs does, except the phones of a fan-out,
+// without a store: a job file can be checked before the store is opened.
+func (req JobRequest) Check() error {
+	req.FanOut = false
+	_, _, err := req.Specs(context.Background(), nil, SubmitOptions{})
+	return err
+}
+
 var errForbiddenProject = errors.New("forbidden")
 
 func newBatchID() string {
