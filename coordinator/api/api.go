@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -314,7 +315,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
 			Str("token", rec.caller).Dur("took", time.Since(start)).Msg("api request")
 	}()
+	if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+		// The mux would redirect to the clean path, with an HTML body.
+		WriteProblem(rec, r, problem(http.StatusNotFound, ProblemNotFound, "", "no route %s %q: the path is not in canonical form", r.Method, p))
+		return
+	}
 	h.mux.ServeHTTP(rec, r)
+}
+
+// cleanPath is path.Clean keeping a trailing slash.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // serveSpec serves docs/openapi.yaml as JSON; it needs no token.
