@@ -317,6 +317,30 @@ func TestAPIBinary(t *testing.T) {
 		}
 	})
 
+	t.Run("cli submits a fan-out through the same code", func(t *testing.T) {
+		file := writeFile(t, "fan.yaml", "project: lab\nfan_out: true\ndevice:\n  tags: [lab]\nsteps:\n  - op: wait\n")
+		out, errOut, code := b.edgecoord(t, "job", "submit", "-f", file, "--json")
+		var batch struct {
+			Batch string `json:"batch"`
+			Jobs  []struct {
+				ID       string                  `json:"id"`
+				Status   string                  `json:"status"`
+				Selector protocol.DeviceSelector `json:"selector"`
+			} `json:"jobs"`
+		}
+		if err := json.Unmarshal([]byte(out), &batch); code != 0 || err != nil || len(batch.Jobs) != 3 || batch.Batch == "" {
+			t.Fatalf("job submit of a fan-out: exit %d, %q %q (%v)", code, out, errOut, err)
+		}
+		d := show(batch.Jobs[0].ID)
+		if d.SubmittedBy != "cli" || d.Project != "lab" || d.Selector.Serial != "P1" {
+			t.Errorf("job of a cli fan-out: %+v", d.JobView)
+		}
+		file = writeFile(t, "bad.yaml", "steps:\n  - op: dance\n")
+		if _, errOut, code := b.edgecoord(t, "job", "submit", "-f", file); code != 2 || !strings.Contains(errOut, "steps[0]: op: unknown op") {
+			t.Errorf("job submit of an unknown op: exit %d, %q", code, errOut)
+		}
+	})
+
 	t.Run("list with pages", func(t *testing.T) {
 		var want []string
 		page, err := func() (coordinator.JobPage, error) {
