@@ -534,7 +534,7 @@ func TestAPIBinary(t *testing.T) {
 		t.Errorf("edgecoord serve exited %d", code)
 	}
 	logs := b.stderr.String()
-	if !strings.Contains(logs, "api request") || !strings.Contains(logs, `"token":"alice"`) {
+	if !strings.Contains(logs, "api request") || !strings.Contains(logs, `"token_name":"alice"`) {
 		t.Errorf("the debug log has no request lines naming their token")
 	}
 	for _, tok := range tokens {

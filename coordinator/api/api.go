@@ -78,7 +78,9 @@ type Options struct {
 
 	// Events, when set, serves GET /api/v1/jobs/{id}/events (after the
 	// job's project was checked; JobFrom gives the job) and
-	// GET /api/v1/events.
+	// GET /api/v1/events (after ?project=, when given, was checked against
+	// the caller's projects; without it the stream is of all the caller's
+	// projects).
 	Events http.Handler
 	// Waiter, when set, serves the ?wait= of GET /api/v1/jobs/{id}.
 	Waiter Waiter
@@ -148,7 +150,21 @@ func (h *Handler) routes() {
 	h.handle("/api/v1/jobs/{id}/cancel", route{http.MethodPost: {coordinator.ScopeOperate, h.cancelJob}})
 	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("events", func() http.Handler { return h.opts.Events })}})
 	h.handle("/api/v1/jobs/{id}/artifacts", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("artifacts", func() http.Handler { return h.opts.Artifacts })}})
-	h.handle("/api/v1/events", route{http.MethodGet: {coordinator.ScopeRead, h.mount("events", h.opts.Events)}})
+	h.handle("/api/v1/events", route{http.MethodGet: {coordinator.ScopeRead, func(w http.ResponseWriter, r *http.Request, c Caller) {
+		// The project of a project stream is checked here like a job's:
+		// another project's stream is a recorded 403.
+		if p := r.URL.Query().Get("project"); p != "" {
+			if err := coordinator.CheckProject(p); err != nil {
+				WriteProblem(w, r, badParam("project", "%v", err))
+				return
+			}
+			if !c.Sees(p) {
+				h.deny(w, r, c, "", p)
+				return
+			}
+		}
+		h.mount("events", h.opts.Events)(w, r, c)
+	}}})
 	sessions := func(w http.ResponseWriter, r *http.Request, c Caller) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.Has(coordinator.ScopeOperate) {
 			WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s lacks scope operate", c.Name))
@@ -313,7 +329,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
-			Str("token", rec.caller).Dur("took", time.Since(start)).Msg("api request")
+			Str("token_name", rec.caller).Dur("took", time.Since(start)).Msg("api request")
 	}()
 	if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
 		// The mux would redirect to the clean path, with an HTML body.

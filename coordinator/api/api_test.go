@@ -253,6 +253,10 @@ func TestAuthScopesProjects(t *testing.T) {
 	if r.status != http.StatusForbidden {
 		t.Errorf("alice lists project b: %d %s", r.status, r.body)
 	}
+	r = e.do("GET", "/api/v1/events?project=b", a, "")
+	if r.status != http.StatusForbidden {
+		t.Errorf("alice follows project b: %d %s", r.status, r.body)
+	}
 	r = e.do("POST", "/api/v1/jobs", a, `{"project": "b", "steps": [{"op": "wait"}]}`)
 	if p := r.problem(t); r.status != http.StatusForbidden || p.Type != api.ProblemForbidden {
 		t.Errorf("alice submits to project b: %d %s", r.status, r.body)
@@ -261,7 +265,7 @@ func TestAuthScopesProjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 6 || ds[0].TokenName != "alice" || ds[0].JobID != jb.ID || ds[0].Project != "b" || ds[0].Route != "/api/v1/jobs/"+jb.ID || ds[0].Method != "GET" {
+	if len(ds) != 7 || ds[0].TokenName != "alice" || ds[0].JobID != jb.ID || ds[0].Project != "b" || ds[0].Route != "/api/v1/jobs/"+jb.ID || ds[0].Method != "GET" {
 		t.Fatalf("denials %+v", ds)
 	}
 	// Alice's list does not show bob's job.

@@ -167,7 +167,7 @@ func (h *Handler) deny(w http.ResponseWriter, r *http.Request, c Caller, jobID, 
 	}); err != nil {
 		h.log.Error().Err(err).Msg("api: record denial")
 	}
-	h.log.Warn().Str("token", c.Name).Str("method", r.Method).Str("path", r.URL.Path).Str("project", project).Msg("api: refused a request for another project")
+	h.log.Warn().Str("token_name", c.Name).Str("method", r.Method).Str("path", r.URL.Path).Str("project", project).Msg("api: refused a request for another project")
 	what := "job " + jobID
 	if jobID == "" {
 		what = "jobs"
@@ -599,7 +599,7 @@ func (h *Handler) drainAgent(drain bool) func(w http.ResponseWriter, r *http.Req
 			h.internal(w, r, err)
 			return
 		}
-		h.log.Info().Str("agent", id).Bool("draining", drain).Str("token", c.Name).Msg("api: agent drain changed")
+		h.log.Info().Str("agent", id).Bool("draining", drain).Str("token_name", c.Name).Msg("api: agent drain changed")
 		if h.opts.PushControl != nil {
 			ctl := protocol.Control{Command: protocol.ControlResume}
 			if drain {
