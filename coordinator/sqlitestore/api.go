@@ -283,7 +283,10 @@ func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error)
 	return out, nil
 }
 
-// ListJobPage lists jobs newest first from a cursor (the jobs' rowid).
+// ListJobPage lists jobs newest first from a cursor (the jobs' rowid, in
+// insertion order since jobs are never deleted). A copy made with VACUUM
+// INTO may number the rows anew: cursors are for paging now, not for
+// keeping.
 func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (coordinator.JobPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
