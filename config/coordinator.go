@@ -35,6 +35,8 @@ type Coordinator struct {
 	Outbox CoordinatorOutbox `yaml:"outbox" json:"outbox"`
 	// Metrics is the Prometheus metrics endpoint.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
+	// API is the HTTP JSON API for researchers (docs/api.md). Optional.
+	API CoordinatorAPI `yaml:"api" json:"api"`
 
 	warnings []string
 }
@@ -108,6 +110,47 @@ type Metrics struct {
 	Listen string `yaml:"listen" json:"listen"`
 }
 
+// CoordinatorAPI configures the HTTP JSON API (docs/api.md).
+type CoordinatorAPI struct {
+	// Listen is the API's host:port; empty (the default) disables it.
+	Listen string `yaml:"listen" json:"listen"`
+	// TLSCert and TLSKey are PEM files: with both set the API serves
+	// HTTPS; with neither, plain HTTP (put it behind a TLS reverse proxy).
+	TLSCert string `yaml:"tls_cert" json:"tls_cert"`
+	TLSKey  string `yaml:"tls_key" json:"tls_key"`
+	// MaxBodyBytes bounds a request body; a larger one is answered 413.
+	// Default 1MiB.
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// Rate is how many requests per second one token may make on average,
+	// Burst how many at once; beyond that the API answers 429 with
+	// Retry-After. Defaults 20 and 40.
+	Rate  int `yaml:"rate" json:"rate"`
+	Burst int `yaml:"burst" json:"burst"`
+}
+
+// TLS reports whether the API serves HTTPS.
+func (a CoordinatorAPI) TLS() bool { return a.TLSCert != "" }
+
+func (a CoordinatorAPI) validate(ps *Problems, path string) {
+	if a.Listen != "" {
+		checkHostPort(ps, path+".listen", a.Listen)
+	}
+	if (a.TLSCert == "") != (a.TLSKey == "") {
+		ps.add(path+".tls_cert", "tls_cert and tls_key go together: set both or neither")
+	}
+	checkFile(ps, path+".tls_cert", a.TLSCert)
+	checkFile(ps, path+".tls_key", a.TLSKey)
+	if a.MaxBodyBytes <= 0 {
+		ps.add(path+".max_body_bytes", "must be positive, got %s", a.MaxBodyBytes)
+	}
+	if a.Rate <= 0 {
+		ps.add(path+".rate", "must be a positive number of requests per second, got %d", a.Rate)
+	}
+	if a.Burst < 1 {
+		ps.add(path+".burst", "must be at least 1, got %d", a.Burst)
+	}
+}
+
 // DefaultCoordinator returns the coordinator configuration with every
 // default filled in. NATS.URL has no default.
 func DefaultCoordinator() *Coordinator {
@@ -122,6 +165,7 @@ func DefaultCoordinator() *Coordinator {
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
+		API:           CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40},
 	}
 }
 
@@ -183,6 +227,7 @@ func (c *Coordinator) Validate() error {
 		checkHostPort(&ps, "metrics.listen", c.Metrics.Listen)
 	}
 	c.Outbox.validate(&ps, "outbox")
+	c.API.validate(&ps, "api")
 	return ps.Err()
 }
 
@@ -214,6 +259,8 @@ func (s Store) validate(ps *Problems, path string) {
 func (c *Coordinator) resolvePaths(dir string) {
 	c.NATS.resolvePaths(dir)
 	resolvePath(dir, &c.Storage.SecretKeyFile)
+	resolvePath(dir, &c.API.TLSCert)
+	resolvePath(dir, &c.API.TLSKey)
 }
 
 // readSecrets reads the secrets named by *_file fields.

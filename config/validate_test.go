@@ -277,6 +277,16 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"metrics disabled", func(c *Coordinator) { c.Metrics.Listen = "" }, nil},
 		{"metrics on all interfaces", func(c *Coordinator) { c.Metrics.Listen = ":9090" }, nil},
 		{"metrics invalid", func(c *Coordinator) { c.Metrics.Listen = "9090" }, []string{`metrics.listen: "9090": want host:port`}},
+
+		{"api", func(c *Coordinator) { c.API.Listen = "127.0.0.1:8443"; c.API.TLSCert, c.API.TLSKey = secret, secret }, nil},
+		{"api invalid listen", func(c *Coordinator) { c.API.Listen = "8443" }, []string{`api.listen: "8443": want host:port`}},
+		{"api cert without key", func(c *Coordinator) { c.API.TLSCert = secret }, []string{"api.tls_cert: tls_cert and tls_key go together: set both or neither"}},
+		{"api missing key", func(c *Coordinator) { c.API.TLSCert, c.API.TLSKey = secret, "/nonexistent/key.pem" }, []string{"api.tls_key: file /nonexistent/key.pem does not exist"}},
+		{"api limits", func(c *Coordinator) { c.API.MaxBodyBytes, c.API.Rate, c.API.Burst = 0, 0, 0 }, []string{
+			"api.max_body_bytes: must be positive, got 0",
+			"api.rate: must be a positive number of requests per second, got 0",
+			"api.burst: must be at least 1, got 0",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,7 +305,8 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Scheduler.Interval.Duration() != 500*time.Millisecond ||
 		c.Agents != (AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
-		c.Metrics.Listen != "127.0.0.1:9090" {
+		c.Metrics.Listen != "127.0.0.1:9090" ||
+		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40}) {
 		t.Fatalf("DefaultCoordinator() = %+v", c)
 	}
 	checkProblems(t, c.Validate(), []string{"nats.url: required"})

@@ -36,6 +36,9 @@ type System struct {
 	Log zerolog.Logger
 	// Version is announced by the micro service; default "dev".
 	Version string
+	// API builds the HTTP API handler served on api.listen (package
+	// coordinator/api); required when api.listen is set.
+	API APIFactory
 }
 
 // Daemon is the coordinator as a process runs it: the Server on its NATS
@@ -48,8 +51,11 @@ type Daemon struct {
 	srv *Server
 	nc  *nats.Conn
 
+	api http.Handler // served on cfg.API.Listen; nil when unset
+
 	mu        sync.Mutex
 	httpAddr  net.Addr
+	apiAddr   net.Addr
 	closeOnce sync.Once
 }
 
@@ -84,6 +90,18 @@ func NewDaemon(cfg *config.Coordinator, sys System) (*Daemon, error) {
 	d.nc = nc
 	opts.Outbox = outboxOptions(cfg.Outbox, nc)
 	d.srv = New(nc, sys.Store, opts)
+	if cfg.API.Listen != "" {
+		if sys.API == nil {
+			nc.Close()
+			return nil, errors.New("new coordinator daemon: api.listen is set but no API was given")
+		}
+		h, err := sys.API(d)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		d.api = h
+	}
 	return d, nil
 }
 
@@ -140,8 +158,9 @@ func (d *Daemon) MetricsAddr() net.Addr {
 }
 
 // Run serves until ctx is cancelled: the NATS service, the scheduler and
-// the reaper, and the metrics and health endpoint (/metrics, /healthz,
-// /readyz) when metrics.listen is set; a failing endpoint stops the whole,
+// the reaper, the metrics and health endpoint (/metrics, /healthz,
+// /readyz) when metrics.listen is set, and the HTTP API when api.listen is
+// set (shut down gracefully); a failing endpoint stops the whole,
 // since a coordinator without it is not what was configured. Run may be
 // called again after it returned.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -167,13 +186,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		})
 	}
+	var apiErr error
+	if d.api != nil {
+		ln, err := d.listenAPI()
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		d.mu.Lock()
+		d.apiAddr = ln.Addr()
+		d.mu.Unlock()
+		d.log.Info().Str("listen", ln.Addr().String()).Bool("tls", d.cfg.API.TLS()).Msg("serving the HTTP API under /api/v1/")
+		wg.Go(func() {
+			if err := d.serveAPI(ctx, ln); err != nil {
+				apiErr = err
+				cancel()
+			}
+		})
+	}
 	err := d.srv.Run(ctx)
 	cancel()
 	wg.Wait()
 	d.mu.Lock()
-	d.httpAddr = nil
+	d.httpAddr, d.apiAddr = nil, nil
 	d.mu.Unlock()
-	return errors.Join(err, httpErr)
+	return errors.Join(err, httpErr, apiErr)
 }
 
 // Close closes the NATS connection. The store is the caller's.

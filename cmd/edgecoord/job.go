@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -23,51 +25,16 @@ func (m *mgmt) jobCommands() []*cli.Command {
 	return []*cli.Command{m.jobSubmitCommand(), m.jobListCommand(), m.jobShowCommand(), m.jobCancelCommand()}
 }
 
-// jobFile is a job as written in a file for job submit.
-type jobFile struct {
-	ID     string                  `yaml:"id"`
-	Device protocol.DeviceSelector `yaml:"device"`
-	Steps  []protocol.Step         `yaml:"steps"`
-	// Interactive and IdleTimeoutMS mirror protocol.Task.
-	Interactive   bool  `yaml:"interactive"`
-	IdleTimeoutMS int64 `yaml:"idle_timeout_ms"`
-	// Timeout is the job's deadline from its first grant, a Go duration
-	// ("90s", "10m"); Project, Priority, NotBefore and MaxAttempts mirror
-	// coordinator.JobSpec.
-	Timeout     string    `yaml:"timeout"`
-	Project     string    `yaml:"project"`
-	Priority    int       `yaml:"priority"`
-	NotBefore   time.Time `yaml:"not_before"`
-	MaxAttempts int       `yaml:"max_attempts"`
-}
-
 // parseJobFile decodes a job file strictly (unknown keys are errors, with
-// their line and column).
-func parseJobFile(data []byte) (coordinator.JobSpec, error) {
-	var f jobFile
+// their line and column). Its keys are those of POST /api/v1/jobs
+// (api.JobRequest): id, device, steps, interactive, idle_timeout_ms,
+// timeout, project, priority, not_before, max_attempts, fan_out.
+func parseJobFile(data []byte) (api.JobRequest, error) {
+	var f api.JobRequest
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
-		return coordinator.JobSpec{}, err
+		return api.JobRequest{}, err
 	}
-	spec := coordinator.JobSpec{
-		ID:          f.ID,
-		Task:        protocol.Task{Device: f.Device, Steps: f.Steps, Interactive: f.Interactive, IdleTimeoutMS: f.IdleTimeoutMS},
-		Project:     f.Project,
-		Priority:    f.Priority,
-		NotBefore:   f.NotBefore,
-		MaxAttempts: f.MaxAttempts,
-		SubmittedBy: "cli",
-	}
-	if f.Timeout != "" {
-		d, err := time.ParseDuration(f.Timeout)
-		if err != nil || d <= 0 {
-			return coordinator.JobSpec{}, fmt.Errorf("timeout: %q is not a positive duration such as 90s or 10m", f.Timeout)
-		}
-		spec.Task.TimeoutMS = d.Milliseconds()
-	}
-	if err := coordinator.CheckSubmit(spec); err != nil {
-		return coordinator.JobSpec{}, err
-	}
-	return spec, nil
+	return f, nil
 }
 
 // jobSubmitCommand queues a job from a YAML (or JSON) file.
@@ -98,14 +65,18 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("read job file: %w", err)
 			}
-			spec, err := parseJobFile(data)
+			req, err := parseJobFile(data)
 			if err != nil {
 				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)
 				return cli.Exit(cli.ExitUsage)
 			}
+			if err := req.Check(); err != nil {
+				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)
+				return cli.Exit(cli.ExitUsage)
+			}
 			if id != "" {
-				spec.ID = id
-				if err := coordinator.CheckSubmit(spec); err != nil {
+				req.ID = id
+				if err := req.Check(); err != nil {
 					fmt.Fprintf(c.Stderr, "-id: invalid job: %v\n", err)
 					return cli.Exit(cli.ExitUsage)
 				}
@@ -115,10 +86,19 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 				return err
 			}
 			defer store.Close()
-			j, err := store.Submit(ctx, spec)
+			batch, err := api.Submit(ctx, store, req, api.SubmitOptions{SubmittedBy: "cli", OfflineAfter: m.cfg.Agents.OfflineAfter.Duration()})
+			var se *api.SubmitError
+			if errors.As(err, &se) {
+				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)
+				return cli.Exit(cli.ExitUsage)
+			}
 			if err != nil {
 				return err
 			}
+			if batch.ID != "" {
+				return printBatch(c, batch)
+			}
+			j := batch.Jobs[0]
 			if c.JSON {
 				return c.PrintJSON(newJobView(j, ""))
 			}
@@ -126,6 +106,27 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// printBatch prints the jobs of a fan-out.
+func printBatch(c *cli.Call, b api.Batch) error {
+	if c.JSON {
+		views := make([]jobView, 0, len(b.Jobs))
+		for _, j := range b.Jobs {
+			views = append(views, newJobView(j, ""))
+		}
+		return c.PrintJSON(struct {
+			Batch string    `json:"batch"`
+			Jobs  []jobView `json:"jobs"`
+		}{b.ID, views})
+	}
+	for _, j := range b.Jobs {
+		if _, err := fmt.Fprintf(c.Stdout, "job %s queued (%s)\n", j.ID, coordinator.DescribeSelector(j.Task.Device)); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(c.Stdout, "batch %s: %d jobs, one per phone\n", b.ID, len(b.Jobs))
+	return err
 }
 
 // jobView is a job as printed with --json.

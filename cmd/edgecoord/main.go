@@ -19,6 +19,9 @@
 //	edgecoord effect list                list effect intents (those in doubt need a decision) and outbox messages
 //	edgecoord effect show KEY            one effect: state, receipt, evidence
 //	edgecoord effect resolve KEY --done|--retry   decide an effect in doubt
+//	edgecoord token create --project P [--scopes S] [--name N]   create an HTTP API token, printed once
+//	edgecoord token list                 list API tokens (never their secrets)
+//	edgecoord token revoke NAME|ID       revoke an API token
 //	edgecoord config validate [-c file]  check a config file
 //	edgecoord version                    print the version
 //	edgecoord help [command]             show help
@@ -28,7 +31,8 @@
 // print JSON for scripts, and flags may follow the arguments. Only migrate
 // and serve change the schema: the management commands refuse a schema
 // older than the binary's. docs/operations.md describes running the
-// coordinator.
+// coordinator; docs/api.md its HTTP API (api.listen), for which the token
+// commands make credentials.
 //
 // The config file defaults to /etc/edgecoord/config.yaml on Unix and
 // C:\ProgramData\edgecoord\config.yaml on Windows;

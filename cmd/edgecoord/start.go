@@ -26,7 +26,7 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 		return err
 	}
 	defer store.Close()
-	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version})
+	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, log)})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ var forbidden = []string{
 	"github.com/edgeagent/edgeagent/internal/deptest",
 	"github.com/edgeagent/edgeagent/coordinator/coordtest",
 	"github.com/edgeagent/edgeagent/coordinator/storetest",
+	"github.com/edgeagent/edgeagent/coordinator/api/apitest",
 	"github.com/anishathalye/porcupine",
 	"github.com/nats-io/nats-server/",
 	"github.com/johannesboyne/gofakes3",

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// apiOptions are the HTTP API's options for the daemon d on store, from
+// the config's api section (docs/api.md).
+func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, log zerolog.Logger) api.Options {
+	nc := d.Conn()
+	return api.Options{
+		Store: store,
+		Revoke: func(tok fencing.Token, reason string) error {
+			if err := coordinator.PublishRevoke(nc, tok, reason); err != nil {
+				return err
+			}
+			return nc.FlushTimeout(cfg.NATS.RequestTimeout.Duration())
+		},
+		PushControl: func(ctx context.Context, agentID string, ctl protocol.Control) error {
+			ctx, cancel := context.WithTimeout(ctx, cfg.NATS.RequestTimeout.Duration())
+			defer cancel()
+			_, err := coordinator.PushControl(ctx, nc, agentID, ctl)
+			return err
+		},
+		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
+		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
+		Rate:         float64(cfg.API.Rate),
+		Burst:        cfg.API.Burst,
+		Log:          log,
+	}
+}
+
+// newAPI returns the factory of the daemon's HTTP API.
+func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
+	return func(d *coordinator.Daemon) (http.Handler, error) {
+		return api.New(apiOptions(cfg, store, d, log))
+	}
+}

@@ -1,0 +1,419 @@
+// Package api is the coordinator's HTTP JSON API for researchers' programs
+// (docs/api.md): jobs submitted, listed, shown and cancelled over HTTP,
+// agents listed, drained and resumed, with API tokens that carry scopes and
+// projects. Its OpenAPI document is docs/openapi.yaml, served at
+// GET /api/v1/openapi.json. Bad input is answered with an RFC 9457 problem
+// document naming the field.
+//
+// Other packages mount their handlers in it (Options.Events, Artifacts,
+// Sessions); they run after authentication, with the caller in the
+// request's context (CallerFrom).
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/docs"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// Prefix is the path every route of the API starts with.
+const Prefix = "/api/v1/"
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultRate         = 20
+	DefaultBurst        = 40
+	// MaxWait bounds the ?wait= of a job show.
+	MaxWait = 5 * time.Minute
+)
+
+// Waiter waits for a change of a job: Wait returns when the job changed
+// state or ended, when timeout passed (nil error either way), or with ctx's
+// error. GET /api/v1/jobs/{id}?wait=D calls it before answering.
+type Waiter interface {
+	Wait(ctx context.Context, jobID string, timeout time.Duration) error
+}
+
+// Options configures the API handler.
+type Options struct {
+	// Store is the job store; it must implement coordinator.APIStore.
+	Store coordinator.Store
+	// Revoke tells a job's agent to stop after a cancel took its lease
+	// away; nil: the agent stops at its next fenced call.
+	Revoke func(tok fencing.Token, reason string) error
+	// PushControl sends a control command to an agent (drain, resume) so
+	// that it shows its state at once; nil: the store's flag alone holds
+	// it, which the scheduler obeys anyway.
+	PushControl func(ctx context.Context, agentID string, ctl protocol.Control) error
+	// OfflineAfter judges which agents are online (fan-out, agent list).
+	OfflineAfter time.Duration
+	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Rate and Burst bound each token's requests (per second, at once);
+	// defaults DefaultRate and DefaultBurst.
+	Rate  float64
+	Burst int
+	// Log receives one debug line per request (method, path, status,
+	// token name; never a token) and the errors answered 500.
+	Log zerolog.Logger
+	// Now is the clock of the rate limiter; default time.Now.
+	Now func() time.Time
+
+	// Events, when set, serves GET /api/v1/jobs/{id}/events (after the
+	// job's project was checked; JobFrom gives the job) and
+	// GET /api/v1/events (after ?project=, when given, was checked against
+	// the caller's projects; without it the stream is of all the caller's
+	// projects).
+	Events http.Handler
+	// Waiter, when set, serves the ?wait= of GET /api/v1/jobs/{id}.
+	Waiter Waiter
+	// Artifacts, when set, serves GET /api/v1/jobs/{id}/artifacts (after
+	// the job's project was checked).
+	Artifacts http.Handler
+	// Sessions, when set, serves /api/v1/sessions and everything under it.
+	Sessions http.Handler
+}
+
+// Handler serves the API under Prefix.
+type Handler struct {
+	opts  Options
+	store apiStore
+	log   zerolog.Logger
+	mux   *http.ServeMux
+	lim   *limiters
+	now   func() time.Time
+}
+
+// apiStore is the store with the API's tables.
+type apiStore interface {
+	coordinator.Store
+	coordinator.APIStore
+}
+
+// New returns the API handler of opts.
+func New(opts Options) (*Handler, error) {
+	st, ok := opts.Store.(apiStore)
+	if !ok {
+		return nil, fmt.Errorf("new api: the store %T does not keep API tokens", opts.Store)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Rate <= 0 {
+		opts.Rate = DefaultRate
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{
+		opts: opts, store: st, log: opts.Log, now: opts.Now,
+		lim: &limiters{rate: rate.Limit(opts.Rate), burst: opts.Burst, m: map[int64]*rate.Limiter{}},
+		mux: http.NewServeMux(),
+	}
+	h.routes()
+	return h, nil
+}
+
+// route is one path's handlers by method, each with the scope it needs.
+type route map[string]struct {
+	scope string
+	fn    func(w http.ResponseWriter, r *http.Request, c Caller)
+}
+
+func (h *Handler) routes() {
+	h.mux.HandleFunc("/api/v1/openapi.json", h.serveSpec)
+	h.handle("/api/v1/jobs", route{
+		http.MethodGet:  {coordinator.ScopeRead, h.listJobs},
+		http.MethodPost: {coordinator.ScopeSubmit, h.submitJobs},
+	})
+	h.handle("/api/v1/jobs/{id}", route{http.MethodGet: {coordinator.ScopeRead, h.showJob}})
+	h.handle("/api/v1/jobs/{id}/cancel", route{http.MethodPost: {coordinator.ScopeOperate, h.cancelJob}})
+	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("events", func() http.Handler { return h.opts.Events })}})
+	h.handle("/api/v1/jobs/{id}/artifacts", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("artifacts", func() http.Handler { return h.opts.Artifacts })}})
+	h.handle("/api/v1/events", route{http.MethodGet: {coordinator.ScopeRead, func(w http.ResponseWriter, r *http.Request, c Caller) {
+		// The project of a project stream is checked here like a job's:
+		// another project's stream is a recorded 403.
+		if p := r.URL.Query().Get("project"); p != "" {
+			if err := coordinator.CheckProject(p); err != nil {
+				WriteProblem(w, r, badParam("project", "%v", err))
+				return
+			}
+			if !c.Sees(p) {
+				h.deny(w, r, c, "", p)
+				return
+			}
+		}
+		h.mount("events", h.opts.Events)(w, r, c)
+	}}})
+	sessions := func(w http.ResponseWriter, r *http.Request, c Caller) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.Has(coordinator.ScopeOperate) {
+			WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s lacks scope operate", c.Name))
+			return
+		}
+		h.mount("sessions", h.opts.Sessions)(w, r, c)
+	}
+	h.handleAny("/api/v1/sessions", coordinator.ScopeRead, sessions)
+	h.handleAny("/api/v1/sessions/", coordinator.ScopeRead, sessions)
+	h.handle("/api/v1/agents", route{http.MethodGet: {coordinator.ScopeRead, h.listAgents}})
+	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(true)}})
+	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(false)}})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, problem(http.StatusNotFound, ProblemNotFound, "", "no route %s %s (GET /api/v1/openapi.json lists them)", r.Method, r.URL.Path))
+	})
+}
+
+// handle registers the methods of one path: authentication, the rate
+// limit, then the scope of the method.
+func (h *Handler) handle(pattern string, rt route) {
+	allow := make([]string, 0, len(rt))
+	for m := range rt {
+		allow = append(allow, m)
+	}
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		m, ok := rt[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			m, ok = rt[http.MethodGet]
+		}
+		c, done := h.admit(w, r)
+		if done {
+			return
+		}
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			WriteProblem(w, r, problem(http.StatusMethodNotAllowed, ProblemMethod, "", "%s does not take %s (allowed: %s)", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+			return
+		}
+		if !c.Has(m.scope) {
+			WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s lacks scope %s, which %s %s needs", c.Name, m.scope, r.Method, r.URL.Path))
+			return
+		}
+		m.fn(w, r, c)
+	})
+}
+
+// handleAny registers a path for every method with one scope.
+func (h *Handler) handleAny(pattern, scope string, fn func(w http.ResponseWriter, r *http.Request, c Caller)) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c, done := h.admit(w, r)
+		if done {
+			return
+		}
+		if !c.Has(scope) {
+			WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s lacks scope %s", c.Name, scope))
+			return
+		}
+		fn(w, r, c)
+	})
+}
+
+// admit authenticates r and takes it from its token's rate limit; done
+// when the answer was written.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (Caller, bool) {
+	c, p := h.authenticate(r)
+	if p != nil {
+		if p.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edgecoord"`)
+		}
+		WriteProblem(w, r, p)
+		return Caller{}, true
+	}
+	if ok, secs := h.lim.allow(c.TokenID, h.now()); !ok {
+		w.Header().Set("Retry-After", retryAfter(secs))
+		WriteProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "", "token %s made more than %g requests per second (burst %d); retry after %s s", c.Name, h.opts.Rate, h.opts.Burst, retryAfter(secs)))
+		return Caller{}, true
+	}
+	*r = *r.WithContext(WithCaller(r.Context(), c))
+	if rec, ok := w.(*recorder); ok {
+		rec.caller = c.Name
+	}
+	return c, false
+}
+
+// mount delegates to a mounted handler, or answers 501 when there is none.
+func (h *Handler) mount(what string, mounted http.Handler) func(w http.ResponseWriter, r *http.Request, c Caller) {
+	return func(w http.ResponseWriter, r *http.Request, c Caller) {
+		if mounted == nil {
+			WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "", "this coordinator does not serve %s", what))
+			return
+		}
+		mounted.ServeHTTP(w, r)
+	}
+}
+
+// jobMount checks the job of the path (404, or 403 recorded) and then
+// delegates to the mounted handler, with the job in the context (JobFrom).
+func (h *Handler) jobMount(what string, mounted func() http.Handler) func(w http.ResponseWriter, r *http.Request, c Caller) {
+	return func(w http.ResponseWriter, r *http.Request, c Caller) {
+		j, ok := h.job(w, r, c)
+		if !ok {
+			return
+		}
+		*r = *r.WithContext(context.WithValue(r.Context(), jobKey{}, j))
+		h.mount(what, mounted())(w, r, c)
+	}
+}
+
+type jobKey struct{}
+
+// JobFrom returns the job a mounted job handler serves, read and checked
+// against the caller's projects before the handler was called.
+func JobFrom(ctx context.Context) (coordinator.Job, bool) {
+	j, ok := ctx.Value(jobKey{}).(coordinator.Job)
+	return j, ok
+}
+
+// recorder keeps the status of a reply for the request's log line.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	caller string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets mounted streams (server-sent events) flush.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// ServeHTTP serves the API. It logs one debug line per request, without
+// the query string or any header.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			h.log.Error().Str("method", r.Method).Str("path", r.URL.Path).Msgf("api: panic: %v", v)
+			if rec.status == 0 {
+				WriteProblem(rec, r, problem(http.StatusInternalServerError, ProblemInternal, "", "internal error"))
+			}
+		}
+		h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
+			Str("token_name", rec.caller).Dur("took", time.Since(start)).Msg("api request")
+	}()
+	if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+		// The mux would redirect to the clean path, with an HTML body.
+		WriteProblem(rec, r, problem(http.StatusNotFound, ProblemNotFound, "", "no route %s %q: the path is not in canonical form", r.Method, p))
+		return
+	}
+	h.mux.ServeHTTP(rec, r)
+}
+
+// cleanPath is path.Clean keeping a trailing slash.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+// serveSpec serves docs/openapi.yaml as JSON; it needs no token.
+func (h *Handler) serveSpec(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		WriteProblem(w, r, problem(http.StatusMethodNotAllowed, ProblemMethod, "", "%s takes GET", r.URL.Path))
+		return
+	}
+	spec, err := OpenAPIJSON()
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(spec)
+}
+
+var (
+	specOnce sync.Once
+	specJSON []byte
+	specErr  error
+)
+
+// OpenAPIJSON returns docs/openapi.yaml converted to JSON.
+func OpenAPIJSON() ([]byte, error) {
+	specOnce.Do(func() {
+		specJSON, specErr = yaml.YAMLToJSON(docs.OpenAPI)
+		if specErr != nil {
+			specErr = fmt.Errorf("convert openapi document: %w", specErr)
+		}
+	})
+	return specJSON, specErr
+}
+
+// internal answers 500 and logs err.
+func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("api: request failed")
+	WriteProblem(w, r, problem(http.StatusInternalServerError, ProblemInternal, "", "internal error; the coordinator's log has the cause"))
+}
+
+// decodeBody decodes the JSON body of r into v strictly: unknown fields,
+// wrong types, trailing data and a body over the limit are problems.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		if mt = strings.TrimSpace(strings.ToLower(mt)); mt != "application/json" {
+			return problem(http.StatusUnsupportedMediaType, ProblemUnsupported, "", "Content-Type %s: want application/json", mt)
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return decodeProblem(err, h.opts.MaxBodyBytes)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		if optional {
+			return nil
+		}
+		return decodeProblem(errEmptyBody, h.opts.MaxBodyBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeProblem(err, h.opts.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return decodeProblem(errTrailing, h.opts.MaxBodyBytes)
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+// Package apitest checks HTTP exchanges with the coordinator's API against
+// its OpenAPI document (docs/openapi.yaml), so that the document cannot
+// drift from what the server does. Every test of the API sends its
+// requests through Client or Transport:
+//
+//   - a request the document accepts must get a response the document
+//     describes (status, headers, body);
+//   - a request the document rejects (unknown member, wrong type, missing
+//     parameter) must be refused by the server with a 4xx problem document
+//     the document describes, since the server must be at least as strict;
+//   - a request to a path the document does not have must be answered 404
+//     or 405 with a problem document.
+//
+// A stream (text/event-stream) is checked by status and headers only; its
+// body is left to the caller to read.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/edgeagent/edgeagent/docs"
+)
+
+var (
+	loadOnce sync.Once
+	doc      *openapi3.T
+	router   routers.Router
+	loadErr  error
+)
+
+// Doc returns docs/openapi.yaml, loaded and validated once per test binary.
+func Doc(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	loadOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		d, err := loader.LoadFromData(docs.OpenAPI)
+		if err != nil {
+			loadErr = fmt.Errorf("load docs/openapi.yaml: %w", err)
+			return
+		}
+		if err := d.Validate(loader.Context); err != nil {
+			loadErr = fmt.Errorf("docs/openapi.yaml is not a valid OpenAPI document: %w", err)
+			return
+		}
+		r, err := gorillamux.NewRouter(d)
+		if err != nil {
+			loadErr = fmt.Errorf("route docs/openapi.yaml: %w", err)
+			return
+		}
+		doc, router = d, r
+	})
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	return doc, router
+}
+
+// Transport is an http.RoundTripper that checks every exchange against
+// the OpenAPI document and reports a mismatch as an error of the test.
+type Transport struct {
+	// Base sends the requests; default http.DefaultTransport.
+	Base http.RoundTripper
+	t    testing.TB
+	r    routers.Router
+
+	mu    sync.Mutex
+	count int
+}
+
+// NewTransport returns a checking transport over base (nil: the default).
+func NewTransport(t testing.TB, base http.RoundTripper) *Transport {
+	t.Helper()
+	_, r := Doc(t)
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &Transport{Base: base, t: t, r: r}
+}
+
+// Client returns an HTTP client whose exchanges are all checked.
+func Client(t testing.TB) *http.Client {
+	t.Helper()
+	return &http.Client{Transport: NewTransport(t, nil)}
+}
+
+// Checked returns how many exchanges the transport checked.
+func (tr *Transport) Checked() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.count
+}
+
+// RoundTrip sends req and checks the exchange.
+func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	send := req.Clone(req.Context())
+	send.Body = io.NopCloser(bytes.NewReader(body))
+	if body == nil {
+		send.Body = http.NoBody
+	}
+	what := req.Method + " " + req.URL.RequestURI()
+
+	// Match against a copy whose URL is relative: the document's server
+	// is "/".
+	probe := req.Clone(context.Background())
+	probe.URL.Scheme, probe.URL.Host, probe.Host = "", "", ""
+	probe.Body = io.NopCloser(bytes.NewReader(body))
+	route, params, routeErr := tr.r.FindRoute(probe)
+	var (
+		in         *openapi3filter.RequestValidationInput
+		reqInvalid error
+	)
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
+	if routeErr == nil {
+		in = &openapi3filter.RequestValidationInput{Request: probe, PathParams: params, Route: route, Options: opts}
+		reqInvalid = openapi3filter.ValidateRequest(context.Background(), in)
+	}
+
+	resp, err := tr.Base.RoundTrip(send)
+	if err != nil {
+		return nil, err
+	}
+	tr.mu.Lock()
+	tr.count++
+	tr.mu.Unlock()
+
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if routeErr != nil {
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed || mt != "application/problem+json" {
+			tr.t.Errorf("openapi: %s is not in docs/openapi.yaml (%v), yet the server answered %d %s", what, routeErr, resp.StatusCode, ct)
+		}
+		return resp, nil
+	}
+	if reqInvalid != nil && (resp.StatusCode < 400 || resp.StatusCode >= 500) {
+		tr.t.Errorf("openapi: docs/openapi.yaml rejects %s (%v), yet the server answered %d", what, reqInvalid, resp.StatusCode)
+	}
+	rin := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if mt == "text/event-stream" {
+		rin.Options.ExcludeResponseBody = true
+		if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
+			tr.t.Errorf("openapi: the response to %s does not match docs/openapi.yaml: %v", what, err)
+		}
+		return resp, nil
+	}
+	rb, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(rb))
+	rin.SetBodyBytes(rb)
+	if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
+		tr.t.Errorf("openapi: the response %d to %s does not match docs/openapi.yaml: %v\nbody: %s", resp.StatusCode, what, err, clip(rb))
+	}
+	if resp.StatusCode >= 400 && mt != "application/problem+json" {
+		tr.t.Errorf("openapi: %s answered %d with %q, not a problem document", what, resp.StatusCode, ct)
+	}
+	return resp, nil
+}
+
+func clip(b []byte) string {
+	s := string(b)
+	if len(s) > 2000 {
+		s = s[:2000] + "…"
+	}
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,83 @@
+package apitest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recorder collects the errors the transport reports.
+type recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// TestTransportCatchesDrift: a response the document does not describe, a
+// request it rejects that the server accepts, and an undocumented route
+// are each reported; a matching exchange is not.
+func TestTransportCatchesDrift(t *testing.T) {
+	var status int
+	var body, ctype string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ctype)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	agent := `{"id":"pc-1","online":true,"draining":false,"agent_draining":false,"slots":1,"phones":[]}`
+	problem := `{"type":"urn:edgeagent:problem:invalid-request","title":"Bad Request","status":400,"detail":"x"}`
+	for _, c := range []struct {
+		name, method, path, reqBody string
+		status                      int
+		ctype, body                 string
+		want                        string // "" for no error
+	}{
+		{"matches", "POST", "/api/v1/agents/pc-1/drain", "", 200, "application/json", agent, ""},
+		{"undocumented member", "POST", "/api/v1/agents/pc-1/drain", "", 200, "application/json", strings.Replace(agent, `"slots"`, `"colour":1,"slots"`, 1), "does not match"},
+		{"undocumented status", "POST", "/api/v1/agents/pc-1/drain", "", 418, "application/problem+json", problem, "does not match"},
+		{"accepted a rejected request", "POST", "/api/v1/jobs", `{"colour": 1}`, 201, "application/json", `{}`, "rejects"},
+		{"refused a rejected request", "POST", "/api/v1/jobs", `{"colour": 1}`, 400, "application/problem+json", problem, ""},
+		{"error without a problem document", "GET", "/api/v1/jobs", "", 400, "application/json", problem, "not a problem document"},
+		{"undocumented route", "GET", "/api/v1/elsewhere", "", 200, "application/json", `{}`, "not in docs/openapi.yaml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{TB: t}
+			status, ctype, body = c.status, c.ctype, c.body
+			client := &http.Client{Transport: NewTransport(rec, nil)}
+			var rd io.Reader
+			if c.reqBody != "" {
+				rd = strings.NewReader(c.reqBody)
+			}
+			req, _ := http.NewRequest(c.method, srv.URL+c.path, rd)
+			req.Header.Set("Authorization", "Bearer x")
+			if c.reqBody != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != c.body {
+				t.Errorf("body %q reached the caller, want %q", got, c.body)
+			}
+			errs := strings.Join(rec.errs, "\n")
+			if c.want == "" && errs != "" || c.want != "" && !strings.Contains(errs, c.want) {
+				t.Errorf("reported %q, want %q", errs, c.want)
+			}
+		})
+	}
+}

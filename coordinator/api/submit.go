@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// JobRequest is a job to submit: the fields of a job file (`edgecoord job
+// submit -f`), which are also the body of POST /api/v1/jobs, plus fan_out
+// (docs/api.md, "Submit"). The json tags are the keys of both; the YAML
+// decoder of job files reads them too.
+type JobRequest struct {
+	ID     string                  `json:"id,omitempty"`
+	Device protocol.DeviceSelector `json:"device"`
+	Steps  []protocol.Step         `json:"steps"`
+	// Interactive and IdleTimeoutMS mirror protocol.Task.
+	Interactive   bool  `json:"interactive,omitempty"`
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	// Timeout is the job's deadline from its first grant, a Go duration
+	// ("90s", "10m").
+	Timeout     string    `json:"timeout,omitempty"`
+	Project     string    `json:"project,omitempty"`
+	Priority    int       `json:"priority,omitempty"`
+	NotBefore   time.Time `json:"not_before,omitzero"`
+	MaxAttempts int       `json:"max_attempts,omitempty"`
+	// FanOut makes one job per phone that matches Device, each pinned to
+	// its phone by serial.
+	FanOut bool `json:"fan_out,omitempty"`
+}
+
+// SubmitOptions says who submits and which projects they may use.
+type SubmitOptions struct {
+	// SubmittedBy is recorded with every job (a token name, "cli").
+	SubmittedBy string
+	// Projects are those the submitter may use; nil allows every project.
+	// A request without a project gets the only one of them, or
+	// coordinator.DefaultProject when Projects is nil.
+	Projects []string
+	// OfflineAfter judges which agents are online for a fan-out; 0 counts
+	// every registered agent.
+	OfflineAfter time.Duration
+	// Agents lists the registered agents for a fan-out; nil: the store's.
+	Agents func(ctx context.Context) ([]coordinator.Agent, error)
+}
+
+// SubmitError is a request that cannot be submitted: Field names the
+// member at fault ("steps[0].op", "project", "device").
+type SubmitError struct {
+	Field string
+	Err   error
+}
+
+func (e *SubmitError) Error() string { return e.Err.Error() }
+func (e *SubmitError) Unwrap() error { return e.Err }
+
+func submitErr(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return &SubmitError{Field: field, Err: errors.New(msg)}
+}
+
+// Batch is the jobs of one submit: one job, or one per phone with a batch
+// id for a fan-out.
+type Batch struct {
+	ID   string // "" unless fan-out
+	Jobs []coordinator.Job
+}
+
+// Specs turns the request into the jobs to submit: it applies the defaults,
+// checks every job with coordinator.CheckSubmit, and for a fan-out makes
+// one job per phone in state device of an online agent whose phone matches
+// the selector, pinned to it by serial. It returns the batch id of a
+// fan-out ("" otherwise). Errors are *SubmitError.
+func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o SubmitOptions) ([]coordinator.JobSpec, string, error) {
+	project := req.Project
+	switch {
+	case project == "" && o.Projects == nil:
+		project = coordinator.DefaultProject
+	case project == "" && len(o.Projects) == 1:
+		project = o.Projects[0]
+	case project == "":
+		return nil, "", submitErr("project", "required: this token covers several projects (%v)", o.Projects)
+	}
+	if err := coordinator.CheckProject(project); err != nil {
+		return nil, "", submitErr("project", "%v", err)
+	}
+	if o.Projects != nil && !slices.Contains(o.Projects, project) {
+		return nil, "", &SubmitError{Field: "project", Err: fmt.Errorf("project: %w: %q is not one of this token's projects %v", errForbiddenProject, project, o.Projects)}
+	}
+	for i, t := range req.Device.Tags {
+		if t == "" {
+			return nil, "", submitErr(fmt.Sprintf("device.tags[%d]", i), "empty tag")
+		}
+	}
+	spec := coordinator.JobSpec{
+		ID:          req.ID,
+		Task:        protocol.Task{Device: req.Device, Steps: req.Steps, Interactive: req.Interactive, IdleTimeoutMS: req.IdleTimeoutMS},
+		Project:     project,
+		Priority:    req.Priority,
+		NotBefore:   req.NotBefore,
+		MaxAttempts: req.MaxAttempts,
+		SubmittedBy: o.SubmittedBy,
+	}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 {
+			return nil, "", submitErr("timeout", "%q is not a positive duration such as 90s or 10m", req.Timeout)
+		}
+		spec.Task.TimeoutMS = d.Milliseconds()
+	}
+	if err := coordinator.CheckSubmit(spec); err != nil {
+		field, _ := splitField(err.Error())
+		return nil, "", &SubmitError{Field: field, Err: err}
+	}
+	if !req.FanOut {
+		return []coordinator.JobSpec{spec}, "", nil
+	}
+	batch := req.ID
+	if batch == "" {
+		batch = newBatchID()
+	}
+	if len(batch) > protocol.MaxJobIDLen-5 {
+		return nil, "", submitErr("id", "a fan-out's id names its batch: at most %d characters, so that its jobs' ids (id-N) fit", protocol.MaxJobIDLen-5)
+	}
+	agents := o.Agents
+	if agents == nil {
+		agents = store.Agents
+	}
+	all, err := agents(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("list agents for fan-out: %w", err)
+	}
+	var serials []string
+	for _, a := range all {
+		if o.OfflineAfter > 0 && !a.Online(o.OfflineAfter) {
+			continue
+		}
+		for _, d := range a.Devices {
+			if d.Ready() && req.Device.Matches(d) && !slices.Contains(serials, d.Serial) {
+				serials = append(serials, d.Serial)
+			}
+		}
+	}
+	if len(serials) == 0 {
+		return nil, "", submitErr("device", "fan_out: no phone of an online agent matches %s", coordinator.DescribeSelector(req.Device))
+	}
+	if len(serials) > 999 {
+		return nil, "", submitErr("device", "fan_out: %d phones match; at most 999 per batch", len(serials))
+	}
+	slices.Sort(serials)
+	specs := make([]coordinator.JobSpec, 0, len(serials))
+	for i, serial := range serials {
+		s := spec
+		s.ID = fmt.Sprintf("%s-%d", batch, i+1)
+		s.Task.Device.Serial = serial
+		specs = append(specs, s)
+	}
+	return specs, batch, nil
+}
+
+// Check checks the request as Specs does, except the phones of a fan-out,
+// without a store: a job file can be checked before the store is opened.
+func (req JobRequest) Check() error {
+	req.FanOut = false
+	_, _, err := req.Specs(context.Background(), nil, SubmitOptions{})
+	return err
+}
+
+var errForbiddenProject = errors.New("forbidden")
+
+func newBatchID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// RequestHash is the hash an Idempotency-Key is stored with: of the
+// request as decoded, so that spacing and key order do not matter.
+func (req JobRequest) RequestHash() string {
+	b, _ := json.Marshal(req)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Submit submits the jobs of req in one transaction (all or none) and
+// returns them. `edgecoord job submit` and POST /api/v1/jobs both submit
+// through it, so a job file and an API request give the same jobs. The
+// store must implement coordinator.APIStore for a fan-out; a single job
+// goes through Store.Submit.
+func Submit(ctx context.Context, store coordinator.Store, req JobRequest, o SubmitOptions) (Batch, error) {
+	specs, batch, err := req.Specs(ctx, store, o)
+	if err != nil {
+		return Batch{}, err
+	}
+	if len(specs) == 1 && batch == "" {
+		j, err := store.Submit(ctx, specs[0])
+		if err != nil {
+			return Batch{}, err
+		}
+		return Batch{Jobs: []coordinator.Job{j}}, nil
+	}
+	as, ok := store.(coordinator.APIStore)
+	if !ok {
+		return Batch{}, fmt.Errorf("submit fan-out: the store %T cannot submit a batch", store)
+	}
+	jobs, err := as.SubmitAll(ctx, specs)
+	if err != nil {
+		return Batch{}, err
+	}
+	return Batch{ID: batch, Jobs: jobs}, nil
+}

@@ -1,0 +1,307 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+)
+
+var _ coordinator.APIStore = (*Store)(nil)
+
+const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+
+func scanToken(row pgx.Row) (coordinator.APIToken, error) {
+	var (
+		t                 coordinator.APIToken
+		hash              []byte
+		projects, scopes  string
+		revoked, lastUsed *time.Time
+	)
+	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &t.CreatedAt, &revoked, &lastUsed); err != nil {
+		return coordinator.APIToken{}, err
+	}
+	copy(t.Hash[:], hash)
+	t.Projects = splitList(projects)
+	t.Scopes = splitList(scopes)
+	if revoked != nil {
+		t.RevokedAt = *revoked
+	}
+	if lastUsed != nil {
+		t.LastUsedAt = *lastUsed
+	}
+	return t, nil
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// CreateAPIToken stores a token.
+func (s *Store) CreateAPIToken(ctx context.Context, t coordinator.APIToken) (coordinator.APIToken, error) {
+	out, err := scanToken(s.pool.QueryRow(ctx, `
+		INSERT INTO api_tokens (name, hash, projects, scopes) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (name) DO NOTHING
+		RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, coordinator.ErrTokenExists)
+	}
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// APITokens lists every token by id.
+func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api tokens: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.APIToken, error) { return scanToken(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list api tokens: %w", err)
+	}
+	return out, nil
+}
+
+// APITokenByHash returns the token with that hash and records its use, at
+// most every few seconds so that a busy token does not write on every
+// request.
+func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coordinator.APIToken, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `
+		WITH used AS (
+			UPDATE api_tokens SET last_used_at = clock_timestamp()
+			 WHERE hash = $1 AND revoked_at IS NULL
+			   AND (last_used_at IS NULL OR last_used_at < clock_timestamp() - interval '5 seconds')
+		)
+		SELECT `+tokenColumns+` FROM api_tokens WHERE hash = $1`, hash[:]))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", coordinator.ErrTokenNotFound)
+	}
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", err)
+	}
+	return t, nil
+}
+
+// RevokeAPIToken revokes a token by name, or by id.
+func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinator.APIToken, error) {
+	id, err := strconv.ParseInt(nameOrID, 10, 64)
+	if err != nil {
+		id = -1
+	}
+	t, err := scanToken(s.pool.QueryRow(ctx, `
+		UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, clock_timestamp())
+		 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = $1), $2)
+		RETURNING `+tokenColumns, nameOrID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, coordinator.ErrTokenNotFound)
+	}
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
+	}
+	return t, nil
+}
+
+// Idempotent returns a stored submit.
+func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (coordinator.Idempotent, error) {
+	return idempotent(ctx, s.pool, tokenID, key)
+}
+
+func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coordinator.Idempotent, error) {
+	rec := coordinator.Idempotent{TokenID: tokenID, Key: key}
+	var reply []byte
+	err := q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
+		tokenID, key).Scan(&rec.RequestHash, &reply, &rec.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", coordinator.ErrNotFound)
+	}
+	if err != nil {
+		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+	}
+	rec.Reply = reply
+	return rec, nil
+}
+
+// insertJobs submits specs in tx.
+func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
+	jobs := make([]coordinator.Job, 0, len(specs))
+	for _, spec := range specs {
+		id, task, err := sqlstore.PrepareSubmit(spec)
+		if err != nil {
+			return nil, err
+		}
+		p := sqlstore.Policy(spec)
+		var notBefore any
+		if !spec.NotBefore.IsZero() {
+			notBefore = spec.NotBefore
+		}
+		j, err := scanJob(tx.QueryRow(ctx, `
+			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+			VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+jobColumns, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("submit job %s: %w", id, err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// SubmitAll submits specs in one transaction.
+func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
+	var jobs []coordinator.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		jobs, err = insertJobs(ctx, tx, specs)
+		return err
+	})
+	return jobs, err
+}
+
+// SubmitIdempotent submits specs and stores the reply under the key, or
+// returns what the key stored.
+func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent, specs []coordinator.JobSpec, reply func([]coordinator.Job) (json.RawMessage, error)) (coordinator.Idempotent, error) {
+	var out coordinator.Idempotent
+	fresh := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// A concurrent submit with the same key waits here until the
+		// first one commits, then finds its row.
+		tag, err := tx.Exec(ctx, `INSERT INTO api_idempotency (token_id, key, request_hash, reply)
+			VALUES ($1, $2, $3, 'null') ON CONFLICT DO NOTHING`, rec.TokenID, rec.Key, rec.RequestHash)
+		if err != nil {
+			return fmt.Errorf("store idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		fresh = true
+		jobs, err := insertJobs(ctx, tx, specs)
+		if err != nil {
+			return err
+		}
+		doc, err := reply(jobs)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE api_idempotency SET reply = $3 WHERE token_id = $1 AND key = $2`,
+			rec.TokenID, rec.Key, []byte(doc)); err != nil {
+			return fmt.Errorf("store idempotent reply: %w", err)
+		}
+		out = rec
+		out.Reply = doc
+		return nil
+	})
+	if err != nil {
+		return coordinator.Idempotent{}, err
+	}
+	if fresh {
+		return out, nil
+	}
+	stored, err := s.Idempotent(ctx, rec.TokenID, rec.Key)
+	if err != nil {
+		return coordinator.Idempotent{}, err
+	}
+	if stored.RequestHash != rec.RequestHash {
+		return stored, fmt.Errorf("submit with idempotency key: %w", coordinator.ErrIdempotencyMismatch)
+	}
+	return stored, nil
+}
+
+// RecordAPIDenial records a refused request.
+func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES ($1, $2, $3, $4, $5)`,
+		d.TokenName, d.Method, d.Route, d.JobID, d.Project); err != nil {
+		return fmt.Errorf("record api denial: %w", err)
+	}
+	return nil
+}
+
+// APIDenials lists the recorded refusals, oldest first.
+func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api denials: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.APIDenial, error) {
+		var d coordinator.APIDenial
+		err := r.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &d.At)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list api denials: %w", err)
+	}
+	return out, nil
+}
+
+// ListJobPage lists jobs newest first from a cursor (the jobs' seq).
+func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (coordinator.JobPage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var projects, statuses []string
+	if f.Projects != nil {
+		projects = append([]string{}, f.Projects...)
+	}
+	if len(f.Statuses) > 0 {
+		statuses = f.Statuses
+	}
+	var after any
+	if f.After > 0 {
+		after = f.After
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+`, seq FROM jobs
+		WHERE ($1::text[] IS NULL OR project = ANY ($1))
+		  AND ($2::text[] IS NULL OR status = ANY ($2))
+		  AND ($3 = '' OR left(worker_id, length($3) + 1) = $3 || '/')
+		  AND ($4 = '' OR device_serial = $4 OR task->'device'->>'serial' = $4)
+		  AND ($5::bigint IS NULL OR seq < $5)
+		ORDER BY seq DESC
+		LIMIT $6`, projects, statuses, f.AgentID, f.Phone, after, limit+1)
+	if err != nil {
+		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+	}
+	type row struct {
+		j   coordinator.Job
+		seq int64
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var (
+			x   row
+			seq int64
+		)
+		j, err := scanJob(scanTail{row: r, tail: &seq})
+		x.j, x.seq = j, seq
+		return x, err
+	})
+	if err != nil {
+		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+	}
+	page := coordinator.JobPage{Jobs: []coordinator.Job{}}
+	for i, x := range got {
+		if i == limit {
+			page.Next = got[i-1].seq
+			break
+		}
+		page.Jobs = append(page.Jobs, x.j)
+	}
+	return page, nil
+}

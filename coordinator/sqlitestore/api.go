@@ -1,0 +1,359 @@
+package sqlitestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+)
+
+var _ coordinator.APIStore = (*Store)(nil)
+
+const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+
+func scanToken(row scanner) (coordinator.APIToken, error) {
+	var (
+		t                 coordinator.APIToken
+		hash              []byte
+		projects, scopes  string
+		created           string
+		revoked, lastUsed sql.NullString
+	)
+	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &created, &revoked, &lastUsed); err != nil {
+		return coordinator.APIToken{}, err
+	}
+	copy(t.Hash[:], hash)
+	t.Projects = splitList(projects)
+	t.Scopes = splitList(scopes)
+	var err error
+	if t.CreatedAt, err = parseTime(created); err != nil {
+		return coordinator.APIToken{}, err
+	}
+	if revoked.Valid {
+		if t.RevokedAt, err = parseTime(revoked.String); err != nil {
+			return coordinator.APIToken{}, err
+		}
+	}
+	if lastUsed.Valid {
+		if t.LastUsedAt, err = parseTime(lastUsed.String); err != nil {
+			return coordinator.APIToken{}, err
+		}
+	}
+	return t, nil
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// CreateAPIToken stores a token.
+func (s *Store) CreateAPIToken(ctx context.Context, t coordinator.APIToken) (coordinator.APIToken, error) {
+	var out coordinator.APIToken
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanToken(tx.QueryRowContext(ctx, `
+			INSERT INTO api_tokens (name, hash, projects, scopes) VALUES (?, ?, ?, ?)
+			ON CONFLICT (name) DO NOTHING
+			RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
+		if errors.Is(err, sql.ErrNoRows) {
+			return answer(coordinator.ErrTokenExists)
+		}
+		return err
+	})
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// APITokens lists every token by id.
+func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.APIToken
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api tokens: %w", err)
+	}
+	return out, nil
+}
+
+// APITokenByHash returns the token with that hash and records its use, at
+// most every few seconds so that a busy token does not write on every
+// request.
+func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coordinator.APIToken, error) {
+	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`, hash[:]))
+	if errors.Is(err, sql.ErrNoRows) {
+		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", coordinator.ErrTokenNotFound)
+	}
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", err)
+	}
+	if !t.Revoked() {
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = `+now+`
+				WHERE id = ? AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-5 seconds'))`, t.ID)
+			return err
+		})
+		if err != nil {
+			return coordinator.APIToken{}, fmt.Errorf("record api token use: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// RevokeAPIToken revokes a token by name, or by id.
+func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinator.APIToken, error) {
+	id, err := strconv.ParseInt(nameOrID, 10, 64)
+	if err != nil {
+		id = -1
+	}
+	var t coordinator.APIToken
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanToken(tx.QueryRowContext(ctx, `
+			UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, `+now+`)
+			 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = ?), ?)
+			RETURNING `+tokenColumns, nameOrID, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return answer(coordinator.ErrTokenNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
+	}
+	return t, nil
+}
+
+// Idempotent returns a stored submit.
+func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (coordinator.Idempotent, error) {
+	return idempotent(ctx, s.r, tokenID, key)
+}
+
+func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coordinator.Idempotent, error) {
+	rec := coordinator.Idempotent{TokenID: tokenID, Key: key}
+	var reply, created string
+	err := q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
+		tokenID, key).Scan(&rec.RequestHash, &reply, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", coordinator.ErrNotFound)
+	}
+	if err != nil {
+		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+	}
+	rec.Reply = json.RawMessage(reply)
+	if rec.CreatedAt, err = parseTime(created); err != nil {
+		return coordinator.Idempotent{}, err
+	}
+	return rec, nil
+}
+
+// insertJobs submits specs in tx.
+func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
+	jobs := make([]coordinator.Job, 0, len(specs))
+	for _, spec := range specs {
+		id, task, err := sqlstore.PrepareSubmit(spec)
+		if err != nil {
+			return nil, err
+		}
+		p := sqlstore.Policy(spec)
+		var notBefore any
+		if !spec.NotBefore.IsZero() {
+			notBefore = formatTime(spec.NotBefore)
+		}
+		j, err := scanJob(tx.QueryRowContext(ctx, `
+			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+			VALUES (?, 'QUEUED', ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("submit job %s: %w", id, err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// SubmitAll submits specs in one transaction.
+func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
+	var jobs []coordinator.Job
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		jobs, err = insertJobs(ctx, tx, specs)
+		return err
+	})
+	return jobs, err
+}
+
+// SubmitIdempotent submits specs and stores the reply under the key, or
+// returns what the key stored.
+func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent, specs []coordinator.JobSpec, reply func([]coordinator.Job) (json.RawMessage, error)) (coordinator.Idempotent, error) {
+	var out coordinator.Idempotent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stored, err := idempotent(ctx, tx, rec.TokenID, rec.Key)
+		if err == nil {
+			out = stored
+			if stored.RequestHash != rec.RequestHash {
+				return answer(fmt.Errorf("submit with idempotency key: %w", coordinator.ErrIdempotencyMismatch))
+			}
+			return nil
+		}
+		if !errors.Is(err, coordinator.ErrNotFound) {
+			return err
+		}
+		jobs, err := insertJobs(ctx, tx, specs)
+		if err != nil {
+			return err
+		}
+		doc, err := reply(jobs)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_idempotency (token_id, key, request_hash, reply) VALUES (?, ?, ?, ?)`,
+			rec.TokenID, rec.Key, rec.RequestHash, string(doc)); err != nil {
+			return fmt.Errorf("store idempotent reply: %w", err)
+		}
+		out = rec
+		out.Reply = doc
+		return nil
+	})
+	return out, err
+}
+
+// RecordAPIDenial records a refused request.
+func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES (?, ?, ?, ?, ?)`,
+			d.TokenName, d.Method, d.Route, d.JobID, d.Project)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record api denial: %w", err)
+	}
+	return nil
+}
+
+// APIDenials lists the recorded refusals, oldest first.
+func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api denials: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.APIDenial
+	for rows.Next() {
+		var (
+			d  coordinator.APIDenial
+			at string
+		)
+		if err := rows.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
+			return nil, fmt.Errorf("list api denials: %w", err)
+		}
+		if d.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api denials: %w", err)
+	}
+	return out, nil
+}
+
+// ListJobPage lists jobs newest first from a cursor (the jobs' rowid, in
+// insertion order since jobs are never deleted). A copy made with VACUUM
+// INTO may number the rows anew: cursors are for paging now, not for
+// keeping.
+func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (coordinator.JobPage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + jobColumns + `, rowid FROM jobs WHERE 1 = 1`
+	var args []any
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			q += ` AND 0`
+			return
+		}
+		q += ` AND ` + col + ` IN (?` + strings.Repeat(`, ?`, len(vals)-1) + `)`
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	if f.Projects != nil {
+		in("project", f.Projects)
+	}
+	if len(f.Statuses) > 0 {
+		in("status", f.Statuses)
+	}
+	if f.AgentID != "" {
+		q += ` AND substr(worker_id, 1, length(?) + 1) = ? || '/'`
+		args = append(args, f.AgentID, f.AgentID)
+	}
+	if f.Phone != "" {
+		q += ` AND (device_serial = ? OR json_extract(task, '$.device.serial') = ?)`
+		args = append(args, f.Phone, f.Phone)
+	}
+	if f.After > 0 {
+		q += ` AND rowid < ?`
+		args = append(args, f.After)
+	}
+	q += ` ORDER BY rowid DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	page := coordinator.JobPage{Jobs: []coordinator.Job{}}
+	var last int64
+	for rows.Next() {
+		var seq int64
+		j, err := scanJob(scanTail{rows, &seq})
+		if err != nil {
+			return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+		}
+		if len(page.Jobs) == limit {
+			page.Next = last
+			break
+		}
+		page.Jobs = append(page.Jobs, j)
+		last = seq
+	}
+	if err := rows.Err(); err != nil {
+		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+	}
+	return page, nil
+}
+
+// scanTail scans the job columns and then one more.
+type scanTail struct {
+	row  scanner
+	tail any
+}
+
+func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }

@@ -1,0 +1,285 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// apiTests check what the HTTP API keeps (coordinator.APIStore).
+var apiTests = []struct {
+	name string
+	fn   func(t *testing.T, s sqlstore.Lab)
+}{
+	{"APITokens", testAPITokens},
+	{"APIIdempotency", testAPIIdempotency},
+	{"APIIdempotencyRace", testAPIIdempotencyRace},
+	{"APIDenials", testAPIDenials},
+	{"APIJobPage", testAPIJobPage},
+}
+
+func apiStore(t *testing.T, s sqlstore.Lab) coordinator.APIStore {
+	t.Helper()
+	a, ok := s.(coordinator.APIStore)
+	if !ok {
+		t.Fatalf("%T does not implement coordinator.APIStore", s)
+	}
+	return a
+}
+
+func testAPITokens(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	a := apiStore(t, s)
+	h1 := sha256.Sum256([]byte("secret-1"))
+	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: h1, Projects: []string{"p1", "p2"}, Scopes: []string{"read", "submit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.ID == 0 || tok.Name != "alice" || !slices.Equal(tok.Projects, []string{"p1", "p2"}) || !slices.Equal(tok.Scopes, []string{"read", "submit"}) || tok.CreatedAt.IsZero() || tok.Revoked() {
+		t.Fatalf("created %+v", tok)
+	}
+	if _, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("other"))}); !errors.Is(err, coordinator.ErrTokenExists) {
+		t.Fatalf("same name again: %v, want ErrTokenExists", err)
+	}
+	got, err := a.APITokenByHash(ctx, h1)
+	if err != nil || got.ID != tok.ID || got.Hash != h1 {
+		t.Fatalf("by hash: %+v, %v", got, err)
+	}
+	if _, err := a.APITokenByHash(ctx, sha256.Sum256([]byte("unknown"))); !errors.Is(err, coordinator.ErrTokenNotFound) {
+		t.Fatalf("unknown hash: %v", err)
+	}
+	list, err := a.APITokens(ctx)
+	if err != nil || len(list) != 1 || list[0].LastUsedAt.IsZero() {
+		t.Fatalf("list after use: %+v, %v (want last_used_at set)", list, err)
+	}
+	bob, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "bob", Hash: sha256.Sum256([]byte("secret-2")), Projects: []string{"p3"}, Scopes: []string{"read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By id, then by name; revoking twice keeps the first time.
+	r, err := a.RevokeAPIToken(ctx, fmt.Sprint(bob.ID))
+	if err != nil || r.Name != "bob" || !r.Revoked() {
+		t.Fatalf("revoke by id: %+v, %v", r, err)
+	}
+	r2, err := a.RevokeAPIToken(ctx, "bob")
+	if err != nil || !r2.RevokedAt.Equal(r.RevokedAt) {
+		t.Fatalf("revoke again: %+v, %v (first at %v)", r2, err, r.RevokedAt)
+	}
+	if _, err := a.RevokeAPIToken(ctx, "nobody"); !errors.Is(err, coordinator.ErrTokenNotFound) {
+		t.Fatalf("revoke unknown: %v", err)
+	}
+	got, err = a.APITokenByHash(ctx, bob.Hash)
+	if err != nil || !got.Revoked() {
+		t.Fatalf("revoked token by hash: %+v, %v", got, err)
+	}
+}
+
+func apiSpecs(n int, project string) []coordinator.JobSpec {
+	var specs []coordinator.JobSpec
+	for i := range n {
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Serial: fmt.Sprintf("phone-%d", i)}
+		specs = append(specs, coordinator.JobSpec{Task: task, Project: project, SubmittedBy: "alice"})
+	}
+	return specs
+}
+
+func replyOf(jobs []coordinator.Job) (json.RawMessage, error) {
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return json.Marshal(map[string]any{"ids": ids})
+}
+
+func idsOf(t *testing.T, reply json.RawMessage) []string {
+	t.Helper()
+	var doc struct{ IDs []string }
+	if err := json.Unmarshal(reply, &doc); err != nil {
+		t.Fatalf("reply %s: %v", reply, err)
+	}
+	return doc.IDs
+}
+
+func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	a := apiStore(t, s)
+	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := coordinator.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h1"}
+	first, err := a.SubmitIdempotent(ctx, rec, apiSpecs(3, "p"), replyOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := idsOf(t, first.Reply)
+	if len(ids) != 3 {
+		t.Fatalf("first submit: %s", first.Reply)
+	}
+	again, err := a.SubmitIdempotent(ctx, rec, apiSpecs(3, "p"), replyOf)
+	if err != nil || !slices.Equal(idsOf(t, again.Reply), ids) {
+		t.Fatalf("retry: %s, %v; want the ids %v", again.Reply, err, ids)
+	}
+	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("after a retried submit: %d jobs, %v; want 3", len(page.Jobs), err)
+	}
+	if _, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h2"}, apiSpecs(1, "p"), replyOf); !errors.Is(err, coordinator.ErrIdempotencyMismatch) {
+		t.Fatalf("same key, other body: %v", err)
+	}
+	got, err := a.Idempotent(ctx, tok.ID, "k1")
+	if err != nil || got.RequestHash != "h1" {
+		t.Fatalf("stored: %+v, %v", got, err)
+	}
+	if _, err := a.Idempotent(ctx, tok.ID, "k2"); !errors.Is(err, coordinator.ErrNotFound) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	// A failed submit stores nothing: the key can be used again.
+	bad := apiSpecs(2, "p")
+	bad[1].ID = ids[0] // in use
+	if _, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "k3", RequestHash: "h"}, bad, replyOf); !errors.Is(err, coordinator.ErrConflict) {
+		t.Fatalf("submit with an id in use: %v", err)
+	}
+	if _, err := a.Idempotent(ctx, tok.ID, "k3"); !errors.Is(err, coordinator.ErrNotFound) {
+		t.Fatalf("key of a failed submit: %v", err)
+	}
+	if page, _ := a.ListJobPage(ctx, coordinator.JobPageFilter{}); len(page.Jobs) != 3 {
+		t.Fatalf("a failed batch left %d jobs, want 3", len(page.Jobs))
+	}
+	jobs, err := a.SubmitAll(ctx, apiSpecs(2, "q"))
+	if err != nil || len(jobs) != 2 || jobs[0].Project != "q" || jobs[0].SubmittedBy != "alice" {
+		t.Fatalf("submit all: %+v, %v", jobs, err)
+	}
+}
+
+func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	a := apiStore(t, s)
+	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		replies []string
+	)
+	for range 8 {
+		wg.Go(func() {
+			rec, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "same", RequestHash: "h"}, apiSpecs(3, "p"), replyOf)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			replies = append(replies, string(rec.Reply))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("8 concurrent submits with one key: %d jobs, %v; want 3", len(page.Jobs), err)
+	}
+	for _, r := range replies {
+		var x, y any
+		_ = json.Unmarshal([]byte(r), &x)
+		_ = json.Unmarshal([]byte(replies[0]), &y)
+		if fmt.Sprint(x) != fmt.Sprint(y) {
+			t.Fatalf("replies differ: %s and %s", r, replies[0])
+		}
+	}
+}
+
+func testAPIDenials(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	a := apiStore(t, s)
+	if err := a.RecordAPIDenial(ctx, coordinator.APIDenial{TokenName: "alice", Method: "GET", Route: "/api/v1/jobs/j1", JobID: "j1", Project: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := a.APIDenials(ctx)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("denials: %+v, %v", ds, err)
+	}
+	d := ds[0]
+	if d.TokenName != "alice" || d.Method != "GET" || d.Route != "/api/v1/jobs/j1" || d.JobID != "j1" || d.Project != "b" || d.At.IsZero() {
+		t.Fatalf("denial %+v", d)
+	}
+}
+
+func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
+	ctx := context.Background()
+	a := apiStore(t, s)
+	var want []string // newest first
+	for i := range 5 {
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Serial: fmt.Sprintf("phone-%d", i%2)}
+		project := "a"
+		if i == 2 {
+			project = "b"
+		}
+		j, err := s.Submit(ctx, coordinator.JobSpec{Task: task, Project: project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if project == "a" {
+			want = append([]string{j.ID}, want...)
+		}
+	}
+	var got []string
+	f := coordinator.JobPageFilter{Projects: []string{"a"}, Limit: 2}
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		page, err := a.ListJobPage(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			got = append(got, j.ID)
+		}
+		if pages == 0 {
+			// A job submitted between two pages does not shift the pages.
+			if _, err := s.Submit(ctx, coordinator.JobSpec{Task: testTask(), Project: "a"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if page.Next == 0 {
+			break
+		}
+		f.After = page.Next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages of project a: %v, want %v", got, want)
+	}
+	if page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{Projects: []string{}}); err != nil || len(page.Jobs) != 0 {
+		t.Fatalf("no project: %d jobs, %v", len(page.Jobs), err)
+	}
+	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{Phone: "phone-1"})
+	if err != nil || len(page.Jobs) != 2 {
+		t.Fatalf("phone-1: %d jobs, %v; want 2", len(page.Jobs), err)
+	}
+	page, err = a.ListJobPage(ctx, coordinator.JobPageFilter{Statuses: []string{coordinator.StatusSucceeded}})
+	if err != nil || len(page.Jobs) != 0 {
+		t.Fatalf("succeeded: %d jobs, %v; want 0", len(page.Jobs), err)
+	}
+	lease, err := s.ClaimNext(ctx, ownerA, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err = a.ListJobPage(ctx, coordinator.JobPageFilter{AgentID: "agent-a"})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != lease.Token.JobID {
+		t.Fatalf("agent-a: %+v, %v", page.Jobs, err)
+	}
+}
