@@ -42,6 +42,12 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 // newAPI returns the factory of the daemon's HTTP API.
 func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
-		return api.New(apiOptions(cfg, store, d, log))
+		opts := apiOptions(cfg, store, d, log)
+		sessions, err := newSessions(store, d, log)
+		if err != nil {
+			return nil, err
+		}
+		opts.Sessions = sessions
+		return api.New(opts)
 	}
 }

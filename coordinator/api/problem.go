@@ -26,6 +26,12 @@ const (
 	ProblemNotImplemented = "urn:edgeagent:problem:not-implemented" // 501
 	ProblemInternal       = "urn:edgeagent:problem:internal"        // 500
 	ProblemUnsupported    = "urn:edgeagent:problem:unsupported-media-type"
+
+	// Sessions (docs/sessions.md).
+	ProblemSessionLost      = "urn:edgeagent:problem:session-lost"      // 409: the session's lease moved
+	ProblemSessionOver      = "urn:edgeagent:problem:session-over"      // 410: closed or ended
+	ProblemNoPhone          = "urn:edgeagent:problem:no-phone"          // 503: no matching phone free
+	ProblemAgentUnavailable = "urn:edgeagent:problem:agent-unavailable" // 503/504: the agent did not take the step
 )
 
 // Problem is an RFC 9457 problem document. Field, when set, names the

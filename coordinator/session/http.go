@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// Routes served by the Handler (docs/sessions.md, docs/openapi-sessions.yaml).
+// Routes served by the Handler (docs/sessions.md, docs/openapi.yaml).
 const (
 	// PathPrefix is where the handler is mounted: PathPrefix and
 	// PathPrefix + "/".
@@ -29,8 +30,8 @@ type Caller struct {
 	Name string
 	// Projects the caller may touch; "*" stands for every project.
 	Projects []string
-	// CanOperate: the caller's token has the operate scope, which sessions
-	// need.
+	// CanOperate: the caller's token has the operate scope, which every
+	// request but GET needs.
 	CanOperate bool
 }
 
@@ -44,8 +45,9 @@ type Handler struct {
 	auth func(*http.Request) (Caller, bool)
 	mux  *http.ServeMux
 	// OnForbidden, when set, is told of every request refused with 403
-	// (the caller, the project it asked for and why), so that the attempt
-	// can be recorded.
+	// (the caller, the project it asked for, "" for a missing scope, and
+	// why), so that the attempt can be recorded. JobOf gives the job of
+	// the request's session.
 	OnForbidden func(r *http.Request, c Caller, project, detail string)
 }
 
@@ -67,11 +69,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.auth(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgecoord"`)
-		writeProblem(w, r, &Problem{Type: typeUnauthorized, Title: "unauthorized", Status: http.StatusUnauthorized,
+		writeProblem(w, r, &Problem{Type: api.ProblemUnauthorized, Status: http.StatusUnauthorized,
 			Detail: "send an API token: Authorization: Bearer TOKEN"})
 		return
 	}
-	if !c.CanOperate {
+	if !c.CanOperate && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.forbidden(w, r, c, "", "the token lacks the operate scope, which sessions need")
 		return
 	}
@@ -90,7 +92,7 @@ func (h *Handler) forbidden(w http.ResponseWriter, r *http.Request, c Caller, pr
 	if h.OnForbidden != nil {
 		h.OnForbidden(r, c, project, detail)
 	}
-	writeProblem(w, r, &Problem{Type: typeForbidden, Title: "forbidden", Status: http.StatusForbidden, Detail: detail})
+	writeProblem(w, r, &Problem{Type: api.ProblemForbidden, Status: http.StatusForbidden, Detail: detail})
 }
 
 func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
@@ -98,11 +100,11 @@ func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(rest, "/")
 	known := rest == "" || len(parts) == 1 || len(parts) == 2 && parts[1] == "steps"
 	if known {
-		writeProblem(w, r, &Problem{Type: typeMethod, Title: "method not allowed", Status: http.StatusMethodNotAllowed,
+		writeProblem(w, r, &Problem{Type: api.ProblemMethod, Status: http.StatusMethodNotAllowed,
 			Detail: r.Method + " is not served on " + r.URL.Path})
 		return
 	}
-	writeProblem(w, r, &Problem{Type: typeNotFound, Title: "not found", Status: http.StatusNotFound, Detail: "no route " + r.URL.Path})
+	writeProblem(w, r, &Problem{Type: api.ProblemNotFound, Status: http.StatusNotFound, Detail: "no route " + r.URL.Path})
 }
 
 // OpenBody is the body of POST /api/v1/sessions.
@@ -261,8 +263,9 @@ func (h *Handler) close(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// Problem is an RFC 9457 problem document; the members after Instance are
-// extensions, set where they apply.
+// Problem is the API's RFC 9457 problem document (api.Problem, its types
+// the api.Problem* constants) with the sessions' extension members, set
+// where they apply (docs/api.md, "Errors").
 type Problem struct {
 	Type     string `json:"type"`
 	Title    string `json:"title"`
@@ -284,20 +287,6 @@ type Problem struct {
 	Steps []StepResult `json:"steps,omitempty"`
 }
 
-// Problem types.
-const (
-	typeBadRequest   = "urn:edgeagent:problem:bad-request"
-	typeTooLarge     = "urn:edgeagent:problem:body-too-large"
-	typeUnauthorized = "urn:edgeagent:problem:unauthorized"
-	typeForbidden    = "urn:edgeagent:problem:forbidden"
-	typeNotFound     = "urn:edgeagent:problem:not-found"
-	typeMethod       = "urn:edgeagent:problem:method-not-allowed"
-	typeLost         = "urn:edgeagent:problem:session-lost"
-	typeEnded        = "urn:edgeagent:problem:session-over"
-	typeBusy         = "urn:edgeagent:problem:no-phone"
-	typeUnavailable  = "urn:edgeagent:problem:agent-unavailable"
-	typeInternal     = "urn:edgeagent:problem:internal"
-)
 
 // writeError answers err as a problem document; steps are the results of
 // the call so far.
@@ -312,34 +301,37 @@ func writeError(w http.ResponseWriter, r *http.Request, err error, steps []StepR
 	)
 	switch {
 	case errors.As(err, &ie):
-		p.Type, p.Title, p.Status, p.Field, p.Detail = typeBadRequest, "bad request", http.StatusBadRequest, ie.Field, ie.Error()
+		p.Type, p.Status, p.Field, p.Detail = api.ProblemInvalidRequest, http.StatusBadRequest, ie.Field, ie.Error()
 	case errors.As(err, &le):
 		gen, last := le.Generation, le.LastStep
-		p.Type, p.Title, p.Status, p.Detail = typeLost, "session lost", http.StatusConflict, le.Error()
+		p.Type, p.Status, p.Detail = api.ProblemSessionLost, http.StatusConflict, le.Error()
 		p.JobID, p.Generation, p.LastStep = le.JobID, &gen, &last
 	case errors.As(err, &ee):
-		p.Type, p.Title, p.Status, p.Detail, p.SessionStatus = typeEnded, "session is over", http.StatusGone, ee.Error(), ee.Status
+		p.Type, p.Status, p.Detail, p.SessionStatus = api.ProblemSessionOver, http.StatusGone, ee.Error(), ee.Status
 	case errors.As(err, &be):
 		w.Header().Set("Retry-After", "5")
-		p.Type, p.Title, p.Status, p.Detail = typeBusy, "no phone free", http.StatusServiceUnavailable, be.Error()
+		p.Type, p.Status, p.Detail = api.ProblemNoPhone, http.StatusServiceUnavailable, be.Error()
 	case errors.As(err, &ue):
-		p.Type, p.Title, p.Detail, p.MayHaveRun = typeUnavailable, "agent unavailable", ue.Error(), ue.MayHaveRun
+		p.Type, p.Detail, p.MayHaveRun = api.ProblemAgentUnavailable, ue.Error(), ue.MayHaveRun
 		p.Status = http.StatusServiceUnavailable
 		if ue.MayHaveRun {
 			p.Status = http.StatusGatewayTimeout
 		}
 	case errors.Is(err, ErrNotFound):
-		p.Type, p.Title, p.Status, p.Detail = typeNotFound, "not found", http.StatusNotFound, "no session "+r.PathValue("id")
+		p.Type, p.Status, p.Detail = api.ProblemNotFound, http.StatusNotFound, "no session "+r.PathValue("id")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		p.Type, p.Title, p.Status, p.Detail = typeUnavailable, "request ended", http.StatusServiceUnavailable, err.Error()
+		p.Type, p.Status, p.Detail = api.ProblemAgentUnavailable, http.StatusServiceUnavailable, err.Error()
 	default:
-		p.Type, p.Title, p.Status, p.Detail = typeInternal, "internal error", http.StatusInternalServerError, err.Error()
+		p.Type, p.Status, p.Detail = api.ProblemInternal, http.StatusInternalServerError, err.Error()
 	}
 	writeProblem(w, r, p)
 }
 
 func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	p.Instance = r.URL.Path
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
@@ -358,7 +350,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // problem and returns false when it cannot.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeError(w, r, inputErr("Content-Type", "%q: send application/json", ct), nil)
+		writeProblem(w, r, &Problem{Type: api.ProblemUnsupported, Status: http.StatusUnsupportedMediaType,
+			Detail: fmt.Sprintf("Content-Type %q: send application/json", ct)})
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -379,7 +372,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	)
 	switch {
 	case errors.As(err, &mbe):
-		writeProblem(w, r, &Problem{Type: typeTooLarge, Title: "body too large", Status: http.StatusRequestEntityTooLarge,
+		writeProblem(w, r, &Problem{Type: api.ProblemTooLarge, Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)})
 	case errors.As(err, &ute):
 		field := ute.Field

@@ -242,6 +242,12 @@ func sessionID(tok fencing.Token) string {
 	return tok.JobID + "." + strconv.FormatInt(tok.Generation, 10)
 }
 
+// JobOf returns the job of session id; false when id is not a session id.
+func JobOf(id string) (jobID string, ok bool) {
+	j, _, ok := parseID(id)
+	return j, ok
+}
+
 func parseID(id string) (jobID string, gen int64, ok bool) {
 	j, g, found := strings.Cut(id, ".")
 	if !found || protocol.CheckJobID(j) != nil {
