@@ -18,6 +18,7 @@ import (
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -48,32 +49,45 @@ func testAuth(r *http.Request) (session.Caller, bool) {
 }
 
 // env is a coordinator (PostgreSQL, embedded NATS, MinIO) serving the
-// sessions API over HTTP, and agents with simulated phones.
+// sessions API over HTTP, and agents with simulated phones. newEnv serves
+// the handler alone on an httptest server, in front of an in-process
+// coordinator (tests of the handler); newBinaryEnv runs the real
+// edgecoord binary with its API (binary_test.go). Every exchange is
+// checked against docs/openapi.yaml (coordinator/api/apitest).
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	url   string // NATS
-	store *pgstore.Store
-	coord *coordinator.Server
-	mgr   *session.Manager
-	pre   *coordinator.S3Presigner
-	s3    *uploader.S3
-	api   *httptest.Server
-	wg    sync.WaitGroup
+	t      *testing.T
+	ctx    context.Context
+	url    string // NATS
+	store  *pgstore.Store
+	coord  *coordinator.Server // nil with the binary
+	mgr    *session.Manager    // nil with the binary
+	pre    *coordinator.S3Presigner
+	s3     *uploader.S3
+	api    *httptest.Server
+	client *http.Client
+	// tokens maps the test's token names (tokenOperator, ...) to the
+	// tokens the API takes; a name not in it is sent as it is.
+	tokens map[string]string
+	wg     sync.WaitGroup
 
 	lastType string // Content-Type of the last reply of call
 }
 
-func newEnv(t *testing.T, leaseTTL time.Duration) *env {
+// token is the bearer token the API takes for the test's name.
+func (e *env) token(name string) string {
+	if tok, ok := e.tokens[name]; ok {
+		return tok
+	}
+	return name
+}
+
+// baseEnv starts NATS, PostgreSQL and MinIO and returns the env without
+// a coordinator, and the store's DSN.
+func baseEnv(t *testing.T) (*env, string, testenv.MinIOServer) {
 	t.Helper()
 	ns := testenv.NATS(t)
 	dsn := testenv.Postgres(t)
 	mio := testenv.MinIO(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := pgstore.Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
 	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
 	if err != nil {
 		t.Fatalf("new s3: %v", err)
@@ -82,25 +96,44 @@ func newEnv(t *testing.T, leaseTTL time.Duration) *env {
 	if err != nil {
 		t.Fatalf("new presigner: %v", err)
 	}
-	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), store: st, pre: pre, s3: s3}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), pre: pre, s3: s3}
+	t.Cleanup(func() {
+		cancel()
+		e.wg.Wait()
+	})
+	return e, dsn, mio
+}
+
+func newEnv(t *testing.T, leaseTTL time.Duration) *env {
+	t.Helper()
+	e, dsn, _ := baseEnv(t)
+	st, err := pgstore.Open(e.ctx, dsn)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.store = st
+	ctx, cancel := context.WithCancel(e.ctx)
 	nc := e.conn("coord", coordinator.InboxPrefix)
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	e.coord = coordinator.New(nc, st, coordinator.Options{
 		LeaseTTL: leaseTTL, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
-		HeartbeatEvery: 200 * time.Millisecond, Presigner: pre, Log: log,
+		HeartbeatEvery: 200 * time.Millisecond, Presigner: e.pre, Log: log,
 	})
-	e.wg.Go(func() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		if err := e.coord.Run(ctx); err != nil {
 			t.Errorf("coordinator: %v", err)
 		}
 	})
 	e.mgr = e.newManager(nc)
 	e.api = httptest.NewServer(e.handler(e.mgr))
+	e.client = apitest.Client(t)
 	t.Cleanup(func() {
 		e.api.Close()
 		cancel()
-		e.wg.Wait()
-		st.Close()
+		wg.Wait()
 	})
 	return e
 }
@@ -115,13 +148,13 @@ func (e *env) newManager(nc *nats.Conn) *session.Manager {
 	return m
 }
 
-// handler mounts the sessions API as the coordinator's API server does.
+// handler mounts the sessions handler alone, with the test's bearer check.
 func (e *env) handler(m *session.Manager) http.Handler {
 	mux := http.NewServeMux()
 	h := session.NewHandler(m, testAuth)
 	mux.Handle(session.PathPrefix, h)
 	mux.Handle(session.PathPrefix+"/", h)
-	return validating(e.t, mux)
+	return mux
 }
 
 func (e *env) conn(name, inbox string) *nats.Conn {
@@ -225,12 +258,12 @@ func (e *env) call(method, path, token string, body any, out any) (int, []byte) 
 		e.t.Fatal(err)
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+e.token(token))
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -58,15 +58,18 @@ func aiLoop(t *testing.T, args ...string) (int, string, string) {
 }
 
 // TestAILoopExample: examples/python/ai_loop.py opens a session over the
-// API, takes a screenshot, taps where it decided, takes another and closes
-// the session; every step ran once on the phone, the captures are PNGs
-// behind their presigned URLs with the job's stamps, and the job succeeded.
-// Errors come back as the API's problem detail with a non-zero exit.
+// API of the real edgecoord binary with a token made by `edgecoord token
+// create`, takes a screenshot, taps where it decided, takes another and
+// closes the session; every step ran once on the phone, the captures are
+// PNGs behind their presigned URLs with the job's stamps, and the job
+// succeeded. Errors come back as the API's problem detail with a non-zero
+// exit; another project's session is refused and recorded (issue 17, must
+// show 3).
 func TestAILoopExample(t *testing.T) {
-	e := newEnv(t, 3*time.Second)
+	e := newBinaryEnv(t, 3*time.Second)
 	pc := e.startAgent("pc-a", capture.SimOptions{Model: "Pixel-Sim", Width: 240, Height: 400})
 
-	code, out, _ := aiLoop(t, "--api", e.api.URL, "--token", tokenOperator, "--project", "lab", "--serial", "sim-pc-a")
+	code, out, _ := aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenOperator), "--project", "lab", "--serial", "sim-pc-a")
 	if code != 0 {
 		t.Fatalf("ai_loop.py exit %d", code)
 	}
@@ -115,16 +118,32 @@ func TestAILoopExample(t *testing.T) {
 
 	// Errors: the problem's detail, exit 1.
 	code, _, stderr := aiLoop(t, "--api", e.api.URL, "--token", "wrong")
-	if code != 1 || !strings.Contains(stderr, "HTTP 401: send an API token") {
+	if code != 1 || !strings.Contains(stderr, "HTTP 401: unknown token") {
 		t.Fatalf("bad token: exit %d, %q", code, stderr)
 	}
-	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", tokenOperator, "--serial", "no-such-phone")
+	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenReadOnly))
+	if code != 1 || !strings.Contains(stderr, "HTTP 403: token rita lacks scope operate") {
+		t.Fatalf("read-only token: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenOperator), "--serial", "no-such-phone")
 	if code != 1 || !strings.Contains(stderr, "HTTP 503: no phone for the session: no connected phone matches") {
 		t.Fatalf("unknown phone: exit %d, %q", code, stderr)
 	}
-	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", tokenOperator, "--project", "other")
+	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenOperator), "--project", "other")
 	if code != 1 || !strings.Contains(stderr, `HTTP 403: project "other" is not among the token's projects`) {
 		t.Fatalf("other project: exit %d, %q", code, stderr)
+	}
+	// Another project's session, asked for by id, is refused and recorded
+	// with its job, like the API's other 403s.
+	code, body := e.call("GET", "/api/v1/sessions/"+m[1], tokenOther, nil, nil)
+	e.wantProblem("another project's session", 403, body, code, "urn:edgeagent:problem:forbidden")
+	ds, err := e.store.APIDenials(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].TokenName != "alice" || ds[0].Project != "other" || ds[0].Method != "POST" || ds[0].Route != "/api/v1/sessions" ||
+		ds[1].TokenName != "oscar" || ds[1].Project != "lab" || ds[1].JobID != job.ID || ds[1].Route != "/api/v1/sessions/"+m[1] {
+		t.Fatalf("recorded denials %+v", ds)
 	}
 	if got := pc.ops(); got[protocol.OpScreenshot] != 2 || got[protocol.OpTap] != 1 {
 		t.Fatalf("after the refused runs, phone operations %v", got)
@@ -136,13 +155,13 @@ type stepsReply struct {
 	Steps []session.StepResult `json:"steps"`
 }
 
-// TestSessionLostWhenAgentKilled: the agent holding a session's phone is
-// killed mid-session and the job is taken over by another agent's phone.
+// TestSessionLostWhenAgentKilled: with the real edgecoord binary, the
+// agent holding a session's phone is killed mid-session and the job is taken over by another agent's phone.
 // The next step call answers 409 lost, naming the generation the session
 // held and its last step; no step runs twice, on either phone, and the
 // phone the job moved to is released.
 func TestSessionLostWhenAgentKilled(t *testing.T) {
-	e := newEnv(t, 1500*time.Millisecond)
+	e := newBinaryEnv(t, 1500*time.Millisecond)
 	agents := map[string]*simAgent{"pc-a": e.startAgent("pc-a", capture.SimOptions{}), "pc-b": e.startAgent("pc-b", capture.SimOptions{})}
 
 	var doc session.Doc
