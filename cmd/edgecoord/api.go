@@ -43,7 +43,7 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
-		sessions, err := newSessions(store, d, log)
+		sessions, err := newSessions(cfg, store, d, log)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/session"
@@ -16,7 +17,7 @@ import (
 // the caller is the API's (its projects; operate scope for everything but
 // GET), and a session of another project is refused and recorded like the
 // API's other 403s.
-func newSessions(store coordinator.Store, d *coordinator.Daemon, log zerolog.Logger) (http.Handler, error) {
+func newSessions(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, log zerolog.Logger) (http.Handler, error) {
 	m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
 	if err != nil {
 		return nil, err
@@ -28,6 +29,7 @@ func newSessions(store coordinator.Store, d *coordinator.Daemon, log zerolog.Log
 		}
 		return session.Caller{Name: c.Name, Projects: c.Projects, CanOperate: c.Has(coordinator.ScopeOperate)}, true
 	})
+	h.MaxBodyBytes = cfg.API.MaxBodyBytes.Int64()
 	denials, _ := store.(coordinator.APIStore)
 	h.OnForbidden = func(r *http.Request, c session.Caller, project, _ string) {
 		if project == "" || denials == nil {

@@ -123,13 +123,20 @@ api:
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = apitest.NewTransport(t, nil)
+	checked := apitest.NewTransport(t, nil)
+	proxy.Transport = checked
 	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		t.Errorf("proxy %s %s: %v", r.Method, r.URL.Path, err)
 		w.WriteHeader(http.StatusBadGateway)
 	}
 	e.api = httptest.NewServer(proxy)
-	t.Cleanup(e.api.Close)
+	t.Cleanup(func() {
+		e.api.Close()
+		if checked.Checked() == 0 {
+			t.Error("no exchange with the API was checked against docs/openapi.yaml")
+		}
+		t.Logf("%d exchanges with the API checked against docs/openapi.yaml", checked.Checked())
+	})
 	e.client = http.DefaultClient
 	return e
 }

@@ -21,7 +21,8 @@ const (
 	// PathPrefix is where the handler is mounted: PathPrefix and
 	// PathPrefix + "/".
 	PathPrefix = "/api/v1/sessions"
-	// MaxBodyBytes bounds a request body.
+	// MaxBodyBytes bounds a request body unless Handler.MaxBodyBytes is
+	// set.
 	MaxBodyBytes = 1 << 20
 )
 
@@ -49,6 +50,9 @@ type Handler struct {
 	// why), so that the attempt can be recorded. JobOf gives the job of
 	// the request's session.
 	OnForbidden func(r *http.Request, c Caller, project, detail string)
+	// MaxBodyBytes bounds a request body; 0 means MaxBodyBytes. The
+	// coordinator sets it to its api.max_body_bytes.
+	MaxBodyBytes int64
 }
 
 // NewHandler returns the handler of the sessions routes under PathPrefix.
@@ -153,7 +157,7 @@ func docOf(i Info) Doc {
 
 func (h *Handler) open(w http.ResponseWriter, r *http.Request) {
 	var b OpenBody
-	if !decodeBody(w, r, &b) {
+	if !h.decodeBody(w, r, &b) {
 		return
 	}
 	c := callerOf(r)
@@ -230,7 +234,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) steps(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var b StepsBody
-	if !decodeBody(w, r, &b) {
+	if !h.decodeBody(w, r, &b) {
 		return
 	}
 	if err := CheckSteps(b.Steps); err != nil {
@@ -348,13 +352,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeBody decodes a JSON body strictly into v (unknown members, wrong
 // types and trailing data are refused, naming the member); it writes the
 // problem and returns false when it cannot.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	limit := h.MaxBodyBytes
+	if limit <= 0 {
+		limit = MaxBodyBytes
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		writeProblem(w, r, &Problem{Type: api.ProblemUnsupported, Status: http.StatusUnsupportedMediaType,
 			Detail: fmt.Sprintf("Content-Type %q: send application/json", ct)})
 		return false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
@@ -373,7 +381,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	switch {
 	case errors.As(err, &mbe):
 		writeProblem(w, r, &Problem{Type: api.ProblemTooLarge, Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)})
+			Detail: fmt.Sprintf("request body is larger than the limit of %d bytes (api.max_body_bytes)", limit)})
 	case errors.As(err, &ute):
 		field := ute.Field
 		if field == "" {

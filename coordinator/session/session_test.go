@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,13 @@ func aiLoop(t *testing.T, args ...string) (int, string, string) {
 	case err != nil:
 		t.Fatalf("run ai_loop.py: %v", err)
 	}
-	t.Logf("ai_loop.py %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
+	shown := slices.Clone(args)
+	for i := range shown {
+		if i > 0 && shown[i-1] == "--token" {
+			shown[i] = "TOKEN" // no token in the test's log
+		}
+	}
+	t.Logf("ai_loop.py %s: exit %d\n%s%s", strings.Join(shown, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
 }
 
