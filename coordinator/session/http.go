@@ -291,7 +291,6 @@ type Problem struct {
 	Steps []StepResult `json:"steps,omitempty"`
 }
 
-
 // writeError answers err as a problem document; steps are the results of
 // the call so far.
 func writeError(w http.ResponseWriter, r *http.Request, err error, steps []StepResult) {
