@@ -27,6 +27,7 @@ var schedTests = []struct {
 	{"ClaimForProjectLimitRace", testClaimForProjectLimitRace},
 	{"TakeOverExpiredProjectLimit", testTakeOverProjectLimit},
 	{"ListJobsByProject", testListJobsByProject},
+	{"ProjectJobCounts", testProjectJobCounts},
 }
 
 // anyTask is a job any phone can run.
@@ -334,5 +335,45 @@ func testListJobsByProject(t *testing.T, s sqlstore.Lab) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.f, got, tc.want)
 		}
+	}
+}
+
+// testProjectJobCounts: the queued and in-progress jobs of every project
+// that has any, by project and then state; finished jobs are not counted.
+func testProjectJobCounts(t *testing.T, s sqlstore.Lab) {
+	pc, ok := s.(coordinator.ProjectCounter)
+	if !ok {
+		t.Skip("the store is not a coordinator.ProjectCounter")
+	}
+	counts := func() []coordinator.ProjectJobCount {
+		t.Helper()
+		c, err := pc.ProjectJobCounts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := counts(); len(c) != 0 {
+		t.Fatalf("empty store: %v", c)
+	}
+	for i := range 4 {
+		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("pa-%d", i), Project: "pa"})
+	}
+	submitSpec(t, s, coordinator.JobSpec{ID: "pb-0", Project: "pb"})
+	submitSpec(t, s, coordinator.JobSpec{ID: "pc-0", Project: "pc"})
+	got := claimAll(t, s, ownerA, map[string]int{"pa": 2}, 0, phones("A", 4))
+	if want := []string{"pa-0", "pa-1", "pb-0", "pc-0"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("granted %v, want %v", got, want)
+	}
+	if err := s.Commit(t.Context(), tok("pc-0", ownerA, 1), result("ok")); err != nil {
+		t.Fatal(err)
+	}
+	want := []coordinator.ProjectJobCount{
+		{Project: "pa", Status: coordinator.StatusQueued, N: 2},
+		{Project: "pa", Status: coordinator.StatusInProgress, N: 2},
+		{Project: "pb", Status: coordinator.StatusInProgress, N: 1},
+	}
+	if c := counts(); !reflect.DeepEqual(c, want) {
+		t.Fatalf("counts %+v, want %+v", c, want)
 	}
 }
