@@ -95,7 +95,7 @@ var (
 	registeredDesc = prometheus.NewDesc("agents_registered", "Agents in the registry.", nil, nil)
 	projectDesc    = prometheus.NewDesc("project_jobs",
 		"Queued and in-progress jobs by project, for the projects that have any.", []string{"project", "state"}, nil)
-	scrapeErrDesc  = prometheus.NewDesc("store_scrape_errors", "1 when the store could not be read for this scrape.", nil, nil)
+	scrapeErrDesc = prometheus.NewDesc("store_scrape_errors", "1 when the store could not be read for this scrape.", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -54,22 +54,10 @@ const matchLateral = `
 // (read once).
 const due = `(j.not_before IS NULL OR j.not_before <= (SELECT clock_timestamp()))`
 
-// grantOrder is the order of the queue: highest priority first, oldest
-// first within one priority (index jobs_queued_priority, and
-// jobs_queued_project within one project).
+// grantOrder is the order of the queue within one project: highest
+// priority first, oldest first within one priority (index
+// jobs_queued_project).
 const grantOrder = `j.priority DESC, j.created_at, j.seq`
-
-// claimForSQL grants the first due queued job, in grantOrder, matching a
-// free phone, skipping jobs another coordinator is granting at the same
-// moment. It serves requests without project limits.
-const claimForSQL = claimCTEs + `, pick AS (
-		SELECT j.id, m.serial FROM jobs j` + matchLateral + `
-		WHERE j.status = 'QUEUED' AND ` + due + ` AND ` + canRun + `
-		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
-		ORDER BY ` + grantOrder + `
-		LIMIT 1
-		FOR UPDATE OF j SKIP LOCKED
-	)` + claimGrant
 
 // projectLimit is the limit of the project p: $8 (JSON object by
 // project) or else $9; 0 means none.
@@ -83,15 +71,19 @@ func running(p string) string {
 	return `(SELECT count(*) FROM jobs r WHERE r.project = ` + p + ` AND r.status = 'IN_PROGRESS')`
 }
 
-// claimForLimitedSQL is claimForSQL under project limits ($8, $9). It walks
-// the projects that have queued jobs (qp: one descent of
-// jobs_queued_project each), drops those whose in-progress jobs reach
-// their limit, takes the first candidate of each other project in
-// grantOrder (one index scan each that stops at the first match) and
-// grants the first of these. A project at its limit is thus skipped as a
-// whole, however many jobs it has queued. The caller holds
-// sqlstore.ProjectLockKey, so the counts include every grant before.
-var claimForLimitedSQL = claimCTEs + `, qp AS (
+// claimForSQL grants the first due queued job, highest priority first and
+// oldest first within one priority, matching a free phone, within the
+// project limits $8 and $9. It walks the projects that have queued jobs
+// (qp: one descent of jobs_queued_project each), drops those whose
+// in-progress jobs reach their limit, takes the first candidate of each
+// other project (one scan of jobs_queued_project each, which stops at the
+// first match) and grants the first of these: a project at its limit is
+// skipped as a whole, however many jobs it has queued. Each project's
+// candidate is locked with SKIP LOCKED, so a grant running at the same
+// moment (another agent, another coordinator) takes the project's next
+// job instead. Under limits the caller holds sqlstore.ProjectLockKey, so
+// the counts include every grant before.
+var claimForSQL = claimCTEs + `, qp AS (
 		(SELECT project FROM jobs WHERE status = 'QUEUED' ORDER BY project LIMIT 1)
 		UNION ALL
 		SELECT (SELECT q.project FROM jobs q WHERE q.status = 'QUEUED' AND q.project > qp.project
@@ -108,12 +100,12 @@ var claimForLimitedSQL = claimCTEs + `, qp AS (
 			WHERE j.status = 'QUEUED' AND j.project = open.project AND ` + due + ` AND ` + canRun + `
 			ORDER BY ` + grantOrder + `
 			LIMIT 1
+			FOR UPDATE OF j SKIP LOCKED
 		) c
 	), pick AS (
-		SELECT j.id, cand.serial FROM cand JOIN jobs j ON j.id = cand.id
-		ORDER BY cand.priority DESC, cand.created_at, cand.seq
+		SELECT id, serial FROM cand
+		ORDER BY priority DESC, created_at, seq
 		LIMIT 1
-		FOR UPDATE OF j SKIP LOCKED
 	)` + claimGrant
 
 // claimGrant grants the picked job.
@@ -247,11 +239,8 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		jobID, dev string
 		task       []byte
 	)
-	query, args := claimForSQL, []any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects}
-	if c.Limited {
-		query, args = claimForLimitedSQL, append(args, c.Limits, int64(c.DefaultLimit))
-	}
-	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, query, args,
+	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, claimForSQL,
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects, c.Limits, int64(c.DefaultLimit)},
 		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev) })
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
