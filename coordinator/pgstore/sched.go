@@ -17,8 +17,10 @@ import (
 // claimCTEs are the common parts of ClaimFor and TakeOverExpired:
 //
 //	$1 owner, $2 ttl µs, $3 usable phones (JSON), $4 slots, $5 agent id, $6 boot id,
-//	$7 whether the agent may take jobs with effect steps
+//	$7 whether the agent may take jobs with effect steps,
+//	$8 project limits (JSON object by project), $9 default project limit
 //
+// (WITH RECURSIVE allows the walk over projects, qp, in claimForSQL.)
 // agent_ok: the agent is not draining and not registered under another
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
 // the phones holding none of them. match(j) is the first free phone in

@@ -49,8 +49,8 @@ func projectLimit(p string) string {
 	return `COALESCE((SELECT l.value FROM json_each(?4) l WHERE l.key = ` + p + `), ?5)`
 }
 
-// running counts the in-progress jobs of the project p (index
-// jobs_in_progress_project).
+// running counts the in-progress jobs of the project p (from an index on
+// project and status).
 func running(p string) string {
 	return `(SELECT count(*) FROM jobs r WHERE r.project = ` + p + ` AND r.status = 'IN_PROGRESS')`
 }
