@@ -228,7 +228,7 @@ func (h *Handlers) serve(w http.ResponseWriter, r *http.Request, f Filter, after
 		if err := writeEvent(w, e); err != nil || rc.Flush() != nil {
 			return
 		}
-		if endOnFinish && coordinator.Finished(e.Status) && e.Status != coordinator.StatusNeedsDecision {
+		if endOnFinish && e.Status != "" && coordinator.Finished(e.Status) && e.Status != coordinator.StatusNeedsDecision {
 			return
 		}
 	}
