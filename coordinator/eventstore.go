@@ -69,6 +69,7 @@ type Event struct {
 	JobID      string         `json:"job_id"`
 	Project    string         `json:"project,omitempty"`
 	Generation int64          `json:"generation"`
+	Owner      string         `json:"owner,omitempty"` // <agent_id>/<boot_id> of the token the row names
 	Agent      string         `json:"agent,omitempty"` // agent id of the owner
 	Phone      string         `json:"phone,omitempty"` // the phone of a grant, when it is the job's current one
 	At         time.Time      `json:"at"`              // database clock
@@ -121,7 +122,7 @@ var NonEndingVerbs = []string{VerbSubmit, "claim", "reassign", "artifact", VerbS
 
 // NewEvent classifies a row; Type "" means it is no job event.
 func NewEvent(r RawEvent) Event {
-	e := Event{ID: r.ID, JobID: r.JobID, Project: r.Project, Generation: r.Generation, At: r.At}
+	e := Event{ID: r.ID, JobID: r.JobID, Project: r.Project, Generation: r.Generation, At: r.At, Owner: r.Owner}
 	if agent, _, ok := strings.Cut(r.Owner, "/"); ok {
 		e.Agent = agent
 	}
@@ -256,4 +257,20 @@ type EventStore interface {
 	// RecordEvent records e (accepted) and returns its id. ErrNotFound
 	// when the job does not exist.
 	RecordEvent(ctx context.Context, e JobEvent) (int64, error)
+	// PublishEnd writes the outbox message (pending) that publishes the
+	// end event e of a job that did not succeed, under key, unless a
+	// message with key exists already (FailOutbox wrote it with the
+	// failure) or the job is no longer in e.Status. It reports whether it
+	// wrote one.
+	PublishEnd(ctx context.Context, e Event, key string) (bool, error)
+}
+
+// OutboxEndEvent is the outbox event ("event" of the payload) that
+// publishes a job's end in status: OutboxEventFailed for FAILED, the
+// lowercased status (cancelled, timed_out, needs_decision) for the others.
+func OutboxEndEvent(status string) string {
+	if status == StatusFailed {
+		return OutboxEventFailed
+	}
+	return strings.ToLower(status)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -182,5 +184,23 @@ storage:
 	}
 	if code, _, _ := binRun(t, bin, "job", "wait", "wj", "--timeout", "0s", "-c", cfg); code != 2 {
 		t.Errorf("job wait --timeout 0s: exit %d, want 2", code)
+	}
+}
+
+// TestServePublishesCancels: with an outbox, edgecoord serve publishes a
+// job cancelled with job cancel (an end no agent reports) with its reason,
+// under the job's failure key.
+func TestServePublishesCancels(t *testing.T) {
+	ns := testenv.NATS(t)
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	recv := coordtest.StartReceiver(t, ns.ClientURL(), "results.cancel")
+	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\noutbox:\n  subject: results.cancel\n  timeout: 1s", db))
+	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: cx-job\ndevice: {serial: NONE}\nsteps: [{op: screenshot}]\n"))
+	srv.mustCLI(t, "job", "cancel", "cx-job", "--reason", "wrong phone")
+	key := coordinator.OutboxFailureKey("cx-job", 0)
+	testenv.Eventually(t, 10*time.Second, "the cancel to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
+	out := srv.mustCLI(t, "effect", "show", key, "--json")
+	if !strings.Contains(out, `"reason": "wrong phone"`) || !strings.Contains(out, `"job_id": "cx-job"`) {
+		t.Fatalf("effect show %s:\n%s", key, out)
 	}
 }

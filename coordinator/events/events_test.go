@@ -18,11 +18,14 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/events"
@@ -576,5 +579,95 @@ func TestArtifactsPresigned(t *testing.T) {
 	all := list("?generations=all")
 	if len(all.Artifacts) != 2 || !all.Artifacts[0].Superseded || all.Artifacts[0].Generation != 1 || all.Artifacts[1].Superseded {
 		t.Errorf("all generations: %+v", all.Artifacts)
+	}
+}
+
+// TestEndPublisher: a job cancelled (an end no agent reports) gets an
+// outbox message with its status and reason, delivered over NATS by the
+// dispatcher; a job an agent failed through FailOutbox keeps its one
+// message; a succeeded job gets none from the publisher.
+func TestEndPublisher(t *testing.T) {
+	e := newEnv(t, events.BrokerOptions{})
+	ctx := t.Context()
+	ns := testenv.NATS(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	got := make(chan *nats.Msg, 10)
+	if _, err := nc.Subscribe("results", func(m *nats.Msg) { got <- m; _ = m.Respond([]byte(`{"ok":true}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	d := coordinator.NewDispatcher(e.store, coordinator.OutboxOptions{
+		Sender: coordinator.NATSSender{Conn: nc, Subject: "results"}, Interval: 20 * time.Millisecond,
+	}, zerolog.Nop())
+	pub := &events.EndPublisher{Broker: e.broker, Store: e.store, Published: d.Kick}
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = d.Run(pctx) })
+	wg.Go(func() { _ = pub.Run(pctx) })
+	defer func() { stop(); wg.Wait() }()
+
+	e.submit(t, "ok", "p")
+	lo := e.claim(t, "ok", ownerA)
+	if err := e.store.Commit(ctx, lo.Token, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.submit(t, "agentfail", "p")
+	lf := e.claim(t, "agentfail", ownerA)
+	if err := e.store.FailOutbox(ctx, lf.Token, "screen locked", false, coordinator.OutboxFailureKey("agentfail", 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.submit(t, "cx", "p")
+	e.claim(t, "cx", ownerB)
+	if _, err := e.store.Cancel(ctx, "cx", "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.store.Get(ctx, "cx")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	msgs := map[string]map[string]any{}
+	for len(msgs) < 2 {
+		select {
+		case m := <-got:
+			var p map[string]any
+			if err := json.Unmarshal(m.Data, &p); err != nil {
+				t.Fatal(err)
+			}
+			msgs[p["job_id"].(string)] = p
+		case <-time.After(wait):
+			t.Fatalf("outbox messages received: %v", msgs)
+		}
+	}
+	cx := msgs["cx"]
+	if cx == nil || cx["status"] != j.Status || cx["reason"] != "not needed" || cx["event"] != coordinator.OutboxEndEvent(j.Status) ||
+		cx["key"] != coordinator.OutboxFailureKey("cx", 1) || cx["owner"] != ownerB {
+		t.Errorf("message of the cancelled job: %v", cx)
+	}
+	if af := msgs["agentfail"]; af == nil || af["reason"] != "screen locked" {
+		t.Errorf("message of the failed job: %v", af)
+	}
+	testenv.Eventually(t, wait, "both messages delivered", func() bool {
+		rs, err := e.store.ListEffects(ctx, coordinator.EffectFilter{Kind: coordinator.EffectKindOutbox})
+		if err != nil || len(rs) != 2 {
+			return false
+		}
+		for _, r := range rs {
+			if r.State != protocol.EffectDone {
+				return false
+			}
+		}
+		return true
+	})
+	// The publisher read every event; nothing more is written.
+	testenv.Eventually(t, wait, "the broker to read every row", func() bool {
+		last, _ := e.store.LastEventID(ctx)
+		return e.broker.Cursor() == last
+	})
+	if rs, _ := e.store.ListEffects(ctx, coordinator.EffectFilter{Kind: coordinator.EffectKindOutbox}); len(rs) != 2 {
+		t.Errorf("%d outbox messages, want 2 (no message for the succeeded job, one for the failed one)", len(rs))
 	}
 }

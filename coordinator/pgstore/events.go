@@ -105,3 +105,26 @@ func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64,
 	}
 	return id, nil
 }
+
+// publishEndSQL writes the outbox message of an end event: job, generation,
+// owner, status, reason and the artifacts of that generation.
+const publishEndSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	SELECT $4::text, 'outbox', 'pending', j.id, $3::text, $2::bigint,
+	       jsonb_build_object(
+	           'key', $4::text, 'event', $6::text, 'job_id', j.id, 'generation', $2::bigint, 'owner', $3::text,
+	           'status', j.status, 'reason', $7::text,
+	           'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
+	                                 FROM artifacts a WHERE a.job_id = j.id AND a.generation = $2::bigint), '[]'::jsonb))
+	FROM jobs j WHERE j.id = $1 AND j.status = $5
+	ON CONFLICT (key) DO NOTHING`
+
+// PublishEnd writes the outbox message of an end event, once.
+func (s *Store) PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
+		coordinator.OutboxEndEvent(e.Status), e.Reason)
+	if err != nil {
+		return false, fmt.Errorf("publish end of job %s: %w", e.JobID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

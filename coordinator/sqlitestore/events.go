@@ -112,3 +112,34 @@ func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64,
 	}
 	return id, nil
 }
+
+// publishEndSQL writes the outbox message of an end event: job, generation,
+// owner, status, reason and the artifacts of that generation.
+const publishEndSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	SELECT ?4, 'outbox', 'pending', j.id, ?3, ?2,
+	       json_object(
+	           'key', ?4, 'event', ?6, 'job_id', j.id, 'generation', ?2, 'owner', ?3,
+	           'status', j.status, 'reason', ?7,
+	           'manifest', json((SELECT json_group_array(key) FROM (
+	               SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid))))
+	FROM jobs j WHERE j.id = ?1 AND j.status = ?5
+	ON CONFLICT (key) DO NOTHING`
+
+// PublishEnd writes the outbox message of an end event, once.
+func (s *Store) PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
+			coordinator.OutboxEndEvent(e.Status), e.Reason)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("publish end of job %s: %w", e.JobID, err)
+	}
+	return n == 1, nil
+}
