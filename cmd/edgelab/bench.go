@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "sse"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -65,6 +65,9 @@ type benchFlags struct {
 	sequential, rounds, roundPairs                     int
 	stopTTL, margin, commitDur, capDur, jobEvery, work time.Duration
 	idle                                               time.Duration
+	sseWatchers, sseEvents                             int
+	sseEvery                                           time.Duration
+	ssePolls                                           string
 }
 
 func (o *benchFlags) define(fs *flag.FlagSet) {
@@ -91,6 +94,10 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.work, "work", time.Second, "capacity: time a job takes on the agent besides its steps")
 	fs.StringVar(&o.agentBin, "agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "footprint: idle time sampled")
+	fs.IntVar(&o.sseWatchers, "sse-watchers", 1000, "sse: concurrent event streams")
+	fs.IntVar(&o.sseEvents, "sse-events", 200, "sse: jobs submitted (one event each)")
+	fs.DurationVar(&o.sseEvery, "sse-every", 50*time.Millisecond, "sse: time between two submits")
+	fs.StringVar(&o.ssePolls, "sse-poll", "100ms", "sse: broker poll intervals, one run each (comma-separated durations)")
 }
 
 // runBench runs the scenarios names with the flags o.
@@ -130,7 +137,7 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
-	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity"))
+	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "sse"))
 	if needPG {
 		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
@@ -172,6 +179,22 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.Capacity(ctx, bench.CapacityOptions{Common: common, Drivers: drivers, Agents: counts, Duration: o.capDur, JobEvery: o.jobEvery, Work: o.work})
 			if r != nil {
 				bench.PrintCapacity(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "sse":
+			var polls []time.Duration
+			for _, f := range strings.Split(o.ssePolls, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(f))
+				if err != nil || d <= 0 {
+					return fmt.Errorf("-sse-poll: %q is not a positive duration", f)
+				}
+				polls = append(polls, d)
+			}
+			r, err := bench.SSE(ctx, bench.SSEOptions{Common: common, Drivers: drivers, Watchers: o.sseWatchers, Events: o.sseEvents, Every: o.sseEvery, Intervals: polls})
+			if r != nil {
+				bench.PrintSSE(stdout, r)
 			}
 			if err != nil {
 				return err
