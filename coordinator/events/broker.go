@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -207,18 +208,36 @@ func (b *Broker) PollOnce(ctx context.Context) (int, error) {
 		}
 	}
 	for _, e := range out {
+		m := Message{Event: e, Frame: Frame(e)} // rendered once for every subscriber
 		for s := range b.subs {
 			if !s.filter.match(e) {
 				continue
 			}
 			select {
-			case s.ch <- e:
+			case s.ch <- m:
 			default:
 				s.closeLocked(true)
 			}
 		}
 	}
 	return len(rows), nil
+}
+
+// Message is an event as the broker hands it out, with its SSE frame.
+type Message struct {
+	Event coordinator.Event
+	Frame []byte // the event as Server-Sent Events (Frame); nil: not rendered yet
+}
+
+// Frame renders e as one Server-Sent Events frame: its id, its type as the
+// event name and the event as JSON.
+func Frame(e coordinator.Event) []byte {
+	data, err := json.Marshal(e)
+	if err != nil {
+		// An Event holds only strings, numbers and times: it always encodes.
+		panic(fmt.Sprintf("encode event %d: %v", e.ID, err))
+	}
+	return fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data)
 }
 
 // Filter selects the events of a subscription.
@@ -238,9 +257,9 @@ func (f Filter) match(e coordinator.Event) bool {
 // filter, in id order, until Close. C is closed when the subscriber fell
 // behind by more than the buffer (Lagged) or the broker stopped.
 type Subscription struct {
-	C      <-chan coordinator.Event
+	C      <-chan Message
 	From   int64
-	ch     chan coordinator.Event
+	ch     chan Message
 	filter Filter
 	b      *Broker
 	lagged bool
@@ -259,7 +278,7 @@ func (b *Broker) Subscribe(ctx context.Context, f Filter) (*Subscription, error)
 	if b.readyErr != nil {
 		return nil, b.readyErr
 	}
-	ch := make(chan coordinator.Event, b.opts.Buffer)
+	ch := make(chan Message, b.opts.Buffer)
 	s := &Subscription{C: ch, ch: ch, From: b.cursor, filter: f, b: b}
 	b.subs[s] = struct{}{}
 	return s, nil

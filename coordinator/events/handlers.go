@@ -212,7 +212,7 @@ func (h *Handlers) serve(w http.ResponseWriter, r *http.Request, f Filter, after
 	t := time.NewTicker(beat)
 	defer t.Stop()
 	for {
-		e, ok, err := s.Next(ctx, t.C)
+		m, ok, err := s.NextMessage(ctx, t.C)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.Log.Warn().Err(err).Msg("event stream ended")
@@ -225,24 +225,17 @@ func (h *Handlers) serve(w http.ResponseWriter, r *http.Request, f Filter, after
 			}
 			continue
 		}
-		if err := writeEvent(w, e); err != nil || rc.Flush() != nil {
+		e := m.Event
+		if m.Frame == nil {
+			m.Frame = Frame(e)
+		}
+		if _, err := w.Write(m.Frame); err != nil || rc.Flush() != nil {
 			return
 		}
 		if endOnFinish && e.Status != "" && coordinator.Finished(e.Status) && e.Status != coordinator.StatusNeedsDecision {
 			return
 		}
 	}
-}
-
-// writeEvent writes one event: its id, its type as the event name, and the
-// event as JSON.
-func writeEvent(w http.ResponseWriter, e coordinator.Event) error {
-	data, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data)
-	return err
 }
 
 // Artifacts serves GET /api/v1/jobs/{id}/artifacts[?generations=all].

@@ -20,7 +20,7 @@ type Stream struct {
 	f       Filter
 	last    int64 // id of the last event returned (or the resume point)
 	sub     *Subscription
-	pending []coordinator.Event
+	pending []Message
 	filled  bool // the store has been read up to sub.From
 }
 
@@ -56,42 +56,49 @@ func (s *Stream) Close() {
 // Next returns the next event. It returns ok false, without an error, when
 // wake fires first (nil never fires), and ctx's error when ctx is done.
 func (s *Stream) Next(ctx context.Context, wake <-chan time.Time) (ev coordinator.Event, ok bool, err error) {
+	m, ok, err := s.NextMessage(ctx, wake)
+	return m.Event, ok, err
+}
+
+// NextMessage is Next with the event's SSE frame, when the broker rendered
+// it (events read from the store have none).
+func (s *Stream) NextMessage(ctx context.Context, wake <-chan time.Time) (m Message, ok bool, err error) {
 	for {
 		if len(s.pending) > 0 {
-			ev, s.pending = s.pending[0], s.pending[1:]
-			s.last = ev.ID
-			return ev, true, nil
+			m, s.pending = s.pending[0], s.pending[1:]
+			s.last = m.Event.ID
+			return m, true, nil
 		}
 		if s.sub == nil {
 			if err := s.Start(ctx); err != nil {
-				return ev, false, err
+				return m, false, err
 			}
 		}
 		if !s.filled {
 			if err := s.fill(ctx); err != nil {
-				return ev, false, err
+				return m, false, err
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return ev, false, ctx.Err()
+			return m, false, ctx.Err()
 		case <-wake:
-			return ev, false, nil
-		case e, open := <-s.sub.C:
+			return m, false, nil
+		case got, open := <-s.sub.C:
 			if !open {
 				lagged := s.sub.Lagged()
 				s.sub = nil
 				if !lagged {
-					return ev, false, ErrBrokerStopped
+					return m, false, ErrBrokerStopped
 				}
 				continue // resubscribe and read what was missed from the store
 			}
-			if e.ID <= s.last {
+			if got.Event.ID <= s.last {
 				continue
 			}
-			s.last = e.ID
-			return e, true, nil
+			s.last = got.Event.ID
+			return got, true, nil
 		}
 	}
 }
@@ -112,6 +119,8 @@ func (s *Stream) fill(ctx context.Context) error {
 	if len(evs) < backfillPage {
 		s.filled = true
 	}
-	s.pending = append(s.pending, evs...)
+	for _, e := range evs {
+		s.pending = append(s.pending, Message{Event: e})
+	}
 	return nil
 }
