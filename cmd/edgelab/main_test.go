@@ -26,7 +26,7 @@ func TestCommandLine(t *testing.T) {
 		{"-h", []string{"-h"}, 0, "Without a\ncommand it runs the lab", ""},
 		{"help run", []string{"help", "run"}, 0, "-lease-ttl duration", ""},
 		{"help chaos", []string{"help", "chaos"}, 0, "-schedules int", ""},
-		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|all]...", ""},
+		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|sse|all]...", ""},
 		{"help bench coordinator", []string{"help", "bench", "coordinator"}, 0, "-lease-ttl duration", ""},
 		{"unknown command", []string{"bogus"}, 2, "", `edgelab: unknown command "bogus"`},
 		{"unknown flag of the lab", []string{"-x"}, 2, "", "flag provided but not defined: -x"},
