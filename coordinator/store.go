@@ -389,6 +389,9 @@ type Store interface {
 	// (effectstore.go).
 	EffectStore
 
+	// EventStore reads job events and records steps (eventstore.go).
+	EventStore
+
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// Close releases the store.
