@@ -27,6 +27,10 @@ type Coordinator struct {
 	Scheduler Scheduler `yaml:"scheduler" json:"scheduler"`
 	// Agents configures agent presence.
 	Agents AgentPresence `yaml:"agents" json:"agents"`
+	// Jobs configures the jobs the coordinator grants (projects.go).
+	Jobs CoordinatorJobs `yaml:"jobs" json:"jobs"`
+	// Projects configures projects by name (projects.go).
+	Projects map[string]Project `yaml:"projects" json:"projects,omitempty"`
 	// Storage is the bucket artifacts are uploaded to, used to presign
 	// uploads for agents in presigned mode. Optional; when any field is
 	// set, the endpoint, bucket and credentials are required.
@@ -228,6 +232,7 @@ func (c *Coordinator) Validate() error {
 	}
 	c.Outbox.validate(&ps, "outbox")
 	c.API.validate(&ps, "api")
+	c.validateProjects(&ps)
 	return ps.Err()
 }
 

@@ -146,6 +146,8 @@ func (d *decoder) value(node ast.Node, v reflect.Value, path string) {
 		d.mapping(node, written, v, path)
 	case reflect.Slice:
 		d.sequence(node, written, v, path)
+	case reflect.Map:
+		d.dict(node, written, v, path)
 	case reflect.String:
 		d.string(node, written, v, path)
 	case reflect.Bool:
@@ -297,6 +299,34 @@ func (d *decoder) sequence(node, written ast.Node, v reflect.Value, path string)
 		d.value(elem, out.Index(i), child)
 	}
 	v.Set(out)
+}
+
+// dict decodes a mapping into the map v (string keys), adding to its
+// contents; each key's value is decoded over the element type's zero value,
+// or over the value a merge key (<<) gave the same key.
+func (d *decoder) dict(node, written ast.Node, v reflect.Value, path string) {
+	if v.Type().Key().Kind() != reflect.String {
+		panic(fmt.Sprintf("config: field %s has unsupported type %s", path, v.Type()))
+	}
+	m, ok := node.(*ast.MappingNode)
+	if !ok {
+		d.fail(path, written, "expected a mapping, got %s", kindOf(node))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	for _, kv := range d.entries(m, path) {
+		key := keyText(kv.Key)
+		child := joinPath(path, key)
+		d.pos[child] = posOf(kv.Key)
+		elem := reflect.New(v.Type().Elem()).Elem()
+		if prev := v.MapIndex(reflect.ValueOf(key).Convert(v.Type().Key())); prev.IsValid() {
+			elem.Set(prev)
+		}
+		d.value(kv.Value, elem, child)
+		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
+	}
 }
 
 // resolve strips anchors and tags from node and follows aliases. It returns

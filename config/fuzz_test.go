@@ -44,6 +44,8 @@ func addConfigSeeds(f *testing.F, files ...string) {
 		"lease:\n  safety_margin: 99999999999999999999s\njobs:\n  concurrency: 99999999999999999999\n",
 		"devices:\n  - &d {serial: a, tags: [x, '']}\n  - *d\n",
 		"log: !!map {level: debug}\n",
+		"projects:\n  a: &p {max_running: 1}\n  <<: {b: *p, c: {max_running: -1}}\n  \"\": {}\njobs:\n  default_max_running: -1\n",
+		"projects:\n  ? [x]\n  : {max_running: 2}\n  y: ~\n",
 		"agent_id: \"\\u00e9\\x00\"\n",
 	} {
 		f.Add([]byte(s))

@@ -424,7 +424,7 @@ func yamlKeys(t reflect.Type) []string {
 	for name, index := range structFields(t) {
 		keys = append(keys, name)
 		ft := t.FieldByIndex(index).Type
-		if ft.Kind() == reflect.Slice {
+		if ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map {
 			ft = ft.Elem()
 		}
 		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textUnmarshalerType) {

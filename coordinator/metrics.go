@@ -93,13 +93,16 @@ var (
 	onlineDesc = prometheus.NewDesc("agents_online",
 		"Agents heard from within the offline threshold (database clock).", nil, nil)
 	registeredDesc = prometheus.NewDesc("agents_registered", "Agents in the registry.", nil, nil)
-	scrapeErrDesc  = prometheus.NewDesc("store_scrape_errors", "1 when the store could not be read for this scrape.", nil, nil)
+	projectDesc    = prometheus.NewDesc("project_jobs",
+		"Queued and in-progress jobs by project, for the projects that have any.", []string{"project", "state"}, nil)
+	scrapeErrDesc = prometheus.NewDesc("store_scrape_errors", "1 when the store could not be read for this scrape.", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jobsDesc
 	ch <- onlineDesc
 	ch <- registeredDesc
+	ch <- projectDesc
 	ch <- scrapeErrDesc
 }
 
@@ -113,6 +116,15 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	} else {
 		failed = 1
+	}
+	if pc, ok := c.store.(ProjectCounter); ok {
+		if counts, err := pc.ProjectJobCounts(ctx); err == nil {
+			for _, n := range counts {
+				ch <- prometheus.MustNewConstMetric(projectDesc, prometheus.GaugeValue, float64(n.N), n.Project, n.Status)
+			}
+		} else {
+			failed = 1
+		}
 	}
 	if agents, err := c.store.Agents(ctx); err == nil {
 		online := 0

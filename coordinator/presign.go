@@ -11,12 +11,16 @@ import (
 )
 
 // Presigner signs artifact uploads for agents in presigned mode, so an agent
-// holds no storage credentials.
+// holds no storage credentials, and artifact downloads for researchers.
 type Presigner interface {
 	// PresignPut returns a URL for one PUT of key, valid for expiry, with
 	// every header of headers signed into it: a request that leaves one out
 	// or changes it is refused by the storage server.
 	PresignPut(ctx context.Context, key string, headers http.Header, expiry time.Duration) (string, error)
+	// PresignGet returns a URL for GETs of key, valid for expiry: how a
+	// researcher downloads an artifact without holding storage keys
+	// (docs/api-events.md).
+	PresignGet(ctx context.Context, key string, expiry time.Duration) (string, error)
 	// Check reports whether the bucket is reachable with the credentials.
 	Check(ctx context.Context) error
 }

@@ -71,11 +71,14 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Durat
 }
 
 func (s *Server) claimRequest(a Agent) ClaimRequest {
-	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities}
+	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities,
+		ProjectLimits: s.opts.ProjectLimits, DefaultProjectLimit: s.opts.DefaultProjectLimit}
 }
 
 // scheduleOnce grants queued jobs to the agents that can take them: for
-// each agent, the oldest queued job matching one of its free phones, until
+// each agent, the first due queued job (highest priority first, oldest
+// first within one priority, projects at their limit skipped) matching one
+// of its free phones, until
 // its slots or its matching phones run out. Each grant is one statement in
 // the store; the assign is sent after it. A pass ends once it has granted
 // as many jobs as were queued when it began; jobs queued since wait for the

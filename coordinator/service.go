@@ -65,6 +65,11 @@ type Options struct {
 	// Outbox publishes accepted results through the transactional outbox
 	// (outbox.go); zero publishes nothing.
 	Outbox OutboxOptions
+
+	// ProjectLimits and DefaultProjectLimit bound the jobs of a project in
+	// progress at once (ClaimRequest); zero means no limit.
+	ProjectLimits       map[string]int
+	DefaultProjectLimit int
 }
 
 func (o *Options) defaults() {

@@ -259,12 +259,33 @@ type ClaimRequest struct {
 	// with protocol.CapabilityEffect: one without it would run the steps
 	// unguarded.
 	Capabilities []string
+	// ProjectLimits bounds the in-progress jobs of the projects it names,
+	// counted across every agent and coordinator sharing the store;
+	// DefaultProjectLimit bounds every other project. 0 means no limit
+	// (a project named with 0 is exempt from the default). See
+	// docs/operations.md, "Priorities, projects and not_before".
+	ProjectLimits       map[string]int
+	DefaultProjectLimit int
+}
+
+// Limited reports whether r bounds the jobs of any project.
+func (r ClaimRequest) Limited() bool {
+	if r.DefaultProjectLimit > 0 {
+		return true
+	}
+	for _, n := range r.ProjectLimits {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // JobFilter selects jobs for ListJobs. Zero fields select everything.
 type JobFilter struct {
 	Statuses []string
 	AgentID  string // jobs whose current owner is a session of this agent
+	Project  string // jobs of this project
 	Limit    int    // at most this many, oldest first; ≤ 0 means no limit
 }
 
@@ -303,8 +324,13 @@ type Store interface {
 	// WriteEvents lists every recorded attempt on a job, oldest first.
 	WriteEvents(ctx context.Context, jobID string) ([]WriteEvent, error)
 
-	// ClaimFor grants the oldest queued job the agent can run (no effect
-	// steps unless req.Capabilities has protocol.CapabilityEffect) whose
+	// ClaimFor grants the first queued job, highest priority first and
+	// oldest first within one priority, that is due (its not_before passed
+	// on the database clock), whose project has fewer in-progress jobs than
+	// its limit (req.ProjectLimits, req.DefaultProjectLimit; counted in the
+	// database with the grant, so coordinators sharing the store never
+	// exceed it), that the agent can run (no effect
+	// steps unless req.Capabilities has protocol.CapabilityEffect) and whose
 	// device selector matches one of req.Devices that is in state "device" and free (no in-progress
 	// job of req.Owner counted against it), when req.Owner holds fewer than
 	// req.Slots in-progress jobs and its agent is not draining (by the
@@ -315,7 +341,8 @@ type Store interface {
 	ClaimFor(ctx context.Context, req ClaimRequest) (Lease, error)
 	// TakeOverExpired is ClaimFor for in-progress jobs whose lease expired on
 	// the database clock and whose owner is not req.Owner, longest expired
-	// first: one statement raises the generation and grants the job to
+	// first, skipping jobs of a project that has more in-progress jobs than
+	// its limit (the job itself counts among them already): one statement raises the generation and grants the job to
 	// req.Owner. It returns the new lease and the token taken away, recorded
 	// as a reclaim of the old token and a reassign to the new owner.
 	TakeOverExpired(ctx context.Context, req ClaimRequest) (Lease, fencing.Token, error)
@@ -361,6 +388,9 @@ type Store interface {
 	// EffectStore keeps effect intents, their receipts and the outbox
 	// (effectstore.go).
 	EffectStore
+
+	// EventStore reads job events and records steps (eventstore.go).
+	EventStore
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error

@@ -188,8 +188,8 @@ func (m *mgmt) waitReasons(ctx context.Context, store coordinator.Store, jobs []
 // jobListCommand lists jobs.
 func (m *mgmt) jobListCommand() *cli.Command {
 	var (
-		status, agent string
-		limit         int
+		status, agent, project string
+		limit                  int
 	)
 	return &cli.Command{
 		Name:    "job list",
@@ -199,10 +199,16 @@ func (m *mgmt) jobListCommand() *cli.Command {
 			m.flags(fs)
 			fs.StringVar(&status, "status", "", "only jobs in these `states` (comma-separated: queued, in_progress, succeeded, failed)")
 			fs.StringVar(&agent, "agent", "", "only jobs held by agent `id`")
+			fs.StringVar(&project, "project", "", "only jobs of project `name`")
 			fs.IntVar(&limit, "limit", 0, "at most `n` jobs (0: all)")
 		},
 		Run: func(ctx context.Context, c *cli.Call) error {
-			f := coordinator.JobFilter{AgentID: agent, Limit: limit}
+			if project != "" {
+				if err := coordinator.CheckProject(project); err != nil {
+					return c.Usagef("--project: %v", err)
+				}
+			}
+			f := coordinator.JobFilter{AgentID: agent, Project: project, Limit: limit}
 			for _, st := range strings.Split(status, ",") {
 				if st = strings.ToUpper(strings.TrimSpace(st)); st != "" {
 					switch st {

@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "sse"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -66,6 +66,9 @@ type benchFlags struct {
 	sequential, rounds, roundPairs                     int
 	stopTTL, margin, commitDur, capDur, jobEvery, work time.Duration
 	idle                                               time.Duration
+	sseWatchers, sseEvents                             int
+	sseEvery                                           time.Duration
+	ssePolls                                           string
 }
 
 func (o *benchFlags) define(fs *flag.FlagSet) {
@@ -93,6 +96,10 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.agentBin, "agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "footprint: idle time sampled")
 	fs.IntVar(&o.stepTurns, "step-turns", 500, "step: measured turns of tap + screenshot (720×1280), one HTTP call each")
+	fs.IntVar(&o.sseWatchers, "sse-watchers", 1000, "sse: concurrent event streams")
+	fs.IntVar(&o.sseEvents, "sse-events", 200, "sse: jobs submitted (one event each)")
+	fs.DurationVar(&o.sseEvery, "sse-every", 50*time.Millisecond, "sse: time between two submits")
+	fs.StringVar(&o.ssePolls, "sse-poll", "100ms", "sse: broker poll intervals, one run each (comma-separated durations)")
 }
 
 // runBench runs the scenarios names with the flags o.
@@ -132,7 +139,7 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
-	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step"))
+	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step") || slices.Contains(names, "sse"))
 	if needPG {
 		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
@@ -182,6 +189,22 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.Step(ctx, bench.StepOptions{Common: common, Drivers: drivers, Turns: o.stepTurns})
 			if r != nil {
 				bench.PrintStep(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "sse":
+			var polls []time.Duration
+			for _, f := range strings.Split(o.ssePolls, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(f))
+				if err != nil || d <= 0 {
+					return fmt.Errorf("-sse-poll: %q is not a positive duration", f)
+				}
+				polls = append(polls, d)
+			}
+			r, err := bench.SSE(ctx, bench.SSEOptions{Common: common, Drivers: drivers, Watchers: o.sseWatchers, Events: o.sseEvents, Every: o.sseEvery, Intervals: polls})
+			if r != nil {
+				bench.PrintSSE(stdout, r)
 			}
 			if err != nil {
 				return err

@@ -17,8 +17,10 @@ import (
 // claimCTEs are the common parts of ClaimFor and TakeOverExpired:
 //
 //	$1 owner, $2 ttl µs, $3 usable phones (JSON), $4 slots, $5 agent id, $6 boot id,
-//	$7 whether the agent may take jobs with effect steps
+//	$7 whether the agent may take jobs with effect steps,
+//	$8 project limits (JSON object by project), $9 default project limit
 //
+// (WITH RECURSIVE allows the walk over projects, qp, in claimForSQL.)
 // agent_ok: the agent is not draining and not registered under another
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
 // the phones holding none of them. match(j) is the first free phone in
@@ -26,7 +28,7 @@ import (
 // canRun(j): the agent may run j (effect steps only with $7,
 // protocol.Task.HasEffects).
 const claimCTEs = `
-	WITH agent_ok AS (
+	WITH RECURSIVE agent_ok AS (
 		SELECT NOT EXISTS (SELECT 1 FROM agents
 			WHERE agent_id = $5 AND (draining OR agent_draining OR boot_id <> $6)) AS ok
 	), load AS (
@@ -50,16 +52,66 @@ const matchLateral = `
 			LIMIT 1
 		) m`
 
-// claimForSQL grants the oldest queued job matching a free phone, skipping
-// jobs another coordinator is granting at the same moment.
-const claimForSQL = claimCTEs + `, pick AS (
-		SELECT j.id, m.serial FROM jobs j` + matchLateral + `
-		WHERE j.status = 'QUEUED' AND ` + canRun + `
-		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
-		ORDER BY j.created_at, j.seq
+// due: the job's not_before, if any, has passed on the database clock
+// (read once).
+const due = `(j.not_before IS NULL OR j.not_before <= (SELECT clock_timestamp()))`
+
+// grantOrder is the order of the queue within one project: highest
+// priority first, oldest first within one priority (index
+// jobs_queued_project).
+const grantOrder = `j.priority DESC, j.created_at, j.seq`
+
+// projectLimit is the limit of the project p: $8 (JSON object by
+// project) or else $9; 0 means none.
+func projectLimit(p string) string {
+	return `COALESCE(($8::jsonb ->> ` + p + `)::integer, $9::integer)`
+}
+
+// running counts the in-progress jobs of the project p (index
+// jobs_in_progress_project).
+func running(p string) string {
+	return `(SELECT count(*) FROM jobs r WHERE r.project = ` + p + ` AND r.status = 'IN_PROGRESS')`
+}
+
+// claimForSQL grants the first due queued job, highest priority first and
+// oldest first within one priority, matching a free phone, within the
+// project limits $8 and $9. It walks the projects that have queued jobs
+// (qp: one descent of jobs_queued_project each), drops those whose
+// in-progress jobs reach their limit, takes the first candidate of each
+// other project (one scan of jobs_queued_project each, which stops at the
+// first match) and grants the first of these: a project at its limit is
+// skipped as a whole, however many jobs it has queued. Each project's
+// candidate is locked with SKIP LOCKED, so a grant running at the same
+// moment (another agent, another coordinator) takes the project's next
+// job instead. Under limits the caller holds sqlstore.ProjectLockKey, so
+// the counts include every grant before.
+var claimForSQL = claimCTEs + `, qp AS (
+		(SELECT project FROM jobs WHERE status = 'QUEUED' ORDER BY project LIMIT 1)
+		UNION ALL
+		SELECT (SELECT q.project FROM jobs q WHERE q.status = 'QUEUED' AND q.project > qp.project
+		        ORDER BY q.project LIMIT 1)
+		FROM qp WHERE qp.project IS NOT NULL
+	), open AS (
+		SELECT qp.project FROM qp
+		WHERE qp.project IS NOT NULL AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
+		  AND (` + projectLimit(`qp.project`) + ` <= 0
+		       OR ` + running(`qp.project`) + ` < ` + projectLimit(`qp.project`) + `)
+	), cand AS (
+		SELECT c.* FROM open CROSS JOIN LATERAL (
+			SELECT j.id, j.priority, j.created_at, j.seq, m.serial FROM jobs j` + matchLateral + `
+			WHERE j.status = 'QUEUED' AND j.project = open.project AND ` + due + ` AND ` + canRun + `
+			ORDER BY ` + grantOrder + `
+			LIMIT 1
+			FOR UPDATE OF j SKIP LOCKED
+		) c
+	), pick AS (
+		SELECT id, serial FROM cand
+		ORDER BY priority DESC, created_at, seq
 		LIMIT 1
-		FOR UPDATE OF j SKIP LOCKED
-	), upd AS (
+	)` + claimGrant
+
+// claimGrant grants the picked job.
+const claimGrant = `, upd AS (
 		UPDATE jobs j
 		SET status = 'IN_PROGRESS',
 		    lease_generation = j.lease_generation + 1,
@@ -80,11 +132,13 @@ const claimForSQL = claimCTEs + `, pick AS (
 // matches a free phone to $1 in one statement, with the token checked again
 // in the UPDATE, and records the reclaim and the reassignment. As in
 // reclaimSQL, the candidates compare with the clock read once, so that the
-// expiry index bounds the scan.
-const takeOverSQL = claimCTEs + `, pick AS (
+// expiry index bounds the scan. A job whose project has more in-progress
+// jobs than its limit ($8, $9; the job itself is one of them) is skipped.
+var takeOverSQL = claimCTEs + `, pick AS (
 		SELECT j.id, j.worker_id AS old_owner, j.lease_generation AS old_generation, m.serial FROM jobs j` + matchLateral + `
 		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= (SELECT clock_timestamp()) AND j.worker_id <> $1
 		  AND ` + canRun + ` AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
+		  AND (` + projectLimit(`j.project`) + ` <= 0 OR ` + running(`j.project`) + ` <= ` + projectLimit(`j.project`) + `)
 		ORDER BY j.lease_expires_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED
@@ -137,15 +191,28 @@ func (s *Store) inAgentTx(ctx context.Context, agentID string, fn func(tx pgx.Tx
 // lock, both in one round trip: a batch is one implicit transaction, so the
 // transaction-scoped lock is held until the statement's write commits, and
 // the statement, which starts after the lock is granted, reads (READ
-// COMMITTED) every grant committed before. scan reads the statement's row.
-func (s *Store) inAgentBatch(ctx context.Context, agentID, query string, args []any, scan func(pgx.Row) error) error {
+// COMMITTED) every grant committed before. With limited, the batch takes
+// the project lock (sqlstore.ProjectLockKey) after the agent's, which
+// serialises grants across agents likewise: a grant for another agent
+// cannot come between the count of a project's in-progress jobs and the
+// grant. scan reads the statement's row.
+func (s *Store) inAgentBatch(ctx context.Context, agentID string, limited bool, query string, args []any, scan func(pgx.Row) error) error {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, sqlstore.AgentLockKey(agentID))
+	if limited {
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, sqlstore.ProjectLockKey)
+	}
 	b.Queue(query, args...)
 	br := s.pool.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return err
+	locks := 1
+	if limited {
+		locks = 2
+	}
+	for range locks {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
 	}
 	err := scan(br.QueryRow())
 	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) && cerr != nil {
@@ -161,7 +228,9 @@ func uniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-// ClaimFor grants the oldest queued job matching a free phone of req.Owner.
+// ClaimFor grants the first due queued job, highest priority first, oldest
+// first within one priority, matching a free phone of req.Owner, within
+// the project limits.
 func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
@@ -172,8 +241,8 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		jobID, dev string
 		task       []byte
 	)
-	err = s.inAgentBatch(ctx, c.AgentID, claimForSQL,
-		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects},
+	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, claimForSQL,
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects, c.Limits, int64(c.DefaultLimit)},
 		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev) })
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
@@ -198,8 +267,8 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 		jobID, dev string
 		task       []byte
 	)
-	err = s.inAgentBatch(ctx, c.AgentID, takeOverSQL,
-		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects},
+	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, takeOverSQL,
+		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects, c.Limits, int64(c.DefaultLimit)},
 		func(r pgx.Row) error {
 			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
 		})
@@ -305,8 +374,9 @@ func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordi
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM jobs
 		WHERE ($1::text[] IS NULL OR status = ANY ($1))
 		  AND ($2 = '' OR left(worker_id, length($2) + 1) = $2 || '/')
+		  AND ($4 = '' OR project = $4)
 		ORDER BY created_at, seq
-		LIMIT $3::bigint`, statuses, f.AgentID, limit)
+		LIMIT $3::bigint`, statuses, f.AgentID, limit, f.Project)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

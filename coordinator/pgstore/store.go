@@ -252,10 +252,13 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 		notBefore = spec.NotBefore
 	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `
-		INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
-		VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (id) DO NOTHING
-		RETURNING `+jobColumns, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+		WITH ins AS (
+			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+			VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+jobColumns+`
+		), ev AS (`+submitEventSQL+`)
+		SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
 	}
@@ -556,8 +559,8 @@ const artifactSQL = `
 		DO UPDATE SET sha256 = artifacts.sha256 WHERE artifacts.sha256 = EXCLUDED.sha256
 		RETURNING 1
 	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins)
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins), $4
 	)
 	SELECT EXISTS (SELECT 1 FROM j), EXISTS (SELECT 1 FROM ins)`
 
@@ -677,7 +680,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, job_id, verb, owner, generation, accepted, at, detail
-		FROM write_events WHERE job_id = $1 ORDER BY id`, jobID)
+		FROM write_events WHERE job_id = $1 AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
@@ -698,7 +701,7 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.Wr
 func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT verb, count(*) FILTER (WHERE accepted), count(*) FILTER (WHERE NOT accepted)
-		FROM write_events GROUP BY verb ORDER BY verb`)
+		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
 	if err != nil {
 		return nil, fmt.Errorf("count write events: %w", err)
 	}

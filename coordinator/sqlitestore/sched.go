@@ -13,17 +13,9 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// pickSQL picks the first job (by the given candidate condition and order)
-// whose selector matches a free usable phone of owner ?1 among the phones
-// ?2 (JSON), with the first such phone in serial order; the same rule as
-// protocol.DeviceSelector.Matches. A job with effect steps
-// (protocol.Task.HasEffects) is picked only when ?3 (the agent may take
-// them) is true. The grant itself is a separate UPDATE that checks the
-// job's state again; both run in one BEGIN IMMEDIATE transaction, so no
-// other writer comes between them.
-func pickSQL(cond, order string) string {
-	return `
-	WITH dev AS (
+// devCTE is the free usable phones of owner ?1 among the phones ?2 (JSON).
+const devCTE = `
+	dev AS (
 		SELECT json_extract(d.value, '$.serial') AS serial,
 		       COALESCE(json_extract(d.value, '$.model'), '') AS model,
 		       COALESCE(json_extract(d.value, '$.tags'), '[]') AS tags
@@ -31,9 +23,12 @@ func pickSQL(cond, order string) string {
 		WHERE json_extract(d.value, '$.serial') NOT IN (
 			SELECT device_serial FROM jobs
 			WHERE worker_id = ?1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
-	)
-	SELECT id, lease_generation, COALESCE(worker_id, ''), serial FROM (
-		SELECT j.id, j.lease_generation, j.worker_id, j.created_at, j.lease_expires_at, j.rowid AS rid, (
+	)`
+
+// matchSerial is the first free phone in serial order whose fields satisfy
+// the selector of job j, NULL when none does; the same rule as
+// protocol.DeviceSelector.Matches.
+const matchSerial = `(
 			SELECT dev.serial FROM dev
 			WHERE COALESCE(json_extract(j.task, '$.device.serial'), '') IN ('', dev.serial)
 			  AND COALESCE(json_extract(j.task, '$.device.model'), '') IN ('', dev.model)
@@ -41,20 +36,81 @@ func pickSQL(cond, order string) string {
 				SELECT 1 FROM json_each(j.task, '$.device.tags') t
 				WHERE t.value NOT IN (SELECT value FROM json_each(dev.tags)))
 			ORDER BY dev.serial
-			LIMIT 1) AS serial
-		FROM jobs j
-		WHERE ` + cond + `
-		  AND (?3 OR NOT EXISTS (
-			SELECT 1 FROM json_each(j.task, '$.steps') s WHERE json_type(s.value, '$.effect') = 'object'))
-	) WHERE serial IS NOT NULL
-	ORDER BY ` + order + `
-	LIMIT 1`
+			LIMIT 1)`
+
+// canRun: job j has no effect steps (protocol.Task.HasEffects) or ?3 (the
+// agent may take them) is true.
+const canRun = `(?3 OR NOT EXISTS (
+			SELECT 1 FROM json_each(j.task, '$.steps') s WHERE json_type(s.value, '$.effect') = 'object'))`
+
+// projectLimit is the limit of the project p: its entry in ?4 (JSON object
+// by project) or else ?5; 0 means none.
+func projectLimit(p string) string {
+	return `COALESCE((SELECT l.value FROM json_each(?4) l WHERE l.key = ` + p + `), ?5)`
 }
 
-var (
-	pickQueuedSQL  = pickSQL(`j.status = 'QUEUED'`, `created_at, rid`)
-	pickExpiredSQL = pickSQL(`j.status = 'IN_PROGRESS' AND j.lease_expires_at <= `+now+` AND j.worker_id <> ?1`, `lease_expires_at, id`)
+// running counts the in-progress jobs of the project p (from an index on
+// project and status).
+func running(p string) string {
+	return `(SELECT count(*) FROM jobs r WHERE r.project = ` + p + ` AND r.status = 'IN_PROGRESS')`
+}
 
+// pickQueuedSQL picks the first due queued job (its not_before passed on
+// the database clock), highest priority first and oldest first within one
+// priority, whose selector matches a free usable phone of owner ?1 among
+// the phones ?2 and that the agent may run (canRun), with the first such
+// phone in serial order, within the project limits ?4 and ?5. It walks the
+// projects that have queued jobs (qp: one descent of jobs_queued_project
+// each), drops those whose in-progress jobs reach their limit, takes the
+// first candidate of each other project (one index scan each, stopping at
+// the first match) and picks the first of these: a project at its limit is
+// skipped as a whole, however many jobs it has queued. The grant itself is
+// a separate UPDATE that checks the job's state again; both run in one
+// BEGIN IMMEDIATE transaction, so no other writer (of any agent or
+// coordinator) comes between the count and the grant.
+var pickQueuedSQL = `
+	WITH RECURSIVE` + devCTE + `, qp(project) AS (
+		SELECT (SELECT project FROM jobs WHERE status = 'QUEUED' ORDER BY project LIMIT 1)
+		UNION ALL
+		SELECT (SELECT q.project FROM jobs q WHERE q.status = 'QUEUED' AND q.project > qp.project
+		        ORDER BY q.project LIMIT 1)
+		FROM qp WHERE qp.project IS NOT NULL
+	), open(project) AS (
+		SELECT project FROM qp
+		WHERE project IS NOT NULL
+		  AND (` + projectLimit(`qp.project`) + ` <= 0 OR ` + running(`qp.project`) + ` < ` + projectLimit(`qp.project`) + `)
+	), cand(id) AS (
+		SELECT (SELECT j.id FROM jobs j
+		        WHERE j.status = 'QUEUED' AND j.project = open.project
+		          AND (j.not_before IS NULL OR j.not_before <= ` + now + `)
+		          AND ` + canRun + `
+		          AND ` + matchSerial + ` IS NOT NULL
+		        ORDER BY j.priority DESC, j.created_at, j.rowid
+		        LIMIT 1)
+		FROM open
+	)
+	SELECT j.id, j.lease_generation, COALESCE(j.worker_id, ''), ` + matchSerial + `
+	FROM cand JOIN jobs j ON j.id = cand.id
+	ORDER BY j.priority DESC, j.created_at, j.rowid
+	LIMIT 1`
+
+// pickExpiredSQL picks the longest-expired lease of another owner than ?1
+// whose job matches a free usable phone and that the agent may run, like
+// pickQueuedSQL, skipping jobs of a project with more in-progress jobs
+// than its limit (the job itself is one of them).
+var pickExpiredSQL = `
+	WITH` + devCTE + `
+	SELECT id, lease_generation, COALESCE(worker_id, ''), serial FROM (
+		SELECT j.id, j.lease_generation, j.worker_id, j.lease_expires_at, ` + matchSerial + ` AS serial
+		FROM jobs j
+		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= ` + now + ` AND j.worker_id <> ?1
+		  AND ` + canRun + `
+		  AND (` + projectLimit(`j.project`) + ` <= 0 OR ` + running(`j.project`) + ` <= ` + projectLimit(`j.project`) + `)
+	) WHERE serial IS NOT NULL
+	ORDER BY lease_expires_at, id
+	LIMIT 1`
+
+var (
 	claimPickedSQL = `
 	UPDATE jobs
 	SET status = 'IN_PROGRESS',
@@ -90,7 +146,9 @@ func canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
 	return ok, err
 }
 
-// ClaimFor grants the oldest queued job matching a free phone of req.Owner.
+// ClaimFor grants the first due queued job, highest priority first, oldest
+// first within one priority, matching a free phone of req.Owner, within
+// the project limits.
 func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
@@ -109,7 +167,7 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 			id, prevOwner, serial string
 			gen                   int64
 		)
-		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects).Scan(&id, &gen, &prevOwner, &serial)
+		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrNoJob)
 		}
@@ -149,7 +207,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return answer(coordinator.ErrNoJob)
 		}
 		var serial string
-		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
+		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrNoJob)
 		}
@@ -273,6 +331,10 @@ func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordi
 	if f.AgentID != "" {
 		q += ` AND substr(worker_id, 1, length(?) + 1) = ? || '/'`
 		args = append(args, f.AgentID, f.AgentID)
+	}
+	if f.Project != "" {
+		q += ` AND project = ?`
+		args = append(args, f.Project)
 	}
 	q += ` ORDER BY created_at, rowid`
 	if f.Limit > 0 {

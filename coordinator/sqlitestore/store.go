@@ -411,7 +411,10 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(coordinator.ErrConflict)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return recordDetail(ctx, tx, id, coordinator.VerbSubmit, "", 0, true, p.SubmittedBy)
 	})
 	if errors.Is(err, coordinator.ErrConflict) {
 		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, err)
@@ -714,7 +717,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 			return err
 		}
 		accepted := err == nil
-		if err := record(ctx, tx, tok.JobID, sqlstore.VerbArtifact, tok.Owner, tok.Generation, accepted); err != nil {
+		if err := recordDetail(ctx, tx, tok.JobID, sqlstore.VerbArtifact, tok.Owner, tok.Generation, accepted, a.Name); err != nil {
 			return err
 		}
 		if accepted {
@@ -863,7 +866,7 @@ func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any,
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, job_id, verb, owner, generation, accepted, at, detail
-		FROM write_events WHERE job_id = ? ORDER BY id`, jobID)
+		FROM write_events WHERE job_id = ? AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
@@ -893,7 +896,7 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.Wr
 func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT verb, COALESCE(sum(accepted), 0), COALESCE(sum(1 - accepted), 0)
-		FROM write_events GROUP BY verb ORDER BY verb`)
+		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
 	if err != nil {
 		return nil, fmt.Errorf("count write events: %w", err)
 	}

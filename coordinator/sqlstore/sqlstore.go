@@ -158,6 +158,13 @@ type Claim struct {
 	Slots   int
 	TTL     time.Duration
 	Effects bool // the agent may take jobs with effect steps
+	// Limits is a JSON object of the project limits by name
+	// (ClaimRequest.ProjectLimits, {} when none), DefaultLimit the limit
+	// of every other project; 0 means no limit. Limited reports whether any
+	// limit is set: only then do grants count the jobs of a project.
+	Limits       []byte
+	DefaultLimit int
+	Limited      bool
 }
 
 // PrepareClaim validates req and keeps only the phones that can take a job
@@ -187,8 +194,26 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
+	if req.DefaultProjectLimit < 0 {
+		return Claim{}, fmt.Errorf("default project limit %d is negative", req.DefaultProjectLimit)
+	}
+	limits := map[string]int{}
+	for p, n := range req.ProjectLimits {
+		if err := coordinator.CheckProject(p); err != nil {
+			return Claim{}, fmt.Errorf("project limit: %w", err)
+		}
+		if n < 0 {
+			return Claim{}, fmt.Errorf("project limit of %s: %d is negative", p, n)
+		}
+		limits[p] = n
+	}
+	lb, err := json.Marshal(limits)
+	if err != nil {
+		return Claim{}, err
+	}
 	return Claim{AgentID: agentID, BootID: bootID, Owner: req.Owner, Devices: b, Slots: req.Slots, TTL: req.TTL,
-		Effects: slices.Contains(req.Capabilities, protocol.CapabilityEffect)}, nil
+		Effects: slices.Contains(req.Capabilities, protocol.CapabilityEffect),
+		Limits:  lb, DefaultLimit: req.DefaultProjectLimit, Limited: req.Limited()}, nil
 }
 
 // AgentLockKey is the 64-bit key of the lock that serialises grants to one
@@ -199,6 +224,16 @@ func AgentLockKey(agentID string) int64 {
 	h.Write([]byte(agentID))
 	return int64(h.Sum64())
 }
+
+// ProjectLockKey is the 64-bit key of the lock that serialises grants
+// across agents while project limits are set (a PostgreSQL advisory lock),
+// so that each grant counts the in-progress jobs of a project after every
+// grant before it.
+var ProjectLockKey = func() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("edgeagent grants under project limits"))
+	return int64(h.Sum64())
+}()
 
 // CheckAgentID validates an agent id.
 func CheckAgentID(id string) error { return protocol.ValidateAgentID(id) }

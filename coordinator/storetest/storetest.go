@@ -61,6 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, effectTests...)
 	tests = append(tests, fastpathTests...)
 	tests = append(tests, apiTests...)
+	tests = append(tests, schedTests...)
+	tests = append(tests, eventTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

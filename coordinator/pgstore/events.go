@@ -1,0 +1,130 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+)
+
+var _ coordinator.EventStore = (*Store)(nil)
+
+// submitEventSQL records the submit of the job inserted by the CTE ins, in
+// the statement that inserts it.
+const submitEventSQL = `
+	INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+	SELECT id, '` + coordinator.VerbSubmit + `', '', 0, true, submitted_by FROM ins`
+
+// eventSelect reads write_events rows with what their job says about them
+// (docs/api-events.md): ended is true on the last accepted row of an
+// ending verb of a finished job.
+var eventSelect = `
+	SELECT w.id, w.job_id, w.verb, w.owner, w.generation, w.accepted, w.at, w.detail,
+	       j.id IS NOT NULL, COALESCE(j.project, ''), COALESCE(j.status, ''), COALESCE(j.lease_generation, 0),
+	       COALESCE(j.device_serial, ''), COALESCE(j.fail_reason, ''), COALESCE(a.size, -1),
+	       COALESCE(j.status NOT IN ('QUEUED', 'IN_PROGRESS') AND w.accepted
+	         AND w.verb NOT IN ` + sqlstore.NonEventVerbs + ` AND w.verb NOT IN ` + sqlstore.NonEndingVerbs + `
+	         AND NOT EXISTS (SELECT 1 FROM write_events e
+	                         WHERE e.job_id = w.job_id AND e.id > w.id AND e.accepted
+	                           AND e.verb NOT IN ` + sqlstore.NonEventVerbs + ` AND e.verb NOT IN ` + sqlstore.NonEndingVerbs + `), false)
+	FROM write_events w
+	LEFT JOIN jobs j ON j.id = w.job_id
+	LEFT JOIN artifacts a ON w.verb = 'artifact' AND a.job_id = w.job_id AND a.generation = w.generation AND a.name = w.detail
+	WHERE w.id > $1 AND ($2::bigint <= 0 OR w.id <= $2)`
+
+// Events lists job events oldest first as q selects them.
+func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error) {
+	if q.All && (q.JobID != "" || q.Projects != nil) {
+		return nil, fmt.Errorf("list events: all rows cannot be filtered by job or project")
+	}
+	query := eventSelect
+	args := []any{q.AfterID, q.UpTo}
+	if !q.All {
+		query += ` AND w.accepted AND w.verb NOT IN ` + sqlstore.NonEventVerbs + ` AND j.id IS NOT NULL`
+	}
+	if q.JobID != "" {
+		args = append(args, q.JobID)
+		query += ` AND w.job_id = $` + strconv.Itoa(len(args))
+	}
+	if q.Projects != nil {
+		args = append(args, q.Projects)
+		query += ` AND j.project = ANY($` + strconv.Itoa(len(args)) + `::text[])`
+	}
+	args = append(args, sqlstore.EventLimit(q))
+	query += ` ORDER BY w.id LIMIT $` + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Event, error) {
+		var (
+			e  coordinator.RawEvent
+			at time.Time
+		)
+		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
+			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended)
+		e.At = at.UTC()
+		return coordinator.NewEvent(e), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// LastEventID returns the highest write_events id, 0 when none.
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("read last event id: %w", err)
+	}
+	return id, nil
+}
+
+// RecordEvent records e, accepted, and returns its id.
+func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64, error) {
+	if err := coordinator.CheckJobEvent(e); err != nil {
+		return 0, fmt.Errorf("record event: %w", err)
+	}
+	var id int64
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
+		SELECT $1, $2, $3, $4, true, $5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)
+		RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, coordinator.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, err)
+	}
+	return id, nil
+}
+
+// publishEndSQL writes the outbox message of an end event: job, generation,
+// owner, status, reason and the artifacts of that generation.
+const publishEndSQL = `
+	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
+	SELECT $4::text, 'outbox', 'pending', j.id, $3::text, $2::bigint,
+	       jsonb_build_object(
+	           'key', $4::text, 'event', $6::text, 'job_id', j.id, 'generation', $2::bigint, 'owner', $3::text,
+	           'status', j.status, 'reason', $7::text,
+	           'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
+	                                 FROM artifacts a WHERE a.job_id = j.id AND a.generation = $2::bigint), '[]'::jsonb))
+	FROM jobs j WHERE j.id = $1 AND j.status = $5
+	ON CONFLICT (key) DO NOTHING`
+
+// PublishEnd writes the outbox message of an end event, once.
+func (s *Store) PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
+		coordinator.OutboxEndEvent(e.Status), e.Reason)
+	if err != nil {
+		return false, fmt.Errorf("publish end of job %s: %w", e.JobID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,30 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+)
+
+var _ coordinator.ProjectCounter = (*Store)(nil)
+
+// ProjectJobCounts counts the queued and in-progress jobs of every project
+// (partial indexes jobs_queued_project and jobs_in_progress_project).
+func (s *Store) ProjectJobCounts(ctx context.Context) ([]coordinator.ProjectJobCount, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT project, 'QUEUED', count(*) FROM jobs WHERE status = 'QUEUED' GROUP BY project
+		UNION ALL
+		SELECT project, 'IN_PROGRESS', count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY project
+		ORDER BY 1, 2 DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by project: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[coordinator.ProjectJobCount])
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by project: %w", err)
+	}
+	return out, nil
+}
