@@ -52,8 +52,8 @@ func pickSQL(cond, order string) string {
 }
 
 var (
-	pickQueuedSQL  = pickSQL(`j.status = 'QUEUED'`, `created_at, rid`)
-	pickExpiredSQL = pickSQL(`j.status = 'IN_PROGRESS' AND j.lease_expires_at <= `+now+` AND j.worker_id <> ?1`, `lease_expires_at, id`)
+	pickQueuedSQL  = pickSQL(`j.status = 'QUEUED'`+` AND `+grantable, `created_at, rid`)
+	pickExpiredSQL = pickSQL(`j.status = 'IN_PROGRESS' AND j.lease_expires_at <= `+now+` AND j.worker_id <> ?1`+` AND `+grantable, `lease_expires_at, id`)
 
 	claimPickedSQL = `
 	UPDATE jobs
@@ -61,21 +61,22 @@ var (
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = ?,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND status = 'QUEUED'
-	RETURNING lease_generation, lease_expires_at, task`
+	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 
 	takeOverPickedSQL = `
 	UPDATE jobs
 	SET lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = ?,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
+	    attempt_ends = ` + attemptEnd(`'`+protocol.FailClassInfrastructure+`'`, `'`+protocol.CauseLeaseExpired+`'`, `NULL`) + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
 	  AND lease_expires_at <= ` + now + `
-	RETURNING lease_generation, lease_expires_at, task`
+	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 )
 
 // canGrant reports whether c's agent may take one more job: it is neither
@@ -162,7 +163,8 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return err
 		}
 		l.Device = serial
-		if err := recordDetail(ctx, tx, old.JobID, sqlstore.VerbReclaim, old.Owner, old.Generation, true, sqlstore.DetailLeaseExpired); err != nil {
+		if err := recordEnd(ctx, tx, old.JobID, sqlstore.VerbReclaim, old.Owner, old.Generation, true, sqlstore.DetailLeaseExpired,
+			protocol.FailClassInfrastructure, protocol.CauseLeaseExpired); err != nil {
 			return err
 		}
 		return recordDetail(ctx, tx, old.JobID, sqlstore.VerbReassign, c.Owner, l.Token.Generation, true, sqlstore.DetailLeaseExpired)
@@ -213,11 +215,11 @@ func (s *Store) RecordRefused(ctx context.Context, verb string, tok fencing.Toke
 
 var cancelSQL = `
 	UPDATE jobs
-	SET status = 'FAILED', fail_reason = ?, lease_expires_at = NULL, updated_at = ` + now + `
+	SET status = 'CANCELLED', fail_reason = ?, lease_expires_at = NULL, updated_at = ` + now + `
 	WHERE id = ? AND status IN ('QUEUED', 'IN_PROGRESS')
 	RETURNING id`
 
-// Cancel ends a queued or in-progress job as FAILED with reason.
+// Cancel ends a queued or in-progress job as CANCELLED with reason.
 func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error) {
 	var tok fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -206,7 +206,7 @@ func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "evidence of an unknown intent", err, coordinator.ErrEffectNotFound)
 
 	// The job stops needing a decision.
-	if err := s.Fail(ctx, lb.Token, coordinator.ReasonNeedsDecision+": effect msg-7 is in doubt", false); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision+": effect msg-7 is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 	if j := get(t, s, "d"); !coordinator.NeedsDecision(j) {
@@ -249,7 +249,7 @@ func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 	la := claim(t, s, "r", ownerA, long)
 	reserve(t, s, la.Token, "pay-1")
 	lb := reassign(t, s, "r", ownerB)
-	if err := s.Fail(ctx, lb.Token, "something else", false); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: "something else"}); err != nil {
 		t.Fatal(err)
 	}
 	res, requeued, err := s.ResolveEffect(ctx, "pay-1", coordinator.ResolveDone, "bank statement shows it")
@@ -495,7 +495,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	submit(t, s, "f")
 	la := claim(t, s, "f", ownerA, long)
 	// A release for reassignment is not a failure of the job.
-	if err := s.FailOutbox(ctx, la.Token, "assign not accepted", true, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
+	if err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "assign not accepted", Requeue: true}, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetEffect(ctx, coordinator.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, coordinator.ErrEffectNotFound) {
@@ -503,7 +503,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	}
 	lb := claim(t, s, "f", ownerB, long)
 	key := coordinator.OutboxFailureKey("f", lb.Token.Generation)
-	err := s.FailOutbox(ctx, la.Token, "late", false, key)
+	err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "late"}, key)
 	wantErr(t, "stale failure", err, fencing.ErrStale)
 	_, err = s.GetEffect(ctx, key)
 	wantErr(t, "outbox of a refused failure", err, coordinator.ErrEffectNotFound)
@@ -511,7 +511,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "last.png", "sha-last")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FailOutbox(ctx, lb.Token, "step 2 (tap): phone unplugged", false, key); err != nil {
+	if err := s.FailOutbox(ctx, lb.Token, coordinator.Failure{Reason: "step 2 (tap): phone unplugged"}, key); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
 	if j := get(t, s, "f"); j.Status != coordinator.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {

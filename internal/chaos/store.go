@@ -127,11 +127,11 @@ func (s *recordingStore) Commit(ctx context.Context, tok fencing.Token, result j
 	return s.fenced(opCommit, tok, func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
+func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
-	op.Requeue = requeue
-	err := s.Store.Fail(ctx, tok, reason, requeue)
+	op.Requeue = f.Requeue
+	err := s.Store.Fail(ctx, tok, f)
 	s.rec.end(op, outcomeOf(err), err)
 	return err
 }
@@ -274,8 +274,8 @@ func (s *faultyStore) Commit(ctx context.Context, tok fencing.Token, result json
 	return s.write(func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
-	return s.write(func() error { return s.Store.Fail(ctx, tok, reason, requeue) })
+func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+	return s.write(func() error { return s.Store.Fail(ctx, tok, f) })
 }
 
 func (s *faultyStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
