@@ -109,8 +109,8 @@ func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 		HeartbeatEvery: cfg.Agents.Heartbeat.Duration(), OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
 		AssignTimeout: cfg.NATS.RequestTimeout.Duration(),
 		Presigner:     p, PresignExpiry: cfg.Storage.PresignExpiry.Duration(),
-		Retry:         RetryPolicyOf(cfg.Jobs),
-		Log: sys.Log,
+		Retry: RetryPolicyOf(cfg.Jobs),
+		Log:   sys.Log,
 	}, nil
 }
 

@@ -57,7 +57,7 @@ func TestEffectCommands(t *testing.T) {
 	if _, err := st.AddEffectEvidence(ctx, b.Token, "order-9/submit", []string{doubt}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, b.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision+": effect order-9/submit is in doubt"}); err != nil {
+	if err := st.Fail(ctx, b.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect order-9/submit is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 

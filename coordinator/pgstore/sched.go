@@ -180,7 +180,9 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 	)
 	err = s.inAgentBatch(ctx, c.AgentID, claimForSQL,
 		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects},
-		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &deadline) })
+		func(r pgx.Row) error {
+			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &deadline)
+		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
 	}

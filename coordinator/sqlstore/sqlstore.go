@@ -180,7 +180,9 @@ func PlanFailure(f coordinator.Failure) FailPlan {
 
 // Retry holds a store's retry policy; its zero value holds
 // coordinator.DefaultRetryPolicy. It is safe for concurrent use.
-type Retry struct{ p atomic.Pointer[coordinator.RetryPolicy] }
+type Retry struct {
+	p atomic.Pointer[coordinator.RetryPolicy]
+}
 
 // Set replaces the policy; a zero Backoff or BackoffMax keeps the default's.
 func (r *Retry) Set(p coordinator.RetryPolicy) {

@@ -206,7 +206,7 @@ func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "evidence of an unknown intent", err, coordinator.ErrEffectNotFound)
 
 	// The job stops needing a decision.
-	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision+": effect msg-7 is in doubt"}); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect msg-7 is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 	if j := get(t, s, "d"); !coordinator.NeedsDecision(j) {

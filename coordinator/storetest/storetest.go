@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, registryTests...)
 	tests = append(tests, effectTests...)
 	tests = append(tests, fastpathTests...)
+	tests = append(tests, attemptTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
