@@ -75,7 +75,7 @@ func TestEffectCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &views) != nil || len(views) != 1 {
 		t.Fatalf("effect list --json: %d %s", code, out)
 	}
-	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != coordinator.StatusFailed ||
+	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != coordinator.StatusNeedsDecision ||
 		v.Owner != a.Token.Owner || v.Generation != a.Token.Generation {
 		t.Fatalf("view %+v", v)
 	}
