@@ -482,6 +482,7 @@ type outboxPayload struct {
 	JobID      string          `json:"job_id"`
 	Generation int64           `json:"generation"`
 	Owner      string          `json:"owner"`
+	Status     string          `json:"status"`
 	Result     json.RawMessage `json:"result"`
 	Reason     string          `json:"reason"`
 	Manifest   []string        `json:"manifest"`
@@ -527,12 +528,36 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("payload %s: %v", r.Payload, err)
 	}
 	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
-		p.Owner != ownerB || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
+		p.Owner != ownerB || p.Status != coordinator.StatusFailed || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
 		t.Fatalf("payload %+v", p)
 	}
 	evs := events(t, s, "f")
 	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbFail || !last.accepted {
 		t.Fatalf("last event %+v", last)
+	}
+
+	// An infrastructure failure with attempts left is retried, not
+	// published; the one that uses the last attempt is, with every cause.
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "g", Task: testTask(), MaxAttempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	infraFail := coordinator.Failure{Reason: "adb gone", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAdbServerGone}
+	for i := range 2 {
+		l := claim(t, s, "g", ownerA, long)
+		key := coordinator.OutboxFailureKey("g", l.Token.Generation)
+		if err := s.FailOutbox(ctx, l.Token, infraFail, key); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.GetEffect(ctx, key)
+		if i == 0 {
+			wantErr(t, "outbox of a retried attempt", err, coordinator.ErrEffectNotFound)
+			continue
+		}
+		var p outboxPayload
+		if err != nil || json.Unmarshal(getEffect(t, s, key).Payload, &p) != nil ||
+			p.Status != coordinator.StatusFailed || p.Reason != "attempts exhausted (2 of 2): g1 adb_server_gone: adb gone; g3 adb_server_gone: adb gone" {
+			t.Fatalf("outbox of the last attempt: %+v, %v", p, err)
+		}
 	}
 }
 
