@@ -45,6 +45,7 @@ func (s *recordingStore) op(method, jobID string) *StoreOp {
 
 func (s *recordingStore) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
 	op := s.op(opSubmit, spec.ID)
+	op.MaxAttempts = spec.MaxAttempts
 	j, err := s.Store.Submit(ctx, spec)
 	if err == nil {
 		op.JobID = j.ID
@@ -130,7 +131,7 @@ func (s *recordingStore) Commit(ctx context.Context, tok fencing.Token, result j
 func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
-	op.Requeue = f.Requeue
+	op.Requeue = f.Retried()
 	err := s.Store.Fail(ctx, tok, f)
 	s.rec.end(op, outcomeOf(err), err)
 	return err
