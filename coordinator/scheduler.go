@@ -250,7 +250,7 @@ func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) er
 		if ferr := s.store.Fail(ctx, lease.Token, f); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
 			log.Error().Err(ferr).Msg("release job")
 		} else if ferr == nil {
-			s.metrics.attemptEnded(f.RecordedClass(), f.Cause)
+			s.attemptTaken(ctx, lease.Token, f.Cause)
 		}
 		s.Kick()
 		return fmt.Errorf("assign job %s to %s: %w", lease.Token.JobID, agentID, err)

@@ -464,6 +464,13 @@ func (a *Agent) run(ctx context.Context, j *job, b Behavior, ttl time.Duration) 
 			f = a.opts.Failure(j.tok)
 		}
 		f.Token = j.tok
+		// The job has stopped: its slot is free before the report, as on
+		// the real agent.
+		a.mu.Lock()
+		if a.jobs[j.tok.JobID] == j {
+			delete(a.jobs, j.tok.JobID)
+		}
+		a.mu.Unlock()
 		_ = a.call(ctx, j, protocol.VerbFail, f, &protocol.Ack{})
 		return
 	case Hold:
