@@ -53,7 +53,7 @@ const matchLateral = `
 
 // claimForSQL grants the oldest queued job matching a free phone, skipping
 // jobs another coordinator is granting at the same moment.
-var claimForSQL = claimCTEs + `, pick AS (
+const claimForSQL = claimCTEs + `, pick AS (
 		SELECT j.id, m.serial FROM jobs j` + matchLateral + `
 		WHERE j.status = 'QUEUED' AND ` + canRun + `
 		  AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
