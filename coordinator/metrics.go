@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -103,7 +104,7 @@ func (m *metrics) attemptEnded(class, cause string) {
 // jobEnded counts a job brought to state; a state that is not an end
 // (QUEUED after a retry, "" when unknown) is not counted.
 func (m *metrics) jobEnded(state string) {
-	if state != "" && Finished(state) {
+	if slices.Contains(Statuses, state) && Finished(state) {
 		m.jobsEnded.WithLabelValues(state).Inc()
 	}
 }

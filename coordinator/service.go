@@ -736,7 +736,10 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	s.metrics.attemptEnded(fl.RecordedClass(), fl.Cause)
 	state := fl.Outcome()
 	if fl.Retried() {
-		state = s.endedState(ctx, f.Token)
+		state = StatusQueued
+		if st := s.endedState(ctx, f.Token); st != "" {
+			state = st // no attempt left
+		}
 	}
 	s.metrics.jobEnded(state)
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Str("class", fl.RecordedClass()).Str("cause", fl.Cause).

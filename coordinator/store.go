@@ -70,14 +70,12 @@ type Failure struct {
 // the assign: an infrastructure failure, retried.
 const CauseAssignRefused = "assign_refused"
 
-// Outcomes of a Failure.
-const (
-	outcomeRetry = "RETRY"
-)
+// OutcomeRetry is the Outcome of a Failure that is retried: back to the
+// queue while the job has attempts left, else StatusFailed.
+const OutcomeRetry = "RETRY"
 
 // Outcome is the state Store.Fail moves the job to for f: StatusTimedOut,
-// StatusNeedsDecision, StatusFailed, or "RETRY" (back to the queue while
-// attempts are left, else StatusFailed).
+// StatusNeedsDecision, StatusFailed, or OutcomeRetry.
 func (f Failure) Outcome() string {
 	switch {
 	case f.Cause == protocol.CauseDeadline:
@@ -85,14 +83,14 @@ func (f Failure) Outcome() string {
 	case strings.HasPrefix(f.Reason, ReasonNeedsDecision):
 		return StatusNeedsDecision
 	case f.Class == protocol.FailClassInfrastructure, f.Class == "" && f.Requeue:
-		return outcomeRetry
+		return OutcomeRetry
 	}
 	return StatusFailed
 }
 
 // Retried reports whether f is an infrastructure failure, which is retried
 // while the job has attempts left.
-func (f Failure) Retried() bool { return f.Outcome() == outcomeRetry }
+func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
 
 // RecordedClass is the class recorded for f: its own, or the class its
 // outcome implies when it has none (infrastructure for a legacy requeue,

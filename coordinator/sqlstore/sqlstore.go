@@ -159,7 +159,7 @@ const (
 
 // KindRetry is the kind of a Failure that is retried while the job has
 // attempts left; the other kinds are the end state it leads to.
-const KindRetry = "RETRY"
+const KindRetry = coordinator.OutcomeRetry
 
 // FailPlan is a Failure prepared for a store's fail statement.
 type FailPlan struct {
