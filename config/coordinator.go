@@ -81,6 +81,41 @@ type Scheduler struct {
 	Interval Duration `yaml:"interval" json:"interval"`
 }
 
+// CoordinatorJobs configures deadlines and attempts of jobs (docs/operations.md,
+// "Deadlines, attempts and end states").
+type CoordinatorJobs struct {
+	// DefaultTimeout is the deadline of a job submitted without a timeout,
+	// counted from its first grant; 0 means no deadline. Default 0.
+	DefaultTimeout Duration `yaml:"default_timeout" json:"default_timeout"`
+	// MaxAttempts is the grant limit of a job submitted without one.
+	// Default 3.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// RetryBackoff is the wait before the first retry of an attempt that
+	// ended with an infrastructure failure; it doubles with every attempt.
+	// Default 2s.
+	RetryBackoff Duration `yaml:"retry_backoff" json:"retry_backoff"`
+	// RetryBackoffMax caps the doubled backoff; at least RetryBackoff.
+	// Default 1m.
+	RetryBackoffMax Duration `yaml:"retry_backoff_max" json:"retry_backoff_max"`
+	// DefaultMaxRunning bounds the jobs of one project in progress at once,
+	// for every project without its own entry under projects; 0 means no
+	// limit. Default 0. See docs/operations.md, "Priorities, projects and
+	// not_before".
+	DefaultMaxRunning int `yaml:"default_max_running" json:"default_max_running"`
+}
+
+func (j CoordinatorJobs) validate(ps *Problems, path string) {
+	nonNegative(ps, path+".default_timeout", j.DefaultTimeout)
+	if j.MaxAttempts < 1 {
+		ps.add(path+".max_attempts", "must be at least 1, got %d", j.MaxAttempts)
+	}
+	positive(ps, path+".retry_backoff", j.RetryBackoff)
+	positive(ps, path+".retry_backoff_max", j.RetryBackoffMax)
+	if j.RetryBackoff > 0 && j.RetryBackoffMax > 0 && j.RetryBackoffMax < j.RetryBackoff {
+		ps.add(path+".retry_backoff_max", "must be at least jobs.retry_backoff (%s), got %s", j.RetryBackoff, j.RetryBackoffMax)
+	}
+}
+
 // AgentPresence configures how the coordinator tracks agents.
 type AgentPresence struct {
 	// Heartbeat is how often agents are asked to send a heartbeat.
@@ -166,6 +201,7 @@ func DefaultCoordinator() *Coordinator {
 		Lease:         CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)},
 		Scheduler:     Scheduler{Interval: Duration(500 * time.Millisecond)},
 		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)},
+		Jobs:          CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)},
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
@@ -220,6 +256,7 @@ func (c *Coordinator) Validate() error {
 	if c.Agents.Heartbeat > 0 && c.Agents.OfflineAfter > 0 && c.Agents.OfflineAfter <= c.Agents.Heartbeat {
 		ps.add("agents.offline_after", "must be longer than agents.heartbeat (%s), got %s", c.Agents.Heartbeat, c.Agents.OfflineAfter)
 	}
+	c.Jobs.validate(&ps, "jobs")
 	if c.Storage.Enabled() {
 		c.Storage.S3.validate(&ps, "storage", true)
 	}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -353,12 +354,31 @@ lease:
   reap_interval: 2s
 scheduler:
   intervall: 1s
+jobs:
+  max_attempts: 0
+  retry_backoff: soon
 `)
 	_, err = LoadCoordinator(path)
 	checkProblems(t, err, []string{
 		path + `:5:18: lease.reap_interval: must be shorter than lease.ttl (1s), got 2s`,
 		path + `:7:3: scheduler: unknown field "intervall" (did you mean "interval"?)`,
+		path + `:9:17: jobs.max_attempts: must be at least 1, got 0`,
+		path + `:10:18: jobs.retry_backoff: invalid duration "soon"`,
 	})
+
+	path = writeConfig(t, `nats:
+  url: nats://127.0.0.1:4222
+jobs:
+  default_timeout: 90s
+  max_attempts: 5
+  retry_backoff: 500ms
+  retry_backoff_max: 30s
+`)
+	c, err = LoadCoordinator(path)
+	if err != nil || c.Jobs != (CoordinatorJobs{DefaultTimeout: Duration(90 * time.Second), MaxAttempts: 5,
+		RetryBackoff: Duration(500 * time.Millisecond), RetryBackoffMax: Duration(30 * time.Second)}) {
+		t.Fatalf("jobs section: %+v, %v", c.Jobs, err)
+	}
 }
 
 func TestParseAgent(t *testing.T) {

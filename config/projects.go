@@ -6,14 +6,6 @@ import (
 )
 
 // CoordinatorJobs configures the jobs the coordinator grants.
-type CoordinatorJobs struct {
-	// DefaultMaxRunning bounds the jobs of one project in progress at once,
-	// for every project without its own entry under projects; 0 means no
-	// limit. Default 0. See docs/operations.md, "Priorities, projects and
-	// not_before".
-	DefaultMaxRunning int `yaml:"default_max_running" json:"default_max_running"`
-}
-
 // Project configures one project, named by its key under projects.
 type Project struct {
 	// MaxRunning bounds the project's jobs in progress at once, across every

@@ -262,6 +262,12 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"offline zero", func(c *Coordinator) { c.Agents.OfflineAfter = 0 }, []string{"agents.offline_after: must be positive, got 0s"}},
 		{"offline not above heartbeat", func(c *Coordinator) { c.Agents.OfflineAfter = c.Agents.Heartbeat }, []string{"agents.offline_after: must be longer than agents.heartbeat (5s), got 5s"}},
 
+		{"jobs defaults", func(c *Coordinator) { c.Jobs.DefaultTimeout = Duration(90 * time.Second) }, nil},
+		{"jobs timeout negative", func(c *Coordinator) { c.Jobs.DefaultTimeout = -1 }, []string{"jobs.default_timeout: must not be negative, got -1ns"}},
+		{"jobs max attempts zero", func(c *Coordinator) { c.Jobs.MaxAttempts = 0 }, []string{"jobs.max_attempts: must be at least 1, got 0"}},
+		{"jobs backoff zero", func(c *Coordinator) { c.Jobs.RetryBackoff = 0 }, []string{"jobs.retry_backoff: must be positive, got 0s"}},
+		{"jobs backoff cap below backoff", func(c *Coordinator) { c.Jobs.RetryBackoffMax = Duration(time.Second) }, []string{"jobs.retry_backoff_max: must be at least jobs.retry_backoff (2s), got 1s"}},
+
 		{"storage", withStorage, nil},
 		{"storage with key file", func(c *Coordinator) { withStorage(c); c.Storage.SecretKey = ""; c.Storage.SecretKeyFile = secret }, nil},
 		{"storage partial", func(c *Coordinator) { c.Storage.Endpoint = "minio:9000" }, []string{
@@ -304,6 +310,7 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Lease != (CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)}) ||
 		c.Scheduler.Interval.Duration() != 500*time.Millisecond ||
 		c.Agents != (AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)}) ||
+		c.Jobs != (CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
 		c.Metrics.Listen != "127.0.0.1:9090" ||
 		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40}) {

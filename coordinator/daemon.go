@@ -128,7 +128,8 @@ func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 		AssignTimeout: cfg.NATS.RequestTimeout.Duration(),
 		Presigner:     p, PresignExpiry: cfg.Storage.PresignExpiry.Duration(),
 		ProjectLimits: cfg.ProjectLimits(), DefaultProjectLimit: cfg.Jobs.DefaultMaxRunning,
-		Log: sys.Log,
+		Retry: RetryPolicyOf(cfg.Jobs),
+		Log:   sys.Log,
 	}, nil
 }
 

@@ -91,13 +91,13 @@ func (s *Server) commit(ctx context.Context, tok fencing.Token, result json.RawM
 }
 
 // failJob records a failure: through the outbox when results are
-// published and the failure ends the job, so receivers learn of failed jobs
-// as of succeeded ones.
-func (s *Server) failJob(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
-	if !s.fx.publish || requeue {
-		return s.store.Fail(ctx, tok, reason, requeue)
+// published, so receivers learn of jobs that end without a result as of
+// succeeded ones (a retried attempt publishes nothing).
+func (s *Server) failJob(ctx context.Context, tok fencing.Token, f Failure) error {
+	if !s.fx.publish {
+		return s.store.Fail(ctx, tok, f)
 	}
-	if err := s.store.FailOutbox(ctx, tok, reason, false, OutboxFailureKey(tok.JobID, tok.Generation)); err != nil {
+	if err := s.store.FailOutbox(ctx, tok, f, OutboxFailureKey(tok.JobID, tok.Generation)); err != nil {
 		return err
 	}
 	if s.fx.dispatcher != nil {

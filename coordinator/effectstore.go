@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
@@ -35,15 +34,15 @@ const (
 )
 
 // ReasonNeedsDecision starts the failure reason of a job that stopped
-// because one of its effects is in doubt: the job is FAILED with a reason
-// "needs_decision: ..." until a person resolves the effect, which queues the
-// job again.
+// because one of its effects is in doubt: a fail with a reason
+// "needs_decision: ..." ends the job NEEDS_DECISION until a person resolves
+// the effect, which queues the job again.
 const ReasonNeedsDecision = protocol.ReasonNeedsDecision
 
 // NeedsDecision reports whether a job stopped because an effect of it is in
 // doubt.
 func NeedsDecision(j Job) bool {
-	return j.Status == StatusFailed && strings.HasPrefix(j.FailReason, ReasonNeedsDecision)
+	return j.Status == StatusNeedsDecision
 }
 
 // ErrEffectNotFound is returned for an effect key the store does not have.
@@ -187,8 +186,9 @@ type EffectStore interface {
 	MarkEffectsInDoubt(ctx context.Context) (int, error)
 	// ResolveEffect records a person's decision on an intent in doubt:
 	// done (with a receipt saying so) or retry. In the same transaction the
-	// intent's job, when it stopped needing that decision, goes back to
-	// the queue (requeued reports it). ErrEffectNotFound, or ErrConflict
+	// intent's job, when it is NEEDS_DECISION, goes back to the queue
+	// (requeued reports it) with one more attempt allowed when it had used
+	// them all, and a fresh deadline from its next grant. ErrEffectNotFound, or ErrConflict
 	// when the intent is not in doubt.
 	ResolveEffect(ctx context.Context, key, decision, note string) (rec EffectRecord, requeued bool, err error)
 	// GetEffect returns one effect, or ErrEffectNotFound.
@@ -201,10 +201,11 @@ type EffectStore interface {
 	// publishes it: job, generation, owner, result and manifest.
 	CommitOutbox(ctx context.Context, tok fencing.Token, result json.RawMessage, key string) error
 	// FailOutbox is Fail that, in the same transaction and only when the
-	// failure is accepted and ends the job (not requeue), writes the
+	// failure is accepted and ends the job (it is not retried), writes the
 	// outbox message key (pending) that publishes it: job, generation,
-	// owner, reason and the artifacts registered under that generation.
-	FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error
+	// owner, status, reason and the artifacts registered under that
+	// generation.
+	FailOutbox(ctx context.Context, tok fencing.Token, f Failure, key string) error
 	// ClaimOutbox takes up to limit pending outbox messages that are due,
 	// counts a delivery attempt on each and makes them not due again for
 	// lease (so another dispatcher does not send them meanwhile). Several

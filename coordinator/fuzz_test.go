@@ -320,15 +320,18 @@ func FuzzHandlers(f *testing.F) {
 			}
 		}
 
-		// The job's generation moves only by a grant: a hello of another
-		// boot releases it (generation + 1), nothing else does.
+		// The job's generation moves only by a grant or by the end of an
+		// attempt that is retried: a hello of another boot releasing it, or
+		// an accepted fail of the infrastructure (generation + 1 each);
+		// nothing else moves it.
 		j, err := h.store.Get(ctx, before.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
+		retried := verb == protocol.VerbHello || verb == protocol.VerbFail && code == 200
 		switch {
 		case j.Generation == before.Generation:
-		case j.Generation == before.Generation+1 && verb == protocol.VerbHello && j.Status == coordinator.StatusQueued:
+		case j.Generation == before.Generation+1 && retried && j.Status == coordinator.StatusQueued:
 		default:
 			t.Fatalf("after %s on %q (%d) job is %s at generation %d, was %v", verb, agent, code, j.Status, j.Generation, before)
 		}

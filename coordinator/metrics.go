@@ -2,11 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // metrics are the coordinator's Prometheus metrics, in a registry of its
@@ -23,6 +26,8 @@ type metrics struct {
 	commits        prometheus.Counter
 	revokes        prometheus.Counter
 	assignFailures prometheus.Counter
+	attemptEnds    *prometheus.CounterVec // class, cause
+	jobsEnded      *prometheus.CounterVec // state
 }
 
 func newMetrics(store Store, offlineAfter time.Duration) *metrics {
@@ -60,8 +65,17 @@ func newMetrics(store Store, offlineAfter time.Duration) *metrics {
 			Name: "assign_failures_total",
 			Help: "Assigns an agent did not accept; each job was released again at once.",
 		}),
+		attemptEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "attempt_ends_total",
+			Help: "Attempts of jobs that ended without a result through this coordinator, by class (infrastructure, job) and cause.",
+		}, []string{"class", "cause"}),
+		jobsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobs_ended_total",
+			Help: "Jobs this coordinator brought to an end state, by state (SUCCEEDED, FAILED, TIMED_OUT, NEEDS_DECISION).",
+		}, []string{"state"}),
 	}
 	m.reg.MustRegister(m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures,
+		m.attemptEnds, m.jobsEnded,
 		&storeCollector{store: store, offlineAfter: offlineAfter},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -73,8 +87,26 @@ func newMetrics(store Store, offlineAfter time.Duration) *metrics {
 	}
 	for _, r := range []string{"lease_expired", "agent_restarted"} {
 		m.reclaimed.WithLabelValues(r)
+		m.attemptEnds.WithLabelValues(protocol.FailClassInfrastructure, r)
+	}
+	m.attemptEnds.WithLabelValues(protocol.FailClassJob, protocol.CauseDeadline)
+	for _, st := range []string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusNeedsDecision} {
+		m.jobsEnded.WithLabelValues(st)
 	}
 	return m
+}
+
+// attemptEnded counts one attempt that ended without a result.
+func (m *metrics) attemptEnded(class, cause string) {
+	m.attemptEnds.WithLabelValues(class, cause).Inc()
+}
+
+// jobEnded counts a job brought to state; a state that is not an end
+// (QUEUED after a retry, "" when unknown) is not counted.
+func (m *metrics) jobEnded(state string) {
+	if slices.Contains(Statuses, state) && Finished(state) {
+		m.jobsEnded.WithLabelValues(state).Inc()
+	}
 }
 
 func (m *metrics) request(verb string, code int) {
@@ -111,7 +143,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	failed := 0.0
 	if counts, err := c.store.JobCounts(ctx); err == nil {
-		for _, st := range []string{StatusQueued, StatusInProgress, StatusSucceeded, StatusFailed} {
+		for _, st := range Statuses {
 			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[st]), st)
 		}
 	} else {

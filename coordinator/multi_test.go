@@ -66,8 +66,13 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 		}))
 	}
 	ctx := context.Background()
+	// Every grant is an attempt, the operator's reassignments and the
+	// assigns an agent refuses (busy with a job moved away) included:
+	// attempts enough that this churn never uses them up.
 	for i := range jobs {
-		submit(t, store, fmt.Sprintf("job-%03d", i), protocol.DeviceSelector{})
+		if _, err := store.Submit(ctx, coordinator.JobSpec{ID: fmt.Sprintf("job-%03d", i), Task: task(protocol.DeviceSelector{}), MaxAttempts: 100}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Random reassignments through either coordinator, while jobs run.

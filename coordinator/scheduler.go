@@ -146,7 +146,8 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 	}
 }
 
-// reapOnce is one sweep of the reaper. Expired leases (database clock) are
+// reapOnce is one sweep of the reaper. Jobs whose deadline passed end
+// TIMED_OUT first (expireOnce). Expired leases (database clock) are
 // first handed straight to another agent with a free matching phone, one
 // statement per job (generation + 1, the old token recorded as reclaimed);
 // the rest go back to the queue (generation + 1, no owner). Each old owner
@@ -156,6 +157,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 // leases from the expiry index and ends there when there are none, and it
 // skips agents whose slots are all taken.
 func (s *Server) reapOnce(ctx context.Context) {
+	s.expireOnce(ctx)
 	var load map[string]int
 	if wc, ok := s.store.(WorkCounter); ok {
 		n, err := wc.ExpiredLeases(ctx)
@@ -196,6 +198,7 @@ func (s *Server) reapOnce(ctx context.Context) {
 				return
 			}
 			s.metrics.reclaimed.WithLabelValues("lease_expired").Inc()
+			s.metrics.attemptEnded(protocol.FailClassInfrastructure, protocol.CauseLeaseExpired)
 			s.metrics.granted.WithLabelValues("takeover").Inc()
 			s.jobLog(old).Info().Int64("new_generation", lease.Token.Generation).Str("new_owner", lease.Token.Owner).
 				Msg("lease expired; job reassigned")
@@ -212,7 +215,8 @@ func (s *Server) reapOnce(ctx context.Context) {
 	}
 	for _, t := range toks {
 		s.metrics.reclaimed.WithLabelValues("lease_expired").Inc()
-		s.jobLog(t).Info().Msg("lease expired; job back in the queue")
+		s.attemptTaken(ctx, t, protocol.CauseLeaseExpired)
+		s.jobLog(t).Info().Msg("lease expired; attempt ended")
 		s.Revoke(t, "lease expired")
 	}
 	if len(toks) > 0 {
@@ -229,7 +233,8 @@ func (s *Server) assignAsync(ctx context.Context, agentID string, lease Lease) {
 // fenced requeue rather than left to expire.
 func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) error {
 	log := s.jobLog(lease.Token)
-	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device}
+	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device,
+		DeadlineMS: DeadlineMS(lease, s.opts.LeaseTTL)}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
 	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
@@ -244,8 +249,11 @@ func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) er
 			// until it reports free slots again.
 			s.setFull(agentID, true)
 		}
-		if ferr := s.store.Fail(ctx, lease.Token, "assign not accepted: "+err.Error(), true); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
+		f := Failure{Reason: "assign not accepted: " + err.Error(), Class: protocol.FailClassInfrastructure, Cause: CauseAssignRefused}
+		if ferr := s.store.Fail(ctx, lease.Token, f); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
 			log.Error().Err(ferr).Msg("release job")
+		} else if ferr == nil {
+			s.attemptTaken(ctx, lease.Token, f.Cause)
 		}
 		s.Kick()
 		return fmt.Errorf("assign job %s to %s: %w", lease.Token.JobID, agentID, err)

@@ -70,6 +70,9 @@ type Options struct {
 	// progress at once (ClaimRequest); zero means no limit.
 	ProjectLimits       map[string]int
 	DefaultProjectLimit int
+	// Retry is the backoff of retried attempts, set on the store by New
+	// (zero: the store keeps its policy, DefaultRetryPolicy unless set).
+	Retry RetryPolicy
 }
 
 func (o *Options) defaults() {
@@ -154,6 +157,9 @@ func New(nc *nats.Conn, store Store, opts Options) *Server {
 		log:   opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
 		kick:  make(chan struct{}, 1),
 		full:  map[string]bool{},
+	}
+	if opts.Retry != (RetryPolicy{}) {
+		store.SetRetryPolicy(opts.Retry)
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
 	s.fx = newEffects(s)
@@ -486,6 +492,7 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 	}
 	for _, tok := range released {
 		s.metrics.reclaimed.WithLabelValues("agent_restarted").Inc()
+		s.attemptTaken(ctx, tok, protocol.CauseAgentRestarted)
 		s.jobLog(tok).Info().Str("boot_id", h.BootID).Msg("job reclaimed: agent restarted")
 		s.Revoke(tok, "agent restarted")
 	}
@@ -671,6 +678,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		return nil, s.fenced(verbResult, err)
 	}
 	s.metrics.commits.Inc()
+	s.metrics.jobEnded(StatusSucceeded)
 	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).
 		Int("artifacts", len(manifest)).Msg("result accepted")
 	s.Kick()
@@ -725,10 +733,21 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	if err := s.checkToken(ctx, verbFail, agentID, f.Token); err != nil {
 		return nil, err
 	}
-	if err := s.failJob(ctx, f.Token, f.Reason, f.Requeue); err != nil {
+	fl := Failure{Reason: f.Reason, Class: f.Class, Cause: f.Cause, Requeue: f.Requeue}
+	if err := s.failJob(ctx, f.Token, fl); err != nil {
 		return nil, s.fenced(verbFail, err)
 	}
-	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Msg("job failure reported")
+	s.metrics.attemptEnded(fl.RecordedClass(), fl.Cause)
+	state := fl.Outcome()
+	if fl.Retried() {
+		state = StatusQueued
+		if st := s.endedState(ctx, f.Token); st != "" {
+			state = st // no attempt left
+		}
+	}
+	s.metrics.jobEnded(state)
+	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Str("class", fl.RecordedClass()).Str("cause", fl.Cause).
+		Str("state", state).Msg("job failure reported")
 	s.Kick()
 	return protocol.Ack{OK: true}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
@@ -43,6 +44,99 @@ const (
 	// DefaultMaxAttempts is the grant limit of a job submitted without one.
 	DefaultMaxAttempts = 3
 )
+
+// Failure is how an attempt of a job ended without a result
+// (docs/operations.md, "Deadlines, attempts and end states"). Store.Fail
+// decides the job's next state from it:
+//
+//   - Cause protocol.CauseDeadline: TIMED_OUT.
+//   - Reason starting with ReasonNeedsDecision (an effect is in doubt):
+//     NEEDS_DECISION, until a person resolves the effect.
+//   - Class protocol.FailClassJob, or an empty class without Requeue: FAILED
+//     at once.
+//   - Class protocol.FailClassInfrastructure, or an empty class with
+//     Requeue (a release by an agent that does not classify): retried, that
+//     is back to QUEUED at generation + 1 with no owner, not granted again
+//     before the retry backoff (RetryPolicy) has passed, while the job has
+//     attempts left; FAILED with every attempt's cause listed otherwise.
+type Failure struct {
+	Reason  string // free text, kept as the job's fail reason
+	Class   string // protocol.FailClassInfrastructure, protocol.FailClassJob or ""
+	Cause   string // protocol.Cause*, or a coordinator cause such as CauseAssignRefused
+	Requeue bool   // legacy: release for a retry when Class is empty
+}
+
+// CauseAssignRefused is the cause of an attempt whose agent did not accept
+// the assign: an infrastructure failure, retried.
+const CauseAssignRefused = "assign_refused"
+
+// OutcomeRetry is the Outcome of a Failure that is retried: back to the
+// queue while the job has attempts left, else StatusFailed.
+const OutcomeRetry = "RETRY"
+
+// Outcome is the state Store.Fail moves the job to for f: StatusTimedOut,
+// StatusNeedsDecision, StatusFailed, or OutcomeRetry.
+func (f Failure) Outcome() string {
+	switch {
+	case f.Cause == protocol.CauseDeadline:
+		return StatusTimedOut
+	case strings.HasPrefix(f.Reason, ReasonNeedsDecision):
+		return StatusNeedsDecision
+	case f.Class == protocol.FailClassInfrastructure, f.Class == "" && f.Requeue:
+		return OutcomeRetry
+	}
+	return StatusFailed
+}
+
+// Retried reports whether f is an infrastructure failure, which is retried
+// while the job has attempts left.
+func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
+
+// RecordedClass is the class recorded for f: its own, or the class its
+// outcome implies when it has none (infrastructure for a legacy requeue,
+// job otherwise).
+func (f Failure) RecordedClass() string {
+	if f.Class != "" {
+		return f.Class
+	}
+	if f.Retried() {
+		return protocol.FailClassInfrastructure
+	}
+	return protocol.FailClassJob
+}
+
+// RetryPolicy is the backoff before a retried attempt: the job is not
+// granted again before Backoff × 2^(attempts − 1), at most BackoffMax,
+// has passed on the database clock.
+type RetryPolicy struct {
+	Backoff    time.Duration
+	BackoffMax time.Duration
+}
+
+// DefaultRetryPolicy is the backoff of a store no policy was set on.
+var DefaultRetryPolicy = RetryPolicy{Backoff: 2 * time.Second, BackoffMax: time.Minute}
+
+// AttemptEnd is why one attempt (grant) of a job ended without a result,
+// kept with the job in order.
+type AttemptEnd struct {
+	Generation int64  `json:"generation"` // the attempt's token generation
+	Class      string `json:"class,omitempty"`
+	Cause      string `json:"cause,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// String is the attempt as listed in a fail reason: "g3 phone_unplugged:
+// adb: device offline".
+func (a AttemptEnd) String() string {
+	s := fmt.Sprintf("g%d", a.Generation)
+	if a.Cause != "" {
+		s += " " + a.Cause
+	}
+	if a.Reason != "" {
+		s += ": " + a.Reason
+	}
+	return s
+}
 
 // Store errors callers branch on. A fenced write that matches no row returns
 // fencing.ErrStale (wrapped) when the job exists, ErrNotFound when it does not.
@@ -133,6 +227,9 @@ type Job struct {
 	Attempts    int       // grants so far
 	DeadlineAt  time.Time // set at the first grant when the task has a timeout; zero: none
 	SubmittedBy string
+	// AttemptEnds lists why each attempt that ended without a result
+	// ended, oldest first.
+	AttemptEnds []AttemptEnd
 }
 
 // CheckProject accepts a project name: 1 to 64 characters from
@@ -303,21 +400,38 @@ type Store interface {
 	// CheckSubmit.
 	Submit(ctx context.Context, spec JobSpec) (Job, error)
 	// Reassign grants a queued or in-progress job to newOwner (generation + 1),
-	// whatever its current lease. ErrConflict when the job is finished.
+	// whatever its current lease, its attempts (an operator may grant a job
+	// past max_attempts) and its not_before. ErrConflict when the job is
+	// finished.
 	Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (Lease, error)
 	// Renew extends a current, unexpired lease; it never changes generation.
 	Renew(ctx context.Context, tok fencing.Token, ttl time.Duration) (time.Time, error)
 	// Commit accepts a result for the current token: status SUCCEEDED.
 	Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error
-	// Fail ends the current lease: FAILED, or back to QUEUED when requeue.
-	Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error
+	// Fail ends the current attempt as f says (Failure): TIMED_OUT,
+	// NEEDS_DECISION, FAILED, or retried (QUEUED at generation + 1, no
+	// owner, not before the retry backoff) while attempts < max_attempts.
+	// The attempt's cause is appended to the job's AttemptEnds and recorded
+	// with the write event.
+	Fail(ctx context.Context, tok fencing.Token, f Failure) error
+	// ExpireDeadlines ends up to limit (≤ 0: all) queued or in-progress
+	// jobs whose deadline passed on the database clock as TIMED_OUT, in one
+	// fenced statement recorded as verb timeout with cause deadline, and
+	// returns the tokens it took away (in-progress jobs only).
+	ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token, error)
+	// SetRetryPolicy sets the backoff of retried attempts for this store
+	// value (DefaultRetryPolicy until set). Call it before the store is
+	// used.
+	SetRetryPolicy(p RetryPolicy)
 	// RegisterArtifact records an artifact under the current token.
 	RegisterArtifact(ctx context.Context, tok fencing.Token, a ArtifactRecord) error
 	// Artifacts lists the artifacts registered for one generation of a job.
 	Artifacts(ctx context.Context, jobID string, generation int64) ([]ArtifactRecord, error)
-	// ReclaimExpired returns up to limit in-progress jobs whose lease expired
-	// on the database clock to QUEUED (generation + 1, no owner) and returns
-	// the tokens they were taken from.
+	// ReclaimExpired ends the attempt of up to limit in-progress jobs whose
+	// lease expired on the database clock, an infrastructure failure with
+	// cause lease_expired: retried (QUEUED, generation + 1, no owner, not
+	// before the backoff) while attempts are left, FAILED otherwise. It
+	// returns the tokens taken away.
 	ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error)
 	// Get returns a job, or ErrNotFound.
 	Get(ctx context.Context, jobID string) (Job, error)
@@ -338,13 +452,20 @@ type Store interface {
 	// first matching free one in serial order. ErrNoJob when nothing fits.
 	// Grants for one agent are serialised, so several coordinators never
 	// exceed its slots or put two jobs on one phone.
+	//
+	// Every grant (ClaimFor, TakeOverExpired, Reassign) counts one attempt;
+	// the first grant of a job whose task has a timeout sets its deadline
+	// (database clock), kept across attempts and carried in Lease.DeadlineAt.
+	// ClaimFor and TakeOverExpired never grant a job whose attempts reached
+	// max_attempts or whose deadline passed.
 	ClaimFor(ctx context.Context, req ClaimRequest) (Lease, error)
 	// TakeOverExpired is ClaimFor for in-progress jobs whose lease expired on
 	// the database clock and whose owner is not req.Owner, longest expired
 	// first, skipping jobs of a project that has more in-progress jobs than
 	// its limit (the job itself counts among them already): one statement raises the generation and grants the job to
 	// req.Owner. It returns the new lease and the token taken away, recorded
-	// as a reclaim of the old token and a reassign to the new owner.
+	// as a reclaim of the old token (the end of its attempt, cause
+	// lease_expired) and a reassign to the new owner.
 	TakeOverExpired(ctx context.Context, req ClaimRequest) (Lease, fencing.Token, error)
 	// AuthorizeUpload checks, fenced like every other write, that tok is the
 	// job's current token, records the attempt (verb upload) and returns
@@ -353,8 +474,8 @@ type Store interface {
 	// RecordRefused records an attempt refused before it reached a fenced
 	// statement, such as a token presented on another agent's subject (403).
 	RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error
-	// Cancel ends a queued or in-progress job as FAILED with reason, in one
-	// statement, and returns the token it took away (zero when the job was
+	// Cancel ends a queued or in-progress job as CANCELLED with reason, in
+	// one statement, and returns the token it took away (zero when the job was
 	// queued). ErrConflict when the job is finished, ErrNotFound when unknown.
 	Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error)
 	// ListJobs lists jobs oldest first.
@@ -363,9 +484,10 @@ type Store interface {
 	JobCounts(ctx context.Context) (map[string]int64, error)
 
 	// AgentHello records a hello: the agent's session (boot id), version,
-	// phones and slots, last seen now. In the same transaction every
-	// in-progress job held by another boot of the agent is reclaimed
-	// (generation + 1, back to the queue); their tokens are returned. It
+	// phones and slots, last seen now. In the same transaction the attempt
+	// of every in-progress job held by another boot of the agent ends as an
+	// infrastructure failure with cause agent_restarted (retried or FAILED,
+	// as in ReclaimExpired); their tokens are returned. It
 	// works from the store alone, so it holds after a coordinator restart
 	// and whichever coordinator took the hello.
 	AgentHello(ctx context.Context, h AgentHello) (Agent, []fencing.Token, error)

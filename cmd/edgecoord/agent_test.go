@@ -110,6 +110,9 @@ func TestShowGolden(t *testing.T) {
 	srv := serveTTL(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s", filepath.Join(t.TempDir(), "jobs.db")), "5m")
 	startAgent(t, ns.ClientURL(), "pc-gold")
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "job.yaml", `id: golden-1
+project: lab-survey
+priority: 5
+timeout: 10m
 device:
   tags: [lab]
 steps:

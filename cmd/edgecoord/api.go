@@ -32,6 +32,7 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 			return err
 		},
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
+		Jobs:         cfg.Jobs,
 		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
 		Rate:         float64(cfg.API.Rate),
 		Burst:        cfg.API.Burst,

@@ -57,7 +57,7 @@ func TestEffectCommands(t *testing.T) {
 	if _, err := st.AddEffectEvidence(ctx, b.Token, "order-9/submit", []string{doubt}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, b.Token, coordinator.ReasonNeedsDecision+": effect order-9/submit is in doubt", false); err != nil {
+	if err := st.Fail(ctx, b.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect order-9/submit is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -75,7 +75,7 @@ func TestEffectCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &views) != nil || len(views) != 1 {
 		t.Fatalf("effect list --json: %d %s", code, out)
 	}
-	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != coordinator.StatusFailed ||
+	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != coordinator.StatusNeedsDecision ||
 		v.Owner != a.Token.Owner || v.Generation != a.Token.Generation {
 		t.Fatalf("view %+v", v)
 	}

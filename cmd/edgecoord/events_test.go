@@ -173,7 +173,7 @@ storage:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, lf.Token, "screen locked", false); err != nil {
+	if err := st.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errOut := binRun(t, bin, "job", "wait", "fj", "-c", cfg); code != 1 || out != "job fj FAILED: screen locked\n" {

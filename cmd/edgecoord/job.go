@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 				return err
 			}
 			defer store.Close()
-			batch, err := api.Submit(ctx, store, req, api.SubmitOptions{SubmittedBy: "cli", OfflineAfter: m.cfg.Agents.OfflineAfter.Duration()})
+			batch, err := api.Submit(ctx, store, req, api.SubmitOptions{SubmittedBy: "cli", Jobs: m.cfg.Jobs, OfflineAfter: m.cfg.Agents.OfflineAfter.Duration()})
 			var se *api.SubmitError
 			if errors.As(err, &se) {
 				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)
@@ -144,6 +145,14 @@ type jobView struct {
 	Result         json.RawMessage         `json:"result,omitempty"`
 	CreatedAt      time.Time               `json:"created_at"`
 	UpdatedAt      time.Time               `json:"updated_at"`
+	Project        string                  `json:"project"`
+	Priority       int                     `json:"priority"`
+	Attempts       int                     `json:"attempts"`
+	MaxAttempts    int                     `json:"max_attempts"`
+	DeadlineAt     *time.Time              `json:"deadline_at,omitempty"`
+	NotBefore      *time.Time              `json:"not_before,omitempty"`
+	// AttemptEnds is why each attempt that ended without a result ended.
+	AttemptEnds []coordinator.AttemptEnd `json:"attempt_ends"`
 }
 
 func newJobView(j coordinator.Job, waiting string) jobView {
@@ -151,12 +160,34 @@ func newJobView(j coordinator.Job, waiting string) jobView {
 		ID: j.ID, Status: j.Status, Generation: j.Generation, Owner: j.WorkerID, Device: j.Device,
 		Selector: j.Task.Device, Waiting: waiting, CompletedBy: j.CompletedBy, FailReason: j.FailReason,
 		Result: j.Result, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+		Project: j.Project, Priority: j.Priority, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		AttemptEnds: j.AttemptEnds,
+	}
+	if v.AttemptEnds == nil {
+		v.AttemptEnds = []coordinator.AttemptEnd{}
 	}
 	if !j.LeaseExpiresAt.IsZero() {
 		t := j.LeaseExpiresAt
 		v.LeaseExpiresAt = &t
 	}
+	if !j.DeadlineAt.IsZero() {
+		t := j.DeadlineAt
+		v.DeadlineAt = &t
+	}
+	if !j.NotBefore.IsZero() {
+		t := j.NotBefore
+		v.NotBefore = &t
+	}
 	return v
+}
+
+// statusNames lists the job states as the --status flag takes them.
+func statusNames() string {
+	names := make([]string, len(coordinator.Statuses))
+	for i, st := range coordinator.Statuses {
+		names[i] = strings.ToLower(st)
+	}
+	return strings.Join(names, ", ")
 }
 
 // waitReasons explains every queued job of jobs.
@@ -197,7 +228,7 @@ func (m *mgmt) jobListCommand() *cli.Command {
 		JSON:    true,
 		Flags: func(fs *flag.FlagSet) {
 			m.flags(fs)
-			fs.StringVar(&status, "status", "", "only jobs in these `states` (comma-separated: queued, in_progress, succeeded, failed)")
+			fs.StringVar(&status, "status", "", "only jobs in these `states` (comma-separated: "+statusNames()+")")
 			fs.StringVar(&agent, "agent", "", "only jobs held by agent `id`")
 			fs.StringVar(&project, "project", "", "only jobs of project `name`")
 			fs.IntVar(&limit, "limit", 0, "at most `n` jobs (0: all)")
@@ -211,10 +242,8 @@ func (m *mgmt) jobListCommand() *cli.Command {
 			f := coordinator.JobFilter{AgentID: agent, Project: project, Limit: limit}
 			for _, st := range strings.Split(status, ",") {
 				if st = strings.ToUpper(strings.TrimSpace(st)); st != "" {
-					switch st {
-					case coordinator.StatusQueued, coordinator.StatusInProgress, coordinator.StatusSucceeded, coordinator.StatusFailed:
-					default:
-						return c.Usagef("unknown status %q", st)
+					if !slices.Contains(coordinator.Statuses, st) {
+						return c.Usagef("unknown status %q (want one of %s)", strings.ToLower(st), statusNames())
 					}
 					f.Statuses = append(f.Statuses, st)
 				}
@@ -244,7 +273,7 @@ func (m *mgmt) jobListCommand() *cli.Command {
 			fmt.Fprintln(tw, "ID\tSTATUS\tGEN\tOWNER\tPHONE\tAGE\tNOTE")
 			for _, j := range jobs {
 				note := waiting[j.ID]
-				if j.Status == coordinator.StatusFailed {
+				if coordinator.Finished(j.Status) && j.Status != coordinator.StatusSucceeded {
 					note = j.FailReason
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Generation, dash(j.WorkerID), dash(j.Device), age(now, j.CreatedAt), note)
@@ -260,7 +289,7 @@ type generation struct {
 	Owner      string    `json:"owner"`
 	GrantedBy  string    `json:"granted_by"` // claim or reassign
 	GrantedAt  time.Time `json:"granted_at"`
-	Ended      string    `json:"ended,omitempty"` // succeeded, failed, released, reclaimed (why), reassigned, cancelled
+	Ended      string    `json:"ended,omitempty"` // succeeded, failed (class cause), reclaimed (why), timed out, reassigned, cancelled
 	EndedAt    time.Time `json:"ended_at,omitzero"`
 	Artifacts  []string  `json:"artifacts,omitempty"`
 }
@@ -293,7 +322,9 @@ func generations(evs []coordinator.WriteEvent) []generation {
 		case "result":
 			end(e.Generation, "succeeded", e.At)
 		case "fail":
-			end(e.Generation, "failed or released", e.At)
+			end(e.Generation, strings.TrimSpace("failed: "+e.Class+" "+e.Cause), e.At)
+		case "timeout":
+			end(e.Generation, "timed out", e.At)
 		case "cancel":
 			end(e.Generation, "cancelled: "+e.Detail, e.At)
 		}
@@ -318,6 +349,8 @@ type eventView struct {
 	Generation int64     `json:"generation"`
 	Accepted   bool      `json:"accepted"`
 	Detail     string    `json:"detail,omitempty"`
+	Class      string    `json:"class,omitempty"`
+	Cause      string    `json:"cause,omitempty"`
 }
 
 // jobShowCommand shows one job with its history.
@@ -376,7 +409,8 @@ func (m *mgmt) jobDetail(ctx context.Context, store coordinator.Store, id string
 	}
 	views := make([]eventView, 0, len(evs))
 	for _, e := range evs {
-		views = append(views, eventView{ID: e.ID, At: e.At, Verb: e.Verb, Owner: e.Owner, Generation: e.Generation, Accepted: e.Accepted, Detail: e.Detail})
+		views = append(views, eventView{ID: e.ID, At: e.At, Verb: e.Verb, Owner: e.Owner, Generation: e.Generation, Accepted: e.Accepted,
+			Detail: e.Detail, Class: e.Class, Cause: e.Cause})
 	}
 	return jobDetail{jobView: newJobView(j, waiting[j.ID]), Task: j.Task, Generations: gens, Events: views}, nil
 }
@@ -391,6 +425,20 @@ func printJob(c *cli.Call, d jobDetail) error {
 		fmt.Fprintf(tw, "  waiting\t%s\n", d.Waiting)
 	}
 	fmt.Fprintf(tw, "  generation\t%d\n", d.Generation)
+	fmt.Fprintf(tw, "  project\t%s\n", d.Project)
+	fmt.Fprintf(tw, "  priority\t%d\n", d.Priority)
+	fmt.Fprintf(tw, "  attempts\t%d of %d\n", d.Attempts, d.MaxAttempts)
+	if d.Task.TimeoutMS > 0 {
+		timeout := (time.Duration(d.Task.TimeoutMS) * time.Millisecond).String()
+		if d.DeadlineAt != nil {
+			fmt.Fprintf(tw, "  deadline\t%s (timeout %s)\n", d.DeadlineAt.Format(timeFormat), timeout)
+		} else {
+			fmt.Fprintf(tw, "  deadline\tat the first grant + %s\n", timeout)
+		}
+	}
+	if d.NotBefore != nil {
+		fmt.Fprintf(tw, "  not before\t%s\n", d.NotBefore.Format(timeFormat))
+	}
 	fmt.Fprintf(tw, "  owner\t%s\n", dash(d.Owner))
 	fmt.Fprintf(tw, "  phone\t%s (selector: %s)\n", dash(d.Device), coordinator.DescribeSelector(d.Selector))
 	if d.LeaseExpiresAt != nil {
@@ -420,15 +468,27 @@ func printJob(c *cli.Call, d jobDetail) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(d.AttemptEnds) > 0 {
+		fmt.Fprintf(w, "\nAttempts that ended without a result:\n")
+		tw = c.Table()
+		fmt.Fprintln(tw, "  GEN\tCLASS\tCAUSE\tREASON")
+		for _, a := range d.AttemptEnds {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", a.Generation, dash(a.Class), dash(a.Cause), a.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\nWrite events:\n")
 	tw = c.Table()
-	fmt.Fprintln(tw, "  AT\tVERB\tOWNER\tGEN\tACCEPTED\tDETAIL")
+	fmt.Fprintln(tw, "  AT\tVERB\tOWNER\tGEN\tACCEPTED\tCAUSE\tDETAIL")
 	for _, e := range d.Events {
 		acc := "no"
 		if e.Accepted {
 			acc = "yes"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", e.At.Format(timeFormat), e.Verb, dash(e.Owner), e.Generation, acc, e.Detail)
+		cause := strings.TrimSpace(e.Class + " " + e.Cause)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.At.Format(timeFormat), e.Verb, dash(e.Owner), e.Generation, acc, dash(cause), e.Detail)
 	}
 	return tw.Flush()
 }

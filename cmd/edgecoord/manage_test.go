@@ -293,7 +293,7 @@ steps:
 		if out := srv.mustCLI(t, "job", "list", "--agent", "pc-a"); strings.Count(out, "\n") != 2 {
 			t.Fatalf("job list --agent pc-a:\n%s", out)
 		}
-		if code, _, stderr := srv.cli(t, "job", "list", "--status", "done"); code != 2 || !strings.Contains(stderr, `unknown status "DONE"`) {
+		if code, _, stderr := srv.cli(t, "job", "list", "--status", "done"); code != 2 || !strings.Contains(stderr, `unknown status "done"`) {
 			t.Fatalf("bad status: %d %q", code, stderr)
 		}
 	})
@@ -349,7 +349,7 @@ steps:
 			Status     string
 			FailReason string `json:"fail_reason"`
 		}
-		if err := json.Unmarshal([]byte(srv.mustCLI(t, "job", "show", "job-1", "--json")), &d); err != nil || d.Status != "FAILED" || d.FailReason != "test over" {
+		if err := json.Unmarshal([]byte(srv.mustCLI(t, "job", "show", "job-1", "--json")), &d); err != nil || d.Status != "CANCELLED" || d.FailReason != "test over" {
 			t.Fatalf("cancelled job: %+v, %v", d, err)
 		}
 		if code, _, stderr := srv.cli(t, "job", "cancel", "job-1"); code != 1 || !strings.Contains(stderr, "already finished") {

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -64,6 +65,9 @@ type Options struct {
 	PushControl func(ctx context.Context, agentID string, ctl protocol.Control) error
 	// OfflineAfter judges which agents are online (fan-out, agent list).
 	OfflineAfter time.Duration
+	// Jobs gives what a submitted job leaves unset (deadline, attempts),
+	// as for edgecoord job submit.
+	Jobs config.CoordinatorJobs
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Rate and Burst bound each token's requests (per second, at once);

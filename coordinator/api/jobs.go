@@ -397,7 +397,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 			return
 		}
 	}
-	opts := SubmitOptions{SubmittedBy: c.Name, Projects: c.Projects, OfflineAfter: h.opts.OfflineAfter}
+	opts := SubmitOptions{SubmittedBy: c.Name, Projects: c.Projects, OfflineAfter: h.opts.OfflineAfter, Jobs: h.opts.Jobs}
 	if opts.Projects == nil {
 		opts.Projects = []string{}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -51,6 +52,9 @@ type SubmitOptions struct {
 	OfflineAfter time.Duration
 	// Agents lists the registered agents for a fan-out; nil: the store's.
 	Agents func(ctx context.Context) ([]coordinator.Agent, error)
+	// Jobs gives what a request leaves unset: the deadline and the attempt
+	// limit (coordinator.ApplyJobDefaults).
+	Jobs config.CoordinatorJobs
 }
 
 // SubmitError is a request that cannot be submitted: Field names the
@@ -120,6 +124,7 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 		}
 		spec.Task.TimeoutMS = d.Milliseconds()
 	}
+	spec = coordinator.ApplyJobDefaults(spec, o.Jobs)
 	if err := coordinator.CheckSubmit(spec); err != nil {
 		field, _ := splitField(err.Error())
 		return nil, "", &SubmitError{Field: field, Err: err}

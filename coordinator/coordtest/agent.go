@@ -35,6 +35,10 @@ const (
 	// work it still registers and sends its result, the late write of a
 	// stale worker the coordinator must refuse.
 	Zombie
+	// Fail renews once, then reports the failure Options.Failure gives
+	// for the token (fail verb) and ends the job, as the real agent does
+	// when a step fails.
+	Fail
 )
 
 // Options configures an Agent.
@@ -50,6 +54,9 @@ type Options struct {
 	Artifacts int
 	// Behavior chooses what to do with each assigned job (default Finish).
 	Behavior func(tok fencing.Token) Behavior
+	// Failure is the failure a job with behaviour Fail reports (its token
+	// is filled in).
+	Failure func(tok fencing.Token) protocol.Fail
 	// RequestTimeout bounds each request (default 5s).
 	RequestTimeout time.Duration
 	// CheckSettings, when set, vets the settings of a config command; an
@@ -83,7 +90,8 @@ type Agent struct {
 	hello     protocol.HelloReply
 	hellos    int
 	assigns   []fencing.Token
-	refused   []fencing.Token // assigns answered with an error
+	assignMsg []protocol.Assign // the accepted assigns as received
+	refused   []fencing.Token   // assigns answered with an error
 	revokes   []protocol.Revoke
 	controls  []protocol.Control
 	outcomes  []Outcome
@@ -261,6 +269,13 @@ func (a *Agent) Assigns() []fencing.Token {
 	return append([]fencing.Token(nil), a.assigns...)
 }
 
+// AssignMessages returns every assign accepted so far, as received.
+func (a *Agent) AssignMessages() []protocol.Assign {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]protocol.Assign(nil), a.assignMsg...)
+}
+
 // Revokes returns every revoke received.
 func (a *Agent) Revokes() []protocol.Revoke {
 	a.mu.Lock()
@@ -386,6 +401,7 @@ func (a *Agent) onAssign(m *nats.Msg) {
 	j := &job{tok: as.Token, cancel: cancel, ignore: behavior == Zombie}
 	a.jobs[as.Token.JobID] = j
 	a.assigns = append(a.assigns, as.Token)
+	a.assignMsg = append(a.assignMsg, as)
 	a.wg.Add(1)
 	a.mu.Unlock()
 	reply(m, protocol.Ack{OK: true})
@@ -441,6 +457,21 @@ func (a *Agent) run(ctx context.Context, j *job, b Behavior, ttl time.Duration) 
 	switch b {
 	case StopRenewing:
 		<-ctx.Done()
+		return
+	case Fail:
+		var f protocol.Fail
+		if a.opts.Failure != nil {
+			f = a.opts.Failure(j.tok)
+		}
+		f.Token = j.tok
+		// The job has stopped: its slot is free before the report, as on
+		// the real agent.
+		a.mu.Lock()
+		if a.jobs[j.tok.JobID] == j {
+			delete(a.jobs, j.tok.JobID)
+		}
+		a.mu.Unlock()
+		_ = a.call(ctx, j, protocol.VerbFail, f, &protocol.Ack{})
 		return
 	case Hold:
 		for {

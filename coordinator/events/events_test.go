@@ -627,7 +627,7 @@ func TestEndPublisher(t *testing.T) {
 	}
 	e.submit(t, "agentfail", "p")
 	lf := e.claim(t, "agentfail", ownerA)
-	if err := e.store.FailOutbox(ctx, lf.Token, "screen locked", false, coordinator.OutboxFailureKey("agentfail", 1)); err != nil {
+	if err := e.store.FailOutbox(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}, coordinator.OutboxFailureKey("agentfail", 1)); err != nil {
 		t.Fatal(err)
 	}
 	e.submit(t, "cx", "p")

@@ -248,8 +248,9 @@ func (s *Store) MarkEffectsInDoubt(ctx context.Context) (int, error) {
 }
 
 // resolveSQL records a person's decision on an intent in doubt and, in the
-// same statement, queues its job again when the job stopped needing that
-// decision (the next grant raises the generation).
+// same statement, queues its job again when the job is NEEDS_DECISION (the
+// next grant raises the generation), with one more attempt when it had used
+// them all and its deadline cleared, so the next grant starts a new one.
 var resolveSQL = `
 	WITH up AS (
 		UPDATE effects e
@@ -264,10 +265,10 @@ var resolveSQL = `
 		RETURNING ` + effectColumns + `
 	), rq AS (
 		UPDATE jobs SET status = 'QUEUED', worker_id = NULL, device_serial = NULL, lease_expires_at = NULL,
+		       max_attempts = GREATEST(jobs.max_attempts, jobs.attempts + 1), deadline_at = NULL,
 		       updated_at = clock_timestamp()
 		FROM up
-		WHERE jobs.id = up.job_id AND jobs.status = 'FAILED'
-		  AND starts_with(COALESCE(jobs.fail_reason, ''), '` + coordinator.ReasonNeedsDecision + `')
+		WHERE jobs.id = up.job_id AND jobs.status = 'NEEDS_DECISION'
 		RETURNING jobs.id, jobs.lease_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
@@ -406,15 +407,16 @@ func (s *Store) withOutbox(ctx context.Context, what string, tok fencing.Token, 
 	return nil
 }
 
-// outboxFailedSQL writes the message that publishes a failure: job,
-// generation, owner, reason and the artifacts of that generation, pending
-// delivery.
+// outboxFailedSQL writes the message that publishes a job that ended
+// without a result: job, generation, owner, end state, reason and the
+// artifacts of that generation, pending delivery.
 const outboxFailedSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
 	        jsonb_build_object(
 	            'key', $4::text, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
-	            'reason', $5::text,
+	            'status', (SELECT status FROM jobs WHERE id = $1::text),
+	            'reason', (SELECT COALESCE(fail_reason, '') FROM jobs WHERE id = $1::text),
 	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
 	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
 	ON CONFLICT (key) DO NOTHING`
@@ -422,18 +424,18 @@ const outboxFailedSQL = `
 // FailOutbox is Fail with the outbox message written in the same
 // transaction when the failure is accepted and ends the job. The fenced
 // write is failSQL, unchanged.
-func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error {
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f coordinator.Failure, key string) error {
+	var status *string
 	return s.withOutbox(ctx, "fail", tok,
 		func(tx pgx.Tx) (bool, error) {
-			var ok bool
-			err := tx.QueryRow(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, requeue, reason).Scan(&ok)
-			return ok, err
+			err := tx.QueryRow(ctx, failSQL, s.failArgs(tok, f)...).Scan(&status)
+			return status != nil, err
 		},
 		func(tx pgx.Tx) error {
-			if requeue {
-				return nil // a release is not a failure of the job
+			if !coordinator.Finished(*status) {
+				return nil // a retry is not the end of the job
 			}
-			_, err := tx.Exec(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key, reason)
+			_, err := tx.Exec(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key)
 			return err
 		}, key)
 }

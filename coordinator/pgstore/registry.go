@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
@@ -68,10 +70,12 @@ const helloSQL = `
 		last_seen = EXCLUDED.last_seen
 	RETURNING ` + agentColumns
 
-// releaseOtherBootsSQL reclaims, in one statement, every in-progress job of
-// agent $1 held by a boot other than owner $2: generation + 1, back to the
-// queue, each recorded as a reclaim of the token taken away.
-const releaseOtherBootsSQL = `
+// releaseOtherBootsSQL ends, in one statement, the attempt of every
+// in-progress job of agent $1 held by a boot other than owner $2, an
+// infrastructure failure with cause agent_restarted (backoff $3 and $4 µs):
+// retried or FAILED as in reclaimSQL, each recorded as a reclaim of the
+// token taken away.
+var releaseOtherBootsSQL = `
 	WITH cand AS (
 		SELECT id, lease_generation, worker_id FROM jobs
 		WHERE status = 'IN_PROGRESS' AND left(worker_id, length($1) + 1) = $1 || '/' AND worker_id <> $2
@@ -79,19 +83,15 @@ const releaseOtherBootsSQL = `
 		FOR UPDATE
 	), upd AS (
 		UPDATE jobs j
-		SET status = 'QUEUED',
-		    lease_generation = j.lease_generation + 1,
-		    worker_id = NULL,
-		    device_serial = NULL,
-		    lease_expires_at = NULL,
-		    updated_at = clock_timestamp()
+		SET ` + strings.NewReplacer("$2", "$3", "$3", "$4").Replace(infraEnd(protocol.CauseAgentRestarted)) + `
 		FROM cand
 		WHERE j.id = cand.id AND j.status = 'IN_PROGRESS'
 		  AND j.lease_generation = cand.lease_generation AND j.worker_id = cand.worker_id
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation
 	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailAgentRestarted + `' FROM upd
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailAgentRestarted + `',
+		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseAgentRestarted + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY id`
 
@@ -117,7 +117,8 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, releaseOtherBootsSQL, h.AgentID, owner)
+		base, maxB := s.backoffArgs()
+		rows, err := tx.Query(ctx, releaseOtherBootsSQL, h.AgentID, owner, base, maxB)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -100,6 +101,7 @@ var claimForSQL = claimCTEs + `, qp AS (
 		SELECT c.* FROM open CROSS JOIN LATERAL (
 			SELECT j.id, j.priority, j.created_at, j.seq, m.serial FROM jobs j` + matchLateral + `
 			WHERE j.status = 'QUEUED' AND j.project = open.project AND ` + due + ` AND ` + canRun + `
+			  AND ` + grantable + `
 			ORDER BY ` + grantOrder + `
 			LIMIT 1
 			FOR UPDATE OF j SKIP LOCKED
@@ -117,16 +119,16 @@ const claimGrant = `, upd AS (
 		    lease_generation = j.lease_generation + 1,
 		    worker_id = $1,
 		    device_serial = pick.serial,
-		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',` + grantCounts + `,
 		    updated_at = clock_timestamp()
 		FROM pick
 		WHERE j.id = pick.id AND j.status = 'QUEUED'
-		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial
+		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial, j.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
 		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
-	SELECT id, lease_generation, lease_expires_at, task, device_serial FROM upd`
+	SELECT id, lease_generation, lease_expires_at, task, device_serial, deadline_at FROM upd`
 
 // takeOverSQL grants the longest-expired lease of another owner whose job
 // matches a free phone to $1 in one statement, with the token checked again
@@ -139,6 +141,7 @@ var takeOverSQL = claimCTEs + `, pick AS (
 		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= (SELECT clock_timestamp()) AND j.worker_id <> $1
 		  AND ` + canRun + ` AND (SELECT ok FROM agent_ok) AND (SELECT n FROM load) < $4
 		  AND (` + projectLimit(`j.project`) + ` <= 0 OR ` + running(`j.project`) + ` <= ` + projectLimit(`j.project`) + `)
+		  AND ` + grantable + `
 		ORDER BY j.lease_expires_at, j.id
 		LIMIT 1
 		FOR UPDATE OF j SKIP LOCKED
@@ -147,21 +150,23 @@ var takeOverSQL = claimCTEs + `, pick AS (
 		SET lease_generation = j.lease_generation + 1,
 		    worker_id = $1,
 		    device_serial = pick.serial,
-		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',` + grantCounts + `,
+		    attempt_ends = ` + attemptEnd(`'`+protocol.FailClassInfrastructure+`'`, `'`+protocol.CauseLeaseExpired+`'`, `NULL`) + `,
 		    updated_at = clock_timestamp()
 		FROM pick
 		WHERE j.id = pick.id AND j.status = 'IN_PROGRESS'
 		  AND j.lease_generation = pick.old_generation AND j.worker_id = pick.old_owner
 		  AND j.lease_expires_at <= clock_timestamp()
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial,
-		          pick.old_owner, pick.old_generation
+		          pick.old_owner, pick.old_generation, j.deadline_at
 	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `',
+		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseLeaseExpired + `' FROM upd
 		UNION ALL
-		SELECT id, '` + sqlstore.VerbReassign + `', $1, lease_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
+		SELECT id, '` + sqlstore.VerbReassign + `', $1, lease_generation, true, '` + sqlstore.DetailLeaseExpired + `', '', '' FROM upd
 	)
-	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation FROM upd`
+	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation, deadline_at FROM upd`
 
 // lockAgent takes the transaction-scoped lock that serialises grants to one
 // agent across coordinators, so each grant statement sees the grants before
@@ -240,10 +245,13 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		l          coordinator.Lease
 		jobID, dev string
 		task       []byte
+		deadline   *time.Time
 	)
 	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, claimForSQL,
 		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects, c.Limits, int64(c.DefaultLimit)},
-		func(r pgx.Row) error { return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev) })
+		func(r pgx.Row) error {
+			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &deadline)
+		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
 	}
@@ -251,7 +259,7 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
 	l.Device = dev
-	return finishLease(l, jobID, c.Owner, task)
+	return finishLease(l, jobID, c.Owner, task, deadline)
 }
 
 // TakeOverExpired grants the longest-expired lease matching a free phone of
@@ -266,11 +274,12 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 		old        fencing.Token
 		jobID, dev string
 		task       []byte
+		deadline   *time.Time
 	)
 	err = s.inAgentBatch(ctx, c.AgentID, c.Limited, takeOverSQL,
 		[]any{c.Owner, micros(c.TTL), c.Devices, int64(c.Slots), c.AgentID, c.BootID, c.Effects, c.Limits, int64(c.DefaultLimit)},
 		func(r pgx.Row) error {
-			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation)
+			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation, &deadline)
 		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
 		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, coordinator.ErrNoJob)
@@ -280,7 +289,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 	}
 	old.JobID = jobID
 	l.Device = dev
-	l, err = finishLease(l, jobID, c.Owner, task)
+	l, err = finishLease(l, jobID, c.Owner, task, deadline)
 	return l, old, err
 }
 
@@ -326,7 +335,7 @@ const cancelSQL = `
 		SELECT id, status, worker_id, lease_generation FROM jobs WHERE id = $1 FOR UPDATE
 	), upd AS (
 		UPDATE jobs j
-		SET status = 'FAILED', fail_reason = $2, lease_expires_at = NULL, updated_at = clock_timestamp()
+		SET status = 'CANCELLED', fail_reason = $2, lease_expires_at = NULL, updated_at = clock_timestamp()
 		FROM cur
 		WHERE j.id = cur.id AND j.status IN ('QUEUED', 'IN_PROGRESS')
 		RETURNING cur.status AS old_status, cur.worker_id AS old_owner, cur.lease_generation AS old_generation
@@ -340,7 +349,7 @@ const cancelSQL = `
 	SELECT EXISTS (SELECT 1 FROM cur), u.old_status, u.old_owner, u.old_generation
 	FROM (SELECT 1) one LEFT JOIN upd u ON true`
 
-// Cancel ends a queued or in-progress job as FAILED with reason.
+// Cancel ends a queued or in-progress job as CANCELLED with reason.
 func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error) {
 	var (
 		exists      bool

@@ -26,7 +26,8 @@ const migrationLockKey int64 = 0x656467656d6967
 // Store is a coordinator.Store on PostgreSQL.
 type Store struct {
 	pool    *pgxpool.Pool
-	commits *commitGroup // batches of CommitManifest (fastpath.go)
+	commits *commitGroup   // batches of CommitManifest (fastpath.go)
+	retry   sqlstore.Retry // backoff of retried attempts (attempts.go)
 }
 
 var (
@@ -181,12 +182,13 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
 	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by`
+	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
+	attempt_ends`
 
 func scanJob(row pgx.Row) (coordinator.Job, error) {
 	var (
 		j                    coordinator.Job
-		task, result         []byte
+		task, result, ends   []byte
 		worker, by, reason   *string
 		device               *string
 		expires              *time.Time
@@ -195,8 +197,12 @@ func scanJob(row pgx.Row) (coordinator.Job, error) {
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
 		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy); err != nil {
+		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
+		&ends); err != nil {
 		return coordinator.Job{}, err
+	}
+	if err := json.Unmarshal(ends, &j.AttemptEnds); err != nil {
+		return coordinator.Job{}, fmt.Errorf("decode attempt ends: %w", err)
 	}
 	if err := json.Unmarshal(task, &j.Task); err != nil {
 		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
@@ -308,15 +314,15 @@ func (s *Store) refused(ctx context.Context, what string, tok fencing.Token) err
 func grantSQL(verb, statusCond string) string {
 	return `
 	WITH upd AS (
-		UPDATE jobs
+		UPDATE jobs j
 		SET status = 'IN_PROGRESS',
 		    lease_generation = lease_generation + 1,
 		    worker_id = $2,
 		    device_serial = NULL,
-		    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond',
+		    lease_expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond',` + grantCounts + `,
 		    updated_at = clock_timestamp()
 		WHERE id = $1 AND ` + statusCond + `
-		RETURNING lease_generation, lease_expires_at, task
+		RETURNING lease_generation, lease_expires_at, task, deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
 		SELECT $1, '` + verb + `', $2,
@@ -324,7 +330,7 @@ func grantSQL(verb, statusCond string) string {
 		                (SELECT lease_generation FROM jobs WHERE id = $1), 0),
 		       EXISTS (SELECT 1 FROM upd)
 	)
-	SELECT lease_generation, lease_expires_at, task FROM upd`
+	SELECT lease_generation, lease_expires_at, task, deadline_at FROM upd`
 }
 
 var (
@@ -337,10 +343,11 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	var (
-		l    coordinator.Lease
-		task []byte
+		l        coordinator.Lease
+		task     []byte
+		deadline *time.Time
 	)
-	err := s.pool.QueryRow(ctx, query, jobID, owner, micros(ttl)).Scan(&l.Token.Generation, &l.ExpiresAt, &task)
+	err := s.pool.QueryRow(ctx, query, jobID, owner, micros(ttl)).Scan(&l.Token.Generation, &l.ExpiresAt, &task, &deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		ok, err := s.exists(ctx, jobID)
 		switch {
@@ -355,13 +362,16 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 	if err != nil {
 		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
-	return finishLease(l, jobID, owner, task)
+	return finishLease(l, jobID, owner, task, deadline)
 }
 
-func finishLease(l coordinator.Lease, jobID, owner string, task []byte) (coordinator.Lease, error) {
+func finishLease(l coordinator.Lease, jobID, owner string, task []byte, deadline *time.Time) (coordinator.Lease, error) {
 	l.Token.JobID = jobID
 	l.Token.Owner = owner
 	l.ExpiresAt = l.ExpiresAt.UTC()
+	if deadline != nil {
+		l.DeadlineAt = deadline.UTC()
+	}
 	if err := json.Unmarshal(task, &l.Task); err != nil {
 		return coordinator.Lease{}, fmt.Errorf("decode task of job %s: %w", jobID, err)
 	}
@@ -378,7 +388,7 @@ func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.D
 	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
 }
 
-const claimNextSQL = `
+var claimNextSQL = `
 	WITH pick AS (
 		SELECT id FROM jobs
 		WHERE status = 'QUEUED'
@@ -391,16 +401,16 @@ const claimNextSQL = `
 		    lease_generation = j.lease_generation + 1,
 		    worker_id = $1,
 		    device_serial = NULL,
-		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',
+		    lease_expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond',` + grantCounts + `,
 		    updated_at = clock_timestamp()
 		FROM pick
 		WHERE j.id = pick.id AND j.status = 'QUEUED'
-		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task
+		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
 		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
-	SELECT id, lease_generation, lease_expires_at, task FROM upd`
+	SELECT id, lease_generation, lease_expires_at, task, deadline_at FROM upd`
 
 // ClaimNext grants the oldest queued job to owner (generation + 1), skipping
 // jobs another coordinator is claiming at the same moment.
@@ -409,18 +419,19 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
 	var (
-		l     coordinator.Lease
-		jobID string
-		task  []byte
+		l        coordinator.Lease
+		jobID    string
+		task     []byte
+		deadline *time.Time
 	)
-	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task)
+	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", coordinator.ErrNoJob)
 	}
 	if err != nil {
 		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
-	return finishLease(l, jobID, owner, task)
+	return finishLease(l, jobID, owner, task, deadline)
 }
 
 const renewSQL = `
@@ -510,37 +521,6 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 	return ok, nil
 }
 
-const failSQL = `
-	WITH upd AS (
-		UPDATE jobs
-		SET status = CASE WHEN $4::boolean THEN 'QUEUED' ELSE 'FAILED' END,
-		    worker_id = CASE WHEN $4::boolean THEN NULL ELSE worker_id END,
-		    device_serial = CASE WHEN $4::boolean THEN NULL ELSE device_serial END,
-		    lease_expires_at = NULL,
-		    fail_reason = $5,
-		    updated_at = clock_timestamp()
-		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
-		RETURNING id
-	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, '` + sqlstore.VerbFail + `', $3, $2, EXISTS (SELECT 1 FROM upd)
-	)
-	SELECT EXISTS (SELECT 1 FROM upd)`
-
-// Fail ends the current lease: FAILED, or back to QUEUED with no owner when
-// requeue (the next grant raises the generation). The reason is kept as the
-// job's last failure reason either way.
-func (s *Store) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
-	var ok bool
-	if err := s.pool.QueryRow(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, requeue, reason).Scan(&ok); err != nil {
-		return fmt.Errorf("fail %s: %w", tok, err)
-	}
-	if !ok {
-		return s.refused(ctx, "fail", tok)
-	}
-	return nil
-}
-
 // artifactSQL inserts the artifact only when the job row matches the token
 // in IN_PROGRESS. FOR SHARE holds the row against a concurrent grant or
 // commit until this statement's transaction ends, and rechecks the token on
@@ -619,14 +599,16 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 	return out, nil
 }
 
-// reclaimSQL returns up to $1 (NULL: all) expired in-progress leases to
-// QUEUED with the generation raised and no owner, in one statement, and
-// returns the tokens taken away. SKIP LOCKED lets several reapers run. The
-// candidates compare with the database clock read once ((SELECT
-// clock_timestamp()), an InitPlan), so that the partial index
-// jobs_in_progress_expiry bounds the scan; a volatile call there would make
-// every sweep read every in-progress job. The UPDATE checks the expiry again.
-const reclaimSQL = `
+// reclaimSQL ends the attempt of up to $1 (NULL: all) expired in-progress
+// leases as an infrastructure failure (cause lease_expired, backoff $2 and
+// $3 µs): back to QUEUED with the generation raised and no owner while
+// attempts are left, FAILED otherwise; in one statement, returning the
+// tokens taken away. SKIP LOCKED lets several reapers run. The candidates
+// compare with the database clock read once ((SELECT clock_timestamp()), an
+// InitPlan), so that the partial index jobs_in_progress_expiry bounds the
+// scan; a volatile call there would make every sweep read every
+// in-progress job. The UPDATE checks the expiry again.
+var reclaimSQL = `
 	WITH cand AS (
 		SELECT id, lease_generation, worker_id, lease_expires_at FROM jobs
 		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= (SELECT clock_timestamp())
@@ -635,12 +617,7 @@ const reclaimSQL = `
 		FOR UPDATE SKIP LOCKED
 	), upd AS (
 		UPDATE jobs j
-		SET status = 'QUEUED',
-		    lease_generation = j.lease_generation + 1,
-		    worker_id = NULL,
-		    device_serial = NULL,
-		    lease_expires_at = NULL,
-		    updated_at = clock_timestamp()
+		SET ` + infraEnd(protocol.CauseLeaseExpired) + `
 		FROM cand
 		WHERE j.id = cand.id AND j.status = 'IN_PROGRESS'
 		  AND j.lease_generation = cand.lease_generation AND j.worker_id = cand.worker_id
@@ -648,20 +625,23 @@ const reclaimSQL = `
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation,
 		          cand.lease_expires_at AS old_expiry
 	), ev AS (
-		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `' FROM upd
+		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
+		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `',
+		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseLeaseExpired + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
 
-// ReclaimExpired returns up to limit in-progress jobs whose lease expired on
-// the database clock to QUEUED (generation + 1, no owner) and returns the
-// tokens they were taken from. A limit of zero or less means no limit.
+// ReclaimExpired ends the attempt of up to limit in-progress jobs whose
+// lease expired on the database clock (retried or FAILED, see
+// coordinator.Store) and returns the tokens they were taken from. A limit
+// of zero or less means no limit.
 func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
 	var lim any
 	if limit > 0 {
 		lim = int64(limit)
 	}
-	rows, err := s.pool.Query(ctx, reclaimSQL, lim)
+	base, maxB := s.backoffArgs()
+	rows, err := s.pool.Query(ctx, reclaimSQL, lim, base, maxB)
 	if err != nil {
 		return nil, fmt.Errorf("reclaim expired leases: %w", err)
 	}
@@ -679,14 +659,14 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 // WriteEvents lists every recorded attempt on a job, oldest first.
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, job_id, verb, owner, generation, accepted, at, detail
+		SELECT id, job_id, verb, owner, generation, accepted, at, detail, class, cause
 		FROM write_events WHERE job_id = $1 AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.WriteEvent, error) {
 		var e coordinator.WriteEvent
-		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At, &e.Detail)
+		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At, &e.Detail, &e.Class, &e.Cause)
 		e.At = e.At.UTC()
 		return e, err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +97,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-func TestOpenExisting(t *testing.T) {
+// opener opens stores for the shared open and migration tests.
+func opener() storetest.Opener {
 	withConn := func(ctx context.Context, dsn string, fn func(c *pgx.Conn) error) error {
 		c, err := pgx.Connect(ctx, dsn)
 		if err != nil {
@@ -104,7 +106,7 @@ func TestOpenExisting(t *testing.T) {
 		}
 		return errors.Join(fn(c), c.Close(ctx))
 	}
-	storetest.RunOpen(t, storetest.Opener{
+	return storetest.Opener{
 		Fresh: func(t *testing.T) string { return testenv.Postgres(t) },
 		Open: func(ctx context.Context, dsn string) (coordinator.Store, error) {
 			return pgstore.Open(ctx, dsn)
@@ -123,7 +125,11 @@ func TestOpenExisting(t *testing.T) {
 		Exec: func(ctx context.Context, dsn, query string) error {
 			return withConn(ctx, dsn, func(c *pgx.Conn) error { _, err := c.Exec(ctx, query); return err })
 		},
-	})
+	}
+}
+
+func TestOpenExisting(t *testing.T) {
+	storetest.RunOpen(t, opener())
 }
 
 // Several coordinators starting at once on an empty database migrate it
@@ -218,4 +224,11 @@ func BenchmarkCommitFenced(b *testing.B) {
 
 func BenchmarkCommitUnfenced(b *testing.B) {
 	storetest.BenchmarkCommit(b, benchStore(b), false)
+}
+
+// TestMigrateEndStates: a database at schema 3 holding a cancelled job and
+// one waiting on an effect decision shows CANCELLED and NEEDS_DECISION once
+// migrated.
+func TestMigrateEndStates(t *testing.T) {
+	storetest.RunMigrateEndStates(t, opener(), os.DirFS("."))
 }

@@ -300,15 +300,15 @@ var (
 	RETURNING ` + effectColumns
 	requeueSQL = `
 	UPDATE jobs SET status = 'QUEUED', worker_id = NULL, device_serial = NULL, lease_expires_at = NULL,
+	       max_attempts = max(max_attempts, attempts + 1), deadline_at = NULL,
 	       updated_at = ` + now + `
-	WHERE id = ? AND status = 'FAILED' AND substr(COALESCE(fail_reason, ''), 1, ` +
-		fmt.Sprint(len(coordinator.ReasonNeedsDecision)) + `) = '` + coordinator.ReasonNeedsDecision + `'
+	WHERE id = ? AND status = 'NEEDS_DECISION'
 	RETURNING lease_generation`
 )
 
 // ResolveEffect records a person's decision on an intent in doubt and, in
-// the same transaction, queues its job again when the job stopped needing
-// that decision.
+// the same transaction, queues its job again when it is NEEDS_DECISION,
+// with one more attempt when it had used them all and its deadline cleared.
 func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (coordinator.EffectRecord, bool, error) {
 	if err := sqlstore.CheckDecision(decision); err != nil {
 		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
@@ -417,15 +417,16 @@ const outboxInsertSQL = `
 	                SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid)))))
 	ON CONFLICT (key) DO NOTHING`
 
-// outboxFailedSQL writes the message that publishes a failure: job,
-// generation, owner, reason and the artifacts of that generation, pending
-// delivery.
+// outboxFailedSQL writes the message that publishes a job that ended
+// without a result: job, generation, owner, end state, reason and the
+// artifacts of that generation, pending delivery.
 const outboxFailedSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES (?4, 'outbox', 'pending', ?1, ?3, ?2,
 	        json_object(
 	            'key', ?4, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
-	            'reason', ?5,
+	            'status', (SELECT status FROM jobs WHERE id = ?1),
+	            'reason', (SELECT COALESCE(fail_reason, '') FROM jobs WHERE id = ?1),
 	            'manifest', json((SELECT json_group_array(key) FROM (
 	                SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid)))))
 	ON CONFLICT (key) DO NOTHING`
@@ -433,18 +434,17 @@ const outboxFailedSQL = `
 // FailOutbox is Fail with the outbox message written in the same
 // transaction when the failure is accepted and ends the job. The fenced
 // write is failSQL, unchanged.
-func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, reason string, requeue bool, key string) error {
-	err := s.fenced(ctx, sqlstore.VerbFail, tok, failSQL, []any{requeue, reason, tok.JobID, tok.Generation, tok.Owner},
-		func(r *sql.Row) error { var id string; return r.Scan(&id) },
-		func(tx *sql.Tx) error {
-			if requeue {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key, reason); err != nil {
-				return fmt.Errorf("write outbox %s: %w", key, err)
-			}
-			return nil
-		})
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f coordinator.Failure, key string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		status, err := s.fail(ctx, tx, tok, f)
+		if err != nil || !coordinator.Finished(status) {
+			return err // a refusal, or a retry: not the end of the job
+		}
+		if _, err := tx.ExecContext(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key); err != nil {
+			return fmt.Errorf("write outbox %s: %w", key, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("fail %s: %w", tok, err)
 	}

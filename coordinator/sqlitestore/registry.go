@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
@@ -70,16 +71,9 @@ var helloSQL = `
 		last_seen = excluded.last_seen
 	RETURNING ` + agentColumns
 
-var releaseSQL = `
-	UPDATE jobs
-	SET status = 'QUEUED',
-	    lease_generation = lease_generation + 1,
-	    worker_id = NULL,
-	    device_serial = NULL,
-	    lease_expires_at = NULL,
-	    updated_at = ` + now + `
-	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
-	RETURNING id`
+// releaseOtherBootSQL ends the attempt of a job held by another boot of
+// the agent (cause agent_restarted).
+var releaseOtherBootSQL = releaseSQL(protocol.CauseAgentRestarted, "")
 
 // AgentHello records the agent's session and, in the same transaction,
 // reclaims the in-progress jobs of its other boots.
@@ -102,9 +96,9 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		if err != nil {
 			return err
 		}
-		toks, err = releaseEach(ctx, tx, `SELECT id, lease_generation, worker_id FROM jobs
+		toks, err = s.releaseEach(ctx, tx, `SELECT id, lease_generation, worker_id FROM jobs
 			WHERE status = 'IN_PROGRESS' AND substr(worker_id, 1, length(?1) + 1) = ?1 || '/' AND worker_id <> ?2
-			ORDER BY id`, []any{h.AgentID, owner}, releaseSQL, sqlstore.DetailAgentRestarted)
+			ORDER BY id`, []any{h.AgentID, owner}, releaseOtherBootSQL, sqlstore.DetailAgentRestarted, protocol.CauseAgentRestarted)
 		return err
 	})
 	if err != nil {

@@ -83,6 +83,7 @@ var pickQueuedSQL = `
 		SELECT (SELECT j.id FROM jobs j
 		        WHERE j.status = 'QUEUED' AND j.project = open.project
 		          AND (j.not_before IS NULL OR j.not_before <= ` + now + `)
+		          AND ` + grantable + `
 		          AND ` + canRun + `
 		          AND ` + matchSerial + ` IS NOT NULL
 		        ORDER BY j.priority DESC, j.created_at, j.rowid
@@ -106,6 +107,7 @@ var pickExpiredSQL = `
 		WHERE j.status = 'IN_PROGRESS' AND j.lease_expires_at <= ` + now + ` AND j.worker_id <> ?1
 		  AND ` + canRun + `
 		  AND (` + projectLimit(`j.project`) + ` <= 0 OR ` + running(`j.project`) + ` <= ` + projectLimit(`j.project`) + `)
+		  AND ` + grantable + `
 	) WHERE serial IS NOT NULL
 	ORDER BY lease_expires_at, id
 	LIMIT 1`
@@ -117,21 +119,22 @@ var (
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = ?,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND status = 'QUEUED'
-	RETURNING lease_generation, lease_expires_at, task`
+	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 
 	takeOverPickedSQL = `
 	UPDATE jobs
 	SET lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = ?,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
+	    attempt_ends = ` + attemptEnd(`'`+protocol.FailClassInfrastructure+`'`, `'`+protocol.CauseLeaseExpired+`'`, `NULL`) + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
 	  AND lease_expires_at <= ` + now + `
-	RETURNING lease_generation, lease_expires_at, task`
+	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 )
 
 // canGrant reports whether c's agent may take one more job: it is neither
@@ -220,7 +223,8 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return err
 		}
 		l.Device = serial
-		if err := recordDetail(ctx, tx, old.JobID, sqlstore.VerbReclaim, old.Owner, old.Generation, true, sqlstore.DetailLeaseExpired); err != nil {
+		if err := recordEnd(ctx, tx, old.JobID, sqlstore.VerbReclaim, old.Owner, old.Generation, true, sqlstore.DetailLeaseExpired,
+			protocol.FailClassInfrastructure, protocol.CauseLeaseExpired); err != nil {
 			return err
 		}
 		return recordDetail(ctx, tx, old.JobID, sqlstore.VerbReassign, c.Owner, l.Token.Generation, true, sqlstore.DetailLeaseExpired)
@@ -271,11 +275,11 @@ func (s *Store) RecordRefused(ctx context.Context, verb string, tok fencing.Toke
 
 var cancelSQL = `
 	UPDATE jobs
-	SET status = 'FAILED', fail_reason = ?, lease_expires_at = NULL, updated_at = ` + now + `
+	SET status = 'CANCELLED', fail_reason = ?, lease_expires_at = NULL, updated_at = ` + now + `
 	WHERE id = ? AND status IN ('QUEUED', 'IN_PROGRESS')
 	RETURNING id`
 
-// Cancel ends a queued or in-progress job as FAILED with reason.
+// Cancel ends a queued or in-progress job as CANCELLED with reason.
 func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error) {
 	var tok fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -35,8 +35,9 @@ const timeLayout = "2006-01-02 15:04:05.000"
 
 // Store is a coordinator.Store on SQLite.
 type Store struct {
-	w *sql.DB // the one writer connection; transactions BEGIN IMMEDIATE
-	r *sql.DB // readers
+	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB        // readers
+	retry sqlstore.Retry // backoff of retried attempts (attempts.go)
 }
 
 var (
@@ -337,22 +338,27 @@ func nullJSON(b json.RawMessage) any {
 
 const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
 	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by`
+	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
+	attempt_ends`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanJob(row scanner) (coordinator.Job, error) {
 	var (
 		j                                   coordinator.Job
-		task                                string
+		task, ends                          string
 		worker, expires, result, by, reason sql.NullString
 		device, notBefore, deadline         sql.NullString
 		createdAt, updatedAt                string
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
 		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy); err != nil {
+		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
+		&ends); err != nil {
 		return coordinator.Job{}, err
+	}
+	if err := json.Unmarshal([]byte(ends), &j.AttemptEnds); err != nil {
+		return coordinator.Job{}, fmt.Errorf("decode attempt ends: %w", err)
 	}
 	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
 		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
@@ -437,18 +443,24 @@ func (s *Store) Get(ctx context.Context, jobID string) (coordinator.Job, error) 
 	return j, nil
 }
 
-// scanLease reads generation, expiry and task of a granted job.
+// scanLease reads generation, expiry, task and deadline of a granted job.
 func scanLease(row scanner, jobID, owner string, dest ...any) (coordinator.Lease, error) {
 	var (
 		l             coordinator.Lease
 		expires, task string
+		deadline      sql.NullString
 	)
-	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task)...); err != nil {
+	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task, &deadline)...); err != nil {
 		return coordinator.Lease{}, err
 	}
 	var err error
 	if l.ExpiresAt, err = parseTime(expires); err != nil {
 		return coordinator.Lease{}, err
+	}
+	if deadline.Valid {
+		if l.DeadlineAt, err = parseTime(deadline.String); err != nil {
+			return coordinator.Lease{}, err
+		}
 	}
 	if err := json.Unmarshal([]byte(task), &l.Task); err != nil {
 		return coordinator.Lease{}, fmt.Errorf("decode task: %w", err)
@@ -467,10 +479,10 @@ func grantSQL(statusCond string) string {
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = NULL,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
 	    updated_at = ` + now + `
 	WHERE id = ? AND ` + statusCond + `
-	RETURNING lease_generation, lease_expires_at, task`
+	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 }
 
 var (
@@ -526,11 +538,11 @@ var claimNextSQL = `
 	    lease_generation = lease_generation + 1,
 	    worker_id = ?,
 	    device_serial = NULL,
-	    lease_expires_at = ` + nowPlus + `,
+	    lease_expires_at = ` + nowPlus + `,` + grantCounts + `,
 	    updated_at = ` + now + `
 	WHERE id = (SELECT id FROM jobs WHERE status = 'QUEUED' ORDER BY created_at, rowid LIMIT 1)
 	  AND status = 'QUEUED'
-	RETURNING id, lease_generation, lease_expires_at, task`
+	RETURNING id, lease_generation, lease_expires_at, task, deadline_at`
 
 // ClaimNext grants the oldest queued job to owner (generation + 1).
 func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
@@ -665,31 +677,6 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 	return ok, nil
 }
 
-var failSQL = `
-	UPDATE jobs
-	SET status = CASE WHEN ?1 THEN 'QUEUED' ELSE 'FAILED' END,
-	    worker_id = CASE WHEN ?1 THEN NULL ELSE worker_id END,
-	    device_serial = CASE WHEN ?1 THEN NULL ELSE device_serial END,
-	    lease_expires_at = NULL,
-	    fail_reason = ?2,
-	    updated_at = ` + now + `
-	WHERE id = ?3 AND lease_generation = ?4 AND worker_id = ?5 AND status = 'IN_PROGRESS'
-	RETURNING id`
-
-// Fail ends the current lease: FAILED, or back to QUEUED with no owner when
-// requeue (the next grant raises the generation). The reason is kept as the
-// job's last failure reason either way.
-func (s *Store) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
-	var id string
-	err := s.fenced(ctx, sqlstore.VerbFail, tok, failSQL,
-		[]any{requeue, reason, tok.JobID, tok.Generation, tok.Owner},
-		func(r *sql.Row) error { return r.Scan(&id) })
-	if err != nil {
-		return fmt.Errorf("fail %s: %w", tok, err)
-	}
-	return nil
-}
-
 // artifactSQL inserts the artifact only when the job row matches the token
 // in IN_PROGRESS. A duplicate name in the same generation comes back (through
 // the no-op DO UPDATE) only with the same sha256.
@@ -787,23 +774,15 @@ var (
 	WHERE status = 'IN_PROGRESS' AND lease_expires_at <= ` + now + `
 	ORDER BY lease_expires_at, id
 	LIMIT ?`
-	reclaimSQL = `
-	UPDATE jobs
-	SET status = 'QUEUED',
-	    lease_generation = lease_generation + 1,
-	    worker_id = NULL,
-	    device_serial = NULL,
-	    lease_expires_at = NULL,
-	    updated_at = ` + now + `
-	WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
-	  AND lease_expires_at <= ` + now + `
-	RETURNING id`
+	reclaimSQL = releaseSQL(protocol.CauseLeaseExpired, `
+	  AND lease_expires_at <= `+now)
 )
 
-// ReclaimExpired returns up to limit in-progress jobs whose lease expired on
-// the database clock to QUEUED (generation + 1, no owner) and returns the
-// tokens they were taken from. Each job is taken back by its own fenced
-// statement. A limit of zero or less means no limit.
+// ReclaimExpired ends the attempt of up to limit in-progress jobs whose
+// lease expired on the database clock (retried or FAILED, see
+// coordinator.Store) and returns the tokens they were taken from. Each job
+// is taken back by its own fenced statement. A limit of zero or less means
+// no limit.
 func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
 	lim := int64(-1)
 	if limit > 0 {
@@ -812,7 +791,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 	var out []fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, sqlstore.DetailLeaseExpired)
+		out, err = s.releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, sqlstore.DetailLeaseExpired, protocol.CauseLeaseExpired)
 		return err
 	})
 	if err != nil {
@@ -824,10 +803,12 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 // releaseEach takes back, in tx, each in-progress job that the query
 // candidates selects (columns id, lease_generation, worker_id, with args):
 // release is the fenced statement that does it for one token (arguments job
-// id, generation, owner; RETURNING id), and each job it takes back is
-// recorded as a reclaim of that token with detail. It returns the tokens
-// taken away; a candidate whose token changed meanwhile is skipped.
-func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any, release, detail string) ([]fencing.Token, error) {
+// id, generation, owner, backoff, backoff cap; RETURNING id), and each job
+// it takes back is recorded as a reclaim of that token with detail, class
+// infrastructure and cause. It returns the tokens taken away; a candidate
+// whose token changed meanwhile is skipped.
+func (s *Store) releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any, release, detail, cause string) ([]fencing.Token, error) {
+	base, maxB := s.backoffArgs()
 	rows, err := tx.QueryContext(ctx, candidates, args...)
 	if err != nil {
 		return nil, err
@@ -847,14 +828,14 @@ func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any,
 	var out []fencing.Token
 	for _, t := range cands {
 		var id string
-		err := tx.QueryRowContext(ctx, release, t.JobID, t.Generation, t.Owner).Scan(&id)
+		err := tx.QueryRowContext(ctx, release, t.JobID, t.Generation, t.Owner, base, maxB).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := recordDetail(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, detail); err != nil {
+		if err := recordEnd(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, detail, protocol.FailClassInfrastructure, cause); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -865,7 +846,7 @@ func releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any,
 // WriteEvents lists every recorded attempt on a job, oldest first.
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT id, job_id, verb, owner, generation, accepted, at, detail
+		SELECT id, job_id, verb, owner, generation, accepted, at, detail, class, cause
 		FROM write_events WHERE job_id = ? AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
@@ -877,7 +858,7 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.Wr
 			e  coordinator.WriteEvent
 			at string
 		)
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail); err != nil {
+		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail, &e.Class, &e.Cause); err != nil {
 			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 		}
 		if e.At, err = parseTime(at); err != nil {

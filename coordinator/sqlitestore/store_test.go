@@ -89,7 +89,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-func TestOpenExisting(t *testing.T) {
+// opener opens stores for the shared open and migration tests.
+func opener() storetest.Opener {
 	withDB := func(path string, fn func(db *sql.DB) error) error {
 		db, err := sql.Open("sqlite", path)
 		if err != nil {
@@ -97,7 +98,7 @@ func TestOpenExisting(t *testing.T) {
 		}
 		return errors.Join(fn(db), db.Close())
 	}
-	storetest.RunOpen(t, storetest.Opener{
+	return storetest.Opener{
 		Fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "jobs.db") },
 		Open: func(ctx context.Context, path string) (coordinator.Store, error) {
 			return sqlitestore.Open(ctx, path)
@@ -119,7 +120,11 @@ func TestOpenExisting(t *testing.T) {
 		Exec: func(ctx context.Context, path, query string) error {
 			return withDB(path, func(db *sql.DB) error { _, err := db.ExecContext(ctx, query); return err })
 		},
-	})
+	}
+}
+
+func TestOpenExisting(t *testing.T) {
+	storetest.RunOpen(t, opener())
 	// A missing file is an empty database, and it is not created.
 	path := filepath.Join(t.TempDir(), "missing.db")
 	if _, err := sqlitestore.OpenExisting(t.Context(), path); !errors.Is(err, coordinator.ErrSchemaOutdated) {
@@ -155,4 +160,11 @@ func BenchmarkCommitFenced(b *testing.B) {
 
 func BenchmarkCommitUnfenced(b *testing.B) {
 	storetest.BenchmarkCommit(b, open(b, filepath.Join(b.TempDir(), "jobs.db")), false)
+}
+
+// TestMigrateEndStates: a database at schema 3 holding a cancelled job and
+// one waiting on an effect decision shows CANCELLED and NEEDS_DECISION once
+// migrated.
+func TestMigrateEndStates(t *testing.T) {
+	storetest.RunMigrateEndStates(t, opener(), os.DirFS("."))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
@@ -24,6 +25,11 @@ import (
 //   - renew, upload, artifact, result, fail: the token presented.
 //   - cancel: the token taken away (owner "" and the job's generation when
 //     the job was queued).
+//   - timeout: the token taken away by ExpireDeadlines (owner "" when the
+//     job was queued), class job, cause deadline.
+//
+// The rows that end an attempt (fail, reclaim, timeout) carry its class
+// (protocol.FailClass*) and cause (protocol.Cause*).
 //   - result_unfenced: the lab-only UnfencedCommit; generation 0, since it
 //     carries no token.
 //
@@ -41,6 +47,7 @@ const (
 	VerbFail           = "fail"
 	VerbUpload         = "upload"
 	VerbCancel         = "cancel"
+	VerbTimeout        = "timeout"
 	VerbResultUnfenced = "result_unfenced"
 )
 
@@ -147,7 +154,58 @@ func CheckTTL(ttl time.Duration) error {
 const (
 	DetailLeaseExpired   = "lease expired"
 	DetailAgentRestarted = "agent restarted"
+	DetailDeadline       = "deadline passed"
 )
+
+// KindRetry is the kind of a Failure that is retried while the job has
+// attempts left; the other kinds are the end state it leads to.
+const KindRetry = coordinator.OutcomeRetry
+
+// FailPlan is a Failure prepared for a store's fail statement.
+type FailPlan struct {
+	Kind   string // KindRetry, or the end state: FAILED, TIMED_OUT, NEEDS_DECISION
+	Class  string // recorded class (never empty)
+	Cause  string
+	Reason string
+}
+
+// PlanFailure prepares f (coordinator.Failure.Outcome).
+func PlanFailure(f coordinator.Failure) FailPlan {
+	reason := f.Reason
+	if reason == "" && f.Cause == protocol.CauseDeadline {
+		reason = DetailDeadline
+	}
+	return FailPlan{Kind: f.Outcome(), Class: f.RecordedClass(), Cause: f.Cause, Reason: reason}
+}
+
+// Retry holds a store's retry policy; its zero value holds
+// coordinator.DefaultRetryPolicy. It is safe for concurrent use.
+type Retry struct {
+	p atomic.Pointer[coordinator.RetryPolicy]
+}
+
+// Set replaces the policy; a zero Backoff or BackoffMax keeps the default's.
+func (r *Retry) Set(p coordinator.RetryPolicy) {
+	if p.Backoff <= 0 {
+		p.Backoff = coordinator.DefaultRetryPolicy.Backoff
+	}
+	if p.BackoffMax <= 0 {
+		p.BackoffMax = max(coordinator.DefaultRetryPolicy.BackoffMax, p.Backoff)
+	}
+	r.p.Store(&p)
+}
+
+// Policy returns the policy.
+func (r *Retry) Policy() coordinator.RetryPolicy {
+	if p := r.p.Load(); p != nil {
+		return *p
+	}
+	return coordinator.DefaultRetryPolicy
+}
+
+// MaxBackoffShift bounds the doubling of the backoff (2^20 times the base),
+// so the SQL shift never overflows.
+const MaxBackoffShift = 20
 
 // Claim is a ClaimRequest checked and prepared for SQL.
 type Claim struct {

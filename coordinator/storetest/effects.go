@@ -206,7 +206,7 @@ func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "evidence of an unknown intent", err, coordinator.ErrEffectNotFound)
 
 	// The job stops needing a decision.
-	if err := s.Fail(ctx, lb.Token, coordinator.ReasonNeedsDecision+": effect msg-7 is in doubt", false); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect msg-7 is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 	if j := get(t, s, "d"); !coordinator.NeedsDecision(j) {
@@ -249,7 +249,7 @@ func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 	la := claim(t, s, "r", ownerA, long)
 	reserve(t, s, la.Token, "pay-1")
 	lb := reassign(t, s, "r", ownerB)
-	if err := s.Fail(ctx, lb.Token, "something else", false); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: "something else"}); err != nil {
 		t.Fatal(err)
 	}
 	res, requeued, err := s.ResolveEffect(ctx, "pay-1", coordinator.ResolveDone, "bank statement shows it")
@@ -482,6 +482,7 @@ type outboxPayload struct {
 	JobID      string          `json:"job_id"`
 	Generation int64           `json:"generation"`
 	Owner      string          `json:"owner"`
+	Status     string          `json:"status"`
 	Result     json.RawMessage `json:"result"`
 	Reason     string          `json:"reason"`
 	Manifest   []string        `json:"manifest"`
@@ -495,7 +496,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	submit(t, s, "f")
 	la := claim(t, s, "f", ownerA, long)
 	// A release for reassignment is not a failure of the job.
-	if err := s.FailOutbox(ctx, la.Token, "assign not accepted", true, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
+	if err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "assign not accepted", Requeue: true}, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetEffect(ctx, coordinator.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, coordinator.ErrEffectNotFound) {
@@ -503,7 +504,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	}
 	lb := claim(t, s, "f", ownerB, long)
 	key := coordinator.OutboxFailureKey("f", lb.Token.Generation)
-	err := s.FailOutbox(ctx, la.Token, "late", false, key)
+	err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "late"}, key)
 	wantErr(t, "stale failure", err, fencing.ErrStale)
 	_, err = s.GetEffect(ctx, key)
 	wantErr(t, "outbox of a refused failure", err, coordinator.ErrEffectNotFound)
@@ -511,7 +512,7 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "last.png", "sha-last")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FailOutbox(ctx, lb.Token, "step 2 (tap): phone unplugged", false, key); err != nil {
+	if err := s.FailOutbox(ctx, lb.Token, coordinator.Failure{Reason: "step 2 (tap): phone unplugged"}, key); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
 	if j := get(t, s, "f"); j.Status != coordinator.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {
@@ -527,12 +528,36 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("payload %s: %v", r.Payload, err)
 	}
 	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
-		p.Owner != ownerB || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
+		p.Owner != ownerB || p.Status != coordinator.StatusFailed || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
 		t.Fatalf("payload %+v", p)
 	}
 	evs := events(t, s, "f")
 	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbFail || !last.accepted {
 		t.Fatalf("last event %+v", last)
+	}
+
+	// An infrastructure failure with attempts left is retried, not
+	// published; the one that uses the last attempt is, with every cause.
+	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "g", Task: testTask(), MaxAttempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	infraFail := coordinator.Failure{Reason: "adb gone", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAdbServerGone}
+	for i := range 2 {
+		l := claim(t, s, "g", ownerA, long)
+		key := coordinator.OutboxFailureKey("g", l.Token.Generation)
+		if err := s.FailOutbox(ctx, l.Token, infraFail, key); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.GetEffect(ctx, key)
+		if i == 0 {
+			wantErr(t, "outbox of a retried attempt", err, coordinator.ErrEffectNotFound)
+			continue
+		}
+		var p outboxPayload
+		if err != nil || json.Unmarshal(getEffect(t, s, key).Payload, &p) != nil ||
+			p.Status != coordinator.StatusFailed || p.Reason != "attempts exhausted (2 of 2): g1 adb_server_gone: adb gone; g3 adb_server_gone: adb gone" {
+			t.Fatalf("outbox of the last attempt: %+v, %v", p, err)
+		}
 	}
 }
 

@@ -57,7 +57,7 @@ func testEvents(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	lb := reassign(t, s, "ev", ownerB)
-	if err := s.Fail(ctx, lb.Token, "flaky", true); err != nil {
+	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: "flaky", Requeue: true}); err != nil {
 		t.Fatal(err)
 	}
 	lc := claim(t, s, "ev", ownerC, long)
@@ -164,7 +164,7 @@ func testEventsEndStates(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	lf := claim(t, s, "f", ownerA, long)
-	if err := s.Fail(ctx, lf.Token, "screen locked", false); err != nil {
+	if err := s.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
 	evs := listEvents(t, s, coordinator.EventQuery{JobID: "f"})

@@ -608,7 +608,7 @@ func testCancel(t *testing.T, s sqlstore.Lab) {
 	if err != nil || tk != (fencing.Token{}) {
 		t.Fatalf("cancel queued: %v, %v", tk, err)
 	}
-	if j := get(t, s, "cq"); j.Status != coordinator.StatusFailed || j.FailReason != "cancelled by operator" {
+	if j := get(t, s, "cq"); j.Status != coordinator.StatusCancelled || j.FailReason != "cancelled by operator" {
 		t.Fatalf("cancelled queued job %+v", j)
 	}
 	_, err = s.ClaimNext(ctx, ownerA, long)
@@ -621,7 +621,7 @@ func testCancel(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("cancel in progress: %v, %v", tk, err)
 	}
 	j := get(t, s, "cp")
-	if j.Status != coordinator.StatusFailed || j.FailReason != "no longer needed" || !j.LeaseExpiresAt.IsZero() {
+	if j.Status != coordinator.StatusCancelled || j.FailReason != "no longer needed" || !j.LeaseExpiresAt.IsZero() {
 		t.Fatalf("cancelled job %+v", j)
 	}
 	for what, err := range map[string]error{

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, apiTests...)
 	tests = append(tests, schedTests...)
 	tests = append(tests, eventTests...)
+	tests = append(tests, attemptTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -398,14 +399,14 @@ func testRenew(t *testing.T, s sqlstore.Lab) {
 		}},
 		{"failed job", func(t *testing.T, id string) fencing.Token {
 			l := claim(t, s, id, ownerA, long)
-			if err := s.Fail(ctx, l.Token, "broken", false); err != nil {
+			if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "broken"}); err != nil {
 				t.Fatal(err)
 			}
 			return l.Token
 		}},
 		{"requeued job", func(t *testing.T, id string) fencing.Token {
 			l := claim(t, s, id, ownerA, long)
-			if err := s.Fail(ctx, l.Token, "released", true); err != nil {
+			if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "released", Requeue: true}); err != nil {
 				t.Fatal(err)
 			}
 			return l.Token
@@ -545,9 +546,9 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "artifact with the old token", err, fencing.ErrStale)
 	err = s.Commit(ctx, old, result("old"))
 	wantErr(t, "commit with the old token", err, fencing.ErrStale)
-	err = s.Fail(ctx, old, "old", false)
+	err = s.Fail(ctx, old, coordinator.Failure{Reason: "old"})
 	wantErr(t, "fail with the old token", err, fencing.ErrStale)
-	err = s.Fail(ctx, old, "old", true)
+	err = s.Fail(ctx, old, coordinator.Failure{Reason: "old", Requeue: true})
 	wantErr(t, "requeue with the old token", err, fencing.ErrStale)
 	wantUnchanged(t, "old token writes", before, get(t, s, "r"))
 
@@ -582,7 +583,7 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 
 	submit(t, s, "f")
 	lf := claim(t, s, "f", ownerA, long)
-	if err := s.Fail(ctx, lf.Token, "broken", false); err != nil {
+	if err := s.Fail(ctx, lf.Token, coordinator.Failure{Reason: "broken"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Reassign(ctx, "f", ownerC, long)
@@ -688,7 +689,7 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 	t.Run("failed", func(t *testing.T) {
 		submit(t, s, "f1")
 		l := claim(t, s, "f1", ownerA, long)
-		if err := s.Fail(ctx, l.Token, "phone unplugged", false); err != nil {
+		if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "phone unplugged"}); err != nil {
 			t.Fatalf("fail: %v", err)
 		}
 		j := get(t, s, "f1")
@@ -697,7 +698,7 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 		}
 		err := s.Commit(ctx, l.Token, result("after fail"))
 		wantErr(t, "commit after fail", err, fencing.ErrStale)
-		err = s.Fail(ctx, l.Token, "again", false)
+		err = s.Fail(ctx, l.Token, coordinator.Failure{Reason: "again"})
 		wantErr(t, "second fail", err, fencing.ErrStale)
 		_, err = s.Claim(ctx, "f1", ownerB, long)
 		wantErr(t, "claim of a failed job", err, coordinator.ErrConflict)
@@ -710,11 +711,11 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 	t.Run("requeued", func(t *testing.T) {
 		submit(t, s, "f2")
 		l := claim(t, s, "f2", ownerA, long)
-		if err := s.Fail(ctx, l.Token, "draining", true); err != nil {
+		if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "draining", Requeue: true}); err != nil {
 			t.Fatalf("requeue: %v", err)
 		}
 		j := get(t, s, "f2")
-		if j.Status != coordinator.StatusQueued || j.WorkerID != "" || j.Generation != 1 || !j.LeaseExpiresAt.IsZero() {
+		if j.Status != coordinator.StatusQueued || j.WorkerID != "" || j.Generation != 2 || !j.LeaseExpiresAt.IsZero() || j.NotBefore.IsZero() {
 			t.Fatalf("requeued job: %+v", j)
 		}
 		err := s.Commit(ctx, l.Token, result("after requeue"))
@@ -725,7 +726,7 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if next.Token != tok("f2", ownerB, 2) {
+		if next.Token != tok("f2", ownerB, 3) {
 			t.Fatalf("claim after requeue: %v", next.Token)
 		}
 	})
@@ -736,14 +737,14 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 		reassign(t, s, "f3", ownerB)
 		before := get(t, s, "f3")
 		for _, requeue := range []bool{false, true} {
-			err := s.Fail(ctx, la.Token, "stale", requeue)
+			err := s.Fail(ctx, la.Token, coordinator.Failure{Reason: "stale", Requeue: requeue})
 			wantErr(t, "fail with the old token", err, fencing.ErrStale)
 		}
 		wantUnchanged(t, "stale fail", before, get(t, s, "f3"))
 	})
 
 	t.Run("unknown job", func(t *testing.T) {
-		err := s.Fail(ctx, tok("nope", ownerA, 1), "x", false)
+		err := s.Fail(ctx, tok("nope", ownerA, 1), coordinator.Failure{Reason: "x"})
 		wantErr(t, "fail", err, coordinator.ErrNotFound)
 	})
 }
@@ -890,7 +891,7 @@ func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 	ignore(s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "b.png", "2")))
 	ignore(s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "b.png", "3"))) // conflict
 	ignore(s.Commit(ctx, la.Token, result("a")))
-	ignore(s.Fail(ctx, la.Token, "a", true))
+	ignore(s.Fail(ctx, la.Token, coordinator.Failure{Reason: "a", Requeue: true}))
 	ignore(s.Commit(ctx, lb.Token, result("b")))
 	ignore(s.Commit(ctx, lb.Token, result("b again")))
 	_, err = s.Reassign(ctx, "w", ownerC, long)
@@ -932,7 +933,7 @@ func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	ly := claim(t, s, "x", ownerB, long)
-	if err := s.Fail(ctx, ly.Token, "release", true); err != nil {
+	if err := s.Fail(ctx, ly.Token, coordinator.Failure{Reason: "release", Requeue: true}); err != nil {
 		t.Fatal(err)
 	}
 	want = []event{

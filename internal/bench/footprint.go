@@ -216,7 +216,7 @@ devices:
 	var j coordinator.Job
 	if err := waitFor(ctx, 60*time.Second, func() bool {
 		j, err = sys.Store.Get(ctx, job.ID)
-		return err == nil && (j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed)
+		return err == nil && coordinator.Finished(j.Status)
 	}); err != nil {
 		return rep, fmt.Errorf("screenshot job: %w", err)
 	}

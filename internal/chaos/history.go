@@ -55,19 +55,20 @@ func (h *History) stalled(from, to time.Time) time.Duration {
 // "operator") to the job store, with when it was made and when it returned.
 // These are the operations of the fenced job register the checker verifies.
 type StoreOp struct {
-	Client  string // coordinator process, or "operator"
-	Method  string // one of the op* constants
-	JobID   string // "" for a claim that found nothing or failed
-	Token   fencing.Token
-	Owner   string          // grants and hello: the owner asking
-	Lease   fencing.Token   // grants: the token granted
-	Old     fencing.Token   // takeover: the token taken away
-	Taken   []fencing.Token // reclaim and hello: the tokens taken back
-	Requeue bool            // fail
-	Call    time.Time
-	Return  time.Time
-	Outcome string // one of the out* constants
-	Err     string
+	Client      string // coordinator process, or "operator"
+	Method      string // one of the op* constants
+	JobID       string // "" for a claim that found nothing or failed
+	Token       fencing.Token
+	Owner       string          // grants and hello: the owner asking
+	Lease       fencing.Token   // grants: the token granted
+	Old         fencing.Token   // takeover: the token taken away
+	Taken       []fencing.Token // reclaim and hello: the tokens taken back
+	Requeue     bool            // fail: retried (coordinator.Failure.Retried)
+	MaxAttempts int             // submit: the job's max_attempts (0: the default)
+	Call        time.Time
+	Return      time.Time
+	Outcome     string // one of the out* constants
+	Err         string
 }
 
 // Store operations.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -23,12 +24,18 @@ const (
 // regState is the fenced job register of one job: its status, the
 // generation and owner of its current grant, and whose result it accepted.
 type regState struct {
-	Exists bool
-	Status string
-	Gen    int64
-	Owner  string
-	By     fencing.Token // the token whose commit was accepted
+	Exists   bool
+	Status   string
+	Gen      int64
+	Owner    string
+	By       fencing.Token // the token whose commit was accepted
+	Attempts int           // grants so far
+	Max      int           // the job's max_attempts
 }
+
+// attemptsLeft reports whether the scheduler and the reaper may grant the
+// job again.
+func (s regState) attemptsLeft() bool { return s.Attempts < s.Max }
 
 func (s regState) current(t fencing.Token) bool {
 	return s.Exists && s.Status == stInProgress && s.Gen == t.Generation && s.Owner == t.Owner
@@ -63,7 +70,8 @@ type regInput struct {
 	Tok     fencing.Token // fenced writes: the token presented; reclaim: the token taken
 	Owner   string        // grants: the new owner; maybe-release: the new session
 	Old     fencing.Token // takeover: the token taken away
-	Requeue bool
+	Requeue bool          // fail: a retried (infrastructure) failure
+	Max     int           // submit: the job's max_attempts
 }
 
 // regOutput is what the store answered.
@@ -85,28 +93,37 @@ func agentOf(owner string) string {
 func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 	unknown := out.Outcome == outUnknown
 	grant := func(owner string) regState {
-		return regState{Exists: true, Status: stInProgress, Gen: s.Gen + 1, Owner: owner}
+		return regState{Exists: true, Status: stInProgress, Gen: s.Gen + 1, Owner: owner, Attempts: s.Attempts + 1, Max: s.Max}
 	}
+	// requeued is the end of an attempt by an infrastructure failure:
+	// retried at generation + 1 while attempts are left, FAILED otherwise.
 	requeued := func() regState {
-		return regState{Exists: true, Status: stQueued, Gen: s.Gen + 1}
+		if !s.attemptsLeft() {
+			return regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: s.Attempts, Max: s.Max}
+		}
+		return regState{Exists: true, Status: stQueued, Gen: s.Gen + 1, Attempts: s.Attempts, Max: s.Max}
+	}
+	submitted := regState{Exists: true, Status: stQueued, Max: in.Max}
+	if submitted.Max == 0 {
+		submitted.Max = coordinator.DefaultMaxAttempts
 	}
 	switch in.Op {
 	case opSubmit:
 		switch out.Outcome {
 		case outOK:
-			return !s.Exists, regState{Exists: true, Status: stQueued}
+			return !s.Exists, submitted
 		case outConflict:
 			return s.Exists, s
 		default:
 			if !s.Exists {
-				return true, regState{Exists: true, Status: stQueued}
+				return true, submitted
 			}
 			return true, s
 		}
 	case opClaim:
 		switch out.Outcome {
 		case outOK:
-			return s.Exists && s.Status == stQueued && out.Gen == s.Gen+1, grant(in.Owner)
+			return s.Exists && s.Status == stQueued && s.attemptsLeft() && out.Gen == s.Gen+1, grant(in.Owner)
 		case outConflict:
 			return s.Exists && s.Status != stQueued, s
 		case outNotFound:
@@ -116,20 +133,20 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		}
 		fallthrough
 	case opMaybeClaim:
-		if s.Exists && s.Status == stQueued {
+		if s.Exists && s.Status == stQueued && s.attemptsLeft() {
 			return true, grant(in.Owner)
 		}
 		return true, s
 	case opTakeover:
 		if out.Outcome == outOK {
-			return s.current(in.Old) && out.Gen == s.Gen+1, grant(in.Owner)
+			return s.current(in.Old) && s.attemptsLeft() && out.Gen == s.Gen+1, grant(in.Owner)
 		}
 		if !unknown {
 			return true, s
 		}
 		fallthrough
 	case opMaybeTakeover:
-		if s.Exists && s.Status == stInProgress && agentOf(s.Owner) != agentOf(in.Owner) {
+		if s.Exists && s.Status == stInProgress && s.attemptsLeft() && agentOf(s.Owner) != agentOf(in.Owner) {
 			return true, grant(in.Owner)
 		}
 		return true, s
@@ -177,7 +194,7 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		}
 		return true, s
 	case opCommit:
-		done := regState{Exists: true, Status: stSucceeded, Gen: s.Gen, Owner: s.Owner, By: in.Tok}
+		done := regState{Exists: true, Status: stSucceeded, Gen: s.Gen, Owner: s.Owner, By: in.Tok, Attempts: s.Attempts, Max: s.Max}
 		switch out.Outcome {
 		case outOK:
 			return s.current(in.Tok), done
@@ -191,9 +208,10 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		}
 		return true, s
 	case opFail:
-		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner}
+		// Every end state but SUCCEEDED is F in the register.
+		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: s.Attempts, Max: s.Max}
 		if in.Requeue {
-			ended = regState{Exists: true, Status: stQueued, Gen: s.Gen}
+			ended = requeued()
 		}
 		switch out.Outcome {
 		case outOK:
@@ -209,7 +227,7 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		return true, s
 	case opCancel:
 		active := s.Exists && (s.Status == stQueued || s.Status == stInProgress)
-		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner}
+		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: s.Attempts, Max: s.Max}
 		switch out.Outcome {
 		case outOK:
 			return active, ended
@@ -301,7 +319,7 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 		o := regOutput{Outcome: op.Outcome}
 		switch op.Method {
 		case opSubmit:
-			add(op.JobID, op, regInput{Op: opSubmit}, o)
+			add(op.JobID, op, regInput{Op: opSubmit, Max: op.MaxAttempts}, o)
 		case opClaim, opReassign:
 			switch {
 			case op.Outcome == outNoJob:

@@ -78,8 +78,15 @@ func TestRegisterModel(t *testing.T) {
 			op(2, 12, 13, regInput{Op: opRenew, Tok: tokOf(ownerA, 1)}, regOutput{Outcome: outOK})}, false},
 		{"requeue then a new grant", []porcupine.Operation{submit, claimA,
 			op(2, 4, 5, regInput{Op: opFail, Tok: tokOf(ownerA, 1), Requeue: true}, regOutput{Outcome: outOK}),
-			op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: 2}),
-			commit(3, 8, 9, tokOf(ownerB, 2), outOK)}, true},
+			op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: 3}),
+			commit(3, 8, 9, tokOf(ownerB, 3), outOK)}, true},
+		{"grant after the last attempt was retried", []porcupine.Operation{
+			op(0, 0, 1, regInput{Op: opSubmit, Max: 1}, regOutput{Outcome: outOK}), claimA,
+			op(2, 4, 5, regInput{Op: opFail, Tok: tokOf(ownerA, 1), Requeue: true}, regOutput{Outcome: outOK}),
+			op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: 3})}, false},
+		{"takeover of a lease with no attempt left", []porcupine.Operation{
+			op(0, 0, 1, regInput{Op: opSubmit, Max: 1}, regOutput{Outcome: outOK}), claimA,
+			op(1, 4, 5, regInput{Op: opTakeover, Owner: ownerB, Old: tokOf(ownerA, 1)}, regOutput{Outcome: outOK, Gen: 2})}, false},
 		{"claim that failed may have granted", []porcupine.Operation{submit,
 			op(1, 2, 3, regInput{Op: opMaybeClaim, Owner: ownerA}, regOutput{Outcome: outUnknown}),
 			commit(2, 4, 5, tokOf(ownerA, 1), outOK)}, true},

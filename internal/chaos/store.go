@@ -45,6 +45,7 @@ func (s *recordingStore) op(method, jobID string) *StoreOp {
 
 func (s *recordingStore) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
 	op := s.op(opSubmit, spec.ID)
+	op.MaxAttempts = spec.MaxAttempts
 	j, err := s.Store.Submit(ctx, spec)
 	if err == nil {
 		op.JobID = j.ID
@@ -127,11 +128,11 @@ func (s *recordingStore) Commit(ctx context.Context, tok fencing.Token, result j
 	return s.fenced(opCommit, tok, func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
+func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
-	op.Requeue = requeue
-	err := s.Store.Fail(ctx, tok, reason, requeue)
+	op.Requeue = f.Retried()
+	err := s.Store.Fail(ctx, tok, f)
 	s.rec.end(op, outcomeOf(err), err)
 	return err
 }
@@ -274,8 +275,8 @@ func (s *faultyStore) Commit(ctx context.Context, tok fencing.Token, result json
 	return s.write(func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, reason string, requeue bool) error {
-	return s.write(func() error { return s.Store.Fail(ctx, tok, reason, requeue) })
+func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+	return s.write(func() error { return s.Store.Fail(ctx, tok, f) })
 }
 
 func (s *faultyStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {

@@ -45,7 +45,7 @@ func ScreenshotJob(ctx context.Context, e *Env, w io.Writer) error {
 	defer cancel()
 	start := time.Now()
 	j, err := e.WaitJob(wctx, job.ID, func(j coordinator.Job) bool {
-		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+		return coordinator.Finished(j.Status)
 	})
 	if err != nil {
 		return err

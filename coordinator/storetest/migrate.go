@@ -1,0 +1,91 @@
+package storetest
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// RunMigrateEndStates checks that the migrations carry the jobs of a
+// database at schema 3 over to the end states and attempts of schema 4 and
+// later: a cancelled job (FAILED with an accepted cancel) becomes
+// CANCELLED, one that waits on an effect decision (FAILED, reason
+// "needs_decision...") NEEDS_DECISION, a failed one stays FAILED, and a
+// queued job whose grants exceed the default attempt limit can still be
+// granted. migrations holds the store's migration files (migrations/*.sql).
+func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
+	ctx := t.Context()
+	loc := o.Fresh(t)
+	all, err := sqlstore.Migrations(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if err := o.Exec(ctx, loc, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, applied_at text)`)
+	for _, m := range all {
+		if m.Version > 3 {
+			break
+		}
+		exec(m.SQL)
+		exec(fmt.Sprintf(`INSERT INTO schema_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+	task := `'{"device":{},"steps":[{"op":"screenshot","name":"s.png"}]}'`
+	for _, q := range []string{
+		`INSERT INTO jobs (id, status, task, lease_generation, worker_id, fail_reason) VALUES ('cancelled', 'FAILED', ` + task + `, 1, 'agent-a/boot-1', 'cancelled by operator')`,
+		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail) VALUES ('cancelled', 'cancel', 'agent-a/boot-1', 1, true, 'cancelled by operator')`,
+		`INSERT INTO jobs (id, status, task, lease_generation, worker_id, fail_reason) VALUES ('decision', 'FAILED', ` + task + `, 2, 'agent-a/boot-1', '` + protocol.ReasonNeedsDecision + `: effect k is in doubt')`,
+		`INSERT INTO jobs (id, status, task, lease_generation, worker_id, fail_reason) VALUES ('failed', 'FAILED', ` + task + `, 1, 'agent-a/boot-1', 'step 1 (screenshot): boom')`,
+		// A refused cancel does not make a job cancelled.
+		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail) VALUES ('failed', 'cancel', '', 1, false, 'too late')`,
+		`INSERT INTO jobs (id, status, task, lease_generation) VALUES ('requeued', 'QUEUED', ` + task + `, 4)`,
+		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail) VALUES ('requeued', 'reclaim', 'agent-a/boot-1', 3, true, 'lease expired')`,
+	} {
+		exec(q)
+	}
+
+	s, err := o.Open(ctx, loc)
+	if err != nil {
+		t.Fatalf("migrate from schema 3: %v", err)
+	}
+	defer s.Close()
+	for id, want := range map[string]string{
+		"cancelled": coordinator.StatusCancelled,
+		"decision":  coordinator.StatusNeedsDecision,
+		"failed":    coordinator.StatusFailed,
+		"requeued":  coordinator.StatusQueued,
+	} {
+		j, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != want {
+			t.Errorf("%s: status %s after the migration, want %s", id, j.Status, want)
+		}
+		if want == coordinator.StatusNeedsDecision && !coordinator.NeedsDecision(j) {
+			t.Errorf("%s: NeedsDecision false", id)
+		}
+		if j.Attempts != int(j.Generation) || len(j.AttemptEnds) != 0 {
+			t.Errorf("%s: attempts %d, ends %v, generation %d", id, j.Attempts, j.AttemptEnds, j.Generation)
+		}
+	}
+	if j, _ := s.Get(ctx, "requeued"); j.MaxAttempts <= j.Attempts {
+		t.Errorf("queued job with %d attempts has max_attempts %d: never granted again", j.Attempts, j.MaxAttempts)
+	}
+	evs, err := s.WriteEvents(ctx, "requeued")
+	if err != nil || len(evs) != 1 || evs[0].Class != protocol.FailClassInfrastructure || evs[0].Cause != protocol.CauseLeaseExpired {
+		t.Errorf("reclaim event after the migration: %+v, %v", evs, err)
+	}
+	if _, err := s.Cancel(ctx, "decision", "x"); err == nil || !strings.Contains(err.Error(), "finished") {
+		t.Errorf("cancel of a NEEDS_DECISION job: %v", err)
+	}
+}
