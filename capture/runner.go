@@ -53,6 +53,7 @@ type Runner struct {
 	names     map[string]bool
 	rec       Recording
 	recName   string
+	recSeq    int // the number of the step that started rec
 	// warning is the Warning of the step being run; only RunStep touches it.
 	warning string
 }
@@ -96,7 +97,8 @@ func (r *Runner) close() {
 //   - screenshot: <name>.png (image/png), name defaulting to screenshot-NNN
 //   - ui_dump: <name>.xml (application/xml), default ui_dump-NNN
 //   - record_stop: <name>.mp4 (video/mp4), name from the record_stop step,
-//     else from its record_start step, else recording-NNN
+//     else from its record_start step, else recording-NNN with the
+//     record_start's number
 //
 // NNN is the step's Seq: the StepInfo carried by ctx (WithStepInfo), else
 // the runner's next number. ".png", ".xml" or ".mp4" is appended unless the
@@ -238,7 +240,7 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	case protocol.OpUIDump:
 		return r.capture(s.Name, "ui_dump", seq, ".xml", ContentTypeXML, func() ([]byte, error) { return d.UIDump(ctx) })
 	case protocol.OpRecordStart:
-		return nil, r.recordStart(ctx, s)
+		return nil, r.recordStart(ctx, seq, s)
 	case protocol.OpRecordStop:
 		return r.recordStop(ctx, seq, s)
 	default:
@@ -280,7 +282,7 @@ func (r *Runner) capture(name, prefix string, seq int, ext, ct string, grab func
 	return []Artifact{NewArtifact(n, ct, b)}, nil
 }
 
-func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
+func (r *Runner) recordStart(ctx context.Context, seq int, s protocol.Step) error {
 	r.mu.Lock()
 	running := r.rec != nil
 	r.mu.Unlock()
@@ -297,14 +299,14 @@ func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
 		rec.Abort()
 		return ErrClosed
 	}
-	r.rec, r.recName = rec, s.Name
+	r.rec, r.recName, r.recSeq = rec, s.Name, seq
 	r.mu.Unlock()
 	return nil
 }
 
 func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Artifact, error) {
 	r.mu.Lock()
-	rec, name := r.rec, r.recName
+	rec, name, startSeq := r.rec, r.recName, r.recSeq
 	r.mu.Unlock()
 	if rec == nil {
 		return nil, invalidStep("no recording is running")
@@ -312,7 +314,9 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 	if s.Name != "" {
 		name = s.Name
 	}
-	n, err := r.reserve(name, "recording", seq, ".mp4")
+	// Unnamed, the recording takes the number of the step that started it
+	// (docs/protocol.md section 5).
+	n, err := r.reserve(name, "recording", startSeq, ".mp4")
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,7 @@ func validateSequence(steps []Step) error {
 	for i, s := range steps {
 		prefix, ext := captureKind(s.Op)
 		name := s.Name
+		seq := i + 1
 		switch s.Op {
 		case OpRecordStart:
 			if rec >= 0 {
@@ -118,12 +119,14 @@ func validateSequence(steps []Step) error {
 			if name == "" {
 				name = steps[rec].Name
 			}
+			// Unnamed, a recording takes its record_start's number.
+			seq = rec + 1
 			rec = -1
 		}
 		if ext == "" {
 			continue
 		}
-		n := CaptureName(name, prefix, i+1, ext)
+		n := CaptureName(name, prefix, seq, ext)
 		if j, dup := names[n]; dup {
 			return fmt.Errorf("steps[%d]: artifact name %q is already produced by steps[%d]", i, n, j)
 		}
