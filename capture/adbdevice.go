@@ -125,6 +125,14 @@ func (d *ADBDevice) probe(ctx context.Context) error {
 	return nil
 }
 
+// phoneState is the phone's last known state, "gone" once adb no longer
+// lists it.
+func (d *ADBDevice) phoneState() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
+}
+
 func (d *ADBDevice) setState(state string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -183,13 +191,50 @@ func (d *ADBDevice) explain(ctx context.Context, err error) error {
 	return &PhoneStateError{Serial: d.serial, State: state, Err: err}
 }
 
+// stateNow is called when the phone's last known state (from the
+// server's device-tracking stream) is not "device". The stream may be late
+// or wrong: adb 29 does not report offline → unauthorized after a phone
+// reconnects, and reports a dropped network phone seconds late. So the
+// server is asked for the phone's state now: nil when it is usable after
+// all, else a *PhoneStateError with that state and, as its cause, adb's own
+// error for a command on the phone. known is returned when the server
+// cannot be asked.
+func (d *ADBDevice) stateNow(ctx context.Context, known error) error {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ds, err := d.c.Devices(qctx)
+	if err != nil {
+		return known
+	}
+	state := stateGone
+	for _, e := range ds {
+		if e.Serial == d.serial {
+			state = e.State
+		}
+	}
+	if state == protocol.DeviceReady {
+		return nil
+	}
+	d.setState(state)
+	// adb's own words for the state ("device unauthorized. This adb
+	// server's $ADB_VENDOR_KEYS is not set…", "device offline", "device
+	// '…' not found").
+	_, aerr := d.shell(qctx, "true")
+	if aerr == nil {
+		return nil
+	}
+	return &PhoneStateError{Serial: d.serial, State: state, Err: aerr}
+}
+
 // op runs f with the phone checked and a timeout, and explains failures.
 func (d *ADBDevice) op(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context) error) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	if err := d.usable(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		if err = d.stateNow(ctx, err); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s on %s: timed out after %v", what, d.serial, timeout))
 	defer cancel()

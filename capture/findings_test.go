@@ -2,7 +2,11 @@ package capture_test
 
 import (
 	"context"
+	"errors"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
@@ -63,5 +67,86 @@ func TestADBUnnamedRecordingTakesStartNumber(t *testing.T) {
 	clash := protocol.Task{Steps: append(append([]protocol.Step(nil), steps[:8]...), protocol.Step{Op: protocol.OpRecordStart, Name: "recording-006"}, protocol.Step{Op: protocol.OpRecordStop})}
 	if err := clash.Validate(); err == nil {
 		t.Error("validate: a second recording named recording-006 passed; the first unnamed one (started at step 6) produces recording-006.mp4")
+	}
+}
+
+// TestADBPhoneStopsTrusting: a phone that stops trusting the PC between
+// steps (a wireless phone that reconnects and asks again) fails the next
+// step as unauthorized, with adb's own error, even though adb's
+// device-tracking stream last said offline.
+func TestADBPhoneStopsTrusting(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{})
+	p := l.phones[0]
+	inv := l.inventory(t, l.options())
+	ctx := context.Background()
+	dev, release, err := inv.AcquireMatching(ctx, protocol.DeviceSelector{Serial: p.Serial()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	r := capture.NewRunner(ctx, dev, capture.RunnerOptions{})
+	defer r.Close()
+	if _, err := r.RunStep(ctx, protocol.Step{Op: protocol.OpTap, X: 1, Y: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.Distrust()
+	l.srv.WaitState(t, p.Serial(), "unauthorized")
+	_, err = r.RunStep(ctx, protocol.Step{Op: protocol.OpTap, X: 2, Y: 2})
+	if !errors.Is(err, capture.ErrUnauthorized) || !strings.Contains(err.Error(), "is unauthorized") {
+		t.Fatalf("step on a phone that stopped trusting the PC: %v; want it unauthorized, with the fix", err)
+	}
+	if !strings.Contains(err.Error(), "adb server refused") {
+		t.Errorf("error %q lacks adb's own error", err)
+	}
+	t.Logf("error: %v", err)
+}
+
+// TestWaitNoticesUnplug: a phone unplugged during a wait step fails that
+// step during the wait, as unplugged, on a phone behind adb and on the
+// simulated phone alike.
+func TestWaitNoticesUnplug(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{})
+	p := l.phones[0]
+	inv := l.inventory(t, l.options())
+	ctx := context.Background()
+	dev, release, err := inv.AcquireMatching(ctx, protocol.DeviceSelector{Serial: p.Serial()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sim := capture.NewSimulated(capture.SimOptions{})
+	for _, c := range []struct {
+		name   string
+		dev    capture.Device
+		unplug func()
+	}{{"adb", dev, p.Unplug}, {"simulated", sim, sim.Unplug}} {
+		t.Run(c.name, func(t *testing.T) {
+			jctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			r := capture.NewRunner(jctx, c.dev, capture.RunnerOptions{})
+			defer r.Close()
+			done := make(chan error, 1)
+			started := make(chan struct{})
+			go func() {
+				close(started)
+				_, err := r.RunStep(jctx, protocol.Step{Op: protocol.OpWait, DurationMS: 3_600_000})
+				done <- err
+			}()
+			<-started
+			c.unplug()
+			var stepErr error
+			testenv.Eventually(t, 30*time.Second, "the wait step to fail", func() bool {
+				select {
+				case stepErr = <-done:
+					return true
+				default:
+					return false
+				}
+			})
+			if !errors.Is(stepErr, capture.ErrUnplugged) || !strings.Contains(stepErr.Error(), c.dev.Serial()) {
+				t.Errorf("wait on an unplugged phone: %v; want it unplugged, naming the phone", stepErr)
+			}
+			t.Logf("error: %v", stepErr)
+		})
 	}
 }

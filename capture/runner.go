@@ -211,7 +211,7 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 		}
 		return nil, d.Launch(ctx, s.Package)
 	case protocol.OpWait:
-		return nil, sleepCtx(ctx, dur)
+		return nil, r.wait(ctx, dur)
 	case protocol.OpTap:
 		if s.X < 0 || s.Y < 0 {
 			return nil, invalidStep("negative coordinates %d,%d", s.X, s.Y)
@@ -367,4 +367,43 @@ func (r *Runner) stopInto(ctx context.Context, rec Recording, name string) (Arti
 	}
 	a.Path, a.Size, a.SHA256 = f.Name(), n, hex.EncodeToString(h.Sum(nil))
 	return a, nil
+}
+
+// waitPoll is how often a wait step looks at its phone's state.
+const waitPoll = 100 * time.Millisecond
+
+// stater is a Device that knows its state more precisely than Info says
+// (adb's "gone" for a phone adb no longer lists).
+type stater interface{ phoneState() string }
+
+// wait sleeps d, watching the phone: a phone that leaves state "device"
+// (unplugged, offline, unauthorized) fails the wait at once with a
+// *PhoneStateError, as any other step on it would, rather than at the next
+// step.
+func (r *Runner) wait(ctx context.Context, d time.Duration) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	end := time.NewTimer(d)
+	defer end.Stop()
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for {
+		var state string
+		if s, ok := r.dev.(stater); ok {
+			state = s.phoneState()
+		} else {
+			state = r.dev.Info().State
+		}
+		if err := StateProblem(r.dev.Serial(), state); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+		select {
+		case <-end.C:
+			return nil
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-tick.C:
+		}
+	}
 }

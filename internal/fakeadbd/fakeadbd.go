@@ -85,17 +85,19 @@ type Phone struct {
 	mu        sync.Mutex
 	conns     map[net.Conn]bool
 	unplugged bool
-	closed    bool
-	inputs    []InputEvent
-	commands  []string
-	signals   []string
-	files     map[string][]byte
-	procs     map[int]*proc
-	nextPID   int
-	dumps     int
-	shots     int64
-	lastFrame *image.RGBA
-	services  []string
+	// distrusted: Distrust was called; the phone answers as unauthorized.
+	distrusted bool
+	closed     bool
+	inputs     []InputEvent
+	commands   []string
+	signals    []string
+	files      map[string][]byte
+	procs      map[int]*proc
+	nextPID    int
+	dumps      int
+	shots      int64
+	lastFrame  *image.RGBA
+	services   []string
 }
 
 // Start listens on a free loopback port outside 5555-5585 (the range the
@@ -159,7 +161,28 @@ func (p *Phone) Addr() string { return p.ln.Addr().String() }
 func (p *Phone) Serial() string { return p.Addr() }
 
 // Unauthorized reports whether the phone was started in unauthorized mode.
-func (p *Phone) Unauthorized() bool { return p.opts.Unauthorized }
+func (p *Phone) Unauthorized() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.Unauthorized || p.distrusted
+}
+
+// Distrust makes the phone stop trusting the PC, as a wireless phone that
+// reconnects and asks again: it drops every connection and, from then on,
+// answers like a phone started with Options.Unauthorized, so adb lists it
+// as "unauthorized" once it has connected again.
+func (p *Phone) Distrust() {
+	p.mu.Lock()
+	p.distrusted = true
+	for c := range p.conns {
+		c.Close()
+	}
+	procs := p.procsLocked()
+	p.mu.Unlock()
+	for _, pr := range procs {
+		pr.signal("KILL")
+	}
+}
 
 // Sim is the simulated phone behind the screen.
 func (p *Phone) Sim() *capture.Simulated { return p.sim }
@@ -367,7 +390,7 @@ func (s *session) serve() {
 				s.maxData = m.Arg1
 			}
 			s.skipChecksum.Store(m.Arg0 >= VersionSkipChecksum)
-			if s.p.opts.Unauthorized {
+			if s.p.Unauthorized() {
 				if s.sendToken() != nil {
 					return
 				}
@@ -380,7 +403,7 @@ func (s *session) serve() {
 		case CmdAUTH:
 			// Unauthorized mode: reject every signature with a new token and
 			// leave a public key unanswered (the user never accepts).
-			if s.p.opts.Unauthorized && m.Arg0 == AuthSignature {
+			if s.p.Unauthorized() && m.Arg0 == AuthSignature {
 				if s.sendToken() != nil {
 					return
 				}
