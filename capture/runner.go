@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -235,6 +237,28 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 			return nil, invalidStep("key needs key")
 		}
 		return nil, d.Key(ctx, s.Key)
+	case protocol.OpWake:
+		return nil, d.Wake(ctx)
+	case protocol.OpUnlock:
+		return nil, d.Unlock(ctx)
+	case protocol.OpOpenURL:
+		if err := protocol.ValidateURL(s.URL); err != nil {
+			return nil, invalidStep("%v", err)
+		}
+		return nil, d.OpenURL(ctx, s.URL)
+	case protocol.OpForceStop, protocol.OpClearData:
+		if s.Package == "" {
+			return nil, invalidStep("%s needs package", s.Op)
+		}
+		if s.Op == protocol.OpForceStop {
+			return nil, d.ForceStop(ctx, s.Package)
+		}
+		return nil, d.ClearData(ctx, s.Package)
+	case protocol.OpRotate:
+		if !slices.Contains(protocol.Orientations, s.Orientation) {
+			return nil, invalidStep("orientation %q is not one of %s", s.Orientation, strings.Join(protocol.Orientations, ", "))
+		}
+		return nil, d.Rotate(ctx, s.Orientation)
 	case protocol.OpScreenshot:
 		return r.capture(s.Name, "screenshot", seq, ".png", ContentTypePNG, func() ([]byte, error) { return d.Screenshot(ctx) })
 	case protocol.OpUIDump:
