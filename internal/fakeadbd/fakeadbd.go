@@ -63,6 +63,14 @@ type Options struct {
 	// monkey launches them (capture.SimOptions.Packages): nil, every
 	// package except those starting with capture.SimMissingPrefix.
 	Packages []string
+	// IME installs the input method ADBKeyboard (capture.IMEPackage): `pm
+	// path` finds it, `ime list -s` lists it once enabled, and while it is
+	// the current input method an ADB_INPUT_B64 broadcast types its
+	// decoded text (IMETexts).
+	IME bool
+	// Locked starts the phone with its screen off and a keyguard without
+	// a PIN (capture.SimOptions.Locked).
+	Locked bool
 }
 
 // InputEvent is one input command as the phone received it, after the
@@ -98,6 +106,11 @@ type Phone struct {
 	shots      int64
 	lastFrame  *image.RGBA
 	services   []string
+	// Input methods: enabled ones and the current one (ime, settings).
+	imeEnabled map[string]bool
+	imeCurrent string
+	imeTexts   []string
+	settings   map[string]string // "namespace key" → value
 }
 
 // Start listens on a free loopback port outside 5555-5585 (the range the
@@ -147,8 +160,11 @@ func Start(opts Options) (*Phone, error) {
 		nextPID: 4000,
 		sim: capture.NewSimulated(capture.SimOptions{
 			Serial: ln.Addr().String(), Model: opts.Model, Width: opts.Width, Height: opts.Height,
-			Packages: opts.Packages,
+			Packages: opts.Packages, IME: opts.IME, Locked: opts.Locked,
 		}),
+		imeEnabled: map[string]bool{latinIME: true},
+		imeCurrent: latinIME,
+		settings:   map[string]string{"system accelerometer_rotation": "1", "system user_rotation": "0"},
 	}
 	p.wg.Go(p.accept)
 	return p, nil
@@ -757,8 +773,13 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 		if !p.sleep(env.st, p.opts.InputDelay) {
 			return 130
 		}
-		fmt.Fprintln(out, "Starting: Intent { }")
-		return 0
+		return p.am(ctx, out, errw, args[1:])
+	case "wm":
+		return p.wm(ctx, out, errw, args[1:])
+	case "ime":
+		return p.ime(out, errw, args[1:])
+	case "settings":
+		return p.settingsCmd(ctx, out, errw, args[1:])
 	case "screenrecord":
 		pid := env.pid
 		if !exec {
