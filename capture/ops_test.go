@@ -194,3 +194,23 @@ func TestADBTextThroughIME(t *testing.T) {
 		t.Errorf("simulated phone with the input method: %v, typed %q", err, simIME.Typed())
 	}
 }
+
+// TestOpLogNewOpsParams: the operation log keeps a rotate's orientation
+// and the package of force_stop and clear_data, and an open_url's length,
+// not the URL, unless text is kept.
+func TestOpLogNewOpsParams(t *testing.T) {
+	l := capture.NewOpLog(capture.OpLogOptions{})
+	p := l.Params(protocol.Step{Op: protocol.OpOpenURL, URL: "https://example.com/?q=secret"})
+	if p["url_len"] != 29 || p["url"] != nil {
+		t.Errorf("open_url params = %v", p)
+	}
+	if p := capture.NewOpLog(capture.OpLogOptions{IncludeText: true}).Params(protocol.Step{Op: protocol.OpOpenURL, URL: "myapp://x"}); p["url"] != "myapp://x" {
+		t.Errorf("open_url params with text kept = %v", p)
+	}
+	if p := l.Params(protocol.Step{Op: protocol.OpRotate, Orientation: "auto"}); p["orientation"] != "auto" {
+		t.Errorf("rotate params = %v", p)
+	}
+	if p := l.Params(protocol.Step{Op: protocol.OpClearData, Package: "com.x.y"}); p["package"] != "com.x.y" {
+		t.Errorf("clear_data params = %v", p)
+	}
+}
