@@ -150,3 +150,24 @@ func TestWaitNoticesUnplug(t *testing.T) {
 		})
 	}
 }
+
+// TestUnauthorizedPhoneReason: a job aimed at an unauthorized phone cannot
+// start; what the agent reports of the phone is enough to say why, with
+// the fix (protocol.DeviceSelector.NotReadyReason, the waiting reason of
+// `edgecoord job list`), and acquiring it fails with the same state.
+func TestUnauthorizedPhoneReason(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{Unauthorized: true})
+	p := l.phones[0]
+	inv := l.inventory(t, l.options())
+	sel := protocol.DeviceSelector{Serial: p.Serial()}
+	why := sel.NotReadyReason(inv.Devices())
+	for _, want := range []string{"phone " + p.Serial() + " is unauthorized", "accept the USB debugging prompt", "ADB_VENDOR_KEYS"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("reason %q lacks %q", why, want)
+		}
+	}
+	_, _, err := inv.AcquireMatching(context.Background(), sel)
+	if !errors.Is(err, capture.ErrUnauthorized) || !strings.Contains(err.Error(), "is unauthorized") || !strings.Contains(err.Error(), "ADB_VENDOR_KEYS") {
+		t.Errorf("acquire the unauthorized phone: %v; want it unauthorized, with the fix", err)
+	}
+}
