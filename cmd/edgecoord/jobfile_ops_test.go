@@ -41,7 +41,7 @@ func TestJobFileNewOps(t *testing.T) {
 		}
 	}
 	for file, wantErr := range map[string]string{
-		"steps:\n  - {op: open_url, url: /relative}\n":  "steps[0]: url: url has no scheme",
+		"steps:\n  - {op: open_url, url: /relative}\n":   "steps[0]: url: url has no scheme",
 		"steps:\n  - {op: rotate, orientation: up}\n":    `steps[0]: orientation: "up" is not one of`,
 		"steps:\n  - {op: clear_data}\n":                 "steps[0]: package: clear_data needs package",
 		"steps:\n  - {op: open_url, url: \"a b://x\"}\n": "steps[0]: url: url has a space",
