@@ -31,13 +31,13 @@ func TestJobFileNewOps(t *testing.T) {
 		{Op: protocol.OpRotate, Orientation: "landscape"},
 		{Op: protocol.OpText, Text: "東京 ラーメン"},
 	}
-	if len(spec.Task.Steps) != len(want) {
-		t.Fatalf("steps = %+v", spec.Task.Steps)
+	if len(spec.Steps) != len(want) {
+		t.Fatalf("steps = %+v", spec.Steps)
 	}
 	for i := range want {
-		if spec.Task.Steps[i].Op != want[i].Op || spec.Task.Steps[i].URL != want[i].URL || spec.Task.Steps[i].Orientation != want[i].Orientation ||
-			spec.Task.Steps[i].Package != want[i].Package || spec.Task.Steps[i].Text != want[i].Text {
-			t.Errorf("steps[%d] = %+v, want %+v", i, spec.Task.Steps[i], want[i])
+		if spec.Steps[i].Op != want[i].Op || spec.Steps[i].URL != want[i].URL || spec.Steps[i].Orientation != want[i].Orientation ||
+			spec.Steps[i].Package != want[i].Package || spec.Steps[i].Text != want[i].Text {
+			t.Errorf("steps[%d] = %+v, want %+v", i, spec.Steps[i], want[i])
 		}
 	}
 	for file, wantErr := range map[string]string{
@@ -46,7 +46,10 @@ func TestJobFileNewOps(t *testing.T) {
 		"steps:\n  - {op: clear_data}\n":                 "steps[0]: package: clear_data needs package",
 		"steps:\n  - {op: open_url, url: \"a b://x\"}\n": "steps[0]: url: url has a space",
 	} {
-		_, err := parseJobFile([]byte(file))
+		req, err := parseJobFile([]byte(file))
+		if err == nil {
+			err = req.Check()
+		}
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%q: err = %v, want %q", file, err, wantErr)
 		}
