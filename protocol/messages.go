@@ -339,6 +339,7 @@ const (
 	CauseAppNotInstalled    = "app_not_installed"   // a package the task names is missing
 	CauseAssertion          = "assertion"           // a check in the task did not hold
 	CauseStepFailed         = "step_failed"         // any other step error
+	CauseNeedsDecision      = "needs_decision"      // an effect step is in doubt: a person decides
 )
 
 // Revoke tells an agent to stop a job at once.
