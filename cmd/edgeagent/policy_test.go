@@ -147,20 +147,22 @@ func TestDeadlineTimesOut(t *testing.T) {
 	if end.Cause != protocol.CauseDeadline || end.Class != protocol.FailClassJob {
 		t.Errorf("end event %+v: want class job, cause deadline", *end)
 	}
-	// The deadline and the grant's event are read from the clock in one
-	// statement, a moment apart.
-	if d := final.DeadlineAt.Sub(grant.At); d < deadline-50*time.Millisecond || d > deadline+50*time.Millisecond {
-		t.Errorf("deadline %v after the first grant (%v, %v), want %v", d, grant.At, final.DeadlineAt, deadline)
+	// The first grant set the deadline on the database clock; the grant's
+	// write event reads the clock again a moment later in the same
+	// statement.
+	granted := final.DeadlineAt.Add(-deadline)
+	if d := grant.At.Sub(granted); d < 0 || d > stopLatency {
+		t.Errorf("deadline %v is %v after the first grant's event at %v, want %v", final.DeadlineAt, final.DeadlineAt.Sub(grant.At), grant.At, deadline)
 	}
-	took := end.At.Sub(grant.At)
-	t.Logf("first grant %v, deadline %v, %s (%s) %v: %v after the grant", grant.At, final.DeadlineAt, end.Verb, end.Owner, end.At, took)
+	took := end.At.Sub(granted)
+	t.Logf("first grant %v, deadline %v, %s (%s) %v: %v after the grant", granted, final.DeadlineAt, end.Verb, end.Owner, end.At, took)
 	if limit := deadline + reapInterval + stopLatency; took > limit {
 		t.Errorf("TIMED_OUT %v after the first grant, want at most %v (deadline + reap interval + stop latency)", took, limit)
 	}
 	if end.At.Before(final.DeadlineAt.Add(-time.Millisecond)) {
 		t.Errorf("ended at %v, before the deadline %v", end.At, final.DeadlineAt)
 	}
-	tok := grant.Owner
+	owner := grant.Owner
 	prefix := fmt.Sprintf("jobs/%s/g%d/", jobID, final.Generation)
 
 	// The phone is free again: the next job runs on it.
@@ -182,8 +184,8 @@ func TestDeadlineTimesOut(t *testing.T) {
 			t.Errorf("object %s outside the job's generation %d", o.Key, final.Generation)
 			continue
 		}
-		if o.UserMetadata["Owner"] != tok || o.UserMetadata["Generation"] != fmt.Sprint(final.Generation) {
-			t.Errorf("%s stamps %v, want owner %s generation %d", o.Key, o.UserMetadata, tok, final.Generation)
+		if o.UserMetadata["Owner"] != owner || o.UserMetadata["Generation"] != fmt.Sprint(final.Generation) {
+			t.Errorf("%s stamps %v, want owner %s generation %d", o.Key, o.UserMetadata, owner, final.Generation)
 		}
 		if o.LastModified.After(end.At) {
 			t.Errorf("%s stored at %v, after TIMED_OUT at %v", o.Key, o.LastModified, end.At)
@@ -240,15 +242,20 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	var (
 		serial string
 		gen    int64
+		ended  coordinator.Job
 	)
 	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("attempt %d of job %s to store a screenshot", n, jobID), func() bool {
 		evs := l.allEvents(t, jobID)
+		j, err := l.store.Get(l.ctx, jobID)
+		if err == nil && coordinator.Finished(j.Status) {
+			ended = j
+			return true
+		}
 		g := grants(evs)
 		if len(g) < n {
 			return false
 		}
 		gen = g[n-1]
-		j, err := l.store.Get(l.ctx, jobID)
 		if err != nil || j.Generation != gen || j.Status != coordinator.StatusInProgress {
 			return false
 		}
@@ -260,6 +267,9 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 		}
 		return false
 	})
+	if ended.ID != "" {
+		t.Fatalf("job %s ended %s (%s) before its attempt %d", jobID, ended.Status, ended.FailReason, n)
+	}
 	for _, p := range phones {
 		if p.Serial() == serial {
 			p.Unplug()
