@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -39,9 +40,17 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 	}
 }
 
-// newAPI returns the factory of the daemon's HTTP API.
-func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
+// newAPI returns the factory of the daemon's HTTP API, its events on
+// broker.
+func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
-		return api.New(apiOptions(cfg, store, d, log))
+		opts := apiOptions(cfg, store, d, log)
+		den := eventsOptions(&opts, cfg, store, d, broker, log)
+		h, err := api.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		den.bind(h)
+		return h, nil
 	}
 }

@@ -305,6 +305,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Flush lets mounted streams (server-sent events) flush.
 func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
