@@ -24,7 +24,7 @@ type Store interface {
 	ArtifactStore
 }
 
-// Handlers serve the event streams and the artifact list (docs/api-events.md).
+// Handlers serve the event streams and the artifact list (docs/api.md, "Events").
 // They authenticate nobody: Projects says which projects the caller of a
 // request may see, and the server that mounts them checks the token.
 type Handlers struct {
