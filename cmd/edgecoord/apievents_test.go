@@ -151,7 +151,8 @@ type sseStream struct {
 // the test unless the answer is 200 text/event-stream.
 func (b *apiBinary) openStream(t *testing.T, path, token string, hdr ...string) *sseStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
+	// A guard against a hang, so that the test ends with the logs.
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	req, err := http.NewRequestWithContext(ctx, "GET", b.base+path, nil)
 	if err != nil {
 		t.Fatal(err)
