@@ -349,6 +349,16 @@ func TestAPIEventsBinary(t *testing.T) {
 	}
 	var detail api.JobDetail
 	b.call(t, "GET", "/api/v1/jobs/"+job.ID, tok, "").into(t, &detail)
+	// A wait that passes answers the job as it is, not an error.
+	r = b.call(t, "POST", "/api/v1/jobs", tok, `{"project": "lab", "device": {"serial": "no-such-phone"}, "steps": [{"op": "wait"}]}`)
+	var idle api.JobView
+	r.into(t, &idle)
+	var still api.JobDetail
+	r = b.call(t, "GET", "/api/v1/jobs/"+idle.ID+"?wait=1s", tok, "")
+	r.into(t, &still)
+	if r.status != 200 || still.Status != coordinator.StatusQueued {
+		t.Errorf("?wait=1s on a job no phone can run: %d %s", r.status, r.body)
+	}
 
 	// The artifact, downloaded through its presigned URL.
 	r = b.call(t, "GET", "/api/v1/jobs/"+job.ID+"/artifacts", tok, "")
@@ -441,8 +451,10 @@ func TestAPIEventsBinary(t *testing.T) {
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if rest := open.rest(t); len(rest) != 0 {
-		t.Errorf("a stream after the last event gave %v", frameTypes(rest))
+	for _, f := range open.rest(t) {
+		if f.data.JobID == job.ID {
+			t.Errorf("a stream after the job's last event gave its %s event again", f.event)
+		}
 	}
 	select {
 	case <-b.done:
