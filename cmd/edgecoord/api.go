@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -40,8 +41,9 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 	}
 }
 
-// newAPI returns the factory of the daemon's HTTP API.
-func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
+// newAPI returns the factory of the daemon's HTTP API, its events on
+// broker.
+func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
 		sessions, err := newSessions(cfg, store, d, log)
@@ -49,6 +51,12 @@ func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger
 			return nil, err
 		}
 		opts.Sessions = sessions
-		return api.New(opts)
+		den := eventsOptions(&opts, cfg, store, d, broker, log)
+		h, err := api.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		den.bind(h)
+		return h, nil
 	}
 }
