@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/internal/chaos"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
@@ -32,8 +33,12 @@ func TestChaosCommandRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"chaos", "-faults", "meteor-strike"},
 		{"chaos", "-store", "oracle"},
-		{"chaos", "-store", "postgres", "-postgres-dsn", ""},
 		{"chaos", "-schedules", "0"},
+		{"chaos", "-nats-cluster", "3"}, // needs -store postgres
+		{"chaos", "-nats-cluster", "0"},
+		{"chaos", "-nats-cluster", "9", "-store", "postgres"},
+		{"chaos", "-faults", "nats-node-kill"}, // needs a cluster
+		{"chaos", "-store", "postgres", "-faults", "nats-node-kill"},
 		{"chaos", "extra"},
 	} {
 		var out, errOut bytes.Buffer
@@ -85,7 +90,7 @@ func TestChaos300(t *testing.T) {
 		}
 	}
 	if !testing.Short() {
-		for _, k := range strings.Split(kindNames(), ",") {
+		for _, k := range strings.Split(kindNames(chaos.DefaultKinds(1)), ",") {
 			if counts[k] == 0 {
 				t.Errorf("no %s fault injected", k)
 			}

@@ -360,6 +360,9 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 	reaper := len(client)
 	w := timingFor(h.Plan.Shape.withDefaults().LeaseTTL).reap
 	for _, j := range jobs {
+		if len(out[j]) == 0 {
+			continue // no call of the coordinators named it
+		}
 		for _, e := range h.Final.Events[j] {
 			if e.Verb != verbTimeout || !e.Accepted || e.At.IsZero() {
 				continue
