@@ -237,18 +237,21 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 	}
 	grants := grantsOf(h, id)
 	timeout := time.Duration(jp.Task.TimeoutMS) * time.Millisecond
-	if timeout > 0 && len(grants) > 0 {
-		first := grants[0].At
+	deadline := j.DeadlineAt
+	if timeout > 0 && len(grants) > 0 && !grants[0].At.IsZero() {
+		due := grants[0].At.Add(timeout)
 		switch {
-		case j.DeadlineAt.IsZero():
-			rep.add(RuleDeadline, id, "submitted with a timeout of %s and granted, but the store holds no deadline", timeout)
-			return
-		case !first.IsZero() && j.DeadlineAt.Sub(first.Add(timeout)).Abs() > o.ReapInterval:
+		case deadline.IsZero():
+			// Judge the job by the deadline it should have had.
+			rep.add(RuleDeadline, id, "submitted with a timeout of %s and granted at %s, but the store holds no deadline (due at %s)",
+				timeout, ms(grants[0].At.Sub(h.Start)), ms(due.Sub(h.Start)))
+			deadline = due
+		case deadline.Sub(due).Abs() > o.ReapInterval:
 			rep.add(RuleDeadline, id, "deadline at %s, the first grant (at %s) + the timeout %s is %s",
-				ms(j.DeadlineAt.Sub(h.Start)), ms(first.Sub(h.Start)), timeout, ms(first.Add(timeout).Sub(h.Start)))
+				ms(deadline.Sub(h.Start)), ms(grants[0].At.Sub(h.Start)), timeout, ms(due.Sub(h.Start)))
 		}
 	}
-	if j.DeadlineAt.IsZero() {
+	if deadline.IsZero() {
 		return
 	}
 	rep.Deadlines++
@@ -256,18 +259,26 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 	down := reaperDown(h, o.ReapInterval)
 	ext := time.Duration(0)
 	for range 10 { // the downtime within the bound lengthens the bound
-		next := overlap(down, j.DeadlineAt, j.DeadlineAt.Add(base+ext))
+		next := overlap(down, deadline, deadline.Add(base+ext))
 		if next == ext {
 			break
 		}
 		ext = next
 	}
-	bound := j.DeadlineAt.Add(base + ext)
-	judge := func(at time.Time, what string) {
+	bound := deadline.Add(base + ext)
+	// Each kind of sign is reported once, by its first instance.
+	type sign struct {
+		at    time.Time
+		what  string
+		count int
+	}
+	signs := map[string]*sign{}
+	var order []string
+	judge := func(kind string, at time.Time, what string) {
 		if !at.After(bound) {
 			return
 		}
-		stall := h.stalled(j.DeadlineAt, at)
+		stall := h.stalled(deadline, at)
 		if stall > o.Grace/2 {
 			rep.DeadlineUnjudged++
 			return
@@ -275,17 +286,24 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 		if !at.After(bound.Add(2 * stall)) {
 			return
 		}
-		rep.add(RuleDeadline, id, "%s %s after the deadline (allowed: reap interval %s + stop latency %s + %s with no reaper)",
-			what, ms(at.Sub(j.DeadlineAt)), ms(o.ReapInterval), ms(o.StopLatency), ms(ext))
+		sg, ok := signs[kind]
+		if !ok {
+			sg = &sign{at: at, what: what}
+			signs[kind] = sg
+			order = append(order, kind)
+		} else if at.Before(sg.at) {
+			sg.at, sg.what = at, what
+		}
+		sg.count++
 	}
 	for _, e := range h.Final.Events[id] {
 		if e.Accepted {
-			judge(e.At, fmt.Sprintf("the store accepted %s by %s#g%d (event %d)", e.Verb, e.Owner, e.Generation, e.ID))
+			judge("write", e.At, fmt.Sprintf("the store accepted %s by %s#g%d (event %d)", e.Verb, e.Owner, e.Generation, e.ID))
 		}
 	}
 	for _, s := range h.Stops {
 		if s.Token.JobID == id {
-			judge(s.At, fmt.Sprintf("%s stopped g%d (%s)", s.Process, s.Token.Generation, s.Cause))
+			judge("stop", s.At, fmt.Sprintf("%s stopped g%d (%s)", s.Process, s.Token.Generation, s.Cause))
 		}
 	}
 	for _, f := range h.Frames {
@@ -294,16 +312,25 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 		}
 		switch f.Verb {
 		case "renew", "upload", "artifact", "result":
-			judge(f.Read, fmt.Sprintf("%s sent %s %s", f.Link, f.Verb, f.Token))
+			judge("message", f.Read, fmt.Sprintf("%s sent %s %s", f.Link, f.Verb, f.Token))
 		}
 	}
 	for _, s := range h.S3 {
 		if s.writes() && s.Token.JobID == id {
-			judge(s.Read, fmt.Sprintf("%s wrote storage %s %s", s.Link, s.Kind, s.Key))
+			judge("storage", s.Read, fmt.Sprintf("%s wrote storage %s %s", s.Link, s.Kind, s.Key))
 		}
 	}
 	if j.Status == coordinator.StatusInProgress {
 		tok := fencing.Token{JobID: id, Owner: j.WorkerID, Generation: j.Generation}
-		judge(h.Settled, fmt.Sprintf("the job was still in progress under %s at the end,", tok))
+		judge("running", h.Settled, fmt.Sprintf("the job was still in progress under %s at the end,", tok))
+	}
+	for _, kind := range order {
+		sg := signs[kind]
+		more := ""
+		if sg.count > 1 {
+			more = fmt.Sprintf(" (and %d more like it)", sg.count-1)
+		}
+		rep.add(RuleDeadline, id, "%s %s after the deadline%s; allowed: reap interval %s + stop latency %s + %s with no reaper",
+			sg.what, ms(sg.at.Sub(deadline)), more, ms(o.ReapInterval), ms(o.StopLatency), ms(ext))
 	}
 }
