@@ -42,7 +42,7 @@ type CheckOptions struct {
 	// StopLatency bounds how long an agent keeps running a job after the
 	// store ended its grant; default one lease TTL: an agent that hears
 	// nothing stops when its lease runs out, at most one TTL after its
-	// last accepted renewal (docs/reliability.md, section 5.4).
+	// last accepted renewal (docs/reliability.md, section 5.5).
 	StopLatency time.Duration
 }
 

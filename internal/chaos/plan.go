@@ -322,7 +322,7 @@ func pick(r *rand.Rand, choices ...string) string { return choices[r.IntN(len(ch
 // limit of 1, 2, 3 or 5 (the others the store's default). In a quarter of
 // the schedules one job is overdue: a wait of 6 TTLs under a deadline of 2
 // TTLs, which it can only end by timing out. The checker's deadline and
-// attempt rules judge them (docs/reliability.md, section 5.2).
+// attempt rules judge them (docs/reliability.md, section 5.5).
 func drawPolicy(p *Plan) {
 	r := rand.New(rand.NewPCG(uint64(p.Seed), 0x5bd1e9955bd1e995))
 	ttl := p.Shape.LeaseTTL
