@@ -293,9 +293,8 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			st.status, st.owner = stFailed, ""
 		case verbTimeout:
 			// The reaper ends the current grant, or a job queued again
-			// after one (no owner then).
-			queued := st.status == stQueued && e.Owner == ""
-			if !current && !queued {
+			// after one (the event may name its last owner).
+			if !current && st.status != stQueued {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "timeout of %s#g%d accepted while the job was %s g%d %s (event %d)", e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
