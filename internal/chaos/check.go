@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Rules a history is checked against.
@@ -276,9 +277,12 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "%s by %s#g%d accepted while the job was %s g%d %s (event %d)", e.Verb, e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
-			if e.Verb == sqlstore.VerbResult {
+			switch {
+			case e.Verb == sqlstore.VerbResult:
 				st.status = stSucceeded
-			} else {
+			case e.Class == protocol.FailClassInfrastructure:
+				st.status, st.owner = stQueued, "" // retried (or FAILED, attempts used up)
+			default:
 				st.status, st.owner = "ended", "" // FAILED, or queued again
 			}
 		case sqlstore.VerbResultUnfenced:
