@@ -219,32 +219,3 @@ func TestRegisterTimeout(t *testing.T) {
 		})
 	}
 }
-
-// TestRegisterFailRaises: a store that counts attempts ends a retried
-// attempt at generation + 1; the register follows what the store's
-// write_events show.
-func TestRegisterFailRaises(t *testing.T) {
-	submit := op(0, 0, 1, regInput{Op: opSubmit}, regOutput{Outcome: outOK})
-	claimA := op(1, 2, 3, regInput{Op: opClaim, Owner: ownerA}, regOutput{Outcome: outOK, Gen: 1})
-	fail := func(raise bool) porcupine.Operation {
-		return op(2, 4, 5, regInput{Op: opFail, Tok: tokOf(ownerA, 1), Requeue: true, Raise: raise}, regOutput{Outcome: outOK})
-	}
-	claimB := func(gen int64) porcupine.Operation {
-		return op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: gen})
-	}
-	for _, tc := range []struct {
-		name  string
-		ops   []porcupine.Operation
-		legal bool
-	}{
-		{"raised, next grant g3", []porcupine.Operation{submit, claimA, fail(true), claimB(3)}, true},
-		{"raised, next grant g2", []porcupine.Operation{submit, claimA, fail(true), claimB(2)}, false},
-		{"not raised, next grant g2", []porcupine.Operation{submit, claimA, fail(false), claimB(2)}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := porcupine.CheckOperations(registerModel, tc.ops); got != tc.legal {
-				t.Fatalf("linearizable = %v, want %v", got, tc.legal)
-			}
-		})
-	}
-}

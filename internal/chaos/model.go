@@ -9,8 +9,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
-
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -70,10 +68,6 @@ type regInput struct {
 	Owner   string        // grants: the new owner; maybe-release: the new session
 	Old     fencing.Token // takeover: the token taken away
 	Requeue bool
-	// Raise: a requeueing fail raises the generation (a store that counts
-	// attempts ends the attempt with generation + 1, as a reclaim does);
-	// read from the store's write_events (registerOps).
-	Raise bool
 }
 
 // regOutput is what the store answered.
@@ -172,7 +166,9 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		// the grant it ends must be current, or the job queued again
 		// after one (the event may name its last owner).
 		ok := s.current(in.Tok) || (s.Exists && s.Status == stQueued)
-		return ok, regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner}
+		ended := s // every end state but SUCCEEDED is F in the register
+		ended.Status = stFailed
+		return ok, ended
 	case opMaybeRelease:
 		if s.Exists && s.Status == stInProgress && agentOf(s.Owner) == agentOf(in.Owner) && s.Owner != in.Owner {
 			return true, requeued()
@@ -210,9 +206,6 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner}
 		if in.Requeue {
 			ended = regState{Exists: true, Status: stQueued, Gen: s.Gen}
-			if in.Raise {
-				ended.Gen++
-			}
 		}
 		switch out.Outcome {
 		case outOK:
@@ -299,17 +292,6 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 	}
 	out := map[string][]porcupine.Operation{}
 	client := map[string]int{}
-	// Generations the store granted, per job: a requeueing fail of g
-	// raised the generation unless g+1 was granted.
-	granted := map[string]map[int64]bool{}
-	for j, evs := range h.Final.Events {
-		granted[j] = map[int64]bool{}
-		for _, e := range evs {
-			if e.Accepted && (e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign) {
-				granted[j][e.Generation] = true
-			}
-		}
-	}
 	add := func(job string, op *StoreOp, in regInput, o regOutput) {
 		id, ok := client[op.Client]
 		if !ok {
@@ -368,8 +350,7 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 		case opCommit:
 			add(op.JobID, op, regInput{Op: opCommit, Tok: op.Token}, o)
 		case opFail:
-			raise := op.Requeue && !granted[op.JobID][op.Token.Generation+1]
-			add(op.JobID, op, regInput{Op: opFail, Tok: op.Token, Requeue: op.Requeue, Raise: raise}, o)
+			add(op.JobID, op, regInput{Op: opFail, Tok: op.Token, Requeue: op.Requeue}, o)
 		case opCancel:
 			add(op.JobID, op, regInput{Op: opCancel}, o)
 		}
