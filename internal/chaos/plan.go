@@ -315,11 +315,17 @@ func NewPlan(seed int64, shape Shape) Plan {
 
 func pick(r *rand.Rand, choices ...string) string { return choices[r.IntN(len(choices))] }
 
+// generousAttempts is the attempt limit of a job of a schedule that was
+// not drawn one: enough that faults seldom use it up, so that jobs are
+// still granted again and again and the stale writes of earlier grants
+// keep reaching the fencing.
+const generousAttempts = 10
+
 // drawPolicy gives some jobs a deadline and an attempt limit, from a random
 // source of its own, so that the rest of the plan is the one the seed gave
 // before jobs had them. A third of the jobs get a deadline of 4 to 12
 // lease TTLs, which a job hit by faults may pass; a quarter an attempt
-// limit of 1, 2, 3 or 5 (the others the store's default). In a quarter of
+// limit of 1, 2, 3 or 5, the others generousAttempts. In a quarter of
 // the schedules one job is overdue: a wait of 6 TTLs under a deadline of 2
 // TTLs, which it can only end by timing out. The checker's deadline and
 // attempt rules judge them (docs/reliability.md, section 5.5).
@@ -331,6 +337,7 @@ func drawPolicy(p *Plan) {
 		if r.IntN(3) == 0 {
 			j.Task.TimeoutMS = (4*ttl + time.Duration(r.Int64N(int64(8*ttl)))).Milliseconds()
 		}
+		j.MaxAttempts = generousAttempts
 		if r.IntN(4) == 0 {
 			j.MaxAttempts = []int{1, 2, 3, 5}[r.IntN(4)]
 		}

@@ -50,7 +50,7 @@ func TestPlanCoversEveryFault(t *testing.T) {
 			if j.Task.TimeoutMS > 0 {
 				timeouts++
 			}
-			if j.MaxAttempts > 0 {
+			if j.MaxAttempts < generousAttempts {
 				limits++
 			}
 			if len(j.Task.Steps) > 0 && j.Task.Steps[0].Op == "wait" && j.Task.Steps[0].DurationMS > j.Task.TimeoutMS && j.Task.TimeoutMS > 0 {
