@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/internal/chaos"
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/pgcluster"
 )
 
 // chaosCommand is `edgelab chaos`: seeded random fault schedules against
@@ -37,6 +38,7 @@ func chaosCommand() *cli.Command {
 // chaosFlags are the flags of edgelab chaos.
 type chaosFlags struct {
 	schedules, parallel, stopAfter, show int
+	natsNodes                            int
 	seed                                 int64
 	store, pgDSN, s3ep, s3ak, s3sk       string
 	htmlDir, outDir, kinds               string
@@ -48,7 +50,8 @@ func (o *chaosFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.schedules, "schedules", 100, "number of schedules to run")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the first schedule; schedule i runs seed+i")
 	fs.StringVar(&o.store, "store", chaos.StoreSQLite, "job store: sqlite (a database file per schedule) or postgres")
-	fs.StringVar(&o.pgDSN, "postgres-dsn", os.Getenv("EDGE_TEST_POSTGRES_URL"), "postgres: a database (over TCP) where the role may create schemas; each schedule gets one (default $EDGE_TEST_POSTGRES_URL)")
+	fs.StringVar(&o.pgDSN, "postgres-dsn", os.Getenv("EDGE_TEST_POSTGRES_URL"), "postgres: a database (over TCP) where the role may create schemas; each schedule gets one; empty starts a throwaway cluster with initdb (default $EDGE_TEST_POSTGRES_URL)")
+	fs.IntVar(&o.natsNodes, "nats-cluster", 1, "NATS servers: 1 is one embedded server; 3 is a cluster of embedded servers joined by routes, with the nats-node-kill fault (needs -store postgres)")
 	fs.StringVar(&o.s3ep, "s3-endpoint", "", "S3 server (host:port, plain HTTP) to use instead of an in-process one; each schedule creates and removes a bucket")
 	fs.StringVar(&o.s3ak, "s3-access-key", os.Getenv("EDGE_CHAOS_S3_ACCESS_KEY"), "access key for -s3-endpoint (default $EDGE_CHAOS_S3_ACCESS_KEY)")
 	fs.StringVar(&o.s3sk, "s3-secret-key", os.Getenv("EDGE_CHAOS_S3_SECRET_KEY"), "secret key for -s3-endpoint (default $EDGE_CHAOS_S3_SECRET_KEY)")
@@ -60,7 +63,7 @@ func (o *chaosFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.verbose, "verbose", false, "print a line per schedule and the components' warnings to stderr")
 	fs.BoolVar(&o.verbose, "v", false, "short for -verbose")
 	fs.StringVar(&o.outDir, "out", "", "write the full history of every failed schedule into `dir` (chaos-<seed>.txt)")
-	fs.StringVar(&o.kinds, "faults", "", "comma-separated fault kinds to draw from (default every kind: "+kindNames()+")")
+	fs.StringVar(&o.kinds, "faults", "", "comma-separated fault kinds to draw from (default every kind: "+kindNames(chaos.DefaultKinds(1))+"; on a cluster also "+kindNames(chaos.ClusterKinds)+")")
 }
 
 // runChaos runs the schedules o asks for.
@@ -68,12 +71,18 @@ func runChaos(ctx context.Context, o chaosFlags, stdout, stderr io.Writer) error
 	if o.schedules <= 0 {
 		return errors.New("-schedules must be positive")
 	}
-	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: o.ttl}, Store: o.store, PostgresDSN: o.pgDSN}
+	if o.natsNodes < 1 || o.natsNodes > chaos.MaxNATSNodes {
+		return fmt.Errorf("-nats-cluster %d: want 1 (one server) to %d", o.natsNodes, chaos.MaxNATSNodes)
+	}
+	if o.natsNodes > 1 && o.store != chaos.StorePostgres {
+		return fmt.Errorf("-nats-cluster %d runs two coordinators on one PostgreSQL: add -store postgres", o.natsNodes)
+	}
+	opts := chaos.Options{Shape: chaos.Shape{LeaseTTL: o.ttl, NATSNodes: o.natsNodes}, Store: o.store, PostgresDSN: o.pgDSN}
 	if o.kinds != "" {
 		for _, k := range strings.Split(o.kinds, ",") {
 			k = strings.TrimSpace(k)
 			if !slices.Contains(chaos.AllKinds, chaos.Kind(k)) {
-				return fmt.Errorf("unknown fault kind %q (want %s)", k, kindNames())
+				return fmt.Errorf("unknown fault kind %q (want %s)", k, kindNames(chaos.AllKinds))
 			}
 			opts.Shape.Kinds = append(opts.Shape.Kinds, chaos.Kind(k))
 		}
@@ -81,14 +90,33 @@ func runChaos(ctx context.Context, o chaosFlags, stdout, stderr io.Writer) error
 	if o.s3ep != "" {
 		opts.S3 = &chaos.S3Target{Endpoint: o.s3ep, AccessKey: o.s3ak, SecretKey: o.s3sk}
 	}
+	if opts.Store == chaos.StorePostgres && opts.PostgresDSN == "" {
+		// Validate the rest first: a bad flag should not cost an initdb.
+		probe := opts
+		probe.PostgresDSN = "postgres://"
+		if err := probe.Validate(); err != nil {
+			return err
+		}
+		c, err := pgcluster.Start(pgcluster.Options{MaxConnections: 300})
+		if err != nil {
+			return fmt.Errorf("start postgres: %w (give -postgres-dsn)", err)
+		}
+		defer c.Stop()
+		opts.PostgresDSN = c.DSN("postgres")
+		fmt.Fprintf(stderr, "edgelab chaos: started a throwaway PostgreSQL in %s\n", c.Dir())
+	}
 	if err := opts.Validate(); err != nil {
 		return err
 	}
 	if o.verbose {
 		opts.Log = zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	}
-	fmt.Fprintf(stdout, "edgelab chaos: schedules %d…%d on %s, lease TTL %s, %d at once\n",
-		o.seed, o.seed+int64(o.schedules)-1, o.store, o.ttl, o.parallel)
+	nats := "one NATS server"
+	if o.natsNodes > 1 {
+		nats = fmt.Sprintf("a %d-node NATS cluster", o.natsNodes)
+	}
+	fmt.Fprintf(stdout, "edgelab chaos: schedules %d…%d on %s, %s, lease TTL %s, %d at once\n",
+		o.seed, o.seed+int64(o.schedules)-1, o.store, nats, o.ttl, o.parallel)
 	var (
 		mu     sync.Mutex
 		shown  int
@@ -124,7 +152,7 @@ func runChaos(ctx context.Context, o chaosFlags, stdout, stderr io.Writer) error
 				fmt.Fprintf(stdout, "\nschedule %d could not run: %v\n", r.Seed, r.Err)
 				return
 			}
-			fmt.Fprintf(stdout, "\nschedule %d FAILED (reproduce: edgelab chaos -seed %d -schedules 1 -store %s -lease-ttl %s):\n", r.Seed, r.Seed, o.store, o.ttl)
+			fmt.Fprintf(stdout, "\nschedule %d FAILED (reproduce: edgelab chaos -seed %d -schedules 1 -store %s -nats-cluster %d -lease-ttl %s):\n", r.Seed, r.Seed, o.store, o.natsNodes, o.ttl)
 			for _, v := range r.Report.Violations {
 				fmt.Fprintf(stdout, "  %s\n", v)
 			}
@@ -159,9 +187,9 @@ func runChaos(ctx context.Context, o chaosFlags, stdout, stderr io.Writer) error
 	return nil
 }
 
-func kindNames() string {
+func kindNames(kinds []chaos.Kind) string {
 	var names []string
-	for _, k := range chaos.AllKinds {
+	for _, k := range kinds {
 		names = append(names, string(k))
 	}
 	return strings.Join(names, ",")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/internal/chaos"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
@@ -28,12 +29,43 @@ func TestChaosCommand(t *testing.T) {
 	}
 }
 
+// TestChaosCommandCluster runs `edgelab chaos --nats-cluster 3` for two
+// schedules whose faults are node kills, on PostgreSQL.
+func TestChaosCommandCluster(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"chaos", "-schedules", "2", "-seed", "11", "-parallel", "2",
+		"-nats-cluster", "3", "-store", "postgres", "-postgres-dsn", dsn, "-faults", "nats-node-kill"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("edgelab chaos: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{"schedules 11…12 on postgres, a 3-node NATS cluster", "stale writes accepted"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nats-node-kill" {
+			if n, _ := strconv.Atoi(f[1]); n == 0 {
+				t.Errorf("no node killed: %s", line)
+			}
+			return
+		}
+	}
+	t.Errorf("output lacks the nats-node-kill count:\n%s", out.String())
+}
+
 func TestChaosCommandRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"chaos", "-faults", "meteor-strike"},
 		{"chaos", "-store", "oracle"},
-		{"chaos", "-store", "postgres", "-postgres-dsn", ""},
 		{"chaos", "-schedules", "0"},
+		{"chaos", "-nats-cluster", "3"}, // needs -store postgres
+		{"chaos", "-nats-cluster", "0"},
+		{"chaos", "-nats-cluster", "9", "-store", "postgres"},
+		{"chaos", "-faults", "nats-node-kill"}, // needs a cluster
+		{"chaos", "-store", "postgres", "-faults", "nats-node-kill"},
 		{"chaos", "extra"},
 	} {
 		var out, errOut bytes.Buffer
@@ -85,7 +117,7 @@ func TestChaos300(t *testing.T) {
 		}
 	}
 	if !testing.Short() {
-		for _, k := range strings.Split(kindNames(), ",") {
+		for _, k := range strings.Split(kindNames(chaos.DefaultKinds(1)), ",") {
 			if counts[k] == 0 {
 				t.Errorf("no %s fault injected", k)
 			}

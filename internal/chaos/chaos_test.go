@@ -84,7 +84,7 @@ func checkCounts(t *testing.T, st Stats, everyKind bool) {
 			st.StaleAccepted, st.ResultsLost, st.DuplicateAcceptances, st.Linearizable[porcupine.Illegal])
 	}
 	if everyKind {
-		for _, k := range AllKinds {
+		for _, k := range DefaultKinds(1) {
 			if st.FaultsInjected[k] == 0 {
 				t.Errorf("no %s fault was injected", k)
 			}

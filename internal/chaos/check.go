@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Rules a history is checked against.
@@ -36,6 +37,14 @@ type CheckOptions struct {
 	Grace time.Duration
 	// Timeout bounds the linearizability check of one job; default 10s.
 	Timeout time.Duration
+	// ReapInterval is how often the coordinators' reapers sweep; default a
+	// quarter of the lease TTL, as the harness configures them.
+	ReapInterval time.Duration
+	// StopLatency bounds how long an agent keeps running a job after the
+	// store ended its grant; default one lease TTL: an agent that hears
+	// nothing stops when its lease runs out, at most one TTL after its
+	// last accepted renewal (docs/reliability.md, section 5.5).
+	StopLatency time.Duration
 }
 
 // Violation is one broken rule.
@@ -65,6 +74,14 @@ type Report struct {
 	// time ran out (leases expiring again and again on an overloaded
 	// machine, agents offline, a queue longer than the agents).
 	Jobs, Succeeded, Failed, InProgress, Unfinished, Lost int
+	// The other end states.
+	TimedOut, Cancelled, NeedsDecision int
+
+	// Retries counts grants after a job's first (operator reassignments
+	// not counted). Deadlines counts jobs with a deadline recorded;
+	// DeadlineUnjudged the signs of a job running past its bound seen
+	// while the process was starved, whose timing cannot be judged.
+	Retries, Deadlines, DeadlineUnjudged int
 
 	// StaleRejected counts fenced writes (renew, upload, artifact, result,
 	// fail) the store refused because the token was not current.
@@ -146,6 +163,13 @@ func Check(h *History, o CheckOptions) *Report {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	ttl := h.Plan.Shape.withDefaults().LeaseTTL
+	if o.ReapInterval <= 0 {
+		o.ReapInterval = timingFor(ttl).reap
+	}
+	if o.StopLatency <= 0 {
+		o.StopLatency = ttl
+	}
 	rep := &Report{Seed: h.Seed, FaultsPlanned: map[Kind]int{}, FaultsInjected: map[Kind]int{}, StoreOps: len(h.Ops), Messages: len(h.Frames)}
 	for _, f := range h.Faults {
 		rep.FaultsPlanned[f.Fault.Kind]++
@@ -161,6 +185,10 @@ func Check(h *History, o CheckOptions) *Report {
 	checkLinearizable(h, jobs, o, rep)
 	for _, id := range jobs {
 		checkJob(h, id, o, rep)
+	}
+	for _, jp := range h.Plan.Jobs {
+		checkAttempts(h, jp.ID, jp, rep)
+		checkDeadline(h, jp.ID, jp, o, rep)
 	}
 	checkObjects(h, rep)
 	checkStops(h, o, rep)
@@ -249,9 +277,12 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "%s by %s#g%d accepted while the job was %s g%d %s (event %d)", e.Verb, e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
-			if e.Verb == sqlstore.VerbResult {
+			switch {
+			case e.Verb == sqlstore.VerbResult:
 				st.status = stSucceeded
-			} else {
+			case e.Class == protocol.FailClassInfrastructure:
+				st.status, st.owner = stQueued, "" // retried (or FAILED, attempts used up)
+			default:
 				st.status, st.owner = "ended", "" // FAILED, or queued again
 			}
 		case sqlstore.VerbResultUnfenced:
@@ -264,6 +295,14 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			st.status = stSucceeded
 		case sqlstore.VerbCancel:
 			st.status, st.owner = stFailed, ""
+		case verbTimeout:
+			// The reaper ends the current grant, or a job queued again
+			// after one (the event may name its last owner).
+			if !current && st.status != stQueued {
+				rep.StaleAccepted++
+				rep.add(RuleStaleAccepted, id, "timeout of %s#g%d accepted while the job was %s g%d %s (event %d)", e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
+			}
+			st.status, st.owner = "ended", ""
 		}
 	}
 	if len(accepted) > 1 {
@@ -291,6 +330,12 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 		checkAccepted(h, j, accepted, rep)
 	case coordinator.StatusFailed:
 		rep.Failed++
+	case coordinator.StatusTimedOut:
+		rep.TimedOut++
+	case coordinator.StatusCancelled:
+		rep.Cancelled++
+	case coordinator.StatusNeedsDecision:
+		rep.NeedsDecision++
 	default:
 		if p, ok := h.Final.Running[id]; ok && j.Status == coordinator.StatusInProgress && p == j.WorkerID && h.Final.Live[p] {
 			rep.InProgress++

@@ -115,9 +115,17 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 		s.start()
 		healed("restarted")
 	case KindNATSRestart:
-		applied("nats server")
-		detail := r.restartNATS(ctx, f.Duration)
-		healed(detail)
+		// Every node at once: the whole of NATS goes down.
+		applied("nats " + nodeNames(r.nodes))
+		healed(r.restartNodes(ctx, r.nodes, f.Duration))
+	case KindNATSNodeKill:
+		if len(r.nodes) < 2 || f.Target < 0 || f.Target >= len(r.nodes) {
+			r.skip(fr, fmt.Sprintf("no nats cluster node %d", f.Target))
+			return
+		}
+		nd := r.nodes[f.Target]
+		applied(fmt.Sprintf("nats node %d (port %d)", nd.idx, nd.port))
+		healed(r.restartNodes(ctx, []*natsNode{nd}, f.Duration))
 	case KindStoreOutage:
 		if r.opts.Store == StorePostgres {
 			applied("postgres connections dropped and refused")

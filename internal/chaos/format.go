@@ -140,12 +140,23 @@ func (h *History) formatJob(w io.Writer, rep *Report, id string) {
 		if e.Detail != "" {
 			detail = " (" + e.Detail + ")"
 		}
-		fmt.Fprintf(w, "    #%-4d %-15s %s#g%d %s%s\n", e.ID, e.Verb, owner, e.Generation, res, detail)
+		if e.Class != "" || e.Cause != "" {
+			detail += fmt.Sprintf(" [class %s, cause %s]", e.Class, e.Cause)
+		}
+		at := ""
+		if !e.At.IsZero() {
+			at = " at" + h.rel(e.At)
+		}
+		fmt.Fprintf(w, "    #%-4d %-15s %s#g%d %s%s%s\n", e.ID, e.Verb, owner, e.Generation, res, detail, at)
 	}
 	if j, ok := h.Final.Jobs[id]; ok {
 		fmt.Fprintf(w, "  final: %s generation %d, worker %q, completed by %q", j.Status, j.Generation, j.WorkerID, j.CompletedBy)
 		if j.FailReason != "" {
 			fmt.Fprintf(w, ", reason %q", j.FailReason)
+		}
+		fmt.Fprintf(w, ", attempts %d of %d", j.Attempts, j.MaxAttempts)
+		if !j.DeadlineAt.IsZero() {
+			fmt.Fprintf(w, ", deadline at%s", h.rel(j.DeadlineAt))
 		}
 		if len(j.Result) > 0 {
 			fmt.Fprintf(w, "\n  result: %s", j.Result)

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/internal/labs3"
 	"github.com/edgeagent/edgeagent/uploader"
 )
+
+// MaxNATSNodes bounds the nodes of a schedule's NATS cluster.
+const MaxNATSNodes = 5
 
 // Store kinds.
 const (
@@ -112,6 +115,21 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("validate chaos options: unknown store %q (want sqlite or postgres)", o.Store)
 	}
+	n := o.Shape.NATSNodes
+	if n < 0 || n > MaxNATSNodes {
+		return fmt.Errorf("validate chaos options: nats nodes %d: want 1 (one server) to %d (a cluster)", n, MaxNATSNodes)
+	}
+	if n > 1 && o.Store != StorePostgres {
+		return fmt.Errorf("validate chaos options: a %d-node nats cluster runs its coordinators on one postgresql: use store postgres", n)
+	}
+	for _, k := range o.Shape.Kinds {
+		if !slices.Contains(AllKinds, k) {
+			return fmt.Errorf("validate chaos options: unknown fault kind %q", k)
+		}
+		if n <= 1 && slices.Contains(ClusterKinds, k) {
+			return fmt.Errorf("validate chaos options: fault kind %s needs a nats cluster (nats nodes above 1)", k)
+		}
+	}
 	if o.S3 != nil && (o.S3.Endpoint == "" || o.S3.AccessKey == "" || o.S3.SecretKey == "") {
 		return errors.New("validate chaos options: s3 needs endpoint, access key and secret key")
 	}
@@ -166,10 +184,8 @@ type run struct {
 	dir  string
 	t0   time.Time
 
-	natsMu   sync.Mutex
-	ns       *server.Server
-	natsPort int
-	natsDown int // restarts in progress
+	natsMu sync.Mutex
+	nodes  []*natsNode // the NATS servers: one, or the nodes of a cluster
 
 	sqlitePath string
 	pgDirect   string // the schedule's database, straight
@@ -319,7 +335,7 @@ func (r *run) run() (h *History, err error) {
 }
 
 func (r *run) setup() error {
-	if err := r.startNATS(-1); err != nil {
+	if err := r.setupNATS(); err != nil {
 		return err
 	}
 	if err := r.setupStore(); err != nil {
@@ -384,12 +400,5 @@ func (r *run) teardown() {
 	if r.s3tr != nil {
 		r.s3tr.CloseIdleConnections()
 	}
-	r.natsMu.Lock()
-	ns := r.ns
-	r.ns = nil
-	r.natsMu.Unlock()
-	if ns != nil {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}
+	r.shutdownNATS()
 }

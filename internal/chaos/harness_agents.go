@@ -186,7 +186,9 @@ func (s *agentSlot) start() error {
 	if r.closing.Load() {
 		return nil
 	}
-	nlink, err := NewNATSLink("", r.natsAddr(), s, r.rec)
+	// On a cluster the link has a port per node and the agent's server
+	// list starts with its home node (natsAddrs).
+	nlink, err := NewNATSLinkTo("", r.natsAddrs(r.agentHome(s.idx)), s, r.rec)
 	if err != nil {
 		return err
 	}
@@ -227,7 +229,7 @@ func (s *agentSlot) start() error {
 	cfg.Status.Listen = ""
 	d, err := agent.NewDaemon(context.Background(), cfg, agent.System{
 		DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
-			nc, err := nats.Connect(nlink.URL(), append(opts,
+			nc, err := nats.Connect(nlink.URLs(), append(opts, nats.DontRandomize(),
 				nats.MaxReconnects(-1), nats.ReconnectWait(25*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
 				nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(r.log))...)
 			if err != nil {

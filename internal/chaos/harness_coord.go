@@ -73,7 +73,9 @@ func (s *coordSlot) start() {
 		d, err := coordinator.NewDaemon(r.coordConfig(name), coordinator.System{
 			Store: st, Log: log, Version: "chaos",
 			DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
-				return nats.Connect("nats://"+r.natsAddr(), append(opts, nats.MaxReconnects(-1),
+				// Every node, its home node first: it reconnects to
+				// another when that one goes down.
+				return nats.Connect(r.natsURLs(r.coordHome(s.idx)), append(opts, nats.DontRandomize(), nats.MaxReconnects(-1),
 					nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 10*time.Millisecond),
 					nats.RetryOnFailedConnect(true), nats.Timeout(time.Second), natsErrors(log))...)
 			},

@@ -19,7 +19,7 @@ import (
 // waitCoordinators waits until every coordinator answers the micro service
 // ping.
 func (r *run) waitCoordinators(limit time.Duration) error {
-	nc, err := nats.Connect("nats://"+r.natsAddr(), nats.Name("chaos harness"), nats.Timeout(5*time.Second),
+	nc, err := nats.Connect(r.natsURLs(0), nats.Name("chaos harness"), nats.Timeout(5*time.Second),
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), natsErrors(r.log))
 	if err != nil {
 		return fmt.Errorf("connect harness to nats: %w", err)
@@ -75,7 +75,7 @@ func (r *run) submitJobs(ctx context.Context) {
 			return
 		}
 		for {
-			_, err := r.operator.Submit(context.WithoutCancel(ctx), coordinator.JobSpec{ID: j.ID, Task: j.Task})
+			_, err := r.operator.Submit(context.WithoutCancel(ctx), coordinator.JobSpec{ID: j.ID, Task: j.Task, MaxAttempts: j.MaxAttempts})
 			if err == nil || errors.Is(err, coordinator.ErrConflict) {
 				break // a conflict: an earlier attempt got in
 			}

@@ -62,6 +62,10 @@ const (
 	opMaybeTakeover = "maybe-takeover" // TakeOverExpired failed: it may have taken this job over
 	opMaybeReclaim  = "maybe-reclaim"  // ReclaimExpired failed: it may have reclaimed this job
 	opMaybeRelease  = "maybe-release"  // AgentHello failed: it may have released this job
+	// opTimeout is the reaper ending a job whose deadline passed. Its call
+	// is not among the recorded store calls: it is read from the job's
+	// write_events (verb timeout), around the database's time of it.
+	opTimeout = "timeout"
 )
 
 // regInput is one register operation.
@@ -174,6 +178,14 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 			return true, requeued()
 		}
 		return true, s
+	case opTimeout:
+		// Accepted by the store (only accepted events become operations):
+		// the grant it ends must be current, or the job queued again
+		// after one (the event may name its last owner).
+		ok := s.current(in.Tok) || (s.Exists && s.Status == stQueued)
+		ended := s // every end state but SUCCEEDED is F in the register
+		ended.Status = stFailed
+		return ok, ended
 	case opMaybeRelease:
 		if s.Exists && s.Status == stInProgress && agentOf(s.Owner) == agentOf(in.Owner) && s.Owner != in.Owner {
 			return true, requeued()
@@ -359,6 +371,25 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 			add(op.JobID, op, regInput{Op: opFail, Tok: op.Token, Requeue: op.Requeue}, o)
 		case opCancel:
 			add(op.JobID, op, regInput{Op: opCancel}, o)
+		}
+	}
+	// The reaper's timeouts, from write_events: the database's time of
+	// the write, widened by a reap interval either way (the clocks of the
+	// database and the harness are the same machine's; the window only
+	// lets porcupine place the write anywhere near it).
+	reaper := len(client)
+	w := timingFor(h.Plan.Shape.withDefaults().LeaseTTL).reap
+	for _, j := range jobs {
+		if len(out[j]) == 0 {
+			continue // no call of the coordinators named it
+		}
+		for _, e := range h.Final.Events[j] {
+			if e.Verb != verbTimeout || !e.Accepted || e.At.IsZero() {
+				continue
+			}
+			tok := fencing.Token{JobID: j, Owner: e.Owner, Generation: e.Generation}
+			out[j] = append(out[j], porcupine.Operation{ClientId: reaper, Input: regInput{Op: opTimeout, Tok: tok},
+				Call: ts(e.At.Add(-w)), Output: regOutput{Outcome: outOK}, Return: ts(e.At.Add(w)), Metadata: "reaper (write_events)"})
 		}
 	}
 	for _, ops := range out {

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
@@ -125,13 +126,21 @@ func (b *history) event(verb string, tok fencing.Token, accepted bool) {
 	b.h.Final.Events["j"] = append(evs, coordinator.WriteEvent{ID: int64(len(evs) + 1), JobID: "j", Verb: verb, Owner: tok.Owner, Generation: tok.Generation, Accepted: accepted})
 }
 
+// endEvent records the accepted end of tok's attempt with its class and
+// cause.
+func (b *history) endEvent(verb string, tok fencing.Token, class, cause string) {
+	b.event(verb, tok, true)
+	evs := b.h.Final.Events["j"]
+	evs[len(evs)-1].Class, evs[len(evs)-1].Cause = class, cause
+}
+
 // succeeded records a job that tok completed with one artifact, stored with
 // the right stamps.
 func (b *history) succeeded(tok fencing.Token) {
 	key := tok.ObjectKey("shot.png")
 	res, _ := json.Marshal(agentResult{Artifacts: []string{key}, Steps: 1})
 	b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusSucceeded, Generation: tok.Generation,
-		WorkerID: tok.Owner, CompletedBy: tok.Owner, Result: res, UpdatedAt: b.at(100)}
+		WorkerID: tok.Owner, CompletedBy: tok.Owner, Result: res, UpdatedAt: b.at(100), MaxAttempts: coordinator.DefaultMaxAttempts}
 	b.h.Final.Manifests["j"] = []coordinator.ArtifactRecord{{JobID: "j", Generation: tok.Generation, Owner: tok.Owner, Name: "shot.png", Key: key, SHA256: "ab", Size: 3}}
 	b.h.Final.Objects = append(b.h.Final.Objects, uploader.Object{Key: key, Token: tok, SHA256: "ab", Size: 3})
 }
@@ -149,6 +158,7 @@ func TestCheckAudits(t *testing.T) {
 	clean := func() *history {
 		b := newHistory()
 		b.event(sqlstore.VerbClaim, a1, true)
+		b.endEvent(sqlstore.VerbReclaim, a1, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired)
 		b.event(sqlstore.VerbReassign, b2, true)
 		b.event(sqlstore.VerbResult, a1, false)
 		b.event(sqlstore.VerbResult, b2, true)
@@ -186,7 +196,7 @@ func TestCheckAudits(t *testing.T) {
 				&StoreOp{Client: "coord-0.1", Method: opClaim, JobID: "k", Owner: ownerB, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, RuleNoJobLost},
 		{"queued job, nothing granted", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
+			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100), MaxAttempts: 3}
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "operator", Method: opSubmit, JobID: "j", Outcome: outOK, Call: b.at(1), Return: b.at(2)})
 		}, ""},
 		{"expired lease left by the reaper", func(b *history) {
@@ -194,7 +204,7 @@ func TestCheckAudits(t *testing.T) {
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, RuleNoJobLost},
 		{"expired lease, reaper not yet run", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(4900), UpdatedAt: b.at(100)}
+			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(4900), UpdatedAt: b.at(100), MaxAttempts: 3}
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, ""},
 		{"job missing", func(b *history) {

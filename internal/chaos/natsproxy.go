@@ -198,11 +198,14 @@ type LinkControl interface {
 // agent sent it (towards the server) or when the server delivered it
 // (towards the agent).
 type NATSLink struct {
-	name     string
-	upstream string
-	ln       net.Listener
-	ctl      LinkControl
-	rec      *Recorder
+	name string
+	// lns[i] forwards to upstreams[i]: one listener per NATS server, so
+	// that a client given every listener's URL reconnects to another
+	// server through the same link when one goes down.
+	upstreams []string
+	lns       []net.Listener
+	ctl       LinkControl
+	rec       *Recorder
 
 	mu      sync.Mutex
 	dead    bool
@@ -214,17 +217,45 @@ type NATSLink struct {
 // NewNATSLink listens on a loopback port for the agent process name and
 // forwards to the NATS server at upstream (host:port).
 func NewNATSLink(name, upstream string, ctl LinkControl, rec *Recorder) (*NATSLink, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for nats link %s: %w", name, err)
+	return NewNATSLinkTo(name, []string{upstream}, ctl, rec)
+}
+
+// NewNATSLinkTo is NewNATSLink for the servers of a NATS cluster: one
+// loopback port per server in upstreams, each forwarding to its server.
+// Faults and the record are the link's, whichever server a message takes.
+func NewNATSLinkTo(name string, upstreams []string, ctl LinkControl, rec *Recorder) (*NATSLink, error) {
+	if len(upstreams) == 0 {
+		return nil, fmt.Errorf("nats link %s: no server to forward to", name)
 	}
-	l := &NATSLink{name: name, upstream: upstream, ln: ln, ctl: ctl, rec: rec, pipes: map[*pipe]struct{}{}}
-	l.wg.Go(l.accept)
+	l := &NATSLink{name: name, upstreams: upstreams, ctl: ctl, rec: rec, pipes: map[*pipe]struct{}{}}
+	for range upstreams {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, o := range l.lns {
+				o.Close()
+			}
+			return nil, fmt.Errorf("listen for nats link %s: %w", name, err)
+		}
+		l.lns = append(l.lns, ln)
+	}
+	for i := range l.lns {
+		l.wg.Go(func() { l.accept(i) })
+	}
 	return l, nil
 }
 
-// URL is what the agent connects to.
-func (l *NATSLink) URL() string { return "nats://" + l.ln.Addr().String() }
+// URL is what the agent connects to: the link to the first server.
+func (l *NATSLink) URL() string { return "nats://" + l.lns[0].Addr().String() }
+
+// URLs is the server list the agent connects with: the link to every
+// server, in the order of the upstreams.
+func (l *NATSLink) URLs() string {
+	urls := make([]string, len(l.lns))
+	for i, ln := range l.lns {
+		urls[i] = "nats://" + ln.Addr().String()
+	}
+	return strings.Join(urls, ",")
+}
 
 // Name is the agent process the link carries.
 func (l *NATSLink) Name() string {
@@ -241,9 +272,9 @@ func (l *NATSLink) setName(name string) {
 	l.mu.Unlock()
 }
 
-func (l *NATSLink) accept() {
+func (l *NATSLink) accept(i int) {
 	for {
-		c, err := l.ln.Accept()
+		c, err := l.lns[i].Accept()
 		if err != nil {
 			return
 		}
@@ -254,7 +285,7 @@ func (l *NATSLink) accept() {
 			c.Close()
 			continue
 		}
-		up, err := net.DialTimeout("tcp", l.upstream, 500*time.Millisecond)
+		up, err := net.DialTimeout("tcp", l.upstreams[i], 500*time.Millisecond)
 		if err != nil {
 			c.Close() // the server is down: the agent retries
 			continue
@@ -287,7 +318,9 @@ func (l *NATSLink) Kill() {
 		pipes = append(pipes, p)
 	}
 	l.mu.Unlock()
-	l.ln.Close()
+	for _, ln := range l.lns {
+		ln.Close()
+	}
 	for _, p := range pipes {
 		p.close()
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,11 @@ const (
 	// KindReassign has the operator move a running job to another agent,
 	// with a revoke to the old owner (Mode "revoke") or without ("silent").
 	KindReassign Kind = "operator-reassign"
+	// KindNATSNodeKill shuts one node of a NATS cluster down (Target is the
+	// node) and starts it again on the same ports with the same cluster
+	// configuration after Duration; its clients reconnect to the other
+	// nodes meanwhile. Drawn only on a cluster (Shape.NATSNodes > 1).
+	KindNATSNodeKill Kind = "nats-node-kill"
 )
 
 // AllKinds lists every fault kind.
@@ -61,6 +67,23 @@ var AllKinds = []Kind{
 	KindAgentPause, KindAgentKill, KindCoordinatorRestart, KindNATSRestart,
 	KindStoreOutage, KindStoreLostReply, KindStorageOutage,
 	KindMsgDelay, KindMsgDuplicate, KindMsgReorder, KindClockJump, KindReassign,
+	KindNATSNodeKill,
+}
+
+// ClusterKinds are the fault kinds that need a NATS cluster.
+var ClusterKinds = []Kind{KindNATSNodeKill}
+
+// DefaultKinds are the kinds drawn by default on natsNodes NATS servers:
+// every kind, less those that need a cluster when there is one server.
+func DefaultKinds(natsNodes int) []Kind {
+	var out []Kind
+	for _, k := range AllKinds {
+		if natsNodes <= 1 && slices.Contains(ClusterKinds, k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // Fault is one planned fault.
@@ -103,6 +126,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " coordinator %d", f.Target)
 	case KindReassign:
 		fmt.Fprintf(&b, " to agent %d", f.Target)
+	case KindNATSNodeKill:
+		fmt.Fprintf(&b, " node %d", f.Target)
 	}
 	if f.Duration > 0 {
 		fmt.Fprintf(&b, " for %s", ms(f.Duration))
@@ -119,11 +144,14 @@ func (f Fault) String() string {
 	return b.String()
 }
 
-// JobPlan is one job of a schedule, submitted At from the start.
+// JobPlan is one job of a schedule, submitted At from the start. Its
+// task's TimeoutMS is its deadline (0: none); MaxAttempts is the attempt
+// limit it is submitted with (0: the store's default).
 type JobPlan struct {
-	ID   string
-	At   time.Duration
-	Task protocol.Task
+	ID          string
+	At          time.Duration
+	Task        protocol.Task
+	MaxAttempts int
 }
 
 // Shape bounds the schedules NewPlan draws.
@@ -139,8 +167,12 @@ type Shape struct {
 	// Window is when jobs are submitted and faults armed, from the start;
 	// default 3 × LeaseTTL.
 	Window time.Duration
-	// Kinds are the faults drawn from; default AllKinds.
+	// Kinds are the faults drawn from; default DefaultKinds(NATSNodes).
 	Kinds []Kind
+	// NATSNodes is the number of NATS servers: 1 (default) is one embedded
+	// server; more is a cluster of embedded servers joined by routes, the
+	// coordinators and the agents connected to different nodes.
+	NATSNodes int
 	// Effects marks the taps of the drawn tasks as effect steps, each with
 	// an idempotency key of its own (effects.go).
 	Effects bool
@@ -177,8 +209,11 @@ func (s Shape) withDefaults() Shape {
 	if s.Window <= 0 {
 		s.Window = 3 * s.LeaseTTL
 	}
+	if s.NATSNodes <= 0 {
+		s.NATSNodes = 1
+	}
 	if len(s.Kinds) == 0 {
-		s.Kinds = AllKinds
+		s.Kinds = DefaultKinds(s.NATSNodes)
 	}
 	return s
 }
@@ -212,6 +247,7 @@ func NewPlan(seed int64, shape Shape) Plan {
 			Task: randomTask(r),
 		})
 	}
+	drawPolicy(&p)
 	if shape.Effects {
 		markEffects(&p)
 	}
@@ -268,6 +304,9 @@ func NewPlan(seed int64, shape Shape) Plan {
 		case KindReassign:
 			f.Target = r.IntN(shape.Agents)
 			f.Mode = pick(r, "revoke", "silent")
+		case KindNATSNodeKill:
+			f.Target = r.IntN(max(shape.NATSNodes, 1))
+			f.Duration = between(100*time.Millisecond, 2*ttl)
 		}
 		p.Faults = append(p.Faults, f)
 	}
@@ -275,6 +314,40 @@ func NewPlan(seed int64, shape Shape) Plan {
 }
 
 func pick(r *rand.Rand, choices ...string) string { return choices[r.IntN(len(choices))] }
+
+// generousAttempts is the attempt limit of a job of a schedule that was
+// not drawn one: enough that faults seldom use it up, so that jobs are
+// still granted again and again and the stale writes of earlier grants
+// keep reaching the fencing.
+const generousAttempts = 10
+
+// drawPolicy gives some jobs a deadline and an attempt limit, from a random
+// source of its own, so that the rest of the plan is the one the seed gave
+// before jobs had them. A third of the jobs get a deadline of 4 to 12
+// lease TTLs, which a job hit by faults may pass; a quarter an attempt
+// limit of 1, 2, 3 or 5, the others generousAttempts. In a quarter of
+// the schedules one job is overdue: a wait of 6 TTLs under a deadline of 2
+// TTLs, which it can only end by timing out. The checker's deadline and
+// attempt rules judge them (docs/reliability.md, section 5.5).
+func drawPolicy(p *Plan) {
+	r := rand.New(rand.NewPCG(uint64(p.Seed), 0x5bd1e9955bd1e995))
+	ttl := p.Shape.LeaseTTL
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if r.IntN(3) == 0 {
+			j.Task.TimeoutMS = (4*ttl + time.Duration(r.Int64N(int64(8*ttl)))).Milliseconds()
+		}
+		j.MaxAttempts = generousAttempts
+		if r.IntN(4) == 0 {
+			j.MaxAttempts = []int{1, 2, 3, 5}[r.IntN(4)]
+		}
+	}
+	if len(p.Jobs) > 0 && r.IntN(4) == 0 {
+		j := &p.Jobs[r.IntN(len(p.Jobs))]
+		j.Task.Steps = append([]protocol.Step{{Op: protocol.OpWait, DurationMS: (6 * ttl).Milliseconds()}}, j.Task.Steps...)
+		j.Task.TimeoutMS = (2 * ttl).Milliseconds()
+	}
+}
 
 // randomTask is one to four steps on a simulated phone with at least one
 // capture.
@@ -307,14 +380,25 @@ func randomTask(r *rand.Rand) protocol.Task {
 func (p Plan) String() string {
 	var b strings.Builder
 	s := p.Shape
-	fmt.Fprintf(&b, "seed %d: %d agents × %d phones, %d coordinators, lease TTL %s, %d jobs, %d faults\n",
-		p.Seed, s.Agents, s.PhonesPerAgent, s.Coordinators, ms(s.LeaseTTL), len(p.Jobs), len(p.Faults))
+	nats := "one NATS server"
+	if s.NATSNodes > 1 {
+		nats = fmt.Sprintf("a %d-node NATS cluster", s.NATSNodes)
+	}
+	fmt.Fprintf(&b, "seed %d: %d agents × %d phones, %d coordinators, %s, lease TTL %s, %d jobs, %d faults\n",
+		p.Seed, s.Agents, s.PhonesPerAgent, s.Coordinators, nats, ms(s.LeaseTTL), len(p.Jobs), len(p.Faults))
 	for _, j := range p.Jobs {
 		var ops []string
 		for _, st := range j.Task.Steps {
 			ops = append(ops, st.Op)
 		}
-		fmt.Fprintf(&b, "  job %-12s at %6s: %s\n", j.ID, ms(j.At), strings.Join(ops, ", "))
+		var policy string
+		if j.Task.TimeoutMS > 0 {
+			policy += fmt.Sprintf(" (timeout %dms)", j.Task.TimeoutMS)
+		}
+		if j.MaxAttempts > 0 {
+			policy += fmt.Sprintf(" (max attempts %d)", j.MaxAttempts)
+		}
+		fmt.Fprintf(&b, "  job %-12s at %6s: %s%s\n", j.ID, ms(j.At), strings.Join(ops, ", "), policy)
 	}
 	for i, f := range p.Faults {
 		fmt.Fprintf(&b, "  fault %d: %s\n", i, f)

@@ -19,8 +19,13 @@ func TestPlanReproducible(t *testing.T) {
 func TestPlanCoversEveryFault(t *testing.T) {
 	seen := map[Kind]int{}
 	triggers := map[string]int{}
-	for seed := int64(1); seed <= 500; seed++ {
-		p := NewPlan(seed, Shape{})
+	timeouts, limits, overdue := 0, 0, 0
+	for seed := int64(1); seed <= 1000; seed++ {
+		shape := Shape{}
+		if seed > 500 {
+			shape.NATSNodes = 3 // the second half on a cluster
+		}
+		p := NewPlan(seed, shape)
 		if n := len(p.Jobs); n < 3 || n > 5 {
 			t.Fatalf("seed %d: %d jobs", seed, n)
 		}
@@ -33,16 +38,33 @@ func TestPlanCoversEveryFault(t *testing.T) {
 				t.Fatalf("seed %d: fault at %v outside the window", seed, f.At)
 			}
 		}
+		for _, f := range p.Faults {
+			if f.Kind == KindNATSNodeKill && (shape.NATSNodes <= 1 || f.Target >= shape.NATSNodes) {
+				t.Fatalf("seed %d: %s on %d NATS servers", seed, f, p.Shape.NATSNodes)
+			}
+		}
 		for _, j := range p.Jobs {
 			if err := j.Task.Validate(); err != nil {
 				t.Fatalf("seed %d: job %s: %v", seed, j.ID, err)
+			}
+			if j.Task.TimeoutMS > 0 {
+				timeouts++
+			}
+			if j.MaxAttempts < generousAttempts {
+				limits++
+			}
+			if len(j.Task.Steps) > 0 && j.Task.Steps[0].Op == "wait" && j.Task.Steps[0].DurationMS > j.Task.TimeoutMS && j.Task.TimeoutMS > 0 {
+				overdue++
 			}
 		}
 	}
 	for _, k := range AllKinds {
 		if seen[k] < 20 {
-			t.Errorf("%s drawn %d times in 500 plans", k, seen[k])
+			t.Errorf("%s drawn %d times in 1000 plans", k, seen[k])
 		}
+	}
+	if timeouts < 100 || limits < 100 || overdue < 100 {
+		t.Errorf("jobs with a deadline %d, with an attempt limit %d, overdue %d in 1000 plans; want at least 100 each", timeouts, limits, overdue)
 	}
 	for _, tr := range []string{"result", "artifact", "renew", "put"} {
 		if triggers[tr] == 0 {

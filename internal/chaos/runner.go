@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ type Stats struct {
 	FaultsInjected map[Kind]int
 
 	Jobs, Succeeded, JobsFailed, InProgress, Unfinished, Lost int
+	TimedOut, Cancelled, NeedsDecision                        int
+	Retries, Deadlines, DeadlineUnjudged                      int
 
 	StaleRejected        int
 	StaleAccepted        int
@@ -70,6 +73,12 @@ func (s *Stats) add(r *Result) {
 	s.InProgress += rep.InProgress
 	s.Unfinished += rep.Unfinished
 	s.Lost += rep.Lost
+	s.TimedOut += rep.TimedOut
+	s.Cancelled += rep.Cancelled
+	s.NeedsDecision += rep.NeedsDecision
+	s.Retries += rep.Retries
+	s.Deadlines += rep.Deadlines
+	s.DeadlineUnjudged += rep.DeadlineUnjudged
 	s.StaleRejected += rep.StaleRejected
 	s.StaleAccepted += rep.StaleAccepted
 	s.ResultsLost += rep.ResultsLost
@@ -155,6 +164,9 @@ func (s Stats) Print(w io.Writer) {
 	fmt.Fprintf(tw, "schedules\t%d\t(%d failed, %d could not run) in %s\n", s.Schedules, len(s.Failed), s.Errors, s.Elapsed.Round(time.Second))
 	var kinds []string
 	for _, k := range AllKinds {
+		if slices.Contains(ClusterKinds, k) && s.FaultsPlanned[k] == 0 {
+			continue // a cluster's fault, on one server
+		}
 		kinds = append(kinds, string(k))
 	}
 	total := 0
@@ -165,8 +177,13 @@ func (s Stats) Print(w io.Writer) {
 	for _, k := range kinds {
 		fmt.Fprintf(tw, "  %s\t%d\t(of %d)\n", k, s.FaultsInjected[Kind(k)], s.FaultsPlanned[Kind(k)])
 	}
-	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d in progress at the end, %d unfinished when the settle time ran out, %d lost)\n",
-		s.Jobs, s.Succeeded, s.JobsFailed, s.InProgress, s.Unfinished, s.Lost)
+	fmt.Fprintf(tw, "jobs\t%d\t(%d succeeded, %d failed, %d timed out, %d cancelled, %d needing a decision, %d in progress at the end, %d unfinished when the settle time ran out, %d lost)\n",
+		s.Jobs, s.Succeeded, s.JobsFailed, s.TimedOut, s.Cancelled, s.NeedsDecision, s.InProgress, s.Unfinished, s.Lost)
+	fmt.Fprintf(tw, "retries\t%d\t(grants after a job's first, operator reassignments not counted)\n", s.Retries)
+	fmt.Fprintf(tw, "jobs with a deadline\t%d\n", s.Deadlines)
+	if s.DeadlineUnjudged > 0 {
+		fmt.Fprintf(tw, "  not judged\t%d\t(signs of a job past its deadline bound while the process was starved)\n", s.DeadlineUnjudged)
+	}
 	fmt.Fprintf(tw, "stale writes rejected\t%d\n", s.StaleRejected)
 	fmt.Fprintf(tw, "stale writes accepted\t%d\n", s.StaleAccepted)
 	fmt.Fprintf(tw, "results lost\t%d\n", s.ResultsLost)
