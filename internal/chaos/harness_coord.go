@@ -115,6 +115,10 @@ func (r *run) coordConfig(name string) *config.Coordinator {
 	cfg.Agents.OfflineAfter = config.Duration(tm.offline)
 	cfg.NATS.RequestTimeout = config.Duration(tm.assign) // the assign timeout
 	cfg.Metrics.Listen = ""
+	// Retries wait a fraction of a lease, not the default seconds, so a
+	// schedule's retried jobs run within it.
+	cfg.Jobs.RetryBackoff = config.Duration(tm.ttl / 5)
+	cfg.Jobs.RetryBackoffMax = config.Duration(tm.ttl)
 	return cfg
 }
 
