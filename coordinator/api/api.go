@@ -102,7 +102,6 @@ type Options struct {
 // MCPPath is where Options.MCP is served.
 const MCPPath = "/mcp"
 
-
 // Handler serves the API under Prefix.
 type Handler struct {
 	opts  Options
