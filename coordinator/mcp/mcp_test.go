@@ -176,7 +176,8 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("no clickable Shop element in %+v", els)
 	}
 	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": shop})
-	cx, cy := els[shop].Centre()
+	b := els[shop].Bounds
+	cx, cy := (b[0]+b[2])/2, (b[1]+b[3])/2
 	hist := pc.phone.History()
 	if last := hist[len(hist)-1]; last.Op != protocol.OpTap || last.X != cx || last.Y != cy {
 		t.Fatalf("phone's last operation %+v, want a tap at the element's centre %d,%d", last, cx, cy)
