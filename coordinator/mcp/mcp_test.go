@@ -117,7 +117,8 @@ func elements(t *testing.T, cs *sdk.ClientSession, id string) []mcp.Element {
 // client: the tools, a session opened on a simulated phone, a screenshot
 // decoded as a PNG of the phone's size (and scaled), the elements from the
 // UI dump, a tap on an element landing at its centre, text typed, the
-// other gestures, close; the job's operation log lists every call.
+// other gestures, close; the job's operation log lists every call. A
+// session closes when its MCP client's session ends.
 func TestMCPTools(t *testing.T) {
 	e := newEnv(t, 3*time.Second, time.Minute)
 	pc := e.startAgent("pc-a", capture.SimOptions{Model: "Pixel-Sim", Tags: []string{"project:lab"}, Width: 240, Height: 400})
@@ -227,6 +228,22 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("list_phones after close %+v, want sim-pc-a free", ps)
 	}
 
+	// A client that goes away releases the phone of the session it opened.
+	cs2 := e.connect(alice)
+	var open2 mcp.OpenOut
+	structured(t, ok(t, cs2, mcp.ToolOpenSession, nil), &open2)
+	ok(t, cs2, mcp.ToolScreenshot, map[string]any{"session_id": open2.SessionID})
+	if err := cs2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the session closed with its client", func() bool {
+		j, err := e.store.Get(e.ctx, open2.JobID)
+		return err == nil && j.Status == coordinator.StatusSucceeded
+	})
+	if ps := phones(t, cs); len(ps) != 1 || !ps[0].Free {
+		t.Fatalf("list_phones after the client left %+v, want sim-pc-a free", ps)
+	}
+
 	// The job's operation log lists every call, in order.
 	var ops []string
 	sc := bufio.NewScanner(bytes.NewReader(e.get("jobs/" + open.JobID + "/g1/oplog.jsonl")))
@@ -249,8 +266,8 @@ func TestMCPTools(t *testing.T) {
 // TestMCPAccess: a token without operate lists phones but cannot act; a
 // token of another project sees none of the phones and cannot touch a
 // session of lab; a phone without the project's tag is listed to no one;
-// a second client finds the only phone busy; a session closes when its
-// MCP client's session ends, and after the idle timeout.
+// a second client finds the only phone busy; a session closes after the
+// idle timeout.
 func TestMCPAccess(t *testing.T) {
 	e := newEnv(t, 3*time.Second, 2*time.Second)
 	pc := e.startAgent("pc-a", capture.SimOptions{Tags: []string{"project:lab"}})
@@ -290,16 +307,7 @@ func TestMCPAccess(t *testing.T) {
 		t.Fatalf("the untagged phone ran %v", ops)
 	}
 
-	// The first client goes away: its session closes and the phone is
-	// free for the second.
-	ok(t, a1, mcp.ToolScreenshot, id)
-	if err := a1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 20*time.Second, "the session closed with its client", func() bool {
-		j, err := e.store.Get(e.ctx, open.JobID)
-		return err == nil && j.Status == coordinator.StatusSucceeded
-	})
+	ok(t, a1, mcp.ToolCloseSession, id)
 	var second mcp.OpenOut
 	structured(t, ok(t, a2, mcp.ToolOpenSession, map[string]any{"wait_seconds": 10}), &second)
 	ok(t, a2, mcp.ToolWait, map[string]any{"session_id": second.SessionID, "duration_ms": 1})
