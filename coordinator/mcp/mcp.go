@@ -162,20 +162,7 @@ const instructions = `Tools to drive real Android phones of an edgeagent fleet. 
 // authentication (api.CallerFrom).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// Close closes every session opened through the endpoint.
-func (s *Server) Close(ctx context.Context) {
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.open))
-	for id := range s.open {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		s.closeSession(ctx, id, "the coordinator stopped")
-	}
-}
-
-// caller is the API caller of a tool request.
+// callerOf is the API caller of a tool request.
 func callerOf(req *sdk.CallToolRequest) (api.Caller, bool) {
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
 		return api.Caller{}, false

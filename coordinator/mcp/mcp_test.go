@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -272,6 +274,12 @@ func TestMCPAccess(t *testing.T) {
 	e := newEnv(t, 3*time.Second, 2*time.Second)
 	pc := e.startAgent("pc-a", capture.SimOptions{Tags: []string{"project:lab"}})
 	untagged := e.startAgent("pc-b", capture.SimOptions{})
+	// Without a valid token the endpoint answers 401, before MCP.
+	bad := sdk.NewClient(&sdk.Implementation{Name: "mcp-test", Version: "1"}, nil)
+	if _, err := bad.Connect(e.ctx, &sdk.StreamableClientTransport{Endpoint: e.base + api.MCPPath,
+		HTTPClient: &http.Client{Transport: bearer{token: "edg_wrong", next: http.DefaultTransport}}}, nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("connect with an unknown token: %v, want 401 Unauthorized", err)
+	}
 	a1, a2 := e.connect(alice), e.connect(alice)
 	r, o := e.connect(rita), e.connect(oscar)
 
