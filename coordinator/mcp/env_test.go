@@ -235,7 +235,8 @@ func (e *env) conn(name, inbox string) *nats.Conn {
 	return nc
 }
 
-// simAgent is an agent of the test with its simulated phone.
+// simAgent is an agent of the test; phone is its simulated phone (nil
+// with phones over adb).
 type simAgent struct {
 	id    string
 	a     *agent.Agent
@@ -255,14 +256,23 @@ func (e *env) startAgent(id string, phone capture.SimOptions) *simAgent {
 	if phone.Width == 0 {
 		phone.Width, phone.Height = 180, 320
 	}
-	sa := &simAgent{id: id, phone: capture.NewSimulated(phone), done: make(chan struct{})}
+	sim := capture.NewSimulated(phone)
 	inv := capture.NewInventory()
-	if err := inv.Add(sa.phone); err != nil {
+	if err := inv.Add(sim); err != nil {
 		e.t.Fatal(err)
 	}
+	sa := e.startAgentWith(id, agent.InventoryPhones(inv, "", capture.OpLogOptions{}))
+	sa.phone = sim
+	return sa
+}
+
+// startAgentWith runs agent id with phones until the test ends or kill.
+func (e *env) startAgentWith(id string, phones agent.Phones) *simAgent {
+	e.t.Helper()
+	sa := &simAgent{id: id, done: make(chan struct{})}
 	sa.nc = e.conn(id, protocol.InboxPrefix(id))
 	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: sa.nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
+		AgentID: id, Conn: sa.nc, Phones: phones,
 		Store: e.s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: time.Second,
 		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
 	})

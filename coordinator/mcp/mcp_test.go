@@ -3,7 +3,9 @@ package mcp_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"net/http"
 	"slices"
@@ -13,10 +15,12 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
+	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -369,5 +373,68 @@ func TestMCPSessionLost(t *testing.T) {
 	}
 	if ops := other.ops(); len(ops) != 0 {
 		t.Fatalf("the phone the job moved to ran %v, want nothing", ops)
+	}
+}
+
+// TestMCPFakeADBPhone: the same tools on the fake adb phone behind a real
+// adb server: the screenshot is a PNG of the phone's size, and the tap on
+// an element and the typed text reach the phone as adb input commands,
+// the tap at the element's centre.
+func TestMCPFakeADBPhone(t *testing.T) {
+	e := newEnv(t, 3*time.Second, time.Minute)
+	srv := testenv.StartADB(t)
+	phone, err := fakeadbd.Start(fakeadbd.Options{Model: "Pixel 7", Width: 360, Height: 640})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = phone.Close() })
+	srv.Connect(t, phone.Addr(), protocol.DeviceReady)
+	inv, stop, err := capture.NewADBInventory(context.Background(), capture.ADBOptions{Address: srv.Addr, ADBPath: srv.Path,
+		Tags: map[string][]string{phone.Serial(): {"project:lab"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	testenv.Eventually(t, 20*time.Second, "the phone ready in the inventory", func() bool {
+		ds := inv.Devices()
+		return len(ds) == 1 && ds[0].State == protocol.DeviceReady
+	})
+	e.startAgentWith("pc-adb", agent.InventoryPhones(inv, t.TempDir(), capture.OpLogOptions{}))
+	cs := e.connect(alice)
+
+	testenv.Eventually(t, 10*time.Second, "the phone listed", func() bool {
+		ps := phones(t, cs)
+		return len(ps) == 1 && ps[0].Serial == phone.Serial() && ps[0].Model == "Pixel 7" && ps[0].Free
+	})
+	var open mcp.OpenOut
+	structured(t, ok(t, cs, mcp.ToolOpenSession, map[string]any{"serial": phone.Serial()}), &open)
+	id := map[string]any{"session_id": open.SessionID}
+	if w, h := pngSize(t, ok(t, cs, mcp.ToolScreenshot, id)); w != 360 || h != 640 {
+		t.Fatalf("screenshot %dx%d, want 360x640", w, h)
+	}
+	els := elements(t, cs, open.SessionID)
+	shop := slices.IndexFunc(els, func(el mcp.Element) bool { return el.Text == "Shop" })
+	if shop < 0 {
+		t.Fatalf("no Shop element in %+v", els)
+	}
+	sb := els[shop].Bounds
+	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": shop})
+	els = elements(t, cs, open.SessionID)
+	field := slices.IndexFunc(els, func(el mcp.Element) bool { return strings.HasSuffix(el.ResourceID, ":id/input") })
+	if field < 0 {
+		t.Fatalf("no input field after tapping Shop: %+v", els)
+	}
+	ok(t, cs, mcp.ToolTypeText, map[string]any{"session_id": open.SessionID, "text": "hi"})
+	var got []string
+	for _, in := range phone.Inputs() {
+		got = append(got, in.String())
+	}
+	want := []string{fmt.Sprintf("tap %d %d", (sb[0]+sb[2])/2, (sb[1]+sb[3])/2), "text hi"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("adb input commands %q, want %q", got, want)
+	}
+	closed := text(ok(t, cs, mcp.ToolCloseSession, id))
+	if !strings.Contains(closed, "closed after 5 steps") {
+		t.Fatalf("close_session %q", closed)
 	}
 }
