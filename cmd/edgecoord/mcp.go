@@ -12,7 +12,13 @@ import (
 // newMCP returns the MCP endpoint (docs/mcp.md) over the session manager
 // m, mounted in the API as api.Options.MCP at /mcp.
 func newMCP(cfg *config.Coordinator, store coordinator.Store, m *session.Manager, log zerolog.Logger) (*mcp.Server, error) {
+	denials, _ := store.(coordinator.APIStore)
+	var d mcp.Denials
+	if denials != nil {
+		d = denials
+	}
 	return mcp.New(mcp.Options{
+		Denials:      d,
 		Sessions:     m,
 		Store:        store,
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),

@@ -52,6 +52,11 @@ type Store interface {
 	ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error)
 }
 
+// Denials records refused requests (coordinator.APIStore has it).
+type Denials interface {
+	RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error
+}
+
 // Options configures the endpoint.
 type Options struct {
 	Sessions *session.Manager
@@ -68,6 +73,10 @@ type Options struct {
 	// HTTPClient reads captures back through their presigned URLs;
 	// default a client with a 30s timeout.
 	HTTPClient *http.Client
+	// Denials, when set, records every tool call refused because it named
+	// a session of a project not among the token's (as the API records
+	// its 403s: edgecoord token denials, docs/api.md).
+	Denials Denials
 	// Version is the server version announced to clients.
 	Version string
 	Log     zerolog.Logger

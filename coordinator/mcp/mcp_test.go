@@ -310,6 +310,15 @@ func TestMCPAccess(t *testing.T) {
 	fails(t, r, mcp.ToolCloseSession, id, "token rita lacks the operate scope")
 	fails(t, o, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "x": 1, "y": 1}, `belongs to project "lab"`)
 	fails(t, o, mcp.ToolCloseSession, id, `belongs to project "lab"`)
+	// Those attempts are recorded like the API's 403s.
+	ds, err := e.store.APIDenials(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].TokenName != oscar || ds[0].Method != "MCP tap" || ds[0].Route != "/mcp" || ds[0].JobID != open.JobID ||
+		ds[0].Project != "lab" || ds[1].Method != "MCP close_session" {
+		t.Fatalf("recorded denials %+v", ds)
+	}
 	// The only phone of lab is taken: a second client is told so.
 	fails(t, a2, mcp.ToolOpenSession, map[string]any{"wait_seconds": 1}, "no phone for the session")
 	if ops := pc.ops(); len(ops) != 0 {

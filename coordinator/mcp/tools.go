@@ -329,6 +329,7 @@ func (s *Server) use(ctx context.Context, req *sdk.CallToolRequest, id string) (
 		return nil, toolErr("%s", describe(err))
 	}
 	if !sees(c, project) {
+		s.deny(ctx, c, req.Params.Name, id, project)
 		return nil, toolErr("session %s belongs to project %q, which is not among the token's projects", id, project)
 	}
 	return s.tracked(id).use(), nil
@@ -566,4 +567,18 @@ func (s *Server) closeTool(ctx context.Context, req *sdk.CallToolRequest, in ses
 	}
 	return textResult("session %s closed after %d steps; the phone is free. Artifacts of job %s: %s",
 		info.ID, info.LastStep, info.JobID, strings.Join(names, ", ")), nil, nil
+}
+
+// deny records a tool call on session id of another project.
+func (s *Server) deny(ctx context.Context, c api.Caller, tool, id, project string) {
+	s.log.Warn().Str("token_name", c.Name).Str("tool", tool).Str("session_id", id).Str("project", project).
+		Msg("mcp: refused a tool call on another project's session")
+	if s.opts.Denials == nil {
+		return
+	}
+	jobID, _ := session.JobOf(id)
+	if err := s.opts.Denials.RecordAPIDenial(ctx, coordinator.APIDenial{TokenName: c.Name, Method: "MCP " + tool,
+		Route: api.MCPPath, JobID: jobID, Project: project}); err != nil {
+		s.log.Error().Err(err).Msg("mcp: record denial")
+	}
 }
