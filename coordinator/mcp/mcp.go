@@ -189,7 +189,9 @@ func sees(c api.Caller, p string) bool {
 // watches the client's end.
 func (s *Server) track(ss *sdk.ServerSession, info session.Info) {
 	ps := &phoneSession{id: info.ID, project: info.Project, owner: ss, lastUsed: time.Now()}
+	ps.mu.Lock()
 	ps.timer = time.AfterFunc(s.opts.IdleTimeout, func() { s.idle(ps) })
+	ps.mu.Unlock()
 	s.mu.Lock()
 	s.open[ps.id] = ps
 	watch := ss != nil && !s.owners[ss]

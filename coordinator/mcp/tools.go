@@ -147,7 +147,7 @@ func (s *Server) addTools() {
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolLongPress,
 		Description: "Press and hold: at an element from the last list_elements (element=INDEX) or at x,y, for duration_ms (default 1000)."}, s.longPress)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolSwipe,
-		Description: "Swipe from x1,y1 to x2,y2 (screen pixels) over duration_ms (default 300). Swipe up (from a low y to a high one reversed) to scroll down a list."}, s.swipe)
+		Description: "Swipe from x1,y1 to x2,y2 (screen pixels) over duration_ms (default 300). To scroll down a list, swipe up: from a point low on the screen to one higher up (y2 < y1)."}, s.swipe)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolTypeText,
 		Description: "Type text (printable ASCII) into the focused field; tap the field first."}, s.typeText)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolPressKey,
