@@ -67,6 +67,13 @@ type Phones interface {
 	Inventory() []protocol.Device
 }
 
+// UnicodeTyper is implemented by Phones that know, without I/O, whether a
+// phone can type text beyond ASCII (it has the input method
+// capture.IMEPackage); known is false when the phone cannot tell.
+type UnicodeTyper interface {
+	TypesUnicode(serial string) (ok, known bool)
+}
+
 // BusyReporter is implemented by Phones that can tell whether a phone is
 // held by a job (for the status document).
 type BusyReporter interface {
@@ -624,6 +631,10 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		return
 	}
 	as.Task.Device = sel
+	if err := a.checkTyping(as.Task); err != nil {
+		replyError(m, protocol.CodeBadRequest, err.Error())
+		return
+	}
 	ttl := time.Duration(as.LeaseTTLMS) * time.Millisecond
 	if ttl <= a.opts.SafetyMargin {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms is not longer than the agent's safety margin")

@@ -16,7 +16,12 @@ import (
 // is the job's own: an invalid step, an app not installed, a check that
 // did not hold, and any other step error (step_failed).
 func classify(err error) (class, cause string) {
+	var nd *needsDecisionError
 	switch {
+	case errors.As(err, &nd):
+		// An effect step in doubt: not the phone's fault, and not to be
+		// retried until a person decides (docs/effects.md).
+		return protocol.FailClassJob, protocol.CauseNeedsDecision
 	case errors.Is(err, capture.ErrADBServerGone):
 		return protocol.FailClassInfrastructure, protocol.CauseAdbServerGone
 	case errors.Is(err, capture.ErrUnplugged), errors.Is(err, capture.ErrUnauthorized), errors.Is(err, capture.ErrNoDevice):

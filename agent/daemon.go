@@ -394,7 +394,7 @@ func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*c
 		inv = capture.NewInventory()
 	}
 	for _, d := range sims {
-		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: d.Serial, Tags: d.Tags})); err != nil {
+		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: d.Serial, Tags: d.Tags, IME: d.IME})); err != nil {
 			closeInv()
 			return nil, nil, fmt.Errorf("add simulated phone %s: %w", d.Serial, err)
 		}

@@ -86,9 +86,9 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 		lb, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", true)
 		return err == nil
 	})
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status == coordinator.StatusFailed }, "the job to stop")
+	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return coordinator.Finished(j.Status) }, "the job to stop")
 	if !coordinator.NeedsDecision(done) || !strings.Contains(done.FailReason, effectKey) || done.Generation != lb.Token.Generation {
-		t.Fatalf("job %s (%s) at g%d, want FAILED needs_decision at g%d", done.Status, done.FailReason, done.Generation, lb.Token.Generation)
+		t.Fatalf("job %s (%s) at g%d, want NEEDS_DECISION at g%d", done.Status, done.FailReason, done.Generation, lb.Token.Generation)
 	}
 	if n := effectCount(phoneA, phoneB); n != 1 {
 		t.Fatalf("the effect step reached the phones %d times, want 1 (A %v, B %v)", n, phoneA.EffectCounts(), phoneB.EffectCounts())
@@ -176,7 +176,7 @@ func TestEffectReassignedAfterReceipt(t *testing.T) {
 		return err == nil
 	})
 	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+		return coordinator.Finished(j.Status)
 	}, "the job to end")
 	if done.Status != coordinator.StatusSucceeded || done.CompletedBy != lb.Token.Owner || done.Generation != lb.Token.Generation {
 		t.Fatalf("job %s (%s) by %s at g%d, want SUCCEEDED by B at g%d", done.Status, done.FailReason, done.CompletedBy, done.Generation, lb.Token.Generation)

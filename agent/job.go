@@ -117,6 +117,40 @@ func (a *Agent) grantedPhone(as protocol.Assign) (protocol.DeviceSelector, error
 	return sel, fmt.Errorf("granted phone %s is not connected to this agent", as.Serial)
 }
 
+// checkTyping refuses a task with a text step beyond ASCII when no phone
+// it may run on can type it (none has the input method
+// capture.IMEPackage), so that the job is never half-typed: the error
+// names the step and what to install (docs/capture.md, Text beyond ASCII).
+// A phone that cannot tell is given the benefit of the doubt; its step
+// fails if it cannot type the text.
+func (a *Agent) checkTyping(task protocol.Task) error {
+	step := -1
+	for i, s := range task.Steps {
+		if s.Op == protocol.OpText && protocol.NeedsIME(s.Text) {
+			step = i
+			break
+		}
+	}
+	tp, ok := a.opts.Phones.(UnicodeTyper)
+	if step < 0 || !ok {
+		return nil
+	}
+	serial := ""
+	for _, d := range a.opts.Phones.Inventory() {
+		if !task.Device.Matches(d) {
+			continue
+		}
+		if can, known := tp.TypesUnicode(d.Serial); can || !known {
+			return nil
+		}
+		serial = d.Serial
+	}
+	if serial == "" {
+		return nil // no matching phone: acquiring one reports it
+	}
+	return fmt.Errorf("steps[%d]: text: %v", step, &capture.NoIMEError{Serial: serial})
+}
+
 func newJob(a *Agent, parent context.Context, tok fencing.Token, ttl time.Duration, task protocol.Task, deadline time.Duration) *job {
 	j := &job{a: a, tok: tok, ttl: ttl, task: task, deadline: deadline, procs: procs.NewGroup(), started: time.Now(), steps: make(chan *stepReq, maxPendingSteps)}
 	j.log = a.log.With().Str("job_id", tok.JobID).Str("owner", tok.Owner).Int64("generation", tok.Generation).Logger()

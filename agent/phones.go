@@ -28,11 +28,20 @@ var (
 	_ Phones          = (*invPhones)(nil)
 	_ BusyReporter    = (*invPhones)(nil)
 	_ OpLogConfigurer = (*invPhones)(nil)
+	_ UnicodeTyper    = (*invPhones)(nil)
 )
 
 func (p *invPhones) Inventory() []protocol.Device { return p.inv.Devices() }
 
 func (p *invPhones) Busy(serial string) bool { return p.inv.Busy(serial) }
+
+func (p *invPhones) TypesUnicode(serial string) (ok, known bool) {
+	d, found := p.inv.Get(serial)
+	if !found {
+		return false, false
+	}
+	return capture.TypesUnicode(d)
+}
 
 func (p *invPhones) SetOpLogOptions(o capture.OpLogOptions) {
 	p.mu.Lock()

@@ -31,7 +31,7 @@ var invalidTasks = []struct {
 	{"negative swipe y2", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpSwipe, X: 1, Y: 1, X2: 2, Y2: -3}}}, "steps[0]: y2"},
 	{"negative duration", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpWait, DurationMS: -10}}}, "steps[0]: duration_ms: -10 is negative"},
 	{"empty text", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText}}}, "steps[0]: text: text step needs non-empty text"},
-	{"text not ASCII", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: "grüße"}}}, "steps[0]: text: character 3"},
+	{"text with a control character", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: "gr\tüße"}}}, "steps[0]: text: character 3 (U+0009) is not printable"},
 	{"empty key", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpKey}}}, "steps[0]: key: key step needs non-empty key"},
 	{"bad name", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "../x"}}}, "steps[0]: name: invalid artifact name"},
 	{"name too long with extension", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: strings.Repeat("a", 199)}}}, "steps[0]: name: with .png appended"},

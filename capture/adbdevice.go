@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -51,6 +52,8 @@ type ADBDevice struct {
 	rawBad   bool // raw screencap failed to decode once: use screencap -p
 	shots    shotStats
 	ttyBad   bool // uiautomator cannot dump to /dev/tty: dump to a file
+	ime      bool // the input method IMEPackage is installed
+	imeKnown bool // ime was asked
 }
 
 var _ Device = (*ADBDevice)(nil)
@@ -116,13 +119,28 @@ func (d *ADBDevice) probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read model: %w", err)
 	}
+	// Whether the phone can type text beyond ASCII: known before a job
+	// that needs it is accepted (docs/capture.md, Text beyond ASCII).
+	ime, ierr := d.installed(ctx, IMEPackage)
+	if ierr != nil {
+		d.opts.Log.Warn().Str("serial", d.serial).Err(ierr).Msg("ask whether the input method ADBKeyboard is installed")
+	}
 	d.mu.Lock()
+	d.ime, d.imeKnown = ime, ierr == nil
 	d.model = strings.TrimSpace(string(res.Stdout))
 	d.probed = true
 	// A phone that comes back may have been replaced or updated.
 	d.rawBad, d.ttyBad, d.shots = false, false, shotStats{}
 	d.mu.Unlock()
 	return nil
+}
+
+// phoneState is the phone's last known state, "gone" once adb no longer
+// lists it.
+func (d *ADBDevice) phoneState() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
 }
 
 func (d *ADBDevice) setState(state string) {
@@ -183,13 +201,50 @@ func (d *ADBDevice) explain(ctx context.Context, err error) error {
 	return &PhoneStateError{Serial: d.serial, State: state, Err: err}
 }
 
+// stateNow is called when the phone's last known state (from the
+// server's device-tracking stream) is not "device". The stream may be late
+// or wrong: adb 29 does not report offline → unauthorized after a phone
+// reconnects, and reports a dropped network phone seconds late. So the
+// server is asked for the phone's state now: nil when it is usable after
+// all, else a *PhoneStateError with that state and, as its cause, adb's own
+// error for a command on the phone. known is returned when the server
+// cannot be asked.
+func (d *ADBDevice) stateNow(ctx context.Context, known error) error {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ds, err := d.c.Devices(qctx)
+	if err != nil {
+		return known
+	}
+	state := stateGone
+	for _, e := range ds {
+		if e.Serial == d.serial {
+			state = e.State
+		}
+	}
+	if state == protocol.DeviceReady {
+		return nil
+	}
+	d.setState(state)
+	// adb's own words for the state ("device unauthorized. This adb
+	// server's $ADB_VENDOR_KEYS is not set…", "device offline", "device
+	// '…' not found").
+	_, aerr := d.shell(qctx, "true")
+	if aerr == nil {
+		return nil
+	}
+	return &PhoneStateError{Serial: d.serial, State: state, Err: aerr}
+}
+
 // op runs f with the phone checked and a timeout, and explains failures.
 func (d *ADBDevice) op(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context) error) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	if err := d.usable(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		if err = d.stateNow(ctx, err); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s on %s: timed out after %v", what, d.serial, timeout))
 	defer cancel()
@@ -572,8 +627,26 @@ func (d *ADBDevice) LongPress(ctx context.Context, x, y int, dur time.Duration) 
 	return d.Swipe(ctx, x, y, x, y, dur)
 }
 
-// Text types s with `input text`, escaped for the phone's shell.
+// HasIME reports whether the phone has the input method IMEPackage, as
+// found when it was connected (or by the last text step beyond ASCII).
+func (d *ADBDevice) HasIME() (has, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ime, d.imeKnown
+}
+
+// Text types s with `input text`, escaped for the phone's shell; text
+// beyond printable ASCII goes through the input method IMEPackage (see
+// typeWithIME).
 func (d *ADBDevice) Text(ctx context.Context, s string) error {
+	if err := protocol.CheckTypable(s); err != nil {
+		return fmt.Errorf("text on %s: %w: text: %w", d.serial, ErrInvalidStep, err)
+	}
+	if protocol.NeedsIME(s) {
+		return d.op(ctx, "text", d.opts.OpTimeout, func(ctx context.Context) error {
+			return d.typeWithIME(ctx, s)
+		})
+	}
 	cmd, err := InputTextCommand(s)
 	if err != nil {
 		return fmt.Errorf("text on %s: %w: %w", d.serial, ErrInvalidStep, err)
@@ -587,15 +660,75 @@ func (d *ADBDevice) Text(ctx context.Context, s string) error {
 	})
 }
 
+// typeWithIME types s through ADBKeyboard: it asks `pm path` whether the
+// input method is installed (a *NoIMEError if not), makes it the current
+// input method (`ime enable`, `ime set`) when it is not, sends the text
+// base64-encoded in an ADB_INPUT_B64 broadcast, whose receiver commits it
+// to the focused field, and then selects the input method that was
+// current before again.
+func (d *ADBDevice) typeWithIME(ctx context.Context, s string) error {
+	has, err := d.installed(ctx, IMEPackage)
+	if err != nil {
+		return fmt.Errorf("ask whether the input method %s is installed: %w", IMEPackage, err)
+	}
+	d.mu.Lock()
+	d.ime, d.imeKnown = has, true
+	d.mu.Unlock()
+	if !has {
+		return &NoIMEError{Serial: d.serial}
+	}
+	res, err := d.run(ctx, "settings get secure default_input_method")
+	if err != nil {
+		return fmt.Errorf("read the current input method: %w", err)
+	}
+	prev := strings.TrimSpace(string(res.Stdout))
+	if prev != IMEID {
+		if _, err := d.run(ctx, "ime enable "+IMEID+" && ime set "+IMEID); err != nil {
+			return fmt.Errorf("select the input method %s: %w", IMEID, err)
+		}
+		defer func() {
+			if prev == "" || prev == "null" {
+				return
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, err := d.run(rctx, "ime set "+shellQuote(prev)); err != nil {
+				d.opts.Log.Warn().Str("serial", d.serial).Err(err).Msg("select the previous input method again")
+			}
+		}()
+	}
+	res, err = d.run(ctx, IMEBroadcastCommand(s))
+	if err != nil {
+		return err
+	}
+	if out := string(res.Stdout) + string(res.Stderr); !strings.Contains(out, "Broadcast completed") {
+		return fmt.Errorf("am broadcast to the input method: %s", clipText(strings.TrimSpace(out), 200))
+	}
+	return nil
+}
+
+// IMEBroadcastCommand returns the shell command that has ADBKeyboard type
+// s: `am broadcast -a ADB_INPUT_B64 --es msg <base64 of s's UTF-8>`.
+// Base64 keeps every character (Japanese, emoji, quotes) away from the
+// phone's shell and from am's argument parsing.
+func IMEBroadcastCommand(s string) string {
+	return "am broadcast -a ADB_INPUT_B64 --es msg " + base64.StdEncoding.EncodeToString([]byte(s))
+}
+
 // InputTextCommand returns the shell command that types s with
 // `input text`: spaces become %s (input's own escape), every argument is
 // single-quoted for the shell, and a literal "%s" in s is typed in two
 // commands ("%" then "s...") so input does not turn it into a space. Only
-// printable ASCII can be typed this way (protocol.CheckTypable); the error
-// says where the first other character is, without quoting the text.
+// printable ASCII can be typed this way; the error says where the first
+// other character is, without quoting the text.
 func InputTextCommand(s string) (string, error) {
 	if err := protocol.CheckTypable(s); err != nil {
 		return "", fmt.Errorf("text: %w", err)
+	}
+	for i, r := range []rune(s) {
+		if r > 0x7e {
+			return "", fmt.Errorf("text: character %d is beyond printable ASCII, which adb input text cannot type (it is typed through the input method %s)", i+1, IMEPackage)
+		}
 	}
 	if s == "" {
 		return "", nil
@@ -679,6 +812,111 @@ func (d *ADBDevice) Launch(ctx context.Context, pkg string) error {
 			return fmt.Errorf("monkey exited with status %d: %s", res.ExitCode, clipText(strings.TrimSpace(out), 200))
 		}
 		return nil
+	})
+}
+
+// Wake turns the screen on with KEYCODE_WAKEUP (Android 5 and later),
+// which leaves a screen that is on as it is.
+func (d *ADBDevice) Wake(ctx context.Context) error {
+	return d.op(ctx, "wake", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, "input keyevent KEYCODE_WAKEUP")
+		return err
+	})
+}
+
+// Unlock wakes the phone and dismisses its keyguard with `wm
+// dismiss-keyguard` (Android 8 and later). On a phone with a PIN, pattern
+// or password the keyguard asks for it and stays.
+func (d *ADBDevice) Unlock(ctx context.Context) error {
+	return d.op(ctx, "unlock", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, "input keyevent KEYCODE_WAKEUP && wm dismiss-keyguard")
+		return err
+	})
+}
+
+// OpenURL starts a VIEW intent for rawURL (`am start -a
+// android.intent.action.VIEW -d <url>`), which opens it in the app that
+// handles it. A URL no app handles fails with am's error.
+func (d *ADBDevice) OpenURL(ctx context.Context, rawURL string) error {
+	if err := protocol.ValidateURL(rawURL); err != nil {
+		return fmt.Errorf("open_url on %s: %w: %w", d.serial, ErrInvalidStep, err)
+	}
+	return d.op(ctx, "open_url", d.opts.OpTimeout, func(ctx context.Context) error {
+		res, err := d.run(ctx, "am start -a android.intent.action.VIEW -d "+shellQuote(rawURL))
+		if err != nil {
+			return err
+		}
+		out := string(res.Stdout) + string(res.Stderr)
+		if strings.Contains(out, "Error:") {
+			// am says "Error: Activity not started, unable to resolve
+			// Intent" with status 0 when no app handles the URL.
+			return fmt.Errorf("no app on the phone opens the URL: %s", clipText(strings.TrimSpace(out), 200))
+		}
+		return nil
+	})
+}
+
+// ForceStop stops the app with `am force-stop`; an app that is not
+// running (or not installed) is left as it is.
+func (d *ADBDevice) ForceStop(ctx context.Context, pkg string) error {
+	if !packageRE.MatchString(pkg) {
+		return fmt.Errorf("force_stop on %s: %w: %q is not a package name", d.serial, ErrInvalidStep, clipText(pkg, 80))
+	}
+	return d.op(ctx, "force_stop "+pkg, d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, "am force-stop "+pkg)
+		return err
+	})
+}
+
+// ClearData deletes the app's data with `pm clear`, which prints
+// "Success"; otherwise `pm path` tells an app that is not installed (an
+// *AppNotInstalledError) from another failure.
+func (d *ADBDevice) ClearData(ctx context.Context, pkg string) error {
+	if !packageRE.MatchString(pkg) {
+		return fmt.Errorf("clear_data on %s: %w: %q is not a package name", d.serial, ErrInvalidStep, clipText(pkg, 80))
+	}
+	return d.op(ctx, "clear_data "+pkg, d.opts.OpTimeout, func(ctx context.Context) error {
+		res, err := d.shell(ctx, "pm clear "+pkg)
+		if err != nil {
+			return err
+		}
+		out := strings.TrimSpace(string(res.Stdout) + string(res.Stderr))
+		if res.ExitCode == 0 && strings.Contains(out, "Success") {
+			return nil
+		}
+		installed, ierr := d.installed(ctx, pkg)
+		if ierr == nil && !installed {
+			return &AppNotInstalledError{Serial: d.serial, Package: pkg}
+		}
+		return fmt.Errorf("pm clear exited with status %d: %s", res.ExitCode, clipText(out, 200))
+	})
+}
+
+// RotateCommand returns the shell command that sets orientation: auto
+// turns accelerometer rotation on; a fixed orientation turns it off and
+// sets user_rotation to its index in protocol.Orientations (0 portrait, 1
+// landscape, 2 reverse portrait, 3 reverse landscape).
+func RotateCommand(orientation string) (string, error) {
+	i := slices.Index(protocol.Orientations, orientation)
+	switch {
+	case i < 0:
+		return "", fmt.Errorf("orientation %q is not one of %s", orientation, strings.Join(protocol.Orientations, ", "))
+	case orientation == protocol.OrientationAuto:
+		return "settings put system accelerometer_rotation 1", nil
+	}
+	return fmt.Sprintf("settings put system accelerometer_rotation 0 && settings put system user_rotation %d", i), nil
+}
+
+// Rotate sets the screen orientation through the system settings
+// (RotateCommand); apps that fix their own orientation keep it.
+func (d *ADBDevice) Rotate(ctx context.Context, orientation string) error {
+	cmd, err := RotateCommand(orientation)
+	if err != nil {
+		return fmt.Errorf("rotate on %s: %w: %w", d.serial, ErrInvalidStep, err)
+	}
+	return d.op(ctx, "rotate", d.opts.OpTimeout, func(ctx context.Context) error {
+		_, err := d.run(ctx, cmd)
+		return err
 	})
 }
 

@@ -38,6 +38,22 @@ type Device interface {
 	Key(ctx context.Context, key string) error
 	// Launch starts the app with package name pkg.
 	Launch(ctx context.Context, pkg string) error
+	// Wake turns the screen on (KEYCODE_WAKEUP); an awake phone stays so.
+	Wake(ctx context.Context) error
+	// Unlock turns the screen on and dismisses the keyguard of a phone
+	// without a PIN, pattern or password (a swipe lock).
+	Unlock(ctx context.Context) error
+	// OpenURL opens rawURL with a VIEW intent: a web page in the browser,
+	// a deep link in the app that handles it.
+	OpenURL(ctx context.Context, rawURL string) error
+	// ForceStop stops every process of the app pkg.
+	ForceStop(ctx context.Context, pkg string) error
+	// ClearData deletes the data of the app pkg (and stops it), as a fresh
+	// install would have it.
+	ClearData(ctx context.Context, pkg string) error
+	// Rotate fixes the screen in orientation (protocol.Orientations), or
+	// gives it back to the accelerometer (protocol.OrientationAuto).
+	Rotate(ctx context.Context, orientation string) error
 	// StartRecording starts a screen recording. ctx bounds the start only:
 	// the recording runs until Stop or Abort, and the caller must call one of
 	// them.
@@ -92,6 +108,50 @@ var (
 	// adb.ErrServerGone.
 	ErrADBServerGone = adb.ErrServerGone
 )
+
+// IMEPackage is the input method a phone needs to type text beyond ASCII:
+// ADBKeyboard, which types the text of an ADB_INPUT_B64 broadcast
+// (docs/capture.md, Text beyond ASCII).
+const (
+	IMEPackage = "com.android.adbkeyboard"
+	IMEID      = IMEPackage + "/.AdbIME"
+)
+
+// ErrNoIME: a text step has characters beyond printable ASCII and the
+// phone has no input method that types them (see NoIMEError).
+var ErrNoIME = errors.New("no input method for text beyond ASCII")
+
+// NoIMEError reports that a phone cannot type text beyond ASCII, and says
+// what to install. It satisfies errors.Is(err, ErrNoIME) and
+// errors.Is(err, ErrInvalidStep): the step cannot run on that phone.
+type NoIMEError struct {
+	Serial string
+}
+
+func (e *NoIMEError) Error() string {
+	return fmt.Sprintf("phone %s cannot type text beyond ASCII: adb input text types ASCII only, and the input method ADBKeyboard (%s) is not installed; install it on the phone (`adb -s %s install ADBKeyboard.apk`) and run the job again; the agent enables and selects it while it types", e.Serial, IMEPackage, e.Serial)
+}
+
+// Is makes errors.Is hold for ErrNoIME and ErrInvalidStep.
+func (e *NoIMEError) Is(target error) bool { return target == ErrNoIME || target == ErrInvalidStep }
+
+// imeReporter is a Device that knows, without I/O, whether it can type
+// text beyond ASCII.
+type imeReporter interface {
+	// HasIME reports whether the phone has the input method (IMEPackage);
+	// known is false when it has not been asked yet.
+	HasIME() (has, known bool)
+}
+
+// TypesUnicode reports whether d can type text beyond ASCII (it has the
+// input method IMEPackage); known is false when d cannot tell (yet). It does
+// no I/O.
+func TypesUnicode(d Device) (ok, known bool) {
+	if r, isR := d.(imeReporter); isR {
+		return r.HasIME()
+	}
+	return false, false
+}
 
 // AppNotInstalledError reports that the package a step names is not
 // installed on the phone. It satisfies errors.Is(err, ErrAppNotInstalled).

@@ -53,7 +53,7 @@ func TestPhoneStateError(t *testing.T) {
 		is    error
 		want  string
 	}{
-		{"unauthorized", ErrUnauthorized, "phone R58M12 is unauthorized: unlock it and accept the USB debugging prompt, then run `adb devices`"},
+		{"unauthorized", ErrUnauthorized, "phone R58M12 is unauthorized: unlock it and accept the USB debugging prompt (tick \"Always allow from this computer\"), then run `adb devices`; authorised before? the agent's adb server must use the key the phone accepted (~/.android/adbkey of the user the agent runs as, or ADB_VENDOR_KEYS)"},
 		{"no permissions", ErrUnauthorized, "udev rule"},
 		{"offline", ErrUnplugged, "phone R58M12 is offline: reconnect the USB cable"},
 		{stateGone, ErrUnplugged, "phone R58M12 was unplugged"},

@@ -135,6 +135,17 @@ func (l *OpLog) Params(s protocol.Step) map[string]any {
 		}
 	case protocol.OpKey:
 		p["key"] = s.Key
+	case protocol.OpForceStop, protocol.OpClearData:
+		p["package"] = s.Package
+	case protocol.OpOpenURL:
+		// A URL may carry what a text step types (a search term): its
+		// length only, like text, unless IncludeText is set.
+		p["url_len"] = utf8.RuneCountInString(s.URL)
+		if l.opts.IncludeText {
+			p["url"] = s.URL
+		}
+	case protocol.OpRotate:
+		p["orientation"] = s.Orientation
 	}
 	if s.Name != "" {
 		p["name"] = s.Name

@@ -29,7 +29,7 @@ func (e *PhoneStateError) Error() string {
 	var s string
 	switch e.State {
 	case adb.StateUnauthorized:
-		s = fmt.Sprintf("phone %s is unauthorized: unlock it and accept the USB debugging prompt, then run `adb devices`", e.Serial)
+		s = fmt.Sprintf("phone %s is unauthorized: unlock it and accept the USB debugging prompt (tick \"Always allow from this computer\"), then run `adb devices`; authorised before? the agent's adb server must use the key the phone accepted (~/.android/adbkey of the user the agent runs as, or ADB_VENDOR_KEYS)", e.Serial)
 	case adb.StateNoPermissions:
 		s = fmt.Sprintf("phone %s has no permissions: this user may not open its USB device; add a udev rule for the phone (see docs/capture.md), replug it, then run `adb devices`", e.Serial)
 	case adb.StateAuthorizing, adb.StateConnecting:

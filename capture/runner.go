@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +55,7 @@ type Runner struct {
 	names     map[string]bool
 	rec       Recording
 	recName   string
+	recSeq    int // the number of the step that started rec
 	// warning is the Warning of the step being run; only RunStep touches it.
 	warning string
 }
@@ -96,7 +99,8 @@ func (r *Runner) close() {
 //   - screenshot: <name>.png (image/png), name defaulting to screenshot-NNN
 //   - ui_dump: <name>.xml (application/xml), default ui_dump-NNN
 //   - record_stop: <name>.mp4 (video/mp4), name from the record_stop step,
-//     else from its record_start step, else recording-NNN
+//     else from its record_start step, else recording-NNN with the
+//     record_start's number
 //
 // NNN is the step's Seq: the StepInfo carried by ctx (WithStepInfo), else
 // the runner's next number. ".png", ".xml" or ".mp4" is appended unless the
@@ -209,7 +213,7 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 		}
 		return nil, d.Launch(ctx, s.Package)
 	case protocol.OpWait:
-		return nil, sleepCtx(ctx, dur)
+		return nil, r.wait(ctx, dur)
 	case protocol.OpTap:
 		if s.X < 0 || s.Y < 0 {
 			return nil, invalidStep("negative coordinates %d,%d", s.X, s.Y)
@@ -233,12 +237,34 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 			return nil, invalidStep("key needs key")
 		}
 		return nil, d.Key(ctx, s.Key)
+	case protocol.OpWake:
+		return nil, d.Wake(ctx)
+	case protocol.OpUnlock:
+		return nil, d.Unlock(ctx)
+	case protocol.OpOpenURL:
+		if err := protocol.ValidateURL(s.URL); err != nil {
+			return nil, invalidStep("%v", err)
+		}
+		return nil, d.OpenURL(ctx, s.URL)
+	case protocol.OpForceStop, protocol.OpClearData:
+		if s.Package == "" {
+			return nil, invalidStep("%s needs package", s.Op)
+		}
+		if s.Op == protocol.OpForceStop {
+			return nil, d.ForceStop(ctx, s.Package)
+		}
+		return nil, d.ClearData(ctx, s.Package)
+	case protocol.OpRotate:
+		if !slices.Contains(protocol.Orientations, s.Orientation) {
+			return nil, invalidStep("orientation %q is not one of %s", s.Orientation, strings.Join(protocol.Orientations, ", "))
+		}
+		return nil, d.Rotate(ctx, s.Orientation)
 	case protocol.OpScreenshot:
 		return r.capture(s.Name, "screenshot", seq, ".png", ContentTypePNG, func() ([]byte, error) { return d.Screenshot(ctx) })
 	case protocol.OpUIDump:
 		return r.capture(s.Name, "ui_dump", seq, ".xml", ContentTypeXML, func() ([]byte, error) { return d.UIDump(ctx) })
 	case protocol.OpRecordStart:
-		return nil, r.recordStart(ctx, s)
+		return nil, r.recordStart(ctx, seq, s)
 	case protocol.OpRecordStop:
 		return r.recordStop(ctx, seq, s)
 	default:
@@ -280,7 +306,7 @@ func (r *Runner) capture(name, prefix string, seq int, ext, ct string, grab func
 	return []Artifact{NewArtifact(n, ct, b)}, nil
 }
 
-func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
+func (r *Runner) recordStart(ctx context.Context, seq int, s protocol.Step) error {
 	r.mu.Lock()
 	running := r.rec != nil
 	r.mu.Unlock()
@@ -297,14 +323,14 @@ func (r *Runner) recordStart(ctx context.Context, s protocol.Step) error {
 		rec.Abort()
 		return ErrClosed
 	}
-	r.rec, r.recName = rec, s.Name
+	r.rec, r.recName, r.recSeq = rec, s.Name, seq
 	r.mu.Unlock()
 	return nil
 }
 
 func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Artifact, error) {
 	r.mu.Lock()
-	rec, name := r.rec, r.recName
+	rec, name, startSeq := r.rec, r.recName, r.recSeq
 	r.mu.Unlock()
 	if rec == nil {
 		return nil, invalidStep("no recording is running")
@@ -312,7 +338,9 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 	if s.Name != "" {
 		name = s.Name
 	}
-	n, err := r.reserve(name, "recording", seq, ".mp4")
+	// Unnamed, the recording takes the number of the step that started it
+	// (docs/protocol.md section 5).
+	n, err := r.reserve(name, "recording", startSeq, ".mp4")
 	if err != nil {
 		return nil, err
 	}
@@ -363,4 +391,43 @@ func (r *Runner) stopInto(ctx context.Context, rec Recording, name string) (Arti
 	}
 	a.Path, a.Size, a.SHA256 = f.Name(), n, hex.EncodeToString(h.Sum(nil))
 	return a, nil
+}
+
+// waitPoll is how often a wait step looks at its phone's state.
+const waitPoll = 100 * time.Millisecond
+
+// stater is a Device that knows its state more precisely than Info says
+// (adb's "gone" for a phone adb no longer lists).
+type stater interface{ phoneState() string }
+
+// wait sleeps d, watching the phone: a phone that leaves state "device"
+// (unplugged, offline, unauthorized) fails the wait at once with a
+// *PhoneStateError, as any other step on it would, rather than at the next
+// step.
+func (r *Runner) wait(ctx context.Context, d time.Duration) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	end := time.NewTimer(d)
+	defer end.Stop()
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for {
+		var state string
+		if s, ok := r.dev.(stater); ok {
+			state = s.phoneState()
+		} else {
+			state = r.dev.Info().State
+		}
+		if err := StateProblem(r.dev.Serial(), state); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+		select {
+		case <-end.C:
+			return nil
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-tick.C:
+		}
+	}
 }

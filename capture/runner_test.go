@@ -71,7 +71,7 @@ func TestRunnerSteps(t *testing.T) {
 				{"tree.xml", ContentTypeXML},
 				{"session.mp4", ContentTypeMP4},
 				{"second.mp4", ContentTypeMP4},
-				{"recording-012.mp4", ContentTypeMP4},
+				{"recording-011.mp4", ContentTypeMP4}, // the record_start's number
 			},
 		},
 		{

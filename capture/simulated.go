@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"image"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,19 @@ type SimOptions struct {
 	// with SimMissingPrefix. Launching one that is not installed fails
 	// with an *AppNotInstalledError.
 	Packages []string
+	// Locked starts the phone with its screen off and its keyguard shown
+	// (a swipe lock, no PIN): wake turns the screen on, unlock dismisses
+	// the keyguard.
+	Locked bool
+	// IME installs the input method that types text beyond ASCII
+	// (IMEPackage): without it, such text is refused as on a phone
+	// reached over adb (a *NoIMEError).
+	IME bool
 }
+
+// SimBrowser is the package a Simulated phone opens http and https URLs
+// in; other URLs (deep links) open in the foreground app.
+const SimBrowser = "com.android.chrome"
 
 // SimMissingPrefix starts the package names a Simulated phone without a
 // package list (SimOptions.Packages nil) has not installed.
@@ -62,7 +75,10 @@ type SimCall struct {
 	Text     string
 	Key      string
 	Package  string
-	Err      error
+	URL      string
+	// Orientation is the orientation of a rotate.
+	Orientation string
+	Err         error
 	// EffectKey is the idempotency key of the effect step the operation
 	// belongs to ("" for other steps); see WithEffectKey.
 	EffectKey string
@@ -87,6 +103,13 @@ type Simulated struct {
 	unplugged bool
 	history   []SimCall
 	packages  map[string]bool // nil: all but SimMissingPrefix
+	ime       bool
+
+	awake       bool
+	locked      bool
+	orientation string
+	url         string // last URL opened
+	cleared     map[string]int
 
 	frame    int64 // screenshots taken
 	app      string
@@ -104,18 +127,23 @@ var _ Device = (*Simulated)(nil)
 // the foreground.
 func NewSimulated(opts SimOptions) *Simulated {
 	s := &Simulated{
-		serial:    opts.Serial,
-		model:     opts.Model,
-		tags:      append([]string(nil), opts.Tags...),
-		w:         opts.Width,
-		h:         opts.Height,
-		recSize:   opts.RecordingSize,
-		recLimit:  opts.RecordLimit,
-		latency:   opts.Latency,
-		opLatency: map[string]time.Duration{},
-		failures:  map[string][]error{},
-		app:       SimLauncher,
-		selected:  -1,
+		serial:      opts.Serial,
+		model:       opts.Model,
+		tags:        append([]string(nil), opts.Tags...),
+		w:           opts.Width,
+		h:           opts.Height,
+		recSize:     opts.RecordingSize,
+		recLimit:    opts.RecordLimit,
+		latency:     opts.Latency,
+		opLatency:   map[string]time.Duration{},
+		failures:    map[string][]error{},
+		app:         SimLauncher,
+		selected:    -1,
+		ime:         opts.IME,
+		awake:       !opts.Locked,
+		locked:      opts.Locked,
+		cleared:     map[string]int{},
+		orientation: protocol.OrientationAuto,
 	}
 	if opts.Packages != nil {
 		s.packages = map[string]bool{SimLauncher: true}
@@ -378,11 +406,17 @@ func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Durati
 }
 
 // Text appends str to the focused text field. Like a phone reached over
-// adb, it refuses text that is not printable ASCII (protocol.CheckTypable).
+// adb, it refuses text that is not printable (protocol.CheckTypable), and
+// text beyond ASCII unless it has the input method (SimOptions.IME).
 func (s *Simulated) Text(ctx context.Context, str string) error {
 	// Refuse what a phone reached over adb refuses (see InputTextCommand).
 	if err := protocol.CheckTypable(str); err != nil {
 		return fmt.Errorf("text on %s: %w: text: %w", s.serial, ErrInvalidStep, err)
+	}
+	if protocol.NeedsIME(str) {
+		if has, _ := s.HasIME(); !has {
+			return fmt.Errorf("text on %s: %w", s.serial, &NoIMEError{Serial: s.serial})
+		}
 	}
 	return s.do(ctx, SimCall{Op: protocol.OpText, Text: str}, func() error {
 		s.typed += str
@@ -399,6 +433,10 @@ func (s *Simulated) Key(ctx context.Context, key string) error {
 		case "HOME", "3", "BACK", "4":
 			s.launchLocked(SimLauncher)
 			s.tap, s.swipe = nil, nil
+		case "WAKEUP", "224":
+			s.awake = true
+		case "SLEEP", "223":
+			s.awake = false
 		case "DEL", "67":
 			if r := []rune(s.typed); len(r) > 0 {
 				s.typed = string(r[:len(r)-1])
@@ -423,6 +461,122 @@ func (s *Simulated) Launch(ctx context.Context, pkg string) error {
 	})
 }
 
+// HasIME reports whether the phone has the input method that types text
+// beyond ASCII (SimOptions.IME); it is always known.
+func (s *Simulated) HasIME() (has, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ime, true
+}
+
+// SetIME installs (true) or removes the input method.
+func (s *Simulated) SetIME(has bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ime = has
+}
+
+// Wake turns the screen on.
+func (s *Simulated) Wake(ctx context.Context) error {
+	return s.do(ctx, SimCall{Op: protocol.OpWake}, func() error {
+		s.awake = true
+		return nil
+	})
+}
+
+// Unlock turns the screen on and dismisses the keyguard.
+func (s *Simulated) Unlock(ctx context.Context) error {
+	return s.do(ctx, SimCall{Op: protocol.OpUnlock}, func() error {
+		s.awake, s.locked = true, false
+		return nil
+	})
+}
+
+// OpenURL opens an http or https URL in SimBrowser and a deep link in the
+// foreground app; URL returns it.
+func (s *Simulated) OpenURL(ctx context.Context, rawURL string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpOpenURL, URL: rawURL}, func() error {
+		if err := protocol.ValidateURL(rawURL); err != nil {
+			return invalidStep("%v", err)
+		}
+		s.url = rawURL
+		scheme, _, _ := strings.Cut(rawURL, ":")
+		if strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https") {
+			s.launchLocked(SimBrowser)
+			s.tap, s.swipe = nil, nil
+		}
+		return nil
+	})
+}
+
+// ForceStop stops pkg: when it is in the foreground, the launcher comes
+// back. Stopping an app that is not running (or not installed) does
+// nothing, as on a phone.
+func (s *Simulated) ForceStop(ctx context.Context, pkg string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpForceStop, Package: pkg}, func() error {
+		if s.app == pkg && pkg != SimLauncher {
+			s.launchLocked(SimLauncher)
+		}
+		return nil
+	})
+}
+
+// ClearData clears pkg's data and stops it; an app that is not installed
+// fails with an *AppNotInstalledError. Cleared counts the clears.
+func (s *Simulated) ClearData(ctx context.Context, pkg string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpClearData, Package: pkg}, func() error {
+		if !s.installedLocked(pkg) {
+			return &AppNotInstalledError{Serial: s.serial, Package: pkg}
+		}
+		s.cleared[pkg]++
+		if s.app == pkg && pkg != SimLauncher {
+			s.launchLocked(SimLauncher)
+		}
+		return nil
+	})
+}
+
+// Rotate sets the orientation (Orientation returns it).
+func (s *Simulated) Rotate(ctx context.Context, orientation string) error {
+	return s.do(ctx, SimCall{Op: protocol.OpRotate, Orientation: orientation}, func() error {
+		if !slices.Contains(protocol.Orientations, orientation) {
+			return invalidStep("orientation %q is not one of %s", orientation, strings.Join(protocol.Orientations, ", "))
+		}
+		s.orientation = orientation
+		return nil
+	})
+}
+
+// ScreenState reports whether the screen is on and whether the keyguard
+// is shown.
+func (s *Simulated) ScreenState() (awake, locked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.awake, s.locked
+}
+
+// Orientation returns the orientation last set (protocol.OrientationAuto
+// at first).
+func (s *Simulated) Orientation() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orientation
+}
+
+// URL returns the last URL opened.
+func (s *Simulated) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Cleared returns how often pkg's data was cleared.
+func (s *Simulated) Cleared(pkg string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cleared[pkg]
+}
+
 // Installed reports whether pkg is installed on the phone (see
 // SimOptions.Packages).
 func (s *Simulated) Installed(pkg string) bool {
@@ -432,6 +586,9 @@ func (s *Simulated) Installed(pkg string) bool {
 }
 
 func (s *Simulated) installedLocked(pkg string) bool {
+	if pkg == IMEPackage {
+		return s.ime
+	}
 	if s.packages == nil {
 		return pkg != "" && !strings.HasPrefix(pkg, SimMissingPrefix)
 	}

@@ -106,6 +106,11 @@ type Device struct {
 	// instead of a real one, for labs and tests: it renders screens,
 	// records, and needs no adb.
 	Simulated bool `yaml:"simulated" json:"simulated,omitempty"`
+	// IME gives a simulated phone the input method that types text beyond
+	// ASCII (docs/capture.md, Text beyond ASCII); without it, a job with
+	// such text is refused, as on a real phone without ADBKeyboard. Only
+	// for simulated phones: a real phone's input method is found on it.
+	IME bool `yaml:"ime" json:"ime,omitempty"`
 }
 
 // SimulatedDevices returns the devices marked simulated.
@@ -186,6 +191,9 @@ func (a *Agent) Validate() error {
 			ps.add(path+".serial", "%q is already listed as devices[%d]", d.Serial, first)
 		default:
 			seen[d.Serial] = i
+		}
+		if d.IME && !d.Simulated {
+			ps.add(path+".ime", "only for simulated phones: whether a real phone has the input method is asked of the phone")
 		}
 		for j, tag := range d.Tags {
 			if tag == "" {

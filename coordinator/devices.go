@@ -60,6 +60,17 @@ func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offl
 	}
 	switch {
 	case matching == 0:
+		// A phone that is listed but not usable (unauthorized, offline, no
+		// permissions) is named with its state and the fix.
+		var listed []protocol.Device
+		for _, a := range agents {
+			if a.Online(offlineAfter) {
+				listed = append(listed, a.Devices...)
+			}
+		}
+		if why := sel.NotReadyReason(listed); why != "" {
+			return "waiting for " + want + " (" + why + ")"
+		}
 		return "waiting for " + want
 	case draining == matching:
 		return "waiting for " + want + " (every matching phone is on a draining agent)"

@@ -42,6 +42,7 @@ func TestWaitReason(t *testing.T) {
 		"slots full":       {protocol.DeviceSelector{Serial: "A2"}, []coordinator.Agent{online("a", 1, false, p("A1"), p("A2"))}, []coordinator.Job{busy("a/b", "A1")}, "waiting for phone serial=A2 (every agent with a matching phone is at its slot limit)"},
 		"draining":         {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1"))}, nil, "waiting for any phone (every matching phone is on a draining agent)"},
 		"one of two free":  {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1")), online("c", 1, false, p("C1"))}, nil, ""},
+		"unauthorized":     {protocol.DeviceSelector{Serial: "U1"}, []coordinator.Agent{online("a", 1, false, p("A1"), protocol.Device{Serial: "U1", State: "unauthorized"})}, nil, "waiting for phone serial=U1 (phone U1 is unauthorized: " + protocol.StateFix("unauthorized") + ")"},
 		"busy or draining": {protocol.DeviceSelector{}, []coordinator.Agent{online("a", 1, true, p("A1")), online("c", 2, false, p("C1"))}, []coordinator.Job{busy("c/b", "C1")}, "waiting for any phone (every matching phone is busy)"},
 	} {
 		if got := coordinator.WaitReason(tc.sel, tc.agents, tc.running, off); got != tc.want {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Job event types (docs/api-events.md). They are derived from the accepted
+// Job event types (docs/api.md, "Events"). They are derived from the accepted
 // rows of write_events joined with the job, so an event's id is the
 // write_events id and a stream resumes exactly after the last id it gave.
 const (
@@ -48,7 +48,7 @@ type EventQuery struct {
 	Limit int
 	// All returns every write_events row after AfterID, the rows that are
 	// no job event included (with Type ""), and rows of unknown jobs: the
-	// broker uses it to see every id (it settles gaps, docs/api-events.md).
+	// broker uses it to see every id (it settles gaps, docs/api.md, "Events").
 	// JobID and Projects must be empty with All.
 	All bool
 }
@@ -248,7 +248,7 @@ func CheckJobEvent(e JobEvent) error {
 }
 
 // EventStore reads job events and records the ones that are not fenced
-// writes. Both stores implement it (docs/api-events.md).
+// writes. Both stores implement it (docs/api.md, "Events").
 type EventStore interface {
 	// Events lists events oldest first (by id) as q selects them.
 	Events(ctx context.Context, q EventQuery) ([]Event, error)

@@ -19,7 +19,7 @@ type Presigner interface {
 	PresignPut(ctx context.Context, key string, headers http.Header, expiry time.Duration) (string, error)
 	// PresignGet returns a URL for GETs of key, valid for expiry: how a
 	// researcher downloads an artifact without holding storage keys
-	// (docs/api-events.md).
+	// (docs/api.md, "Artifacts").
 	PresignGet(ctx context.Context, key string, expiry time.Duration) (string, error)
 	// Check reports whether the bucket is reachable with the credentials.
 	Check(ctx context.Context) error

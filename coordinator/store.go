@@ -80,7 +80,7 @@ func (f Failure) Outcome() string {
 	switch {
 	case f.Cause == protocol.CauseDeadline:
 		return StatusTimedOut
-	case strings.HasPrefix(f.Reason, ReasonNeedsDecision):
+	case f.Cause == protocol.CauseNeedsDecision, strings.HasPrefix(f.Reason, ReasonNeedsDecision):
 		return StatusNeedsDecision
 	case f.Class == protocol.FailClassInfrastructure, f.Class == "" && f.Requeue:
 		return OutcomeRetry

@@ -90,3 +90,49 @@ func (s DeviceSelector) Describe() string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// StateFix says what to do about a phone in state so that it can take jobs
+// again, for people ("" for DeviceReady). The agent's step errors
+// (docs/capture.md, What the agent sees) give the same fixes.
+func StateFix(state string) string {
+	switch state {
+	case DeviceReady:
+		return ""
+	case DeviceUnauthorized:
+		return "unlock it and accept the USB debugging prompt (tick \"Always allow from this computer\"); authorised before? the agent's adb server must use the key the phone accepted (~/.android/adbkey of the user the agent runs as, or ADB_VENDOR_KEYS)"
+	case DeviceNoPermissions:
+		return "the agent's user may not open its USB device: add a udev rule for the phone and replug it"
+	case DeviceOffline:
+		return "reconnect the USB cable (or restart adb with `adb kill-server`)"
+	}
+	return "it must be in state \"device\"; check it with `adb devices`"
+}
+
+// NotReadyReason explains why no phone can take a job with selector s when
+// phones that fit it (Fits) are listed but none is in state DeviceReady:
+// "phone R58M12 is unauthorized: unlock it and accept …", naming each
+// state once with its fix (the first phone in serial order for each). It
+// returns "" when no listed phone fits s, or one that fits is ready.
+func (s DeviceSelector) NotReadyReason(listed []Device) string {
+	var fit []Device
+	for _, d := range listed {
+		if !s.Fits(d) {
+			continue
+		}
+		if d.State == DeviceReady {
+			return ""
+		}
+		fit = append(fit, d)
+	}
+	sort.Slice(fit, func(i, j int) bool { return fit[i].Serial < fit[j].Serial })
+	var parts []string
+	seen := map[string]bool{}
+	for _, d := range fit {
+		if seen[d.State] {
+			continue
+		}
+		seen[d.State] = true
+		parts = append(parts, "phone "+d.Serial+" is "+d.State+": "+StateFix(d.State))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/edgeagent/edgeagent/protocol"
@@ -43,5 +44,28 @@ func TestReadyDevices(t *testing.T) {
 	devs := protocol.ReadyDevices([]protocol.Device{{Serial: "b", State: "device"}, {Serial: "a", State: "device"}, {Serial: "c", State: "offline"}, {State: "device"}})
 	if len(devs) != 2 || devs[0].Serial != "a" || devs[1].Serial != "b" {
 		t.Errorf("ReadyDevices = %+v", devs)
+	}
+}
+
+// TestNotReadyReason: a job whose only fitting phone is unauthorized is
+// told so, with the fix; a ready phone or no fitting phone gives "".
+func TestNotReadyReason(t *testing.T) {
+	listed := []protocol.Device{
+		{Serial: "B2", State: protocol.DeviceOffline, Tags: []string{"eu"}},
+		{Serial: "A1", State: protocol.DeviceUnauthorized, Tags: []string{"eu"}},
+		{Serial: "C3", State: protocol.DeviceReady, Tags: []string{"us"}},
+	}
+	got := protocol.DeviceSelector{Serial: "A1"}.NotReadyReason(listed)
+	if !strings.HasPrefix(got, "phone A1 is unauthorized: unlock it and accept the USB debugging prompt") || !strings.Contains(got, "ADB_VENDOR_KEYS") {
+		t.Errorf("reason for the unauthorized phone = %q", got)
+	}
+	got = protocol.DeviceSelector{Tags: []string{"eu"}}.NotReadyReason(listed)
+	if !strings.HasPrefix(got, "phone A1 is unauthorized: ") || !strings.Contains(got, "; phone B2 is offline: reconnect the USB cable") {
+		t.Errorf("reason for two phones = %q", got)
+	}
+	for _, sel := range []protocol.DeviceSelector{{Serial: "C3"}, {}, {Serial: "Z9"}} {
+		if got := sel.NotReadyReason(listed); got != "" {
+			t.Errorf("%s: reason %q, want none", sel.Describe(), got)
+		}
 	}
 }

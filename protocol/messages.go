@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/edgeagent/edgeagent/fencing"
 )
@@ -20,20 +22,44 @@ const (
 	OpUIDump      = "ui_dump"
 	OpRecordStart = "record_start"
 	OpRecordStop  = "record_stop"
+	OpWake        = "wake"
+	OpUnlock      = "unlock"
+	OpOpenURL     = "open_url"
+	OpForceStop   = "force_stop"
+	OpClearData   = "clear_data"
+	OpRotate      = "rotate"
 )
+
+// Orientations of a rotate step (Step.Orientation). Portrait is the
+// phone's natural orientation; the others turn it by 90°, 180° and 270°
+// counter-clockwise; OrientationAuto lets the accelerometer decide again.
+const (
+	OrientationPortrait         = "portrait"
+	OrientationLandscape        = "landscape"
+	OrientationReversePortrait  = "reverse_portrait"
+	OrientationReverseLandscape = "reverse_landscape"
+	OrientationAuto             = "auto"
+)
+
+// Orientations lists the valid values of Step.Orientation; a fixed
+// orientation's index is Android's user_rotation (Surface.ROTATION_*).
+var Orientations = []string{OrientationPortrait, OrientationLandscape, OrientationReversePortrait, OrientationReverseLandscape, OrientationAuto}
 
 // Step is one operation of a task. Only the fields of its op are used.
 type Step struct {
-	Op         string `json:"op"`
-	Name       string `json:"name,omitempty"`    // artifact name for captures
-	Package    string `json:"package,omitempty"` // launch
-	X          int    `json:"x,omitempty"`
-	Y          int    `json:"y,omitempty"`
-	X2         int    `json:"x2,omitempty"`
-	Y2         int    `json:"y2,omitempty"`
-	DurationMS int64  `json:"duration_ms,omitempty"` // wait, swipe, long press
-	Text       string `json:"text,omitempty"`
-	Key        string `json:"key,omitempty"`
+	Op      string `json:"op"`
+	Name    string `json:"name,omitempty"`    // artifact name for captures
+	Package string `json:"package,omitempty"` // launch, force_stop, clear_data
+	URL     string `json:"url,omitempty"`     // open_url
+	// Orientation is the orientation of a rotate step (Orientations).
+	Orientation string `json:"orientation,omitempty"`
+	X           int    `json:"x,omitempty"`
+	Y           int    `json:"y,omitempty"`
+	X2          int    `json:"x2,omitempty"`
+	Y2          int    `json:"y2,omitempty"`
+	DurationMS  int64  `json:"duration_ms,omitempty"` // wait, swipe, long press
+	Text        string `json:"text,omitempty"`
+	Key         string `json:"key,omitempty"`
 	// Effect marks an input step as an effect in the world, guarded by an
 	// idempotency key (see EffectSpec and docs/effects.md).
 	Effect *EffectSpec `json:"effect,omitempty"`
@@ -82,18 +108,37 @@ func (t Task) Validate() error {
 	return validateEffects(t.Steps)
 }
 
-// CheckTypable accepts the text a text step can type: printable ASCII
-// (U+0020 to U+007E). A phone types text with adb's `input text`, which
-// cannot enter anything else, so other characters are refused when a job is
-// submitted rather than when its step runs. The error says where the first
-// other character is, without quoting the text.
+// CheckTypable accepts the text a text step can type: printable
+// characters of any script (unicode.IsPrint: letters, marks, digits,
+// punctuation, symbols and the space), in valid UTF-8. Control characters
+// (tab, newline) and invalid UTF-8 are refused: a key step sends ENTER or
+// TAB. Printable ASCII (U+0020 to U+007E) is typed with adb's `input
+// text`; anything else needs an input method on the phone that types
+// broadcast text (NeedsIME), which the agent checks when it is assigned
+// the job. The error says where the first refused character is, without
+// quoting the text.
 func CheckTypable(text string) error {
+	if !utf8.ValidString(text) {
+		return fmt.Errorf("text is not valid UTF-8")
+	}
 	for i, r := range []rune(text) {
-		if r < 0x20 || r > 0x7e {
-			return fmt.Errorf("character %d is not printable ASCII: phones type text with adb input text, which cannot type it", i+1)
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("character %d (U+%04X) is not printable: a text step types printable characters only (send ENTER or TAB with a key step)", i+1, r)
 		}
 	}
 	return nil
+}
+
+// NeedsIME reports whether text has a character outside printable ASCII,
+// which adb's `input text` cannot type: such text is typed through an
+// input method on the phone (docs/capture.md, Text beyond ASCII).
+func NeedsIME(text string) bool {
+	for _, r := range text {
+		if r < 0x20 || r > 0x7e {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidateArtifactName accepts names that are safe as the last element of an
@@ -294,6 +339,7 @@ const (
 	CauseAppNotInstalled    = "app_not_installed"   // a package the task names is missing
 	CauseAssertion          = "assertion"           // a check in the task did not hold
 	CauseStepFailed         = "step_failed"         // any other step error
+	CauseNeedsDecision      = "needs_decision"      // an effect step is in doubt: a person decides
 )
 
 // Revoke tells an agent to stop a job at once.

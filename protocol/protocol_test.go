@@ -77,22 +77,28 @@ func TestTaskValidate(t *testing.T) {
 	}
 }
 
-// TestTaskValidateText: a text step must be typable over adb (printable
-// ASCII); the error names the step and the character, not the text.
+// TestTaskValidateText: a text step types printable characters of any
+// script (Japanese included); control characters and invalid UTF-8 are
+// refused, the error naming the step and the character, not the text.
 func TestTaskValidateText(t *testing.T) {
-	ok := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: "hello world ~!"}}}
-	if err := ok.Validate(); err != nil {
-		t.Fatal(err)
+	for _, text := range []string{"hello world ~!", "grüße", "東京 ラーメン", "😀"} {
+		ok := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpText, Text: text}}}
+		if err := ok.Validate(); err != nil {
+			t.Errorf("text %q refused: %v", text, err)
+		}
 	}
-	for _, text := range []string{"grüße", "日本", "tab\there", "line\n"} {
+	if protocol.NeedsIME("hello ~") || !protocol.NeedsIME("東京") || !protocol.NeedsIME("é") {
+		t.Error("NeedsIME: want true exactly for text beyond printable ASCII")
+	}
+	for _, text := range []string{"tab\there", "line\n", "bell\a", "bad\xffutf8"} {
 		task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpLaunch, Package: "com.x"}, {Op: protocol.OpText, Text: text}}}
 		err := task.Validate()
 		if err == nil {
 			t.Errorf("text %q accepted", text)
 			continue
 		}
-		if !strings.Contains(err.Error(), "steps[1]: text: character") || !strings.Contains(err.Error(), "not printable ASCII") {
-			t.Errorf("text %q: error %q does not name the step and the character", text, err)
+		if !strings.Contains(err.Error(), "steps[1]: text:") || !strings.Contains(err.Error(), "not") {
+			t.Errorf("text %q: error %q does not name the step", text, err)
 		}
 		if strings.Contains(err.Error(), text) {
 			t.Errorf("text %q: error %q quotes the text", text, err)
@@ -100,8 +106,49 @@ func TestTaskValidateText(t *testing.T) {
 	}
 }
 
-// TestRequestErrorCodes runs a real micro service on an embedded NATS
-// server and checks that every error code maps to its sentinel.
+// TestStepValidateNewOps: wake, unlock, open_url, force_stop, clear_data
+// and rotate, with the field each needs; errors name the field.
+func TestStepValidateNewOps(t *testing.T) {
+	good := []protocol.Step{
+		{Op: protocol.OpWake},
+		{Op: protocol.OpUnlock},
+		{Op: protocol.OpOpenURL, URL: "https://example.com/search?q=%E6%9D%B1"},
+		{Op: protocol.OpOpenURL, URL: "myapp://item/42"},
+		{Op: protocol.OpOpenURL, URL: "market://details?id=com.example"},
+		{Op: protocol.OpForceStop, Package: "com.example.shop"},
+		{Op: protocol.OpClearData, Package: "com.example.shop"},
+		{Op: protocol.OpRotate, Orientation: "landscape"},
+		{Op: protocol.OpRotate, Orientation: "auto"},
+	}
+	for _, s := range good {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+	bad := map[string]struct {
+		step protocol.Step
+		want string
+	}{
+		"open_url without url":    {protocol.Step{Op: protocol.OpOpenURL}, "url: open_url needs url"},
+		"relative url":            {protocol.Step{Op: protocol.OpOpenURL, URL: "/search"}, "url: url has no scheme"},
+		"url with a space":        {protocol.Step{Op: protocol.OpOpenURL, URL: "https://example.com/a b"}, "url: url has a space"},
+		"url with a newline":      {protocol.Step{Op: protocol.OpOpenURL, URL: "https://example.com/\n"}, "control character"},
+		"https without host":      {protocol.Step{Op: protocol.OpOpenURL, URL: "https:///path"}, "needs a host"},
+		"url too long":            {protocol.Step{Op: protocol.OpOpenURL, URL: "https://e.com/" + strings.Repeat("a", 2000)}, "longer than 2000"},
+		"url does not parse":      {protocol.Step{Op: protocol.OpOpenURL, URL: "https://[::1/"}, "url: url does not parse"},
+		"force_stop without pkg":  {protocol.Step{Op: protocol.OpForceStop}, "package: force_stop needs package"},
+		"clear_data without pkg":  {protocol.Step{Op: protocol.OpClearData}, "package: clear_data needs package"},
+		"rotate without argument": {protocol.Step{Op: protocol.OpRotate}, `orientation: "" is not one of portrait, landscape`},
+		"rotate sideways":         {protocol.Step{Op: protocol.OpRotate, Orientation: "sideways"}, `orientation: "sideways" is not one of`},
+	}
+	for name, c := range bad {
+		err := c.step.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, c.want)
+		}
+	}
+}
+
 func TestRequestErrorCodes(t *testing.T) {
 	s := testenv.NATS(t)
 	nc, err := nats.Connect(s.ClientURL())

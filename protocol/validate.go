@@ -1,8 +1,14 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The rules a task and its steps follow are listed in docs/protocol.md
@@ -41,7 +47,19 @@ func (s Step) Validate() error {
 				return fmt.Errorf("%s: coordinate %d is negative", c.field, c.v)
 			}
 		}
-	case OpWait, OpScreenshot, OpUIDump, OpRecordStart, OpRecordStop:
+	case OpForceStop, OpClearData:
+		if s.Package == "" {
+			return fmt.Errorf("package: %s needs package", s.Op)
+		}
+	case OpOpenURL:
+		if err := ValidateURL(s.URL); err != nil {
+			return fmt.Errorf("url: %w", err)
+		}
+	case OpRotate:
+		if !slices.Contains(Orientations, s.Orientation) {
+			return fmt.Errorf("orientation: %q is not one of %s", s.Orientation, strings.Join(Orientations, ", "))
+		}
+	case OpWait, OpScreenshot, OpUIDump, OpRecordStart, OpRecordStop, OpWake, OpUnlock:
 	case "":
 		return fmt.Errorf("op: missing")
 	default:
@@ -61,6 +79,45 @@ func (s Step) Validate() error {
 		if err := s.validateEffect(); err != nil {
 			return fmt.Errorf("effect: %w", err)
 		}
+	}
+	return nil
+}
+
+// MaxURLLength bounds the url of an open_url step.
+const MaxURLLength = 2000
+
+var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// ValidateURL accepts the url of an open_url step: an absolute URL (a
+// scheme, then anything the scheme allows: https://host/path, a deep link
+// such as myapp://item/42, market://details?id=…) of at most MaxURLLength
+// bytes, without spaces or control characters (percent-encode them); an
+// http or https URL has a host. The error names what is wrong, without
+// quoting the URL.
+func ValidateURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("open_url needs url")
+	}
+	if len(raw) > MaxURLLength {
+		return fmt.Errorf("url of %d bytes is longer than %d", len(raw), MaxURLLength)
+	}
+	if !utf8.ValidString(raw) {
+		return fmt.Errorf("url is not valid UTF-8")
+	}
+	for i, r := range raw {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("url has a space or control character at byte %d: percent-encode it", i+1)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("url does not parse: %w", errors.Unwrap(err))
+	}
+	if u.Scheme == "" || !schemeRE.MatchString(u.Scheme) {
+		return fmt.Errorf("url has no scheme: want an absolute URL such as https://example.com/ or myapp://path")
+	}
+	if (strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https")) && u.Host == "" {
+		return fmt.Errorf("url: an %s URL needs a host", u.Scheme)
 	}
 	return nil
 }
@@ -104,6 +161,7 @@ func validateSequence(steps []Step) error {
 	for i, s := range steps {
 		prefix, ext := captureKind(s.Op)
 		name := s.Name
+		seq := i + 1
 		switch s.Op {
 		case OpRecordStart:
 			if rec >= 0 {
@@ -118,12 +176,14 @@ func validateSequence(steps []Step) error {
 			if name == "" {
 				name = steps[rec].Name
 			}
+			// Unnamed, a recording takes its record_start's number.
+			seq = rec + 1
 			rec = -1
 		}
 		if ext == "" {
 			continue
 		}
-		n := CaptureName(name, prefix, i+1, ext)
+		n := CaptureName(name, prefix, seq, ext)
 		if j, dup := names[n]; dup {
 			return fmt.Errorf("steps[%d]: artifact name %q is already produced by steps[%d]", i, n, j)
 		}

@@ -112,6 +112,8 @@ func TestCommandLine(t *testing.T) {
 		{"help unknown", []string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
 		{"unknown command", []string{"bogus"}, 2, "", `edgeagent: unknown command "bogus"`},
 		{"config without subcommand", []string{"config"}, 2, "", "Usage: edgeagent config <command>"},
+		{"config --help", []string{"config", "--help"}, 0, "Usage: edgeagent config <command>", ""},
+		{"service -h", []string{"service", "-h"}, 0, "Usage: edgeagent service <command>", ""},
 		{"unknown config subcommand", []string{"config", "check"}, 2, "", `unknown command "config check"`},
 		{"unknown flag", []string{"run", "-x"}, 2, "", "flag provided but not defined: -x"},
 		{"flag without value", []string{"config", "validate", "-c"}, 2, "", "flag needs an argument: -c"},

@@ -524,11 +524,13 @@ func (d *doctor) checkPhones(ctx context.Context) {
 	}
 }
 
+// modelSuffix shows the model as the phone reports it (getprop
+// ro.product.model): adb's device list writes its spaces as underscores.
 func modelSuffix(m string) string {
 	if m == "" {
 		return ""
 	}
-	return " (" + m + ")"
+	return " (" + strings.ReplaceAll(m, "_", " ") + ")"
 }
 
 // diskFreeOf is diskFree, replaced by tests that need a fixed answer.

@@ -158,7 +158,7 @@ func TestStatusAndDoctor(t *testing.T) {
 		"[FAIL] storage", "credentials refused", "fix: check storage.access_key",
 		"[ok  ] adb", "protocol version 41",
 		"[FAIL] phone R58M123ABC", "unauthorized", "Allow USB debugging",
-		"[ok  ] phone emulator-5554", "Pixel_7",
+		"[ok  ] phone emulator-5554", "(Pixel 7)",
 		"[FAIL] phone 0A1B2C3D", "not attached",
 		"[FAIL] status endpoint", "choose a free loopback port",
 		"check(s) failed",

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -41,8 +42,9 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 	}
 }
 
-// newAPI returns the factory of the daemon's HTTP API.
-func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger) coordinator.APIFactory {
+// newAPI returns the factory of the daemon's HTTP API, its events on
+// broker.
+func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
 		m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
@@ -53,6 +55,12 @@ func newAPI(cfg *config.Coordinator, store coordinator.Store, log zerolog.Logger
 		if opts.MCP, err = newMCP(cfg, store, m, log); err != nil {
 			return nil, err
 		}
-		return api.New(opts)
+		den := eventsOptions(&opts, cfg, store, d, broker, log)
+		h, err := api.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		den.bind(h)
+		return h, nil
 	}
 }

@@ -45,9 +45,11 @@ const (
 	MaxWait = 5 * time.Minute
 )
 
-// Waiter waits for a change of a job: Wait returns when the job changed
-// state or ended, when timeout passed (nil error either way), or with ctx's
-// error. GET /api/v1/jobs/{id}?wait=D calls it before answering.
+// Waiter waits for a job to end: Wait returns when the job is in an end
+// state or when timeout passed (nil error either way), or with ctx's
+// error. GET /api/v1/jobs/{id}?wait=D calls it before answering
+// (docs/api.md, "Waiting for the end"); edgecoord serve mounts one on its
+// event broker.
 type Waiter interface {
 	Wait(ctx context.Context, jobID string, timeout time.Duration) error
 }
@@ -317,6 +319,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Flush lets mounted streams (server-sent events) flush.
 func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

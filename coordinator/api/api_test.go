@@ -443,10 +443,15 @@ func TestMountedHandlers(t *testing.T) {
 		seen = append(seen, r.Method+" "+r.URL.Path+" "+c.Name+" "+j.ID+" "+boolStr(ok))
 		if strings.HasSuffix(r.URL.Path, "/events") {
 			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "id: 1\nevent: queued\ndata: {}\n\n")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = io.WriteString(w, `id: 1
+event: queued
+data: {"id":1,"type":"queued","job_id":"`+j.ID+`","generation":0,"at":"2026-12-01T10:00:00Z","message":"submitted"}
+
+`)
 			return
 		}
-		api.WriteJSON(w, http.StatusOK, map[string]any{"artifacts": []any{}})
+		api.WriteJSON(w, http.StatusOK, map[string]any{"job_id": j.ID, "status": "QUEUED", "generation": 0, "artifacts": []any{}})
 	})
 	waited := ""
 	e := newEnv(t, func(o *api.Options) {

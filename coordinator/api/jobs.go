@@ -162,17 +162,30 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, c Caller) (coordin
 // deny records a request for another project's job (or list) and answers
 // 403.
 func (h *Handler) deny(w http.ResponseWriter, r *http.Request, c Caller, jobID, project string) {
+	h.recordDenial(r, c, jobID, project)
+	what := "job " + jobID
+	if jobID == "" {
+		what = "jobs"
+	}
+	WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s does not cover project %s of %s; the attempt is recorded", c.Name, project, what))
+}
+
+// RecordDenial records that the caller of r (CallerFrom) was refused
+// jobID (or, "" for it, the jobs of project) because its token does not
+// cover the project, as the API's own routes record it: a handler mounted
+// in the API calls it for the refusals it makes itself, then answers 403.
+func (h *Handler) RecordDenial(r *http.Request, jobID, project string) {
+	c, _ := CallerFrom(r.Context())
+	h.recordDenial(r, c, jobID, project)
+}
+
+func (h *Handler) recordDenial(r *http.Request, c Caller, jobID, project string) {
 	if err := h.store.RecordAPIDenial(r.Context(), coordinator.APIDenial{
 		TokenName: c.Name, Method: r.Method, Route: r.URL.Path, JobID: jobID, Project: project,
 	}); err != nil {
 		h.log.Error().Err(err).Msg("api: record denial")
 	}
 	h.log.Warn().Str("token_name", c.Name).Str("method", r.Method).Str("path", r.URL.Path).Str("project", project).Msg("api: refused a request for another project")
-	what := "job " + jobID
-	if jobID == "" {
-		what = "jobs"
-	}
-	WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s does not cover project %s of %s; the attempt is recorded", c.Name, project, what))
 }
 
 // showJob is GET /api/v1/jobs/{id}, with the long poll ?wait=.

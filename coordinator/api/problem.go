@@ -25,6 +25,7 @@ const (
 	ProblemRateLimited    = "urn:edgeagent:problem:rate-limited"    // 429
 	ProblemNotImplemented = "urn:edgeagent:problem:not-implemented" // 501
 	ProblemInternal       = "urn:edgeagent:problem:internal"        // 500
+	ProblemUnavailable    = "urn:edgeagent:problem:unavailable"     // 503: a part the route needs is not configured or not running
 	ProblemUnsupported    = "urn:edgeagent:problem:unsupported-media-type"
 
 	// Sessions (docs/sessions.md).

@@ -3,5 +3,5 @@
 // them out to every subscriber, Server-Sent Events handlers for one job and
 // for a project, resumable with Last-Event-ID; a Waiter for the long-poll
 // of a job's end; and the artifact list of a job with a presigned GET URL
-// for each. docs/api-events.md describes what a client sees.
+// for each. docs/api.md (Events, Waiting for the end, Artifacts) describes what a client sees.
 package events

@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -333,6 +334,15 @@ func TestJobEventStream(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.code || resp.Header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("GET %s as %q: %s (%s) %s, want %d problem", c.path, c.projects, resp.Status, resp.Header.Get("Content-Type"), body, c.code)
+		}
+		// The API's problem document, as every route of the API answers.
+		var p api.Problem
+		path, _, _ := strings.Cut(c.path, "?")
+		if err := json.Unmarshal(body, &p); err != nil || p.Status != c.code || !strings.HasPrefix(p.Type, "urn:edgeagent:problem:") || p.Instance != path || p.Detail == "" {
+			t.Errorf("GET %s: problem %s, want the API's (type urn:edgeagent:problem:*, instance %s)", c.path, body, path)
+		}
+		if c.code == http.StatusBadRequest && p.Field == "" {
+			t.Errorf("GET %s: a 400 naming no field: %s", c.path, body)
 		}
 	}
 	if want := []string{"j1@alpha", "@alpha"}; !reflect.DeepEqual(*forbidden, want) {

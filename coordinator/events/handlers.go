@@ -1,7 +1,6 @@
 package events
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 )
 
 // AllProjects, in the projects a caller may see, stands for every project.
@@ -24,7 +24,7 @@ type Store interface {
 	ArtifactStore
 }
 
-// Handlers serve the event streams and the artifact list (docs/api-events.md).
+// Handlers serve the event streams and the artifact list (docs/api.md, "Events").
 // They authenticate nobody: Projects says which projects the caller of a
 // request may see, and the server that mounts them checks the token.
 type Handlers struct {
@@ -58,26 +58,40 @@ func (h *Handlers) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs/{id}/artifacts", h.Artifacts)
 }
 
-// Problem writes an RFC 9457 problem document.
-func Problem(w http.ResponseWriter, status int, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail,
-	})
+// fail answers r with the API's problem document (docs/api.md, "Errors"),
+// so that the errors of these routes look like every other route's: the
+// type of status, field naming the parameter at fault ("" for none).
+func fail(w http.ResponseWriter, r *http.Request, status int, field, detail string) {
+	api.WriteProblem(w, r, api.NewProblem(status, problemType(status), field, detail))
+}
+
+// problemType is the API's problem type of an HTTP status.
+func problemType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return api.ProblemInvalidRequest
+	case http.StatusUnauthorized:
+		return api.ProblemUnauthorized
+	case http.StatusForbidden:
+		return api.ProblemForbidden
+	case http.StatusNotFound:
+		return api.ProblemNotFound
+	case http.StatusServiceUnavailable:
+		return api.ProblemUnavailable
+	}
+	return api.ProblemInternal
 }
 
 // visible returns the caller's projects, nil for all; it answers 401 and
 // returns false when there is no caller.
 func (h *Handlers) visible(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	if h.Projects == nil {
-		Problem(w, http.StatusUnauthorized, "no caller")
+		fail(w, r, http.StatusUnauthorized, "", "no caller")
 		return nil, false
 	}
 	ps, ok := h.Projects(r)
 	if !ok {
-		Problem(w, http.StatusUnauthorized, "no valid token")
+		fail(w, r, http.StatusUnauthorized, "", "no valid token")
 		return nil, false
 	}
 	if slices.Contains(ps, AllProjects) {
@@ -96,40 +110,47 @@ func (h *Handlers) job(w http.ResponseWriter, r *http.Request) (coordinator.Job,
 		return coordinator.Job{}, false
 	}
 	id := r.PathValue("id")
-	j, err := h.Store.Get(r.Context(), id)
+	// Mounted in the API, the job was read and checked already.
+	j, err := coordinator.Job{}, error(nil)
+	if got, ok := api.JobFrom(r.Context()); ok && got.ID == id {
+		j = got
+	} else {
+		j, err = h.Store.Get(r.Context(), id)
+	}
 	if errors.Is(err, coordinator.ErrNotFound) {
-		Problem(w, http.StatusNotFound, fmt.Sprintf("job %q not found", id))
+		fail(w, r, http.StatusNotFound, "id", fmt.Sprintf("no job %s", id))
 		return coordinator.Job{}, false
 	}
 	if err != nil {
 		h.Log.Error().Err(err).Str("job_id", id).Msg("read job")
-		Problem(w, http.StatusInternalServerError, "reading the job failed")
+		fail(w, r, http.StatusInternalServerError, "", "reading the job failed; the coordinator's log has the cause")
 		return coordinator.Job{}, false
 	}
 	if ps != nil && !slices.Contains(ps, j.Project) {
 		if h.Forbidden != nil {
 			h.Forbidden(r, j.ID, j.Project)
 		}
-		Problem(w, http.StatusForbidden, fmt.Sprintf("job %q belongs to a project this token cannot see", id))
+		fail(w, r, http.StatusForbidden, "", fmt.Sprintf("job %s belongs to a project this token does not cover; the attempt is recorded", id))
 		return coordinator.Job{}, false
 	}
 	return j, true
 }
 
-// resumeID reads the Last-Event-ID header or the after parameter.
-func resumeID(r *http.Request) (int64, error) {
-	v, what := r.Header.Get("Last-Event-ID"), "Last-Event-ID header"
+// resumeID reads the Last-Event-ID header or the after parameter; on an
+// error it names the one at fault.
+func resumeID(r *http.Request) (int64, string, error) {
+	v, what := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
 	if v == "" {
 		v, what = r.URL.Query().Get("after"), "after"
 	}
 	if v == "" {
-		return 0, nil
+		return 0, "", nil
 	}
 	id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || id < 0 {
-		return 0, fmt.Errorf("%s: %q is not an event id (a non-negative integer)", what, v)
+		return 0, what, fmt.Errorf("%s: %q is not an event id (a non-negative integer)", what, v)
 	}
-	return id, nil
+	return id, "", nil
 }
 
 // JobEvents serves GET /api/v1/jobs/{id}/events: the job's events as
@@ -137,9 +158,9 @@ func resumeID(r *http.Request) (int64, error) {
 // the after parameter). The stream ends after the event of an end state
 // other than needs_decision.
 func (h *Handlers) JobEvents(w http.ResponseWriter, r *http.Request) {
-	after, err := resumeID(r)
+	after, field, err := resumeID(r)
 	if err != nil {
-		Problem(w, http.StatusBadRequest, err.Error())
+		fail(w, r, http.StatusBadRequest, field, err.Error())
 		return
 	}
 	j, ok := h.job(w, r)
@@ -153,9 +174,9 @@ func (h *Handlers) JobEvents(w http.ResponseWriter, r *http.Request) {
 // projects named by the project parameters (one or more), or of every
 // project the caller may see without one.
 func (h *Handlers) ProjectEvents(w http.ResponseWriter, r *http.Request) {
-	after, err := resumeID(r)
+	after, field, err := resumeID(r)
 	if err != nil {
-		Problem(w, http.StatusBadRequest, err.Error())
+		fail(w, r, http.StatusBadRequest, field, err.Error())
 		return
 	}
 	ps, ok := h.visible(w, r)
@@ -165,14 +186,14 @@ func (h *Handlers) ProjectEvents(w http.ResponseWriter, r *http.Request) {
 	want := r.URL.Query()["project"]
 	for _, p := range want {
 		if err := coordinator.CheckProject(p); err != nil {
-			Problem(w, http.StatusBadRequest, fmt.Sprintf("project: %v", err))
+			fail(w, r, http.StatusBadRequest, "project", fmt.Sprintf("project: %v", err))
 			return
 		}
 		if ps != nil && !slices.Contains(ps, p) {
 			if h.Forbidden != nil {
 				h.Forbidden(r, "", p)
 			}
-			Problem(w, http.StatusForbidden, fmt.Sprintf("project %q is not one this token can see", p))
+			fail(w, r, http.StatusForbidden, "", fmt.Sprintf("project %s is not one this token covers; the attempt is recorded", p))
 			return
 		}
 	}
@@ -192,7 +213,7 @@ func (h *Handlers) serve(w http.ResponseWriter, r *http.Request, f Filter, after
 	defer s.Close()
 	// Subscribe before answering, so a broker that is not running is a 503.
 	if err := s.Start(ctx); err != nil {
-		Problem(w, http.StatusServiceUnavailable, "the event broker is not running")
+		fail(w, r, http.StatusServiceUnavailable, "", "the event broker is not running")
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -246,7 +267,7 @@ func (h *Handlers) Artifacts(w http.ResponseWriter, r *http.Request) {
 	case "all":
 		all = true
 	default:
-		Problem(w, http.StatusBadRequest, fmt.Sprintf("generations: %q must be current or all", g))
+		fail(w, r, http.StatusBadRequest, "generations", fmt.Sprintf("generations: %q must be current or all", g))
 		return
 	}
 	j, ok := h.job(w, r)
@@ -255,15 +276,13 @@ func (h *Handlers) Artifacts(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := Artifacts(r.Context(), h.Store, h.Presigner, h.URLExpiry, j, all)
 	if errors.Is(err, ErrNoStorage) {
-		Problem(w, http.StatusServiceUnavailable, err.Error())
+		fail(w, r, http.StatusServiceUnavailable, "", err.Error())
 		return
 	}
 	if err != nil {
 		h.Log.Error().Err(err).Str("job_id", j.ID).Msg("list artifacts")
-		Problem(w, http.StatusInternalServerError, "listing the artifacts failed")
+		fail(w, r, http.StatusInternalServerError, "", "listing the artifacts failed; the coordinator's log has the cause")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(list)
+	api.WriteJSON(w, http.StatusOK, list)
 }

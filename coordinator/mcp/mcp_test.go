@@ -214,7 +214,7 @@ func TestMCPTools(t *testing.T) {
 	before := len(pc.phone.History())
 	fails(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": 999}, "element: 999 is not an index")
 	fails(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "x": 3}, "give element")
-	fails(t, cs, mcp.ToolTypeText, map[string]any{"session_id": open.SessionID, "text": "héllo"}, "text: character 2 is not printable ASCII")
+	fails(t, cs, mcp.ToolTypeText, map[string]any{"session_id": open.SessionID, "text": "a\tb"}, "text: character 2 (U+0009) is not printable")
 	fails(t, cs, mcp.ToolWait, map[string]any{"session_id": open.SessionID, "duration_ms": 0}, "duration_ms: 0 is out of range")
 	fails(t, cs, mcp.ToolScreenshot, map[string]any{"session_id": "nope"}, "no such session")
 	if n := len(pc.phone.History()); n != before {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -112,7 +113,7 @@ type swipeIn struct {
 
 type textIn struct {
 	SessionID string `json:"session_id" jsonschema:"the id open_session returned"`
-	Text      string `json:"text" jsonschema:"printable ASCII to type into the focused field (tap the field first)"`
+	Text      string `json:"text" jsonschema:"printable text to type into the focused field (tap the field first); no tab or newline (use press_key TAB or ENTER)"`
 }
 
 type keyIn struct {
@@ -149,7 +150,7 @@ func (s *Server) addTools() {
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolSwipe,
 		Description: "Swipe from x1,y1 to x2,y2 (screen pixels) over duration_ms (default 300). To scroll down a list, swipe up: from a point low on the screen to one higher up (y2 < y1)."}, s.swipe)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolTypeText,
-		Description: "Type text (printable ASCII) into the focused field; tap the field first."}, s.typeText)
+		Description: "Type text into the focused field; tap the field first. Any printable characters; text beyond ASCII needs the ADBKeyboard input method on the phone (the error says so). For tab or newline use press_key."}, s.typeText)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolPressKey,
 		Description: "Press an Android key: BACK, HOME, ENTER, DEL (backspace), APP_SWITCH, or any KEYCODE_ name or key code number."}, s.pressKey)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolLaunchApp,
@@ -495,7 +496,7 @@ func (s *Server) typeText(ctx context.Context, req *sdk.CallToolRequest, in text
 	if bad != nil {
 		return bad, nil, nil
 	}
-	return textResult("step %d: typed %d characters", r.Seq, len(in.Text)), nil, nil
+	return textResult("step %d: typed %d characters", r.Seq, utf8.RuneCountInString(in.Text)), nil, nil
 }
 
 // keyName turns BACK, back, 4 or KEYCODE_BACK into what the phone takes.

@@ -136,7 +136,8 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coor
 	return rec, nil
 }
 
-// insertJobs submits specs in tx.
+// insertJobs submits specs in tx, each with its submit event (the job's
+// queued event), as Submit does.
 func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
 	jobs := make([]coordinator.Job, 0, len(specs))
 	for _, spec := range specs {
@@ -150,10 +151,13 @@ func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]
 			notBefore = spec.NotBefore
 		}
 		j, err := scanJob(tx.QueryRow(ctx, `
-			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
-			VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (id) DO NOTHING
-			RETURNING `+jobColumns, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+			WITH ins AS (
+				INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
+				VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (id) DO NOTHING
+				RETURNING `+jobColumns+`
+			), ev AS (`+submitEventSQL+`)
+			SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
 		}

@@ -22,7 +22,7 @@ const submitEventSQL = `
 	SELECT id, '` + coordinator.VerbSubmit + `', '', 0, true, submitted_by FROM ins`
 
 // eventSelect reads write_events rows with what their job says about them
-// (docs/api-events.md): ended is true on the last accepted row of an
+// (docs/api.md, "Events"): ended is true on the last accepted row of an
 // ending verb of a finished job.
 var eventSelect = `
 	SELECT w.id, w.job_id, w.verb, w.owner, w.generation, w.accepted, w.at, w.detail,

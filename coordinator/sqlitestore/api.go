@@ -168,7 +168,8 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coor
 	return rec, nil
 }
 
-// insertJobs submits specs in tx.
+// insertJobs submits specs in tx, each with its submit event (the job's
+// queued event), as Submit does.
 func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
 	jobs := make([]coordinator.Job, 0, len(specs))
 	for _, spec := range specs {
@@ -190,6 +191,10 @@ func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([
 			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
 		}
 		if err != nil {
+			return nil, fmt.Errorf("submit job %s: %w", id, err)
+		}
+		// The job's queued event, as Submit records it.
+		if err := recordDetail(ctx, tx, id, coordinator.VerbSubmit, "", 0, true, p.SubmittedBy); err != nil {
 			return nil, fmt.Errorf("submit job %s: %w", id, err)
 		}
 		jobs = append(jobs, j)

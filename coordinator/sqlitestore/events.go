@@ -14,7 +14,7 @@ import (
 var _ coordinator.EventStore = (*Store)(nil)
 
 // eventSelect reads write_events rows with what their job says about them
-// (docs/api-events.md): ended is 1 on the last accepted row of an ending
+// (docs/api.md, "Events"): ended is 1 on the last accepted row of an ending
 // verb of a finished job.
 var eventSelect = `
 	SELECT w.id, w.job_id, w.verb, w.owner, w.generation, w.accepted, w.at, w.detail,

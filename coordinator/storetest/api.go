@@ -160,6 +160,17 @@ func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 	if err != nil || len(jobs) != 2 || jobs[0].Project != "q" || jobs[0].SubmittedBy != "alice" {
 		t.Fatalf("submit all: %+v, %v", jobs, err)
 	}
+	// Jobs submitted through the API have their queued event, as those of
+	// Submit do (docs/api.md, "Events"); the failed batch none.
+	for _, id := range append(ids, jobs[0].ID, jobs[1].ID) {
+		evs := listEvents(t, s, coordinator.EventQuery{JobID: id})
+		if len(evs) != 1 || evs[0].Type != coordinator.EventQueued || evs[0].Project == "" {
+			t.Errorf("events of %s submitted through the API: %+v, want one queued", id, evs)
+		}
+	}
+	if evs := listEvents(t, s, coordinator.EventQuery{}); len(evs) != 5 {
+		t.Errorf("%d events after 5 jobs submitted and a failed batch, want 5: %+v", len(evs), evs)
+	}
 }
 
 func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {

@@ -233,10 +233,10 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	// and interactive jobs outside a session, which nothing would send
 	// steps to.
 	unicode := testTask()
-	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße"})
+	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße\tnext"})
 	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-unicode", Task: unicode})
-	if err == nil || !strings.Contains(err.Error(), "steps[3]: text:") || !strings.Contains(err.Error(), "not printable ASCII") {
-		t.Fatalf("submit of non-ASCII text: err = %v, want a refusal naming steps[3]", err)
+	if err == nil || !strings.Contains(err.Error(), "steps[3]: text:") || !strings.Contains(err.Error(), "is not printable") {
+		t.Fatalf("submit of text with a tab: err = %v, want a refusal naming steps[3]", err)
 	}
 	interactive := testTask()
 	interactive.Interactive = true

@@ -364,6 +364,11 @@ func (a *App) group(prefix string) []*Command {
 // unknown reports a command line that names no command.
 func (a *App) unknown(args []string) error {
 	if group := a.group(args[0]); len(group) > 0 {
+		if len(args) > 1 && isHelp(args[1]) {
+			// "job --help" asks for the group's help.
+			a.groupUsage(a.Stdout, args[0], group)
+			return nil
+		}
 		if len(args) > 1 {
 			fmt.Fprintf(a.Stderr, "%s: unknown command %q\n", a.Name, args[0]+" "+args[1])
 		}
@@ -373,6 +378,15 @@ func (a *App) unknown(args []string) error {
 	fmt.Fprintf(a.Stderr, "%s: unknown command %q\n\n", a.Name, args[0])
 	a.usage(a.Stderr)
 	return Exit(ExitUsage)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // help prints the help asked for on standard output.

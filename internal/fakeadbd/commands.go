@@ -282,9 +282,23 @@ func (p *Phone) pm(out, errw io.Writer, args []string) int {
 		}
 		fmt.Fprintf(out, "package:/data/app/%s/base.apk\n", args[1])
 		return 0
+	case len(args) == 2 && args[0] == "clear":
+		if !p.sim.Installed(args[1]) {
+			fmt.Fprintln(out, "Failed")
+			return 1
+		}
+		if err := p.sim.ClearData(context.Background(), args[1]); err != nil {
+			fmt.Fprintf(errw, "Error: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(out, "Success")
+		return 0
 	case len(args) >= 2 && args[0] == "list" && args[1] == "packages":
 		filter := safeArg(args, 2)
 		names := append([]string{capture.SimLauncher}, p.opts.Packages...)
+		if p.opts.IME {
+			names = append(names, capture.IMEPackage)
+		}
 		slices.Sort(names)
 		for _, n := range slices.Compact(names) {
 			if strings.Contains(n, filter) {
@@ -293,7 +307,7 @@ func (p *Phone) pm(out, errw io.Writer, args []string) int {
 		}
 		return 0
 	}
-	fmt.Fprintln(errw, "usage: pm path PACKAGE | pm list packages [FILTER]")
+	fmt.Fprintln(errw, "usage: pm path PACKAGE | pm clear PACKAGE | pm list packages [FILTER]")
 	return 1
 }
 

@@ -7,9 +7,13 @@
 // in flight per stream until its OKAY, and runs the services an agent uses:
 // shell: (protocol v1), shell,v2 (with exit codes), exec: and sync: (STAT,
 // RECV, SEND, DONE, QUIT). Behind them a tiny shell runs screencap (raw and
-// -p), uiautomator dump, input, monkey, pm (path, list packages),
-// screenrecord, kill, pkill, getprop and rm; Options.Packages says which apps
-// are installed. The screen is a capture.Simulated phone, so taps and launches
+// -p), uiautomator dump, input, monkey, pm (path, clear, list packages),
+// am (start of a VIEW intent, force-stop, the ADB_INPUT_B64 broadcast of
+// the ADBKeyboard input method), wm dismiss-keyguard, ime (list, enable,
+// set), settings (get, put; user_rotation turns the screen), screenrecord,
+// kill, pkill, getprop and rm; Options.Packages says which apps are
+// installed and Options.IME whether ADBKeyboard is. Distrust makes the
+// phone stop trusting the PC and reconnect as unauthorized. The screen is a capture.Simulated phone, so taps and launches
 // change what screencap returns; every input command is recorded as
 // received for tests to check. Unplug drops the connection mid-job.
 package fakeadbd

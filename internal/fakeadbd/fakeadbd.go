@@ -63,6 +63,14 @@ type Options struct {
 	// monkey launches them (capture.SimOptions.Packages): nil, every
 	// package except those starting with capture.SimMissingPrefix.
 	Packages []string
+	// IME installs the input method ADBKeyboard (capture.IMEPackage): `pm
+	// path` finds it, `ime list -s` lists it once enabled, and while it is
+	// the current input method an ADB_INPUT_B64 broadcast types its
+	// decoded text (IMETexts).
+	IME bool
+	// Locked starts the phone with its screen off and a keyguard without
+	// a PIN (capture.SimOptions.Locked).
+	Locked bool
 }
 
 // InputEvent is one input command as the phone received it, after the
@@ -85,17 +93,24 @@ type Phone struct {
 	mu        sync.Mutex
 	conns     map[net.Conn]bool
 	unplugged bool
-	closed    bool
-	inputs    []InputEvent
-	commands  []string
-	signals   []string
-	files     map[string][]byte
-	procs     map[int]*proc
-	nextPID   int
-	dumps     int
-	shots     int64
-	lastFrame *image.RGBA
-	services  []string
+	// distrusted: Distrust was called; the phone answers as unauthorized.
+	distrusted bool
+	closed     bool
+	inputs     []InputEvent
+	commands   []string
+	signals    []string
+	files      map[string][]byte
+	procs      map[int]*proc
+	nextPID    int
+	dumps      int
+	shots      int64
+	lastFrame  *image.RGBA
+	services   []string
+	// Input methods: enabled ones and the current one (ime, settings).
+	imeEnabled map[string]bool
+	imeCurrent string
+	imeTexts   []string
+	settings   map[string]string // "namespace key" → value
 }
 
 // Start listens on a free loopback port outside 5555-5585 (the range the
@@ -145,8 +160,11 @@ func Start(opts Options) (*Phone, error) {
 		nextPID: 4000,
 		sim: capture.NewSimulated(capture.SimOptions{
 			Serial: ln.Addr().String(), Model: opts.Model, Width: opts.Width, Height: opts.Height,
-			Packages: opts.Packages,
+			Packages: opts.Packages, IME: opts.IME, Locked: opts.Locked,
 		}),
+		imeEnabled: map[string]bool{latinIME: true},
+		imeCurrent: latinIME,
+		settings:   map[string]string{"system accelerometer_rotation": "1", "system user_rotation": "0"},
 	}
 	p.wg.Go(p.accept)
 	return p, nil
@@ -159,7 +177,28 @@ func (p *Phone) Addr() string { return p.ln.Addr().String() }
 func (p *Phone) Serial() string { return p.Addr() }
 
 // Unauthorized reports whether the phone was started in unauthorized mode.
-func (p *Phone) Unauthorized() bool { return p.opts.Unauthorized }
+func (p *Phone) Unauthorized() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.Unauthorized || p.distrusted
+}
+
+// Distrust makes the phone stop trusting the PC, as a wireless phone that
+// reconnects and asks again: it drops every connection and, from then on,
+// answers like a phone started with Options.Unauthorized, so adb lists it
+// as "unauthorized" once it has connected again.
+func (p *Phone) Distrust() {
+	p.mu.Lock()
+	p.distrusted = true
+	for c := range p.conns {
+		c.Close()
+	}
+	procs := p.procsLocked()
+	p.mu.Unlock()
+	for _, pr := range procs {
+		pr.signal("KILL")
+	}
+}
 
 // Sim is the simulated phone behind the screen.
 func (p *Phone) Sim() *capture.Simulated { return p.sim }
@@ -367,7 +406,7 @@ func (s *session) serve() {
 				s.maxData = m.Arg1
 			}
 			s.skipChecksum.Store(m.Arg0 >= VersionSkipChecksum)
-			if s.p.opts.Unauthorized {
+			if s.p.Unauthorized() {
 				if s.sendToken() != nil {
 					return
 				}
@@ -380,7 +419,7 @@ func (s *session) serve() {
 		case CmdAUTH:
 			// Unauthorized mode: reject every signature with a new token and
 			// leave a public key unanswered (the user never accepts).
-			if s.p.opts.Unauthorized && m.Arg0 == AuthSignature {
+			if s.p.Unauthorized() && m.Arg0 == AuthSignature {
 				if s.sendToken() != nil {
 					return
 				}
@@ -734,8 +773,13 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 		if !p.sleep(env.st, p.opts.InputDelay) {
 			return 130
 		}
-		fmt.Fprintln(out, "Starting: Intent { }")
-		return 0
+		return p.am(ctx, out, errw, args[1:])
+	case "wm":
+		return p.wm(ctx, out, errw, args[1:])
+	case "ime":
+		return p.ime(out, errw, args[1:])
+	case "settings":
+		return p.settingsCmd(ctx, out, errw, args[1:])
 	case "screenrecord":
 		pid := env.pid
 		if !exec {

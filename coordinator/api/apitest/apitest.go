@@ -11,17 +11,21 @@
 //   - a request to a path the document does not have must be answered 404
 //     or 405 with a problem document.
 //
-// A stream (text/event-stream) is checked by status and headers only; its
-// body is left to the caller to read.
+// A stream (text/event-stream) is checked by status and headers when it
+// starts, then frame by frame as the caller reads it: each frame's data
+// must be an Event of the document (components.schemas.Event) whose id and
+// type are the frame's.
 package apitest
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +79,7 @@ type Transport struct {
 	Base http.RoundTripper
 	t    testing.TB
 	r    routers.Router
+	doc  *openapi3.T
 
 	mu    sync.Mutex
 	count int
@@ -83,11 +88,11 @@ type Transport struct {
 // NewTransport returns a checking transport over base (nil: the default).
 func NewTransport(t testing.TB, base http.RoundTripper) *Transport {
 	t.Helper()
-	_, r := Doc(t)
+	d, r := Doc(t)
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{Base: base, t: t, r: r}
+	return &Transport{Base: base, t: t, r: r, doc: d}
 }
 
 // Client returns an HTTP client whose exchanges are all checked.
@@ -167,6 +172,9 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
 			tr.t.Errorf("openapi: the response to %s does not match docs/openapi.yaml: %v", what, err)
 		}
+		if resp.StatusCode == http.StatusOK {
+			resp.Body = tr.checkEvents(what, resp.Body)
+		}
 		return resp, nil
 	}
 	rb, err := io.ReadAll(resp.Body)
@@ -191,4 +199,92 @@ func clip(b []byte) string {
 		s = s[:2000] + "…"
 	}
 	return strings.TrimSpace(s)
+}
+
+// checkEvents returns body checking, as it is read, that every frame of
+// the stream is an Event of the document.
+func (tr *Transport) checkEvents(what string, body io.ReadCloser) io.ReadCloser {
+	ref := tr.doc.Components.Schemas["Event"]
+	if ref == nil || ref.Value == nil {
+		tr.t.Errorf("openapi: docs/openapi.yaml has no Event schema for the stream of %s", what)
+		return body
+	}
+	return &eventChecker{body: body, schema: ref.Value, report: func(format string, args ...any) {
+		tr.t.Errorf("openapi: an event of %s does not match docs/openapi.yaml: "+format, append([]any{what}, args...)...)
+	}}
+}
+
+// eventChecker passes a stream through and checks each complete frame.
+type eventChecker struct {
+	body   io.ReadCloser
+	schema *openapi3.Schema
+	report func(format string, args ...any)
+	line   []byte   // the line being read
+	frame  []string // the lines of the frame being read
+}
+
+func (c *eventChecker) Read(p []byte) (int, error) {
+	n, err := c.body.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			c.line = append(c.line, b)
+			continue
+		}
+		line := strings.TrimSuffix(string(c.line), "\r")
+		c.line = c.line[:0]
+		if line != "" {
+			c.frame = append(c.frame, line)
+			continue
+		}
+		c.check(c.frame)
+		c.frame = c.frame[:0]
+	}
+	return n, err
+}
+
+func (c *eventChecker) Close() error { return c.body.Close() }
+
+// check checks one frame: comments and retry lines pass; a frame with data
+// needs an id, and its data is an Event with that id and the event name
+// as its type.
+func (c *eventChecker) check(lines []string) {
+	var id, name, data string
+	hasData := false
+	for _, l := range lines {
+		field, value, _ := strings.Cut(l, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "":
+			// a comment
+		case "id":
+			id = value
+		case "event":
+			name = value
+		case "data":
+			data += value
+			hasData = true
+		case "retry":
+		default:
+			c.report("unknown field %q in frame %q", field, strings.Join(lines, "\n"))
+		}
+	}
+	if !hasData {
+		return
+	}
+	var v any
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		c.report("data is not JSON (%v): %s", err, clip([]byte(data)))
+		return
+	}
+	if err := c.schema.VisitJSON(v, openapi3.MultiErrors()); err != nil {
+		c.report("%v\ndata: %s", err, clip([]byte(data)))
+		return
+	}
+	m, _ := v.(map[string]any)
+	if got := fmt.Sprint(m["type"]); name != got {
+		c.report("event: %q, but the data's type is %q", name, got)
+	}
+	if num, ok := m["id"].(float64); !ok || id != strconv.FormatInt(int64(num), 10) {
+		c.report("id: %q, but the data's id is %v", id, m["id"])
+	}
 }

@@ -81,3 +81,50 @@ func TestTransportCatchesDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportChecksEvents: each frame of an event stream is checked as
+// it is read: an Event of the document passes; data missing a required
+// member, an undocumented member, or an id or type other than the frame's
+// is reported.
+func TestTransportChecksEvents(t *testing.T) {
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	ev := `{"id":7,"type":"queued","job_id":"j1","project":"lab","generation":0,"at":"2026-12-01T10:04:05Z","message":"submitted by alice"}`
+	head := "retry: 2000\n: stream open\n\n"
+	for _, c := range []struct {
+		name, body, want string
+	}{
+		{"matches", head + "id: 7\nevent: queued\ndata: " + ev + "\n\n: heartbeat\n\n", ""},
+		{"missing member", "id: 7\nevent: queued\ndata: " + strings.Replace(ev, `"message":"submitted by alice"`, `"detail":"x"`, 1) + "\n\n", "message"},
+		{"undocumented member", "id: 7\nevent: queued\ndata: " + strings.Replace(ev, `"id":7`, `"id":7,"colour":1`, 1) + "\n\n", "colour"},
+		{"other id", "id: 8\nevent: queued\ndata: " + ev + "\n\n", "the data's id"},
+		{"other type", "id: 7\nevent: granted\ndata: " + ev + "\n\n", "the data's type"},
+		{"not json", "id: 7\nevent: queued\ndata: {\n\n", "not JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{TB: t}
+			body = c.body
+			client := &http.Client{Transport: NewTransport(rec, nil)}
+			req, _ := http.NewRequest("GET", srv.URL+"/api/v1/jobs/j1/events", nil)
+			req.Header.Set("Authorization", "Bearer x")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != c.body {
+				t.Errorf("body %q reached the caller, want %q", got, c.body)
+			}
+			errs := strings.Join(rec.errs, "\n")
+			if c.want == "" && errs != "" || c.want != "" && !strings.Contains(errs, c.want) {
+				t.Errorf("reported %q, want %q", errs, c.want)
+			}
+		})
+	}
+}
