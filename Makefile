@@ -51,7 +51,7 @@ vet:
 FUZZ_TARGETS := \
 	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol:FuzzDecodeReply \
 	./config:FuzzParseAgent ./config:FuzzParseCoordinator \
-	./coordinator:FuzzHandlers ./coordinator/api:FuzzHandlers ./coordinator/session:FuzzSessionHandler \
+	./coordinator:FuzzHandlers ./coordinator/api:FuzzHandlers ./coordinator/session:FuzzSessionHandler ./coordinator/mcp:FuzzParseElements \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \

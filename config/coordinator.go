@@ -165,6 +165,10 @@ type CoordinatorAPI struct {
 	// Retry-After. Defaults 20 and 40.
 	Rate  int `yaml:"rate" json:"rate"`
 	Burst int `yaml:"burst" json:"burst"`
+	// MCPIdleTimeout closes a session opened through the MCP endpoint
+	// (docs/mcp.md) when no tool call used it for this long, releasing its
+	// phone. Default 5m; 1s to 1h.
+	MCPIdleTimeout Duration `yaml:"mcp_idle_timeout" json:"mcp_idle_timeout"`
 }
 
 // TLS reports whether the API serves HTTPS.
@@ -188,6 +192,9 @@ func (a CoordinatorAPI) validate(ps *Problems, path string) {
 	if a.Burst < 1 {
 		ps.add(path+".burst", "must be at least 1, got %d", a.Burst)
 	}
+	if d := a.MCPIdleTimeout.Duration(); d < time.Second || d > time.Hour {
+		ps.add(path+".mcp_idle_timeout", "must be from 1s to 1h, got %s", a.MCPIdleTimeout)
+	}
 }
 
 // DefaultCoordinator returns the coordinator configuration with every
@@ -205,7 +212,7 @@ func DefaultCoordinator() *Coordinator {
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
-		API:           CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40},
+		API:           CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute)},
 	}
 }
 

@@ -293,6 +293,8 @@ func TestCoordinatorValidate(t *testing.T) {
 			"api.rate: must be a positive number of requests per second, got 0",
 			"api.burst: must be at least 1, got 0",
 		}},
+		{"api mcp idle timeout short", func(c *Coordinator) { c.API.MCPIdleTimeout = Duration(500 * time.Millisecond) }, []string{"api.mcp_idle_timeout: must be from 1s to 1h, got 500ms"}},
+		{"api mcp idle timeout long", func(c *Coordinator) { c.API.MCPIdleTimeout = Duration(2 * time.Hour) }, []string{"api.mcp_idle_timeout: must be from 1s to 1h, got 2h0m0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -313,7 +315,7 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Jobs != (CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
 		c.Metrics.Listen != "127.0.0.1:9090" ||
-		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40}) {
+		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute)}) {
 		t.Fatalf("DefaultCoordinator() = %+v", c)
 	}
 	checkProblems(t, c.Validate(), []string{"nats.url: required"})

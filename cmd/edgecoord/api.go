@@ -10,6 +10,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -46,11 +47,14 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
-		sessions, err := newSessions(cfg, store, d, log)
+		m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
 		if err != nil {
 			return nil, err
 		}
-		opts.Sessions = sessions
+		opts.Sessions = newSessions(cfg, store, m, log)
+		if opts.MCP, err = newMCP(cfg, store, m, log); err != nil {
+			return nil, err
+		}
 		den := eventsOptions(&opts, cfg, store, d, broker, log)
 		h, err := api.New(opts)
 		if err != nil {

@@ -13,15 +13,11 @@ import (
 )
 
 // newSessions returns the handler of /api/v1/sessions (docs/sessions.md)
-// for the daemon d on store, mounted in the API as api.Options.Sessions:
+// over the session manager m, mounted in the API as api.Options.Sessions:
 // the caller is the API's (its projects; operate scope for everything but
 // GET), and a session of another project is refused and recorded like the
 // API's other 403s.
-func newSessions(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, log zerolog.Logger) (http.Handler, error) {
-	m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
-	if err != nil {
-		return nil, err
-	}
+func newSessions(cfg *config.Coordinator, store coordinator.Store, m *session.Manager, log zerolog.Logger) http.Handler {
 	h := session.NewHandler(m, func(r *http.Request) (session.Caller, bool) {
 		c, ok := api.CallerFrom(r.Context())
 		if !ok {
@@ -47,5 +43,5 @@ func newSessions(cfg *config.Coordinator, store coordinator.Store, d *coordinato
 		}
 		log.Warn().Str("token_name", c.Name).Str("method", r.Method).Str("path", r.URL.Path).Str("project", project).Msg("api: refused a request for another project")
 	}
-	return h, nil
+	return h
 }

@@ -6,7 +6,7 @@
 // document naming the field.
 //
 // Other packages mount their handlers in it (Options.Events, Artifacts,
-// Sessions); they run after authentication, with the caller in the
+// Sessions, MCP); they run after authentication, with the caller in the
 // request's context (CallerFrom).
 package api
 
@@ -95,7 +95,14 @@ type Options struct {
 	Artifacts http.Handler
 	// Sessions, when set, serves /api/v1/sessions and everything under it.
 	Sessions http.Handler
+	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
+	// (docs/mcp.md) for tokens with scope read; its tools check the other
+	// scopes and the projects themselves.
+	MCP http.Handler
 }
+
+// MCPPath is where Options.MCP is served.
+const MCPPath = "/mcp"
 
 // Handler serves the API under Prefix.
 type Handler struct {
@@ -180,6 +187,7 @@ func (h *Handler) routes() {
 	}
 	h.handleAny("/api/v1/sessions", coordinator.ScopeRead, sessions)
 	h.handleAny("/api/v1/sessions/", coordinator.ScopeRead, sessions)
+	h.handleAny(MCPPath, coordinator.ScopeRead, h.mount("mcp", h.opts.MCP))
 	h.handle("/api/v1/agents", route{http.MethodGet: {coordinator.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(false)}})

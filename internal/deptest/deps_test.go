@@ -88,3 +88,48 @@ func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
 		}
 	}
 }
+
+// coordinatorOnly are the modules only the coordinator serves with: the
+// agent, installed on every home PC, must not link them.
+var coordinatorOnly = []string{
+	// The MCP endpoint (coordinator/mcp, docs/mcp.md): server and client
+	// live in one package of the SDK.
+	"github.com/modelcontextprotocol/go-sdk/",
+}
+
+// TestAgentLinksNoCoordinatorOnlyPackages lists the packages edgeagent
+// links, on each release platform, and fails on a coordinator-only one;
+// it checks that edgecoord does link them, so that the list stays true.
+func TestAgentLinksNoCoordinatorOnlyPackages(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	deps := func(goos, bin string) []string {
+		cmd := exec.Command(goBin, "list", "-deps", bin)
+		cmd.Dir = "../.."
+		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("GOOS=%s go list -deps %s: %v", goos, bin, err)
+		}
+		return strings.Fields(string(out))
+	}
+	under := func(pkgs []string, prefix string) []string {
+		var hit []string
+		for _, p := range pkgs {
+			if strings.HasPrefix(p, prefix) {
+				hit = append(hit, p)
+			}
+		}
+		return hit
+	}
+	for _, goos := range []string{"linux", "windows"} {
+		agent, coord := deps(goos, "./cmd/edgeagent"), deps(goos, "./cmd/edgecoord")
+		for _, prefix := range coordinatorOnly {
+			if hit := under(agent, prefix); len(hit) > 0 {
+				t.Errorf("GOOS=%s: edgeagent links %v (coordinator only: %s)", goos, hit, prefix)
+			}
+			if len(under(coord, prefix)) == 0 {
+				t.Errorf("GOOS=%s: edgecoord links nothing under %s; update coordinatorOnly", goos, prefix)
+			}
+		}
+	}
+}

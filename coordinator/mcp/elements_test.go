@@ -1,0 +1,140 @@
+package mcp
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/png"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/capture"
+)
+
+func TestParseElements(t *testing.T) {
+	phone := capture.NewSimulated(capture.SimOptions{Width: 240, Height: 400})
+	if err := phone.Launch(t.Context(), "com.example.shop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := phone.Text(t.Context(), `a<b & "c"`); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := phone.UIDump(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	els, err := ParseElements(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var field *Element
+	for i, e := range els {
+		if e.Index != i {
+			t.Fatalf("element %d has index %d", i, e.Index)
+		}
+		if e.ResourceID == "com.example.shop:id/input" {
+			field = &els[i]
+		}
+	}
+	if field == nil || field.Text != `a<b & "c"` || !field.Clickable || field.Class != "android.widget.EditText" {
+		t.Fatalf("input field %+v in %+v", field, els)
+	}
+	if x, y := field.Centre(); x != (field.Bounds[0]+field.Bounds[2])/2 || y != (field.Bounds[1]+field.Bounds[3])/2 {
+		t.Fatalf("centre %d,%d of %v", x, y, field.Bounds)
+	}
+	// The root frame (no text, id, description, not clickable) is left out.
+	if strings.Contains(formatElements(els), "FrameLayout") {
+		t.Fatalf("the root frame is listed:\n%s", formatElements(els))
+	}
+
+	for _, tc := range []struct {
+		name, dump string
+		want       int
+		err        string
+	}{
+		{"empty bounds", `<hierarchy><node text="x" bounds="[5,5][5,9]"/></hierarchy>`, 0, ""},
+		{"bad bounds", `<hierarchy><node text="x" bounds="[a,5][9,9]"/><node text="y" bounds="[1,2][3,4]"/></hierarchy>`, 1, ""},
+		{"not xml", `<hierarchy><node text="x"`, 0, "parse ui dump"},
+	} {
+		els, err := ParseElements([]byte(tc.dump))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(els) != tc.want {
+			t.Errorf("%s: %+v, %v; want %d elements", tc.name, els, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseElements(f *testing.F) {
+	f.Add([]byte(`<hierarchy><node text="x" clickable="true" bounds="[0,0][10,10]"><node content-desc="d" bounds="[1,1][2,2]"/></node></hierarchy>`))
+	f.Add([]byte(`<node bounds="[0,0][-1,5]"/>`))
+	f.Fuzz(func(t *testing.T, dump []byte) {
+		els, err := ParseElements(dump)
+		if err != nil {
+			return
+		}
+		if len(els) > MaxElements {
+			t.Fatalf("%d elements", len(els))
+		}
+		for i, e := range els {
+			if e.Index != i || e.Bounds[2] <= e.Bounds[0] || e.Bounds[3] <= e.Bounds[1] {
+				t.Fatalf("element %d: %+v", i, e)
+			}
+		}
+	})
+}
+
+func TestScalePNG(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	for y := range 30 {
+		for x := range 40 {
+			c := color.RGBA{0, 0, 0, 255}
+			if x >= 20 {
+				c = color.RGBA{255, 255, 255, 255}
+			}
+			img.Set(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	out, w, h, err := scalePNG(buf.Bytes(), 10)
+	if err != nil || w != 10 || h != 7 {
+		t.Fatalf("scaled to %dx%d, %v; want 10x7", w, h, err)
+	}
+	got, err := png.Decode(bytes.NewReader(out))
+	if err != nil || got.Bounds().Dx() != 10 || got.Bounds().Dy() != 7 {
+		t.Fatalf("decoded %v, %v", got.Bounds(), err)
+	}
+	if r, _, _, _ := got.At(0, 0).RGBA(); r != 0 {
+		t.Fatalf("left pixel %v, want black", got.At(0, 0))
+	}
+	if r, _, _, _ := got.At(9, 0).RGBA(); r != 0xffff {
+		t.Fatalf("right pixel %v, want white", got.At(9, 0))
+	}
+	// No scaling asked, or the image is already narrow enough: as it is.
+	for _, mw := range []int{0, 40, 100} {
+		if same, w, h, err := scalePNG(buf.Bytes(), mw); err != nil || w != 40 || h != 30 || !bytes.Equal(same, buf.Bytes()) {
+			t.Fatalf("max width %d: %dx%d, %v", mw, w, h, err)
+		}
+	}
+	if _, _, _, err := scalePNG([]byte("not a png"), 10); err == nil || !strings.Contains(err.Error(), "decode screenshot") {
+		t.Fatalf("not a png: %v", err)
+	}
+}
+
+func TestKeyName(t *testing.T) {
+	for in, want := range map[string]string{
+		"back": "KEYCODE_BACK", "HOME": "KEYCODE_HOME", "KEYCODE_ENTER": "KEYCODE_ENTER", "keycode_del": "KEYCODE_DEL",
+		"4": "4", " app_switch ": "KEYCODE_APP_SWITCH", "": "",
+	} {
+		if got := keyName(in); got != want {
+			t.Errorf("keyName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

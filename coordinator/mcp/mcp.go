@@ -1,0 +1,334 @@
+// Package mcp serves the coordinator's phones to AI clients over the Model
+// Context Protocol (docs/mcp.md): a Streamable HTTP endpoint mounted in the
+// HTTP API (api.Options.MCP), behind its bearer tokens, whose tools open a
+// session on a phone (coordinator/session), look at its screen and act on
+// it. Every tool call on a session is one fenced step through the session
+// manager, so it lands in the job's operation log with its captures; a
+// call on a session whose lease moved answers a tool error naming the
+// generation and the last step, and is never retried on another phone.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/session"
+)
+
+// ProjectTagPrefix starts the phone tag that gives a phone to a project:
+// a phone tagged "project:lab" is listed to, and opened for, tokens of
+// project lab only (docs/mcp.md, "Which phones a token sees").
+const ProjectTagPrefix = "project:"
+
+// Defaults of Options.
+const (
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultClientTimeout closes an MCP client's session (and the phone
+	// sessions it opened) when it made no request for this long.
+	DefaultClientTimeout = time.Hour
+	// MaxArtifactBytes bounds a capture the endpoint reads back from
+	// storage (a screenshot, a UI dump).
+	MaxArtifactBytes = 32 << 20
+)
+
+// Store is what the endpoint reads of the coordinator's store
+// (coordinator.Store has it).
+type Store interface {
+	Agents(ctx context.Context) ([]coordinator.Agent, error)
+	ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error)
+}
+
+// Denials records refused requests (coordinator.APIStore has it).
+type Denials interface {
+	RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error
+}
+
+// Options configures the endpoint.
+type Options struct {
+	Sessions *session.Manager
+	Store    Store
+	// OfflineAfter: an agent silent this long lists no phones (default
+	// 15s, as agents.offline_after).
+	OfflineAfter time.Duration
+	// IdleTimeout closes a session opened through the endpoint when no
+	// tool call used it for this long (api.mcp_idle_timeout).
+	IdleTimeout time.Duration
+	// ClientTimeout closes an MCP client's session after this long
+	// without a request; default DefaultClientTimeout.
+	ClientTimeout time.Duration
+	// HTTPClient reads captures back through their presigned URLs;
+	// default a client with a 30s timeout.
+	HTTPClient *http.Client
+	// Denials, when set, records every tool call refused because it named
+	// a session of a project not among the token's (as the API records
+	// its 403s: edgecoord token denials, docs/api.md).
+	Denials Denials
+	// Version is the server version announced to clients.
+	Version string
+	Log     zerolog.Logger
+}
+
+// Server is the MCP endpoint. It is an http.Handler to mount behind the
+// API's authentication (api.Options.MCP).
+type Server struct {
+	opts    Options
+	log     zerolog.Logger
+	srv     *sdk.Server
+	handler http.Handler
+
+	mu       sync.Mutex
+	open     map[string]*phoneSession    // by session id
+	owners   map[*sdk.ServerSession]bool // clients whose end is watched
+	elements map[string][]Element        // of the last list_elements, by session id
+}
+
+// phoneSession is a session opened through the endpoint.
+type phoneSession struct {
+	id      string
+	project string
+	owner   *sdk.ServerSession
+
+	mu       sync.Mutex
+	busy     int
+	lastUsed time.Time
+	timer    *time.Timer
+	done     bool
+}
+
+// New returns the endpoint.
+func New(opts Options) (*Server, error) {
+	if opts.Sessions == nil {
+		return nil, errors.New("new mcp server: no session manager")
+	}
+	if opts.Store == nil {
+		return nil, errors.New("new mcp server: no store")
+	}
+	if opts.OfflineAfter <= 0 {
+		opts.OfflineAfter = 15 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.ClientTimeout <= 0 {
+		opts.ClientTimeout = DefaultClientTimeout
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{opts: opts, log: opts.Log.With().Str("component", "mcp").Logger(),
+		open: map[string]*phoneSession{}, owners: map[*sdk.ServerSession]bool{}, elements: map[string][]Element{}}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: "edgecoord", Title: "edgeagent phone fleet", Version: opts.Version},
+		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
+	s.addTools()
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+		SessionTimeout: opts.ClientTimeout,
+		// Every request carries an API token, which a page reached by DNS
+		// rebinding cannot send; the coordinator is commonly behind a
+		// reverse proxy on localhost, which the protection would refuse.
+		DisableLocalhostProtection: true,
+		Logger:                     slog.New(slog.DiscardHandler),
+	})
+	// The API authenticated the request; its caller becomes the MCP
+	// request's token info, which also binds an MCP session to the token
+	// that opened it.
+	s.handler = auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		c, ok := api.CallerFrom(r.Context())
+		if !ok {
+			return nil, fmt.Errorf("%w: the request was not authenticated", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{UserID: "token-" + strconv.FormatInt(c.TokenID, 10), Scopes: c.Scopes,
+			Expiration: time.Now().Add(24 * time.Hour), Extra: map[string]any{callerExtra: c}}, nil
+	}, nil)(h)
+	return s, nil
+}
+
+const callerExtra = "edgecoord.caller"
+
+const instructions = `Tools to drive real Android phones of an edgeagent fleet. ` +
+	`Call list_phones, then open_session to hold a phone; every other tool takes the session_id it returns. ` +
+	`Look with screenshot and list_elements, act with tap (prefer an element index from list_elements), long_press, swipe, type_text, press_key, launch_app and wait, ` +
+	`and call close_session when done so that the phone is free for others. ` +
+	`If a tool says the session was lost, the phone was taken away: nothing more runs on it; open a new session.`
+
+// ServeHTTP serves the endpoint; r must come through the API's
+// authentication (api.CallerFrom).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// callerOf is the API caller of a tool request.
+func callerOf(req *sdk.CallToolRequest) (api.Caller, bool) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return api.Caller{}, false
+	}
+	c, ok := req.Extra.TokenInfo.Extra[callerExtra].(api.Caller)
+	return c, ok
+}
+
+// sees reports whether c may use project p ("*" covers all).
+func sees(c api.Caller, p string) bool {
+	return slices.Contains(c.Projects, p) || slices.Contains(c.Projects, "*")
+}
+
+// track registers a session opened by client ss, arms its idle timer and
+// watches the client's end.
+func (s *Server) track(ss *sdk.ServerSession, info session.Info) {
+	ps := &phoneSession{id: info.ID, project: info.Project, owner: ss, lastUsed: time.Now()}
+	ps.mu.Lock()
+	ps.timer = time.AfterFunc(s.opts.IdleTimeout, func() { s.idle(ps) })
+	ps.mu.Unlock()
+	s.mu.Lock()
+	s.open[ps.id] = ps
+	watch := ss != nil && !s.owners[ss]
+	if watch {
+		s.owners[ss] = true
+	}
+	s.mu.Unlock()
+	if watch {
+		go func() {
+			_ = ss.Wait()
+			s.clientGone(ss)
+		}()
+	}
+}
+
+// idle closes ps when it was not used for the idle timeout.
+func (s *Server) idle(ps *phoneSession) {
+	ps.mu.Lock()
+	left := s.opts.IdleTimeout - time.Since(ps.lastUsed)
+	if ps.done {
+		ps.mu.Unlock()
+		return
+	}
+	if ps.busy > 0 || left > 0 {
+		if left <= 0 {
+			left = s.opts.IdleTimeout
+		}
+		ps.timer.Reset(left)
+		ps.mu.Unlock()
+		return
+	}
+	ps.mu.Unlock()
+	s.closeSession(context.Background(), ps.id, fmt.Sprintf("no tool call for %v (api.mcp_idle_timeout)", s.opts.IdleTimeout))
+}
+
+// clientGone closes the sessions the MCP client ss opened.
+func (s *Server) clientGone(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	delete(s.owners, ss)
+	var ids []string
+	for id, ps := range s.open {
+		if ps.owner == ss {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.closeSession(context.Background(), id, "the MCP client's session ended")
+	}
+}
+
+// closeSession closes session id for the endpoint and forgets it.
+func (s *Server) closeSession(ctx context.Context, id, why string) {
+	s.mu.Lock()
+	ps := s.open[id]
+	delete(s.open, id)
+	delete(s.elements, id)
+	s.mu.Unlock()
+	if ps != nil {
+		ps.mu.Lock()
+		ps.done = true
+		ps.timer.Stop()
+		ps.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	_, _, err := s.opts.Sessions.Close(ctx, id)
+	ev := s.log.Info()
+	if err != nil {
+		ev = s.log.Warn().Err(err)
+	}
+	ev.Str("session_id", id).Str("why", why).Msg("mcp: session closed")
+}
+
+// forget drops id from the sessions the endpoint tracks (it was closed or
+// found over).
+func (s *Server) forget(id string) {
+	s.mu.Lock()
+	ps := s.open[id]
+	delete(s.open, id)
+	delete(s.elements, id)
+	s.mu.Unlock()
+	if ps != nil {
+		ps.mu.Lock()
+		ps.done = true
+		ps.timer.Stop()
+		ps.mu.Unlock()
+	}
+}
+
+// tracked returns the endpoint's state of session id, nil when it was not
+// opened through the endpoint (or is over).
+func (s *Server) tracked(id string) *phoneSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[id]
+}
+
+// use marks ps busy for a call; the returned func marks the call done.
+func (ps *phoneSession) use() func() {
+	if ps == nil {
+		return func() {}
+	}
+	ps.mu.Lock()
+	ps.busy++
+	ps.mu.Unlock()
+	return func() {
+		ps.mu.Lock()
+		ps.busy--
+		ps.lastUsed = time.Now()
+		ps.mu.Unlock()
+	}
+}
+
+// fetch reads a capture back through its presigned URL.
+func (s *Server) fetch(ctx context.Context, c session.Capture) ([]byte, error) {
+	if c.URL == "" {
+		return nil, fmt.Errorf("read capture %s: the coordinator has no storage configured (storage section), so captures cannot be read back", c.Name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read capture %s: %w", c.Name, err)
+	}
+	resp, err := s.opts.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read capture %s: %w", c.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read capture %s: storage answered %s", c.Name, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxArtifactBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read capture %s: %w", c.Name, err)
+	}
+	if len(b) > MaxArtifactBytes {
+		return nil, fmt.Errorf("read capture %s: larger than %d bytes", c.Name, MaxArtifactBytes)
+	}
+	return b, nil
+}
