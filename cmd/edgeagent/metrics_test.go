@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,7 @@ devices:
 			for _, l := range labelName.FindAllStringSubmatch(m[2], -1) {
 				names = append(names, l[1])
 			}
+			slices.Sort(names) // Prometheus orders labels by name; docs need not
 			labels[m[1]] = "{" + strings.Join(names, ",") + "}"
 		}
 	}
@@ -121,6 +123,11 @@ devices:
 	} {
 		for _, m := range documentedMetrics(t, doc.file, doc.section) {
 			name, want := m[0], m[1]
+			if want != "" {
+				ls := strings.Split(strings.Trim(want, "{}"), ",")
+				slices.Sort(ls)
+				want = "{" + strings.Join(ls, ",") + "}"
+			}
 			switch {
 			case !types[name]:
 				t.Errorf("docs/%s documents %s; /metrics of edgeagent run does not serve it", doc.file, name)
