@@ -81,6 +81,7 @@ func TestDaemonServesAPIOverTLS(t *testing.T) {
 	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: zerolog.Nop(), API: func(d *coordinator.Daemon) (http.Handler, error) {
 		return api.New(api.Options{Store: store, Events: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusOK)
 			http.NewResponseController(w).Flush()
 			close(streaming)

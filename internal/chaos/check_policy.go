@@ -248,9 +248,10 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 			deadline = due
 		case deadline.Sub(due) > o.ReapInterval,
 			// An earlier deadline only ends the job sooner; the store's
-			// clock may also read the grant's statements apart when the
-			// process is starved, so twice the longest stall is allowed.
-			due.Sub(deadline) > o.ReapInterval+2*h.stalled(h.Start, h.End):
+			// clock may also read the grant's statements apart (SQLite
+			// runs them one by one), so a stop latency and twice the
+			// longest stall are allowed on that side.
+			due.Sub(deadline) > o.ReapInterval+o.StopLatency+2*h.stalled(h.Start, h.End):
 			rep.add(RuleDeadline, id, "deadline at %s, the first grant (at %s) + the timeout %s is %s",
 				ms(deadline.Sub(h.Start)), ms(grants[0].At.Sub(h.Start)), timeout, ms(due.Sub(h.Start)))
 		}
