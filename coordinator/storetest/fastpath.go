@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
 // The part of the suite for the optional fast paths of a store
@@ -212,10 +213,16 @@ func testWorkCounter(t *testing.T, s sqlstore.Lab) {
 	}
 	check("four queued", 4, 0, map[string]int{})
 	claim(t, s, "wc-0", ownerA, long)
-	claim(t, s, "wc-1", ownerA, short)
-	claim(t, s, "wc-2", ownerB, short)
+	// Leases long enough to be counted unexpired on a busy machine, then
+	// waited out.
+	const brief = 2 * time.Second
+	claim(t, s, "wc-1", ownerA, brief)
+	claim(t, s, "wc-2", ownerB, brief)
 	check("three claimed", 1, 0, map[string]int{ownerA: 2, ownerB: 1})
-	time.Sleep(expiredWait)
+	testenv.Eventually(t, 30*time.Second, "the two brief leases to expire", func() bool {
+		n, err := wc.ExpiredLeases(ctx)
+		return err == nil && n == 2
+	})
 	check("two expired", 1, 2, map[string]int{ownerA: 2, ownerB: 1})
 	if _, err := s.ReclaimExpired(ctx, 0); err != nil {
 		t.Fatal(err)
