@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "sse"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "mcp", "sse"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -62,7 +62,7 @@ type benchFlags struct {
 	stores, pgURL, dir, profile, agentCounts, agentBin string
 	inProcess, verbose                                 bool
 	stops, fenceStops, pairs, senders, commitJobs      int
-	stepTurns                                          int
+	stepTurns, mcpTurns                                int
 	sequential, rounds, roundPairs                     int
 	stopTTL, margin, commitDur, capDur, jobEvery, work time.Duration
 	idle                                               time.Duration
@@ -96,6 +96,7 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.agentBin, "agent-bin", "", "footprint: edgeagent binary (default: go build ./cmd/edgeagent)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "footprint: idle time sampled")
 	fs.IntVar(&o.stepTurns, "step-turns", 500, "step: measured turns of tap + screenshot (720×1280), one HTTP call each")
+	fs.IntVar(&o.mcpTurns, "mcp-turns", 500, "mcp: measured turns of tap + screenshot (720×1280) per way: two MCP tool calls, and the same two steps over the sessions API")
 	fs.IntVar(&o.sseWatchers, "sse-watchers", 1000, "sse: concurrent event streams")
 	fs.IntVar(&o.sseEvents, "sse-events", 200, "sse: jobs submitted (one event each)")
 	fs.DurationVar(&o.sseEvery, "sse-every", 50*time.Millisecond, "sse: time between two submits")
@@ -139,7 +140,7 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
-	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step") || slices.Contains(names, "sse"))
+	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step") || slices.Contains(names, "mcp") || slices.Contains(names, "sse"))
 	if needPG {
 		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
@@ -189,6 +190,14 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.Step(ctx, bench.StepOptions{Common: common, Drivers: drivers, Turns: o.stepTurns})
 			if r != nil {
 				bench.PrintStep(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "mcp":
+			r, err := bench.MCP(ctx, bench.MCPOptions{Common: common, Drivers: drivers, Turns: o.mcpTurns})
+			if r != nil {
+				bench.PrintMCP(stdout, r)
 			}
 			if err != nil {
 				return err

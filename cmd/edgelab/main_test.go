@@ -27,8 +27,9 @@ func TestCommandLine(t *testing.T) {
 		{"-h", []string{"-h"}, 0, "Without a\ncommand it runs the lab", ""},
 		{"help run", []string{"help", "run"}, 0, "-lease-ttl duration", ""},
 		{"help chaos", []string{"help", "chaos"}, 0, "-schedules int", ""},
-		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|step|sse|all]...", ""},
+		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|step|mcp|sse|all]...", ""},
 		{"help bench step flag", []string{"help", "bench"}, 0, "-step-turns int", ""},
+		{"help bench mcp flag", []string{"help", "bench"}, 0, "-mcp-turns int", ""},
 		{"help bench sse flag", []string{"help", "bench"}, 0, "-sse-watchers int", ""},
 		{"help bench coordinator", []string{"help", "bench", "coordinator"}, 0, "-lease-ttl duration", ""},
 		{"unknown command", []string{"bogus"}, 2, "", `edgelab: unknown command "bogus"`},
@@ -48,6 +49,20 @@ func TestBenchStep(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	for _, want := range []string{"== step", "Interactive step round trip: tap + screenshot 720×1280", "overhead p50", "sqlite  3 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchMCP runs `edgelab bench mcp` briefly, on SQLite: its table
+// comes out with both ways and their difference.
+func TestBenchMCP(t *testing.T) {
+	code, out, errOut := runLab(t, "bench", "-store", "sqlite", "-in-process", "-mcp-turns", "3", "mcp")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"== mcp", "Tool-call round trip over MCP beside the sessions API: tap + screenshot 720×1280", "sqlite  http        3 ", "sqlite  mcp         3 ", "mcp − http"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

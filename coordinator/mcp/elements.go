@@ -140,17 +140,23 @@ func formatElements(els []Element) string {
 // scalePNG returns the PNG png scaled down to at most maxWidth pixels wide
 // (keeping the aspect ratio, each pixel the average of the area it
 // covers), and the size of the result. maxWidth ≤ 0 or not smaller than
-// the image returns it as it is.
+// the image returns it as it is, reading only its header (decoding a
+// full-size screenshot would be most of a screenshot call's cost on the
+// coordinator: docs/benchmarks.md, "MCP tool-call round trip").
 func scalePNG(data []byte, maxWidth int) ([]byte, int, int, error) {
+	cfg, err := png.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("decode screenshot: %w", err)
+	}
+	if maxWidth <= 0 || maxWidth >= cfg.Width {
+		return data, cfg.Width, cfg.Height, nil
+	}
 	src, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("decode screenshot: %w", err)
 	}
 	sb := src.Bounds()
 	w, h := sb.Dx(), sb.Dy()
-	if maxWidth <= 0 || maxWidth >= w {
-		return data, w, h, nil
-	}
 	nw := maxWidth
 	nh := max(1, h*nw/w)
 	rgba := image.NewRGBA(sb)

@@ -186,3 +186,26 @@ func TestStepScenario(t *testing.T) {
 		t.Fatalf("row %+v\n%s", x, out.String())
 	}
 }
+
+func TestMCPScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := MCP(ctx, MCPOptions{Common: common(t), Turns: 4, Warmup: 1, Width: 360, Height: 640})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	PrintMCP(&out, r)
+	if len(r.Rows) != 1 {
+		t.Fatalf("%d rows:\n%s", len(r.Rows), out.String())
+	}
+	x := r.Rows[0]
+	for _, p := range []MCPWay{x.MCP, x.HTTP} {
+		if p.Turn.N != 4 || p.Tap.N != 4 || p.Shot.N != 4 || p.Phone.N != 4 || p.Turn.P50 <= 0 {
+			t.Errorf("way %+v", p)
+		}
+	}
+	if x.Turns != 4 || x.PNGBytes == 0 || x.MCP.TotalCalls != 8 || !strings.Contains(out.String(), "mcp − http") {
+		t.Fatalf("row %+v\n%s", x, out.String())
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/internal/labs3"
 )
@@ -139,26 +141,97 @@ func Step(ctx context.Context, o StepOptions) (*StepReport, error) {
 	return rep, nil
 }
 
-func stepRun(ctx context.Context, o *StepOptions, driver string) (StepRow, error) {
-	row := StepRow{Driver: driver}
+// stepEnv is the setup the step and mcp scenarios share: a coordinator
+// on the store, a real agent with one timed simulated phone, an in-process
+// S3 server, and on loopback an HTTP server with the sessions API and the
+// MCP endpoint, both behind one bearer token of project bench.
+type stepEnv struct {
+	phone  *timedPhone
+	root   string // http://host:port
+	base   string // root + session.PathPrefix
+	client *http.Client
+	close  []func()
+}
+
+// benchToken is the bearer token of the step and mcp scenarios' server.
+const benchToken = "bench-token"
+
+func (e *stepEnv) Close() {
+	for i := len(e.close) - 1; i >= 0; i-- {
+		e.close[i]()
+	}
+}
+
+// post sends body as JSON to url and decodes the reply into out.
+func (e *stepEnv) post(ctx context.Context, url string, body any, out any) error {
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// closeSession closes session id through the sessions API.
+func (e *stepEnv) closeSession(ctx context.Context, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, e.base+"/"+id, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchToken)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("close session: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New("close session: " + resp.Status)
+	}
+	return nil
+}
+
+// startStepEnv starts the shared setup on store driver; name names the
+// run's directory.
+func startStepEnv(ctx context.Context, c *Common, name, driver string, width, height int) (_ *stepEnv, err error) {
+	e := &stepEnv{}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
 	cc := CoordConfig{LeaseTTL: 30 * time.Second, ReapInterval: time.Second, ScheduleInterval: 500 * time.Millisecond,
 		HeartbeatEvery: 5 * time.Second, OfflineAfter: 15 * time.Second, LogLevel: zerolog.InfoLevel}
-	sys, err := startSystem(ctx, &o.Common, "step", driver, cc, coordInProcess)
+	sys, err := startSystem(ctx, c, name, driver, cc, coordInProcess)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	defer sys.Close()
+	e.close = append(e.close, sys.Close)
 	s3, err := labs3.Start(labs3.Options{})
 	if err != nil {
-		return row, fmt.Errorf("start s3: %w", err)
+		return nil, fmt.Errorf("start s3: %w", err)
 	}
-	defer s3.Close()
+	e.close = append(e.close, func() { s3.Close() })
 
-	// The agent: the real one, on one timed simulated phone.
-	phone := &timedPhone{Simulated: capture.NewSimulated(capture.SimOptions{Serial: "sim-step", Width: o.Width, Height: o.Height})}
+	// The agent: the real one, on one timed simulated phone, given to
+	// project bench (so the MCP endpoint lists it: docs/mcp.md).
+	e.phone = &timedPhone{Simulated: capture.NewSimulated(capture.SimOptions{Serial: "sim-step", Width: width, Height: height, Tags: []string{mcp.ProjectTagPrefix + "bench"}})}
 	inv := capture.NewInventory()
-	if err := inv.Add(phone); err != nil {
-		return row, err
+	if err := inv.Add(e.phone); err != nil {
+		return nil, err
 	}
 	cfg := config.DefaultAgent()
 	cfg.AgentID = "step-agent"
@@ -168,69 +241,77 @@ func stepRun(ctx context.Context, o *StepOptions, driver string) (StepRow, error
 	cfg.Status.Listen = ""
 	d, err := agent.NewDaemon(ctx, cfg, agent.System{Phones: inv, Log: zerolog.Nop(), Version: "bench"})
 	if err != nil {
-		return row, fmt.Errorf("start agent: %w", err)
+		return nil, fmt.Errorf("start agent: %w", err)
 	}
-	defer d.Close()
+	e.close = append(e.close, func() { d.Close() })
 	actx, stopAgent := context.WithCancel(ctx)
 	var agentDone sync.WaitGroup
 	agentDone.Go(func() { _ = d.Run(actx, actx.Done()) })
-	defer func() { stopAgent(); agentDone.Wait() }()
+	e.close = append(e.close, func() { stopAgent(); agentDone.Wait() })
 	if err := waitFor(ctx, 10*time.Second, d.Agent().Ready); err != nil {
-		return row, fmt.Errorf("agent not connected: %w", err)
+		return nil, fmt.Errorf("agent not connected: %w", err)
 	}
 
-	// The sessions API of the coordinator, on loopback.
+	// The sessions API and the MCP endpoint of the coordinator, on
+	// loopback, with the same authentication.
 	nc, err := nats.Connect(sys.NATS.ClientURL(), nats.Name("bench sessions"), nats.CustomInboxPrefix(coordinator.InboxPrefix))
 	if err != nil {
-		return row, fmt.Errorf("connect nats: %w", err)
+		return nil, fmt.Errorf("connect nats: %w", err)
 	}
-	defer nc.Close()
+	e.close = append(e.close, nc.Close)
 	pre, err := coordinator.NewS3Presigner(coordinator.S3Options{Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	if err != nil {
-		return row, err
+		return nil, err
 	}
 	mgr, err := session.New(session.Options{Store: sys.Store, Conn: nc, Presigner: pre, Kick: sys.Kick, Log: zerolog.Nop()})
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	const token = "bench-token"
-	h := session.NewHandler(mgr, func(r *http.Request) (session.Caller, bool) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
+	authorized := func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+benchToken }
+	sh := session.NewHandler(mgr, func(r *http.Request) (session.Caller, bool) {
+		if !authorized(r) {
 			return session.Caller{}, false
 		}
 		return session.Caller{Name: "bench", Projects: []string{"bench"}, CanOperate: true}, true
 	})
+	mcpSrv, err := mcp.New(mcp.Options{Sessions: mgr, Store: sys.Store, OfflineAfter: cc.OfflineAfter, IdleTimeout: 10 * time.Minute, Version: "bench", Log: zerolog.Nop()})
+	if err != nil {
+		return nil, err
+	}
+	caller := api.Caller{TokenID: 1, Name: "bench", Projects: []string{"bench"}, Scopes: []string{coordinator.ScopeRead, coordinator.ScopeOperate}}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != api.MCPPath {
+			sh.ServeHTTP(w, r)
+			return
+		}
+		if !authorized(r) {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mcpSrv.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), caller)))
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return row, err
+		return nil, err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	base := "http://" + ln.Addr().String() + session.PathPrefix
-	client := &http.Client{Timeout: time.Minute}
-	post := func(url string, body any, out any) error {
-		data, _ := json.Marshal(body)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(raw)))
-		}
-		return json.Unmarshal(raw, out)
+	e.close = append(e.close, func() { srv.Close() })
+	e.root = "http://" + ln.Addr().String()
+	e.base = e.root + session.PathPrefix
+	e.client = &http.Client{Timeout: time.Minute}
+	return e, nil
+}
+
+func stepRun(ctx context.Context, o *StepOptions, driver string) (StepRow, error) {
+	row := StepRow{Driver: driver}
+	e, err := startStepEnv(ctx, &o.Common, "step", driver, o.Width, o.Height)
+	if err != nil {
+		return row, err
 	}
+	defer e.Close()
+	base, phone := e.base, e.phone
+	post := func(url string, body any, out any) error { return e.post(ctx, url, body, out) }
 
 	var doc session.Doc
 	if err := post(base, map[string]any{"project": "bench", "idle_timeout": "10m"}, &doc); err != nil {
@@ -271,18 +352,8 @@ func stepRun(ctx context.Context, o *StepOptions, driver string) (StepRow, error
 	row.Turns = o.Turns
 	row.RoundTrip, row.Phone, row.Capture, row.Agent, row.Overhead, row.Path = rt.Summary(), ph.Summary(), shots.Summary(), ag.Summary(), over.Summary(), path.Summary()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/"+doc.ID, nil)
-	if err != nil {
+	if err := e.closeSession(ctx, doc.ID); err != nil {
 		return row, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return row, fmt.Errorf("close session: %w", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return row, errors.New("close session: " + resp.Status)
 	}
 	return row, nil
 }
