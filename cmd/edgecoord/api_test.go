@@ -29,15 +29,15 @@ type apiBinary struct {
 	bin, config, dsn string
 	base             string // http://host:port
 	client           *http.Client
-	stderr           *lockedBuffer
+	stderr           *testenv.LockedBuffer
 	cmd              *exec.Cmd
 	done             chan struct{}
 }
 
 func startAPIBinary(t *testing.T, natsURL string) *apiBinary {
 	t.Helper()
-	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	apiAddr, metrics := freeAddr(t), freeAddr(t)
+	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
+	apiAddr, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	b.base = "http://" + apiAddr
 	b.config = writeConfig(t, fmt.Sprintf(`coordinator_id: api-test
 log:

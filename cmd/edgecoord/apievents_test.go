@@ -40,8 +40,8 @@ import (
 // API and artifact storage in MinIO, on PostgreSQL and NATS at natsURL.
 func startEventsBinary(t *testing.T, natsURL string, mio testenv.MinIOServer) *apiBinary {
 	t.Helper()
-	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	apiAddr := freeAddr(t)
+	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
+	apiAddr := testenv.FreeAddr(t)
 	b.base = "http://" + apiAddr
 	b.config = writeConfig(t, fmt.Sprintf(`coordinator_id: events-test
 log:

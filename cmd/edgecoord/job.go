@@ -294,40 +294,23 @@ type generation struct {
 	Artifacts  []string  `json:"artifacts,omitempty"`
 }
 
-// generations rebuilds the history of grants from the accepted write
-// events, oldest first.
+// generations is api.Generations as job show prints it: the end of each
+// grant with why (the reclaim's or cancel's detail, the failure's class
+// and cause).
 func generations(evs []coordinator.WriteEvent) []generation {
 	var out []generation
-	end := func(gen int64, how string, at time.Time) {
-		for i := range out {
-			if out[i].Generation == gen && out[i].Ended == "" {
-				out[i].Ended, out[i].EndedAt = how, at
-			}
+	for _, g := range api.Generations(evs) {
+		v := generation{Generation: g.Generation, Owner: g.Owner, GrantedBy: g.GrantedBy, GrantedAt: g.GrantedAt, Ended: g.Ended}
+		if g.EndedAt != nil {
+			v.EndedAt = *g.EndedAt
 		}
-	}
-	for _, e := range evs {
-		if !e.Accepted {
-			continue
+		switch g.Ended {
+		case "reclaimed", "cancelled":
+			v.Ended = g.Ended + ": " + g.Detail
+		case "failed":
+			v.Ended = strings.TrimSpace("failed: " + g.Class + " " + g.Cause)
 		}
-		switch e.Verb {
-		case "claim", "reassign":
-			for i := range out {
-				if out[i].Ended == "" {
-					out[i].Ended, out[i].EndedAt = "reassigned", e.At
-				}
-			}
-			out = append(out, generation{Generation: e.Generation, Owner: e.Owner, GrantedBy: e.Verb, GrantedAt: e.At})
-		case "reclaim":
-			end(e.Generation, "reclaimed: "+e.Detail, e.At)
-		case "result":
-			end(e.Generation, "succeeded", e.At)
-		case "fail":
-			end(e.Generation, strings.TrimSpace("failed: "+e.Class+" "+e.Cause), e.At)
-		case "timeout":
-			end(e.Generation, "timed out", e.At)
-		case "cancel":
-			end(e.Generation, "cancelled: "+e.Detail, e.At)
-		}
+		out = append(out, v)
 	}
 	return out
 }

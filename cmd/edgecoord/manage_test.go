@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,35 +27,6 @@ import (
 // TestMain keeps one throwaway PostgreSQL cluster for the whole binary.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// lockedBuffer is a buffer safe for concurrent writers: the NATS client
-// reports a disconnect from its own goroutine, even after Close.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // served is an edgecoord serve process run in the test.
 type served struct {
 	config  string // config file path
@@ -76,7 +45,7 @@ func serve(t *testing.T, natsURL, store string) *served {
 // serveTTL is serve with leases of ttl.
 func serveTTL(t *testing.T, natsURL, store, ttl string) *served {
 	t.Helper()
-	s := &served{metrics: freeAddr(t)}
+	s := &served{metrics: testenv.FreeAddr(t)}
 	s.config = writeConfig(t, fmt.Sprintf(`coordinator_id: cli-test
 log:
   level: warn
@@ -100,7 +69,7 @@ metrics:
 	var (
 		wg     sync.WaitGroup
 		code   int
-		stderr lockedBuffer
+		stderr testenv.LockedBuffer
 	)
 	wg.Go(func() {
 		code = exitCode(run(ctx, []string{"serve", "-c", s.config}, io.Discard, &stderr))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,7 +75,7 @@ func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 	})
 
 	bin := testenv.Binary(t, "edgecoord")
-	apiAddr := freeAddr(t)
+	apiAddr := testenv.FreeAddr(t)
 	config := filepath.Join(t.TempDir(), "edgecoord.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, `coordinator_id: mcp-test
 log:
@@ -112,7 +111,7 @@ api:
 `, e.nats, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, leaseTTL, apiAddr, idle), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr testenv.LockedBuffer
 	cmd := exec.Command(bin, "serve", "-c", config)
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Start(); err != nil {
@@ -194,34 +193,6 @@ func (e *env) connect(name string) *sdk.ClientSession {
 	}
 	e.t.Cleanup(func() { _ = cs.Close() })
 	return cs
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// lockedBuffer is a buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (e *env) conn(name, inbox string) *nats.Conn {

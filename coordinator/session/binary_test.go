@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +31,7 @@ func newBinaryEnv(t *testing.T, leaseTTL time.Duration) *env {
 	t.Helper()
 	e, dsn, mio := baseEnv(t)
 	bin := testenv.Binary(t, "edgecoord")
-	apiAddr := freeAddr(t)
+	apiAddr := testenv.FreeAddr(t)
 	config := filepath.Join(t.TempDir(), "edgecoord.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, `coordinator_id: sessions-test
 log:
@@ -68,7 +66,7 @@ api:
 `, e.url, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, leaseTTL, apiAddr), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr testenv.LockedBuffer
 	cmd := exec.Command(bin, "serve", "-c", config)
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Start(); err != nil {
@@ -139,32 +137,4 @@ api:
 	})
 	e.client = http.DefaultClient
 	return e
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// lockedBuffer is a buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

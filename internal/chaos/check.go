@@ -295,7 +295,7 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 			st.status = stSucceeded
 		case sqlstore.VerbCancel:
 			st.status, st.owner = stFailed, ""
-		case verbTimeout:
+		case sqlstore.VerbTimeout:
 			// The reaper ends the current grant, or a job queued again
 			// after one (the event may name its last owner).
 			if !current && st.status != stQueued {

@@ -24,14 +24,9 @@ const (
 	RuleRetryCause = "retry-cause"
 )
 
-// verbTimeout is the write_events verb of the fenced transition that ends
-// a job whose deadline passed (TIMED_OUT), by the coordinator's reaper
-// (coordinator.WriteEvent: verbs fail, reclaim and timeout end an attempt).
-const verbTimeout = "timeout"
-
 // endVerbs are the write_events verbs that end an attempt and carry its
 // class and cause.
-var endVerbs = map[string]bool{sqlstore.VerbFail: true, sqlstore.VerbReclaim: true, verbTimeout: true}
+var endVerbs = map[string]bool{sqlstore.VerbFail: true, sqlstore.VerbReclaim: true, sqlstore.VerbTimeout: true}
 
 // grantEvent is one accepted grant of a job, as the store recorded it.
 type grantEvent struct {

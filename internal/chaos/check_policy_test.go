@@ -81,16 +81,16 @@ func TestCheckPolicyRules(t *testing.T) {
 		{"timed out by the reaper in time", func(b *history) {
 			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(verbTimeout, b2, 1100)
+			b.eventAt(sqlstore.VerbTimeout, b2, 1100)
 			b.h.Final.Events["j"][3].Class, b.h.Final.Events["j"][3].Cause = protocol.FailClassJob, protocol.CauseDeadline
 		}, ""},
 		{"timed out by the reaper late", func(b *history) {
 			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(verbTimeout, b2, 2500)
+			b.eventAt(sqlstore.VerbTimeout, b2, 2500)
 		}, RuleDeadline},
 		{"timeout of a token that was not current", func(b *history) {
-			b.eventAt(verbTimeout, a1, 1100)
+			b.eventAt(sqlstore.VerbTimeout, a1, 1100)
 		}, RuleStaleAccepted},
 		{"late write while the store was down", func(b *history) {
 			// No reaper could run from 900 to 1700: the bound moves by

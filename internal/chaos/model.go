@@ -10,6 +10,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -384,7 +385,7 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 			continue // no call of the coordinators named it
 		}
 		for _, e := range h.Final.Events[j] {
-			if e.Verb != verbTimeout || !e.Accepted || e.At.IsZero() {
+			if e.Verb != sqlstore.VerbTimeout || !e.Accepted || e.At.IsZero() {
 				continue
 			}
 			tok := fencing.Token{JobID: j, Owner: e.Owner, Generation: e.Generation}
