@@ -121,3 +121,12 @@ else
 	echo "systemd-analyze: installing via apt-get (package systemd)"
 	apt_install systemd systemd
 fi
+
+# --- Python 3 (examples/python/ai_loop.py is run by a test) ----------------
+if command -v python3 >/dev/null 2>&1; then
+	echo "python3: found $(command -v python3) ($(summary python3 --version))"
+else
+	echo "python3: installing via apt-get (package python3)"
+	apt_install python3 python3
+	command -v python3 >/dev/null 2>&1 || die "python3: not on PATH after apt-get install python3"
+fi
