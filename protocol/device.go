@@ -21,6 +21,11 @@ type Device struct {
 	State  string   `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
+	// Reason says why a phone in state DeviceResting or DeviceQuarantined
+	// is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// Facts are the phone's facts as last read (nil when never read).
+	Facts *PhoneFacts `json:"facts,omitempty"`
 }
 
 // Ready reports whether the phone can take a job: it has a serial and is in
@@ -104,6 +109,10 @@ func StateFix(state string) string {
 		return "the agent's user may not open its USB device: add a udev rule for the phone and replug it"
 	case DeviceOffline:
 		return "reconnect the USB cable (or restart adb with `adb kill-server`)"
+	case DeviceResting:
+		return "it is offered jobs again once it has cooled down or charged (see its reason)"
+	case DeviceQuarantined:
+		return "it stopped answering while listed: replug or reboot it, then `edgeagent status` shows it ready again"
 	}
 	return "it must be in state \"device\"; check it with `adb devices`"
 }
