@@ -33,6 +33,8 @@ type Agent struct {
 	Devices []Device `yaml:"devices" json:"devices,omitempty"`
 	// Status is the local status endpoint.
 	Status Status `yaml:"status" json:"status"`
+	// Sleep configures how the agent keeps the PC awake during jobs.
+	Sleep Sleep `yaml:"sleep" json:"sleep"`
 
 	warnings []string
 }
@@ -131,6 +133,15 @@ type Status struct {
 	Listen string `yaml:"listen" json:"listen"`
 }
 
+// Sleep configures the OS sleep inhibitor (docs/operations.md, "Sleep").
+type Sleep struct {
+	// Inhibit holds the OS's sleep inhibitor while a job runs
+	// (systemd-logind locks on Linux, SetThreadExecutionState on Windows)
+	// and hands the running jobs back when the PC sleeps anyway. Default
+	// true.
+	Inhibit bool `yaml:"inhibit" json:"inhibit"`
+}
+
 // DefaultAgent returns the agent configuration with every default filled in.
 // AgentID and NATS.URL have no default. The storage defaults to direct mode,
 // whose endpoint, bucket and credentials must be set.
@@ -149,6 +160,7 @@ func DefaultAgent() *Agent {
 		},
 		ADB:    ADB{Address: "127.0.0.1:5037", Path: "adb"},
 		Status: Status{Listen: "127.0.0.1:7070"},
+		Sleep:  Sleep{Inhibit: true},
 	}
 }
 
