@@ -86,6 +86,7 @@ type Daemon struct {
 	status net.Listener
 	lock   *StateLock
 
+	sleepM      *sleepMetrics // sleep.go
 	closePhones func()
 	recovered   uploader.RecoverReport
 	recoverErr  error
@@ -181,6 +182,9 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		return nil, err
 	}
 	ag.Store(d.agent)
+	if d.sleepM, err = newSleepMetrics(sys.Registry); err != nil {
+		return nil, err
+	}
 	// Uploads spooled by previous boots carry stale tokens: drop them.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	d.recovered, d.recoverErr = spool.Recover(rctx, d.agent.Owner())
@@ -237,6 +241,7 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 			}
 		})
 	}
+	d.startInhibitor(runCtx, &wg)
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- a.Run(runCtx) })
 
