@@ -84,10 +84,11 @@ type job struct {
 	leased    bool
 	accepting bool // interactive steps are taken
 	releasing string
+	effects   map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
+
 	// releaseCause is the release's fail cause; "" is agent_shutdown
 	// (sleep.go sets agent_sleep).
 	releaseCause string
-	effects      map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
 }
 
 // newJob returns a job whose lease guard runs from now on under parent.
