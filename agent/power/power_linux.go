@@ -19,6 +19,9 @@ const (
 	prepareForSleep = logindManager + ".PrepareForSleep"
 )
 
+// callTimeout bounds every call to logind.
+const callTimeout = 5 * time.Second
+
 // defaultDelay is logind's InhibitDelayMaxSec when the property cannot be
 // read.
 const defaultDelay = 5 * time.Second
@@ -50,7 +53,10 @@ func open(opts Options) (*impl, error) {
 	}
 	i := &impl{opts: opts, conn: conn, mgr: conn.Object(logindName, logindPath), delay: defaultDelay,
 		sigs: make(chan *dbus.Signal, 16), done: make(chan struct{})}
-	v, err := i.mgr.GetProperty(logindManager + ".InhibitDelayMaxUSec")
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var v dbus.Variant
+	err = i.mgr.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, logindManager, "InhibitDelayMaxUSec").Store(&v)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ask systemd-logind (%s) on the system bus: %w", logindName, err)
@@ -58,7 +64,7 @@ func open(opts Options) (*impl, error) {
 	if us, ok := v.Value().(uint64); ok && us > 0 {
 		i.delay = time.Duration(us) * time.Microsecond
 	}
-	if err := conn.AddMatchSignal(dbus.WithMatchObjectPath(logindPath), dbus.WithMatchInterface(logindManager),
+	if err := conn.AddMatchSignalContext(ctx, dbus.WithMatchObjectPath(logindPath), dbus.WithMatchInterface(logindManager),
 		dbus.WithMatchMember("PrepareForSleep")); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("listen for logind's PrepareForSleep: %w", err)
@@ -149,8 +155,10 @@ func (i *impl) takeLocked() error {
 
 // inhibit takes one logind lock on sleep and returns its fd.
 func (i *impl) inhibit(mode string) (*os.File, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
 	var fd dbus.UnixFD
-	if err := i.mgr.Call(logindManager+".Inhibit", 0, "sleep", i.opts.Who, i.why, mode).Store(&fd); err != nil {
+	if err := i.mgr.CallWithContext(ctx, logindManager+".Inhibit", 0, "sleep", i.opts.Who, i.why, mode).Store(&fd); err != nil {
 		return nil, fmt.Errorf("take a %s inhibitor lock on sleep from systemd-logind: %w", mode, err)
 	}
 	if fd < 0 {
