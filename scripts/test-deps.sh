@@ -3,6 +3,7 @@
 #   adb         Debian package adb
 #   PostgreSQL  Debian package postgresql (initdb, pg_ctl)
 #   MinIO       go install of the pinned server build
+#   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
 # Safe to run again: whatever is found is left alone. Works as root, or
 # through sudo when it exists.
 set -euo pipefail
@@ -120,6 +121,15 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 else
 	echo "systemd-analyze: installing via apt-get (package systemd)"
 	apt_install systemd systemd
+fi
+
+# --- dbus-daemon (the fake systemd-logind of the sleep tests) --------------
+if command -v dbus-daemon >/dev/null 2>&1; then
+	echo "dbus-daemon: found $(command -v dbus-daemon) ($(summary dbus-daemon --version))"
+else
+	echo "dbus-daemon: installing via apt-get (package dbus-daemon)"
+	apt_install dbus-daemon dbus-daemon
+	command -v dbus-daemon >/dev/null 2>&1 || die "dbus-daemon: not on PATH after apt-get install dbus-daemon"
 fi
 
 # --- Python 3 (examples/python/ai_loop.py is run by a test) ----------------
