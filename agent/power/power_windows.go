@@ -72,11 +72,17 @@ type impl struct {
 	want     bool
 	sleeping bool
 	on       bool
+	prev     uint32 // the thread's state before the last change (tests)
 }
 
 type stateReq struct {
-	on  bool
-	err chan error
+	on    bool
+	reply chan stateReply
+}
+
+type stateReply struct {
+	prev uint32
+	err  error
 }
 
 func open(opts Options) (*impl, error) {
@@ -96,10 +102,10 @@ func open(opts Options) (*impl, error) {
 	current.Store(i)
 	r, _, _ := procPowerRegister.Call(deviceNotifyCallback, uintptr(unsafe.Pointer(&subscribe)), uintptr(unsafe.Pointer(&i.notify)))
 	if r != 0 {
+		// The inhibitor still keeps the PC awake; only the hand-back
+		// before sleep is lost.
 		current.CompareAndSwap(i, nil)
-		close(i.req)
-		<-i.done
-		return nil, fmt.Errorf("register for power notices (PowerRegisterSuspendResumeNotification): %w", windows.Errno(r))
+		opts.Log.Warn().Err(windows.Errno(r)).Msg("register for power notices (PowerRegisterSuspendResumeNotification): jobs are not handed back before sleep")
 	}
 	return i, nil
 }
@@ -115,11 +121,12 @@ func (i *impl) thread() {
 		if r.on {
 			flags |= esSystemRequired
 		}
+		prev := setThreadExecutionState(flags)
 		var err error
-		if setThreadExecutionState(flags) == 0 {
+		if prev == 0 {
 			err = fmt.Errorf("SetThreadExecutionState(%#x) failed", flags)
 		}
-		r.err <- err
+		r.reply <- stateReply{prev: prev, err: err}
 	}
 }
 
@@ -128,12 +135,13 @@ func (i *impl) setLocked(on bool) error {
 	if i.on == on {
 		return nil
 	}
-	errc := make(chan error, 1)
-	i.req <- stateReq{on: on, err: errc}
-	if err := <-errc; err != nil {
-		return err
+	rc := make(chan stateReply, 1)
+	i.req <- stateReq{on: on, reply: rc}
+	r := <-rc
+	if r.err != nil {
+		return r.err
 	}
-	i.on = on
+	i.prev, i.on = r.prev, on
 	i.opts.OnHeld(on)
 	return nil
 }
