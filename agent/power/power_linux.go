@@ -44,6 +44,7 @@ type impl struct {
 	block    *os.File
 	delayFD  *os.File
 	warned   bool // a refused block lock was logged
+	closing  bool // Close was called
 }
 
 func open(opts Options) (*impl, error) {
@@ -76,6 +77,20 @@ func open(opts Options) (*impl, error) {
 
 func (i *impl) listen() {
 	defer close(i.done)
+	defer func() {
+		// The connection is gone (closed, or the bus went away): no
+		// PrepareForSleep(false) will come, so do not stay asleep.
+		i.mu.Lock()
+		sleeping, closing := i.sleeping, i.closing
+		i.sleeping = false
+		i.mu.Unlock()
+		if !closing {
+			i.opts.Log.Warn().Msg("lost the D-Bus system bus: no sleep inhibitor until the agent restarts")
+		}
+		if sleeping {
+			i.opts.Resume()
+		}
+	}()
 	for sig := range i.sigs {
 		if sig.Name != prepareForSleep || len(sig.Body) != 1 {
 			continue
@@ -189,7 +204,7 @@ func (i *impl) held() bool {
 
 func (i *impl) close() error {
 	i.mu.Lock()
-	i.want = false
+	i.want, i.closing = false, true
 	i.releaseLocked()
 	i.mu.Unlock()
 	err := i.conn.Close() // closes the signal channel: the listener ends
