@@ -20,6 +20,8 @@ var forbidden = []string{
 	"github.com/edgeagent/edgeagent/internal/bench",
 	"github.com/edgeagent/edgeagent/internal/testenv",
 	"github.com/edgeagent/edgeagent/internal/fakeadbd",
+	"github.com/edgeagent/edgeagent/internal/fakelogind",
+	"github.com/edgeagent/edgeagent/internal/winetest",
 	"github.com/edgeagent/edgeagent/internal/pgcluster",
 	"github.com/edgeagent/edgeagent/internal/securitytest",
 	"github.com/edgeagent/edgeagent/internal/deptest",
