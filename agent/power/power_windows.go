@@ -73,6 +73,7 @@ type impl struct {
 	sleeping bool
 	on       bool
 	prev     uint32 // the thread's state before the last change (tests)
+	closed   bool   // the thread is gone
 }
 
 type stateReq struct {
@@ -132,7 +133,7 @@ func (i *impl) thread() {
 
 // setLocked asks the thread for the execution state on (or off).
 func (i *impl) setLocked(on bool) error {
-	if i.on == on {
+	if i.on == on || i.closed {
 		return nil
 	}
 	rc := make(chan stateReply, 1)
@@ -169,6 +170,7 @@ func (i *impl) close() error {
 	current.CompareAndSwap(i, nil)
 	i.mu.Lock()
 	err := i.setLocked(false)
+	i.closed = true
 	close(i.req)
 	i.mu.Unlock()
 	<-i.done
