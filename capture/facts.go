@@ -407,3 +407,71 @@ func (d *ADBDevice) Facts(ctx context.Context) (protocol.PhoneFacts, error) {
 	}
 	return f, nil
 }
+
+// phoneNote is what the agent knows of a phone besides what the phone
+// says of itself: its facts as last read, and why it rests.
+type phoneNote struct {
+	facts *protocol.PhoneFacts
+	rest  string // reason it rests, "" when it does not
+}
+
+// infoLocked is d.Info() with the phone's facts, and state
+// protocol.DeviceResting with its reason while it rests and is otherwise
+// ready.
+func (inv *Inventory) infoLocked(d Device) protocol.Device {
+	info := d.Info()
+	n, ok := inv.notes[d.Serial()]
+	if !ok {
+		return info
+	}
+	if n.facts != nil {
+		f := *n.facts
+		info.Facts = &f
+	}
+	if n.rest != "" && info.State == protocol.DeviceReady {
+		info.State, info.Reason = protocol.DeviceResting, n.rest
+	}
+	return info
+}
+
+// SetFacts records the facts of the phone with serial (Devices and the
+// selectors see them); a phone not in the inventory is ignored. They are
+// forgotten when the phone is removed.
+func (inv *Inventory) SetFacts(serial string, f protocol.PhoneFacts) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if _, ok := inv.devs[serial]; !ok {
+		return
+	}
+	n := inv.notes[serial]
+	n.facts = &f
+	inv.notes[serial] = n
+	inv.signalLocked()
+}
+
+// SetResting makes the phone with serial rest with reason (docs/capture.md,
+// Resting phones): while it is otherwise ready it is listed in state
+// protocol.DeviceResting and no selector matches it. An empty reason ends
+// the rest. A phone not in the inventory is ignored.
+func (inv *Inventory) SetResting(serial, reason string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if _, ok := inv.devs[serial]; !ok {
+		return
+	}
+	n := inv.notes[serial]
+	if n.rest == reason {
+		return
+	}
+	n.rest = reason
+	inv.notes[serial] = n
+	inv.signalLocked()
+}
+
+// Changed returns a channel closed at the next change of the inventory: a
+// phone added, removed, released or changing state, facts or rest.
+func (inv *Inventory) Changed() <-chan struct{} {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.changed
+}
