@@ -14,8 +14,8 @@ import (
 // it cools towards SimAmbientC (halving its excess every SimCoolHalfLife)
 // and, plugged in, charges by SimChargePerMinute.
 const (
-	SimDrainPerOp      = 0.05
-	SimWarmPerOp       = 0.25
+	SimDrainPerOp      = 0.02
+	SimWarmPerOp       = 0.05
 	SimAmbientC        = 28.0
 	SimCoolHalfLife    = 90 * time.Second
 	SimChargePerMinute = 0.5
