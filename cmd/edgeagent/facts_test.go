@@ -71,7 +71,7 @@ func TestPhoneFactsAndRest(t *testing.T) {
 	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
 	ec := newEdgecoordCLI(t, l)
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones)+
+	cfg, statusAddr := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones)+
 		"phones:\n  facts_interval: 1s\n  rest:\n    max_temp_c: 45\n    resume_temp_c: 40\n    min_battery: 15\n    resume_battery: 30\n")
 	p := startAgentBinary(t, bin, "run", "-c", cfg)
 	serial := phone.Serial()
@@ -90,12 +90,21 @@ func TestPhoneFactsAndRest(t *testing.T) {
 			strings.Contains(show, " °C charging good, screen on unlocked, 49152 MB free, IME com.android.adbkeyboard")
 	})
 	t.Logf("agent show:\n%s", show)
+	// edgeagent status shows the same facts.
+	if out, err := exec.CommandContext(t.Context(), bin, "status", "-addr", statusAddr).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), serial+" facts: Android 13 (SDK 33), 1080x2400 420dpi, battery 7") {
+		t.Errorf("edgeagent status: %v\n%s", err, out)
+	}
 
 	phone.SetBattery(76, 50)
 	testenv.Eventually(t, 60*time.Second, "the hot phone resting in edgecoord agent show", func() bool {
 		show = ec.run(t, "agent", "show", "pc-bin")
 		return strings.Contains(show, serial+" resting: battery 4") && strings.Contains(show, " °C over the 45 °C limit (offered again at 40 °C)")
 	})
+	if out, err := exec.CommandContext(t.Context(), bin, "status", "-addr", statusAddr).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), serial+" resting: battery 4") {
+		t.Errorf("edgeagent status of the hot phone: %v\n%s", err, out)
+	}
 	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Serial: serial},
 		Steps:  []protocol.Step{screenshot},
