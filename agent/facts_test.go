@@ -137,3 +137,24 @@ func TestPhoneWatchHookTimeout(t *testing.T) {
 		t.Errorf("log: %s", logs.String())
 	}
 }
+
+// TestRestingPhoneNoDevice: a job aimed at a resting phone on the agent's
+// own selection fails with the rest's reason.
+func TestRestingPhoneNoDevice(t *testing.T) {
+	inv := capture.NewInventory()
+	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-9"})); err != nil {
+		t.Fatal(err)
+	}
+	inv.SetResting("sim-9", "battery 47.5 °C over the 45 °C limit (offered again at 40 °C)")
+	_, _, err := inv.AcquireMatching(t.Context(), protocol.DeviceSelector{Serial: "sim-9"})
+	want := "phone sim-9 is resting: it is offered jobs again once it has cooled down or charged (see its reason) (battery 47.5 °C over the 45 °C limit (offered again at 40 °C))"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("acquire a resting phone: %v\nwant %q", err, want)
+	}
+	inv.SetResting("sim-9", "")
+	_, release, err := inv.AcquireMatching(t.Context(), protocol.DeviceSelector{Serial: "sim-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+}

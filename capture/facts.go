@@ -475,3 +475,12 @@ func (inv *Inventory) Changed() <-chan struct{} {
 	defer inv.mu.Unlock()
 	return inv.changed
 }
+
+// deviceProblem is StateProblem for a listed phone, with the reason of a
+// phone that rests.
+func deviceProblem(d protocol.Device) error {
+	if d.State == protocol.DeviceResting && d.Reason != "" {
+		return &PhoneStateError{Serial: d.Serial, State: d.State, Err: errors.New(d.Reason)}
+	}
+	return StateProblem(d.Serial, d.State)
+}

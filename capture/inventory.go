@@ -60,7 +60,7 @@ func (e *NoDeviceError) problems() []error {
 			continue
 		}
 		if e.Selector.Fits(d) {
-			out = append(out, StateProblem(d.Serial, d.State))
+			out = append(out, deviceProblem(d))
 		}
 	}
 	return out
