@@ -200,6 +200,19 @@ func TestSimulatedFacts(t *testing.T) {
 	if *g.BatteryLevel > *f.BatteryLevel-3 || *g.BatteryTempC < *f.BatteryTempC+9 {
 		t.Errorf("after 200 taps: %s; before: %s", g.Summary(), f.Summary())
 	}
+	// Work alone stops warming it at capture.SimWorkMaxC; charging, it
+	// does not drain.
+	s.SetCharging(true)
+	before, _ := s.Facts(ctx)
+	for range 1000 {
+		if err := s.Tap(ctx, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ = s.Facts(ctx)
+	if *g.BatteryTempC > capture.SimWorkMaxC || *g.BatteryTempC < capture.SimWorkMaxC-1 || *g.BatteryLevel < *before.BatteryLevel {
+		t.Errorf("after 1000 taps, charging: %s; before: %s", g.Summary(), before.Summary())
+	}
 	s.Unplug()
 	if _, err := s.Facts(ctx); err == nil {
 		t.Error("unplugged phone read its facts")

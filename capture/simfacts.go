@@ -10,12 +10,15 @@ import (
 )
 
 // The simulated battery (docs/capture.md, Phone facts): every operation
-// drains it by SimDrainPerOp percent and warms it by SimWarmPerOp °C; idle,
-// it cools towards SimAmbientC (halving its excess every SimCoolHalfLife)
-// and, plugged in, charges by SimChargePerMinute.
+// warms it by SimWarmPerOp °C, up to SimWorkMaxC (the phone throttles), and,
+// unplugged, drains it by SimDrainPerOp percent; it cools towards
+// SimAmbientC (halving its excess every SimCoolHalfLife) and, plugged in,
+// charges by SimChargePerMinute. Work alone never makes it rest under the
+// default limits; SetBattery sets any level and temperature.
 const (
 	SimDrainPerOp      = 0.02
 	SimWarmPerOp       = 0.05
+	SimWorkMaxC        = 41.0
 	SimAmbientC        = 28.0
 	SimCoolHalfLife    = 90 * time.Second
 	SimChargePerMinute = 0.5
@@ -41,8 +44,12 @@ func (s *Simulated) batteryLocked(now time.Time) *simBattery {
 		*b = simBattery{set: true, level: simStartLevel, tempC: simStartTempC, charging: true, at: now}
 	}
 	if work := len(s.history) - b.ops; work > 0 {
-		b.level -= float64(work) * SimDrainPerOp
-		b.tempC += float64(work) * SimWarmPerOp
+		if !b.charging {
+			b.level -= float64(work) * SimDrainPerOp
+		}
+		if b.tempC < SimWorkMaxC {
+			b.tempC = min(SimWorkMaxC, b.tempC+float64(work)*SimWarmPerOp)
+		}
 		b.ops = len(s.history)
 	}
 	if idle := now.Sub(b.at); idle > 0 {
