@@ -90,68 +90,76 @@ func (w *PhoneWatch) Run(ctx context.Context) {
 	}
 }
 
-// pass reads the facts of every usable phone that has none since it
-// connected, or whose facts are older than interval, and returns how long
-// until the next is due.
+// pass reads, at the same time, the facts of every usable phone that has
+// none since it connected or whose facts are older than interval, and
+// returns how long until the next read is due.
 func (w *PhoneWatch) pass(ctx context.Context, interval time.Duration) time.Duration {
 	next := interval
 	seen := map[string]bool{}
+	var due []string
+	w.mu.Lock()
 	for _, info := range w.inv.Devices() {
 		seen[info.Serial] = true
-		w.mu.Lock()
 		ph := w.phones[info.Serial]
 		if ph == nil {
 			ph = &watched{}
 			w.phones[info.Serial] = ph
 		}
 		usable := info.State == protocol.DeviceReady || info.State == protocol.DeviceResting
-		if !usable {
+		switch {
+		case !usable:
 			// Read again once it is back: it may have been swapped.
 			ph.read = time.Time{}
-		}
-		due := usable && time.Since(ph.read) >= interval
-		if usable && !due {
+		case time.Since(ph.read) >= interval:
+			due = append(due, info.Serial)
+		default:
 			next = min(next, interval-time.Since(ph.read))
 		}
-		w.mu.Unlock()
-		if !due || ctx.Err() != nil {
-			continue
-		}
-		d, ok := w.inv.Get(info.Serial)
-		if !ok {
-			continue
-		}
-		fr, ok := d.(capture.FactsReader)
-		if !ok {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, factsReadTimeout)
-		f, err := fr.Facts(rctx)
-		cancel()
-		if ctx.Err() != nil {
-			return next
-		}
-		w.mu.Lock()
-		ph.read = time.Now()
-		w.mu.Unlock()
-		if err != nil {
-			w.log.Warn().Str("serial", info.Serial).Err(err).Msg("read phone facts")
-			if f.ReadAtUnixMilli == 0 {
-				continue // nothing read
-			}
-		}
-		w.inv.SetFacts(info.Serial, f)
-		w.log.Debug().Str("serial", info.Serial).Str("facts", f.Summary()).Msg("phone facts")
-		w.rest(info.Serial, f)
 	}
-	w.mu.Lock()
 	for s := range w.phones {
 		if !seen[s] {
 			delete(w.phones, s)
 		}
 	}
 	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, serial := range due {
+		wg.Go(func() { w.read(ctx, serial) })
+	}
+	wg.Wait()
 	return max(next, 10*time.Millisecond)
+}
+
+// read reads one phone's facts, records them and applies the rest rules.
+func (w *PhoneWatch) read(ctx context.Context, serial string) {
+	d, ok := w.inv.Get(serial)
+	if !ok {
+		return
+	}
+	fr, ok := d.(capture.FactsReader)
+	if !ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, factsReadTimeout)
+	f, err := fr.Facts(rctx)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	if ph := w.phones[serial]; ph != nil {
+		ph.read = time.Now()
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.log.Warn().Str("serial", serial).Err(err).Msg("read phone facts")
+		if f.ReadAtUnixMilli == 0 {
+			return // nothing read
+		}
+	}
+	w.inv.SetFacts(serial, f)
+	w.log.Debug().Str("serial", serial).Str("facts", f.Summary()).Msg("phone facts")
+	w.rest(serial, f)
 }
 
 // rest applies the rest rules to the phone's new facts: it rests while
