@@ -83,6 +83,7 @@ type Inventory struct {
 	busy    map[string]uint64 // serial → lock id of the holder
 	lockIDs uint64
 	changed chan struct{} // closed and replaced on every add, remove, release
+	held    map[string]Hold   // phones the agent keeps from jobs (hold.go)
 }
 
 // NewInventory returns an empty inventory.
@@ -162,7 +163,7 @@ func (inv *Inventory) infosLocked() []protocol.Device {
 	ds := inv.sortedLocked()
 	out := make([]protocol.Device, len(ds))
 	for i, d := range ds {
-		out[i] = d.Info()
+		out[i] = inv.infoLocked(d)
 	}
 	return out
 }
@@ -171,7 +172,7 @@ func (inv *Inventory) infosLocked() []protocol.Device {
 func (inv *Inventory) matchLocked(sel protocol.DeviceSelector) []Device {
 	var free, taken []Device
 	for _, d := range inv.sortedLocked() {
-		if !sel.Matches(d.Info()) {
+		if !sel.Matches(inv.infoLocked(d)) {
 			continue
 		}
 		if inv.busy[d.Serial()] != 0 {

@@ -1,0 +1,58 @@
+package capture
+
+import (
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// Hold is what the agent says about a phone over what the phone says about
+// itself: a state that keeps it from jobs (protocol.DeviceRecovering,
+// protocol.DeviceQuarantined) with its reason, and the recovery ladder's
+// record (docs/capture.md, Recovery).
+type Hold struct {
+	// State, when set, replaces the phone's own state while the phone's
+	// own state is protocol.DeviceReady; "" leaves it.
+	State    string
+	Reason   string
+	Recovery *protocol.DeviceRecovery
+}
+
+// SetHold sets what the agent says about the phone with serial; the zero
+// Hold forgets it. Waiters for a phone are woken.
+func (inv *Inventory) SetHold(serial string, h Hold) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if h == (Hold{}) {
+		delete(inv.held, serial)
+	} else {
+		if inv.held == nil {
+			inv.held = map[string]Hold{}
+		}
+		inv.held[serial] = h
+	}
+	inv.signalLocked()
+}
+
+// Changed returns a channel closed at the next change of the inventory: a
+// phone added or removed, a state change, a release, a hold.
+func (inv *Inventory) Changed() <-chan struct{} {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.changed
+}
+
+// infoLocked is d.Info() with the hold of its serial applied.
+func (inv *Inventory) infoLocked(d Device) protocol.Device {
+	info := d.Info()
+	h, ok := inv.held[info.Serial]
+	if !ok {
+		return info
+	}
+	if h.Recovery != nil {
+		r := *h.Recovery
+		info.Recovery = &r
+	}
+	if h.State != "" && info.State == protocol.DeviceReady {
+		info.State, info.Reason = h.State, h.Reason
+	}
+	return info
+}
