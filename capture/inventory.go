@@ -82,8 +82,8 @@ type Inventory struct {
 	devs    map[string]Device
 	busy    map[string]uint64 // serial → lock id of the holder
 	lockIDs uint64
-	changed chan struct{} // closed and replaced on every add, remove, release
-	held    map[string]Hold   // phones the agent keeps from jobs (hold.go)
+	changed chan struct{}   // closed and replaced on every add, remove, release
+	held    map[string]Hold // phones the agent keeps from jobs (hold.go)
 }
 
 // NewInventory returns an empty inventory.
