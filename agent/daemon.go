@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,7 @@ type Daemon struct {
 	lock   *StateLock
 
 	closePhones func()
+	recovery    *Recovery
 	recovered   uploader.RecoverReport
 	recoverErr  error
 	closeOnce   sync.Once
@@ -146,6 +148,9 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 			return nil, err
 		}
 	}
+	if d.recovery, err = NewRecovery(inv, cfg.Phones.Recovery, sys.Registry, d.log); err != nil {
+		return nil, err
+	}
 	if cfg.Status.Listen != "" {
 		if d.status, err = ListenStatus(cfg.Status.Listen); err != nil {
 			return nil, fmt.Errorf("status endpoint (status.listen): %w", err)
@@ -162,8 +167,10 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		return nil, err
 	}
 	spool := d.spool
+	phones := InventoryPhones(inv, captureDir, capture.OpLogOptions{})
+	phones.(*invPhones).rec = d.recovery
 	d.agent, err = New(Options{
-		AgentID: cfg.AgentID, Version: sys.Version, Conn: d.nc, Phones: InventoryPhones(inv, captureDir, capture.OpLogOptions{}),
+		AgentID: cfg.AgentID, Version: sys.Version, Conn: d.nc, Phones: phones,
 		Store: spool, Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: sys.Log, LogLevel: sys.LogLevel,
 		StateDir: cfg.StateDir, UploadMode: cfg.Storage.Mode, Registry: sys.Registry,
@@ -237,6 +244,10 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 			}
 		})
 	}
+	d.recovery.notify(a.kickHello, func(serials []string) {
+		a.noteError(protocol.RungHubDrop, "", fmt.Errorf("hub drop: %d phones dropped within %s: %s", len(serials), HubWindow, strings.Join(serials, ", ")))
+	})
+	wg.Go(func() { d.recovery.Run(runCtx) })
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- a.Run(runCtx) })
 
@@ -383,12 +394,31 @@ func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*c
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		var err error
+		// The agent's own adb server (adb.server_port), started and
+		// supervised here (docs/operations.md, The agent's own adb server).
+		var own *capture.ADBServer
+		if cfg.ADB.ServerPort != 0 {
+			own, err = capture.StartADBServer(actx, capture.ADBServerOptions{
+				Port: cfg.ADB.ServerPort, ADBPath: cfg.ADB.Path, KeysDir: cfg.ADB.KeysDir,
+				Log: log.With().Str("component", "adb-server").Logger(),
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("adb.server_port: %w", err)
+			}
+		}
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
-			Address: cfg.ADB.Address, ADBPath: cfg.ADB.Path, Tags: tags, Serials: serials,
+			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, Tags: tags, Serials: serials,
 			Log: log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to the adb server at %s (adb.address; install adb or set adb.path): %w", cfg.ADB.Address, err)
+			if own != nil {
+				own.Close()
+			}
+			return nil, nil, fmt.Errorf("connect to the adb server at %s (adb.address; install adb or set adb.path): %w", cfg.ADB.ServerAddress(), err)
+		}
+		if own != nil {
+			closeTracker := closeInv
+			closeInv = func() { closeTracker(); own.Close() }
 		}
 	} else {
 		inv = capture.NewInventory()
