@@ -148,7 +148,7 @@ func (r *Recovery) idle() []string {
 		if !ok {
 			continue
 		}
-		if _, ok := dev.(capture.Recoverable); !ok || dev.Info().State != protocol.DeviceReady || r.inv.Busy(d.Serial) {
+		if _, ok := dev.(capture.Recoverable); !ok || !capture.Listed(dev.Info().State) || r.inv.Busy(d.Serial) {
 			continue
 		}
 		r.mu.Lock()
@@ -347,7 +347,7 @@ func (r *Recovery) rung(serial, rung, out string, err error) bool {
 	defer cancel()
 	var rd capture.Recoverable
 	for rd == nil {
-		if dev, ok := r.inv.Get(serial); ok && dev.Info().State == protocol.DeviceReady {
+		if dev, ok := r.inv.Get(serial); ok && capture.Listed(dev.Info().State) {
 			rd, _ = dev.(capture.Recoverable)
 		}
 		if rd != nil {
@@ -487,7 +487,7 @@ func (r *Recovery) look() {
 	r.mu.Lock()
 	for serial, was := range r.last {
 		st, listed := states[serial]
-		if was != protocol.DeviceReady || (listed && st == protocol.DeviceReady) {
+		if !capture.Listed(was) || (listed && capture.Listed(st)) {
 			continue
 		}
 		p := r.phones[serial]

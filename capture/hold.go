@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"github.com/edgeagent/edgeagent/capture/adb"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -9,8 +10,8 @@ import (
 // protocol.DeviceQuarantined) with its reason, and the recovery ladder's
 // record (docs/capture.md, Recovery).
 type Hold struct {
-	// State, when set, replaces the phone's own state while the phone's
-	// own state is protocol.DeviceReady; "" leaves it.
+	// State, when set, replaces the phone's own state while adb lists the
+	// phone as "device" (Listed); "" leaves it.
 	State    string
 	Reason   string
 	Recovery *protocol.DeviceRecovery
@@ -51,8 +52,14 @@ func (inv *Inventory) infoLocked(d Device) protocol.Device {
 		r := *h.Recovery
 		info.Recovery = &r
 	}
-	if h.State != "" && info.State == protocol.DeviceReady {
+	if h.State != "" && Listed(info.State) {
 		info.State, info.Reason = h.State, h.Reason
 	}
 	return info
+}
+
+// Listed reports whether a phone's own state says adb lists it as
+// "device": ready, or still being read after it came (back).
+func Listed(state string) bool {
+	return state == protocol.DeviceReady || state == adb.StateConnecting
 }

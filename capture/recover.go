@@ -37,8 +37,8 @@ var ErrNotAnswering = errors.New("phone not answering")
 // Probe runs `echo ok` on the phone and fails with ErrNotAnswering when it
 // does not answer "ok" within timeout.
 func (d *ADBDevice) Probe(ctx context.Context, timeout time.Duration) error {
-	if err := d.usable(); err != nil {
-		return err
+	if st := d.phoneState(); !Listed(st) {
+		return StateProblem(d.serial, st)
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
