@@ -142,15 +142,22 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 	if d.spool, err = buildStorage(cfg, spoolDir, authorize, upMetrics, sys.Storage, d.log); err != nil {
 		return nil, err
 	}
+	var rec atomic.Pointer[Recovery]
+	serverLost := func() {
+		if r := rec.Load(); r != nil {
+			r.ServerLost()
+		}
+	}
 	inv := sys.Phones
 	if inv == nil {
-		if inv, d.closePhones, err = buildPhones(ctx, cfg, d.log); err != nil {
+		if inv, d.closePhones, err = buildPhones(ctx, cfg, serverLost, d.log); err != nil {
 			return nil, err
 		}
 	}
 	if d.recovery, err = NewRecovery(inv, cfg.Phones.Recovery, sys.Registry, d.log); err != nil {
 		return nil, err
 	}
+	rec.Store(d.recovery)
 	if cfg.Status.Listen != "" {
 		if d.status, err = ListenStatus(cfg.Status.Listen); err != nil {
 			return nil, fmt.Errorf("status endpoint (status.listen): %w", err)
@@ -372,7 +379,7 @@ func buildStorage(cfg *config.Agent, spoolDir string, authorize uploader.Authori
 // releases them. It is the one place where phone backends are wired in:
 // simulated phones from the config (devices[].simulated) for labs and
 // tests, and the adb backend for real phones.
-func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*capture.Inventory, func(), error) {
+func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log zerolog.Logger) (*capture.Inventory, func(), error) {
 	sims := cfg.SimulatedDevices()
 	real := len(cfg.Devices) == 0 || len(sims) < len(cfg.Devices)
 	var inv *capture.Inventory
@@ -400,14 +407,14 @@ func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*c
 		if cfg.ADB.ServerPort != 0 {
 			own, err = capture.StartADBServer(actx, capture.ADBServerOptions{
 				Port: cfg.ADB.ServerPort, ADBPath: cfg.ADB.Path, KeysDir: cfg.ADB.KeysDir,
-				Log: log.With().Str("component", "adb-server").Logger(),
+				Log: log.With().Str("component", "adb-server").Logger(), OnRestart: serverLost,
 			})
 			if err != nil {
 				return nil, nil, fmt.Errorf("adb.server_port: %w", err)
 			}
 		}
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
-			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, Tags: tags, Serials: serials,
+			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, OnServerLost: serverLost, Tags: tags, Serials: serials,
 			Log: log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {

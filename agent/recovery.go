@@ -45,6 +45,9 @@ type Recovery struct {
 	hubTimer *time.Timer              // ends the hub window
 	now      func() time.Time         // wall clock
 	probing  map[string]chan struct{} // serials with a probe or ladder running
+	// serverLost is when the adb server's device list was last lost:
+	// drops within HubWindow after it are the server's, not a hub's.
+	serverLost time.Time
 }
 
 // phoneRecovery is the ladder's state of one phone.
@@ -497,6 +500,9 @@ func (r *Recovery) look() {
 		if p != nil && p.state == protocol.DeviceQuarantined {
 			lifted = append(lifted, serial)
 		}
+		if !r.serverLost.IsZero() && now.Sub(r.serverLost) < HubWindow {
+			continue // dropped with the adb server
+		}
 		r.drops[serial] = now
 		if r.hubTimer == nil {
 			r.hubTimer = time.AfterFunc(HubWindow, r.hubCheck)
@@ -507,6 +513,16 @@ func (r *Recovery) look() {
 	for _, serial := range lifted {
 		r.answered(serial, "left adb while quarantined (replugged or rebooted); probed again when it returns")
 	}
+}
+
+// ServerLost tells the ladder that the adb server's device list was lost:
+// the phones about to drop dropped with the server, not with a hub, and
+// drops in the current window are no hub event.
+func (r *Recovery) ServerLost() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.serverLost = r.now()
+	r.drops = map[string]time.Time{}
 }
 
 // hubCheck ends a hub window: two or more drops are one hub event.

@@ -24,6 +24,9 @@ type ADBOptions struct {
 	// NoStart: never start a server (the agent's own server, ADBServer,
 	// is started and supervised apart).
 	NoStart bool
+	// OnServerLost, when set, is called when the server's device list is
+	// lost (the server died), before its phones are dropped.
+	OnServerLost func()
 	// Tags are the selector tags of each phone, by serial.
 	Tags map[string][]string
 	// Serials, when not empty, are the only phones offered: any other
@@ -127,6 +130,9 @@ func (t *tracker) run(ctx context.Context) {
 			return
 		}
 		// The server went away: nothing is reachable until it is back.
+		if t.opts.OnServerLost != nil {
+			t.opts.OnServerLost()
+		}
 		t.update(ctx, nil)
 		if time.Since(start) > 10*time.Second {
 			backoff = 250 * time.Millisecond

@@ -25,8 +25,8 @@ type ADBServerOptions struct {
 	ADBPath string
 	// KeysDir, when set, is given to the server as ADB_VENDOR_KEYS.
 	KeysDir string
-	// CheckInterval is how often the server is asked whether it is alive;
-	// default 1s.
+	// CheckInterval is the wait before following the server's device
+	// list again, and the first wait after a failed start; default 1s.
 	CheckInterval time.Duration
 	// Log receives starts, deaths and restarts.
 	Log zerolog.Logger
@@ -122,32 +122,36 @@ func (s *ADBServer) start(ctx context.Context) error {
 	return nil
 }
 
-// supervise asks the server for its version every CheckInterval and
-// starts it again when nothing answers.
+// supervise follows the server's device list (host:track-devices),
+// which ends the moment the server dies; it then starts the server again
+// and connects the network phones it had.
 func (s *ADBServer) supervise(ctx context.Context) {
-	t := time.NewTicker(s.opts.CheckInterval)
-	defer t.Stop()
+	backoff := s.opts.CheckInterval
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ds, err := s.c.Devices(qctx)
-		cancel()
+		err := s.c.TrackDevices(ctx, s.remember)
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil {
-			s.remember(ds)
+		// The list may end without the server dying: ask it.
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, verr := s.c.Version(qctx)
+		cancel()
+		if verr == nil {
+			if sleepCtx(ctx, backoff) != nil {
+				return
+			}
 			continue
 		}
 		s.opts.Log.Warn().Err(err).Int("port", s.opts.Port).Msg("own adb server does not answer; starting it again")
 		if err := s.start(ctx); err != nil {
 			s.opts.Log.Error().Err(err).Int("port", s.opts.Port).Msg("start own adb server")
+			if sleepCtx(ctx, backoff) != nil {
+				return
+			}
+			backoff = min(backoff*2, 30*time.Second)
 			continue
 		}
+		backoff = s.opts.CheckInterval
 		s.mu.Lock()
 		s.restarts++
 		network := slices.Clone(s.network)
