@@ -228,3 +228,78 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 		t.Errorf("edgeagent exited %d", code)
 	}
 }
+
+// TestHubDropOneEvent: three phones behind the real adb server drop at
+// once (a USB hub losing power): the agent reports one hub event, as one
+// log line, one count of edgeagent_hub_drops_total, an entry in its last
+// errors and, once the phones are back, a hub drop in each phone's
+// recovery record at the coordinator (`edgecoord agent show`). A single
+// flapping phone before it is no hub event.
+func TestHubDropOneEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	adb := testenv.StartADB(t)
+	phones := startPhones(t, adb, fakeadbd.Options{}, "[hub]", "[hub]", "[hub]", "[loose]")
+	bin := buildAgent(t)
+	l := newLab(t, 3*time.Second)
+	cfg, statusAddr := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
+	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	readyAll := func() bool {
+		a, err := l.store.GetAgent(l.ctx, "pc-bin")
+		return err == nil && len(protocol.ReadyDevices(a.Devices)) == len(phones)
+	}
+	testenv.Eventually(t, 30*time.Second, "every phone ready at the coordinator", readyAll)
+
+	// A phone on a loose cable: offline and back, twice.
+	loose := phones[3]
+	loose.Flap(l.ctx, 2, 3*time.Second)
+	adb.WaitState(t, loose.Serial(), "device")
+	testenv.Eventually(t, 30*time.Second, "every phone ready after the flapping", readyAll)
+	if v := scrapeMetric(t, statusAddr, "edgeagent_hub_drops_total", ""); v != 0 {
+		t.Fatalf("edgeagent_hub_drops_total = %v after one phone flapped, want 0", v)
+	}
+
+	hub := []*fakeadbd.Phone{phones[0].Phone, phones[1].Phone, phones[2].Phone}
+	fakeadbd.HubDrop(hub...)
+	const msg = "hub drop: several phones dropped at once (USB hub or its power?)"
+	testenv.Eventually(t, 30*time.Second, "a hub drop log line", func() bool { return len(p.logEntries(msg)) > 0 })
+	for _, ph := range hub {
+		ph.Replug()
+	}
+	testenv.Eventually(t, 60*time.Second, "every phone ready after the hub is back", readyAll)
+	if e := p.logEntries(msg); len(e) != 1 || e[0]["phones"] != float64(3) {
+		t.Errorf("hub drop log lines %v, want one naming 3 phones", e)
+	}
+	if v := scrapeMetric(t, statusAddr, "edgeagent_hub_drops_total", ""); v != 1 {
+		t.Errorf("edgeagent_hub_drops_total = %v, want 1", v)
+	}
+	testenv.Eventually(t, 30*time.Second, "each hub phone's hub drop at the coordinator", func() bool {
+		a, err := l.store.GetAgent(l.ctx, "pc-bin")
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, d := range a.Devices {
+			if d.Recovery != nil && d.Recovery.HubDrops == 1 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	show := l.edgecoordCLI(t, "agent", "show", "pc-bin")
+	if c := strings.Count(show, "hub drops 1"); c != 3 {
+		t.Errorf("edgecoord agent show names %d phones with hub drops 1, want 3:\n%s", c, show)
+	}
+	if !strings.Contains(show, "last: hub drop: 3 phones dropped within 1s") {
+		t.Errorf("edgecoord agent show does not name the hub drop:\n%s", show)
+	}
+	status := l.edgecoordCLI(t, "agent", "status", "pc-bin")
+	if !strings.Contains(status, "hub drop: 3 phones dropped within 1s") {
+		t.Errorf("edgecoord agent status does not list the hub drop among the last errors:\n%s", status)
+	}
+	p.signal(t)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("edgeagent exited %d", code)
+	}
+}
