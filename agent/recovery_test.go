@@ -146,3 +146,61 @@ func TestRecoveryReconnectCures(t *testing.T) {
 		t.Errorf("reconnects %v, want 1", got)
 	}
 }
+
+// TestHubWindowUnit: two phones leaving the inventory within the hub
+// window are one hub event; one phone leaving is none; phones leaving with
+// the adb server (ServerLost) are none.
+func TestHubWindowUnit(t *testing.T) {
+	inv := capture.NewInventory()
+	for _, s := range []string{"A", "B", "C", "D"} {
+		if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: s})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	rec, err := NewRecovery(inv, config.DefaultAgent().Phones.Recovery, reg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubs := make(chan []string, 4)
+	rec.notify(func() {}, func(s []string) { hubs <- s })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { rec.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	// Run has looked once it sees a change; wait for its first look.
+	testenv.Eventually(t, 10*time.Second, "the first look", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.last) == 4
+	})
+	inv.Remove("A")
+	inv.Remove("B")
+	select {
+	case s := <-hubs:
+		if len(s) != 2 || s[0] != "A" || s[1] != "B" {
+			t.Errorf("hub event %v, want [A B]", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no hub event for two phones dropping together")
+	}
+	rec.ServerLost()
+	inv.Remove("C")
+	inv.Remove("D")
+	testenv.Eventually(t, 10*time.Second, "the drops seen", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.last) == 0
+	})
+	rec.mu.Lock()
+	pending := len(rec.drops)
+	rec.mu.Unlock()
+	if pending != 0 {
+		t.Errorf("%d drops counted towards a hub event after the adb server was lost", pending)
+	}
+	select {
+	case s := <-hubs:
+		t.Errorf("hub event %v for phones that dropped with the adb server", s)
+	default:
+	}
+}
