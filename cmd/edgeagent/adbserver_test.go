@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/internal/testenv"
@@ -146,6 +150,26 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the agent to restart its own adb server", func() bool {
 		return len(p.logEntries("own adb server restarted")) > 0
 	})
+	// The agent lists both phones ready again, and so does the
+	// coordinator once it has heard of it (its list may lag a heartbeat).
+	testenv.Eventually(t, 30*time.Second, "both phones ready again at the agent", func() bool {
+		resp, err := http.Get("http://" + statusAddr + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st protocol.AgentStatus
+		if json.NewDecoder(resp.Body).Decode(&st) != nil {
+			return false
+		}
+		n := 0
+		for _, ph := range st.Phones {
+			if ph.Ready() {
+				n++
+			}
+		}
+		return n == len(phones)
+	})
 	testenv.Eventually(t, 30*time.Second, "both phones ready again at the coordinator", ready)
 	runJob("after the agent's own server was restarted")
 	if e := p.logEntries("own adb server running"); len(e) != 1 || e[0]["keys_dir"] != true {
@@ -157,7 +181,15 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	} else if !strings.Contains(env, "ADB_VENDOR_KEYS="+home+"\n") {
 		t.Errorf("the restarted adb server's environment lacks ADB_VENDOR_KEYS=%s", home)
 	}
-	// The phones dropped with the server, not with a hub.
+	// The phones dropped with the server, not with a hub: no hub event
+	// once the hub window after the restart has passed.
+	restarted, err := time.Parse(time.RFC3339Nano, fmt.Sprint(p.logEntries("own adb server restarted")[0]["time"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the hub window after the restart to pass", func() bool {
+		return time.Since(restarted) > 2*agent.HubWindow
+	})
 	if e := p.logEntries("hub drop: several phones dropped at once (USB hub or its power?)"); len(e) != 0 {
 		t.Errorf("the server's death was reported as a hub drop: %v", e)
 	}
