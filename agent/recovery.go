@@ -48,6 +48,10 @@ type Recovery struct {
 	// serverLost is when the adb server's device list was last lost:
 	// drops within HubWindow after it are the server's, not a hub's.
 	serverLost time.Time
+	// runCtx and ladders: the ladders BeforeJob starts run under Run's
+	// context and end before Run returns.
+	runCtx  context.Context
+	ladders sync.WaitGroup
 }
 
 // phoneRecovery is the ladder's state of one phone.
@@ -114,6 +118,15 @@ func (r *Recovery) notify(onChange func(), onHub func([]string)) {
 func (r *Recovery) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	r.mu.Lock()
+	r.runCtx = ctx
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.runCtx = nil
+		r.mu.Unlock()
+		r.ladders.Wait()
+	}()
 	var tick <-chan time.Time
 	if iv := r.opts.ProbeInterval.Duration(); iv > 0 {
 		t := time.NewTicker(iv)
@@ -183,7 +196,11 @@ func (r *Recovery) BeforeJob(ctx context.Context, d capture.Device) error {
 	}
 	if !r.probeFailed(serial, err, "before a job") {
 		r.hold(serial, protocol.DeviceRecovering, "did not answer the probe before a job; reconnecting (rung 1)")
-		go r.ladder(context.WithoutCancel(ctx), rd)
+		r.mu.Lock()
+		if rctx := r.runCtx; rctx != nil {
+			r.ladders.Go(func() { r.ladder(rctx, rd) })
+		}
+		r.mu.Unlock()
 	}
 	return fmt.Errorf("phone %s did not answer the probe before the job; it is recovering: %w", serial, err)
 }
@@ -268,7 +285,7 @@ func (r *Recovery) climb(ctx context.Context, rd capture.Recoverable) {
 	if ctx.Err() != nil {
 		return
 	}
-	if r.rung(serial, protocol.RungReconnect, out, err) {
+	if r.rung(ctx, serial, protocol.RungReconnect, out, err) {
 		return
 	}
 	if r.opts.Reboot {
@@ -279,7 +296,7 @@ func (r *Recovery) climb(ctx context.Context, rd capture.Recoverable) {
 		if ctx.Err() != nil {
 			return
 		}
-		if r.rung(serial, protocol.RungReboot, "", err) {
+		if r.rung(ctx, serial, protocol.RungReboot, "", err) {
 			return
 		}
 	}
@@ -322,7 +339,7 @@ func (r *Recovery) climb(ctx context.Context, rd capture.Recoverable) {
 // rung records the result of a rung, then probes the phone once it is
 // listed as device again; it reports whether the ladder is over (the
 // phone answers, or it is quarantined).
-func (r *Recovery) rung(serial, rung, out string, err error) bool {
+func (r *Recovery) rung(ctx context.Context, serial, rung, out string, err error) bool {
 	result := "ok"
 	if err != nil {
 		result = "failed"
@@ -346,7 +363,7 @@ func (r *Recovery) rung(serial, rung, out string, err error) bool {
 	r.changed()
 
 	// Wait for adb to list the phone as device again, then probe it.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var rd capture.Recoverable
 	for rd == nil {
@@ -358,13 +375,19 @@ func (r *Recovery) rung(serial, rung, out string, err error) bool {
 		}
 		changed := r.inv.Changed()
 		select {
-		case <-ctx.Done():
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return true // stopping
+			}
 			return r.probeFailed(serial, fmt.Errorf("%w: not listed as device again after %s", capture.ErrNotAnswering, rung), "after "+rung)
 		case <-changed:
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	perr := rd.Probe(ctx, r.opts.ProbeTimeout.Duration())
+	perr := rd.Probe(wctx, r.opts.ProbeTimeout.Duration())
+	if ctx.Err() != nil {
+		return true // stopping
+	}
 	if perr == nil {
 		r.m.rungs.WithLabelValues(protocol.RungProbe, "ok").Inc()
 		r.answered(serial, "answers again after "+rung)
