@@ -19,6 +19,7 @@ import (
 	"time"
 
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -215,10 +216,10 @@ func (tab *Tab) Do(t testing.TB, what string, actions ...chromedp.Action[chromed
 }
 
 // Eval evaluates a JavaScript expression in the tab's page and decodes its
-// value (chromedp.Evaluate); an error fails the test.
+// value (chromedp.Evaluate); an error fails the test. A promise is awaited.
 func Eval[T any](t testing.TB, tab *Tab, expr string) T {
 	t.Helper()
-	v, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("evaluate %s: %v", expr, err)
 	}
@@ -261,4 +262,14 @@ func (tab *Tab) Screenshot(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// Cookies returns the cookies the browser would send to the tab's page.
+func (tab *Tab) Cookies(t testing.TB) []*network.Cookie {
+	t.Helper()
+	r, err := chromedp.Call(tab.Ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatalf("read the browser's cookies: %v", err)
+	}
+	return r.Cookies
 }
