@@ -152,7 +152,8 @@ func (b *Browser) NewTab(t testing.TB) *Tab {
 		case *cdplog.EventEntryAdded:
 			// The browser's own errors: a violation of the page's
 			// Content-Security-Policy, a failed request.
-			if e := ev.Entry; e != nil && e.Level == cdplog.EntryLevelError {
+			// The icon the browser asks for on its own is not the page's.
+			if e := ev.Entry; e != nil && e.Level == cdplog.EntryLevelError && !strings.HasSuffix(e.URL, "/favicon.ico") {
 				tab.record(string(e.Source) + ": " + e.Text + " " + e.URL)
 			}
 		case *runtime.EventExceptionThrown:
@@ -207,10 +208,16 @@ func (tab *Tab) Errors() []string {
 	return append([]string(nil), tab.errs...)
 }
 
+// ActionTimeout bounds Tab.Do: an action waiting for an element that never
+// comes (chromedp's queries wait for it) fails the test instead of hanging.
+const ActionTimeout = 60 * time.Second
+
 // Do runs actions in the tab and fails the test on an error, naming what.
 func (tab *Tab) Do(t testing.TB, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(tab.Ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(tab.Ctx, ActionTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }
