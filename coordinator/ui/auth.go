@@ -233,7 +233,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: secret, Path: Prefix, Expires: sess.ExpiresAt, MaxAge: int(h.opts.SessionTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.opts.SecureCookie,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secure(r),
 	})
 	h.log.Info().Str("token_name", t.Name).Msg("ui: logged in")
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
@@ -250,7 +250,14 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1,
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.opts.SecureCookie})
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secure(r)})
 		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 	})(w, r)
+}
+
+// secure reports whether the session cookie gets Secure: over TLS, behind
+// a proxy that says it terminated TLS (X-Forwarded-Proto: https; a client
+// that lies only makes its own cookie stricter), or when configured.
+func (h *Handler) secure(r *http.Request) bool {
+	return r.TLS != nil || h.opts.SecureCookie || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
