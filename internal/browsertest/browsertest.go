@@ -234,16 +234,41 @@ func Eval[T any](t testing.TB, tab *Tab, expr string) T {
 }
 
 // WaitJS waits until the JavaScript expression is true in the tab's page,
-// and fails the test naming what it waited for when it is not within the
-// time given. It asks the browser again every 50 ms; the page's own
-// scripts are not involved (a page's Content-Security-Policy forbids the
-// eval that chromedp.Poll needs).
+// and fails the test naming what it waited for, with the page's address
+// and text, when it is not within the time given. It asks the browser
+// again and again (as testenv.Eventually does); the page's own scripts are
+// not involved (a page's Content-Security-Policy forbids the eval that
+// chromedp.Poll needs).
 func (tab *Tab) WaitJS(t testing.TB, within time.Duration, what, expr string) {
 	t.Helper()
-	testenv.Eventually(t, within, what, func() bool {
+	deadline := time.Now().Add(within)
+	pause := time.Millisecond
+	for {
 		ok, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[bool]("Boolean("+expr+")"))
-		return err == nil && ok
-	})
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s (last error %v)\n%s", within, what, err, tab.Describe())
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
+	}
+}
+
+// Describe returns the address of the tab's page and the start of its
+// text, for a failure message.
+func (tab *Tab) Describe() string {
+	ctx, cancel := context.WithTimeout(tab.Ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + (document.body ? document.body.innerText : "")`))
+	if err != nil {
+		return fmt.Sprintf("(the page cannot be read: %v)", err)
+	}
+	if len(s) > 3000 {
+		s = s[:3000] + "..."
+	}
+	return "page " + s
 }
 
 // Screenshot takes a full-page PNG of the tab's page, checks that it
