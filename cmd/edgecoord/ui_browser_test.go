@@ -288,7 +288,7 @@ const noActions = `document.querySelectorAll('[class^="action-"], [class*=" acti
 // the fleet with both agents and their phones; a job submitted through the
 // API that appears and turns SUCCEEDED without a reload; its page with the
 // screenshot decoded and the generation timeline; a forced reassignment
-// whose old holder's renew is refused and listed; drain and resume through
+// whose old holder's stale write is refused and listed; drain and resume through
 // their confirmation pages, checked in the database; a read-only token
 // that sees no action, and forged POSTs (no CSRF value, a foreign cookie)
 // refused from the browser and from a plain HTTP client; a phone tag and
@@ -393,7 +393,6 @@ func TestUIBrowser(t *testing.T) {
 		if j, err := l.store.Get(t.Context(), jobID); err != nil || j.Status != coordinator.StatusSucceeded {
 			t.Fatalf("job in the store: %+v, %v", j, err)
 		}
-		op.Screenshot(t, screenshotPath(t, shots, "ui-jobs.png"))
 	})
 
 	t.Run("job page", func(t *testing.T) {
@@ -415,14 +414,14 @@ func TestUIBrowser(t *testing.T) {
 	t.Run("fleet thumbnail", func(t *testing.T) {
 		op.Do(t, "open the fleet", chromedp.Click(`nav a#nav-fleet`))
 		op.WaitJS(t, within, "the thumbnail of sim-a1 decoded", `(() => { const i = document.querySelector('table#phones tr[data-phone="pc-a/sim-a1"] img.thumb'); return !!i && i.complete && i.naturalWidth > 0 })()`)
-		op.Screenshot(t, screenshotPath(t, shots, "ui-fleet.png"))
 	})
 
 	var held string
 	t.Run("forced reassignment", func(t *testing.T) {
 		// A job pc-a holds (a wait of 10 s) is reassigned to pc-b in the
 		// store, as an operator's forced reassignment does: pc-a's next
-		// renew carries the old generation and is refused as stale. pc-b
+		// fenced write (a renew, or the registration of its screenshot)
+		// carries the old generation and is refused as stale. pc-b
 		// has not the phone and never runs it: its lease expires, and pc-a
 		// takes the job again and finishes it at generation 3.
 		held = l.submit(t, operator, `{"device": {"serial": "sim-a2"}, "steps": [{"op": "screenshot", "name": "phone.png"}, {"op": "wait", "duration_ms": 10000}], "timeout": "5m"}`)
@@ -656,6 +655,15 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("the read-only tab opened dialogs %q and logged errors %q", d, e)
 		}
 	})
+
+	// must show 2: the fleet and the job list at the end, with the jobs of
+	// the run (the job page was taken after the forced reassignment).
+	op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+	op.WaitJS(t, within, "the thumbnails decoded", `[...document.querySelectorAll("table#phones img.thumb")].every(i => i.complete && i.naturalWidth > 0)`)
+	op.Screenshot(t, screenshotPath(t, shots, "ui-fleet.png"))
+	op.Do(t, "open the job list", chromedp.Navigate(l.base+"/ui/jobs"))
+	waitLive(t, op)
+	op.Screenshot(t, screenshotPath(t, shots, "ui-jobs.png"))
 
 	// must show 4, over the whole run: no dialog opened, the flag the
 	// injected markup would set is unset, and the pages logged no error
