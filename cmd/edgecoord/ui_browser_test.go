@@ -25,7 +25,7 @@ import (
 	"github.com/edgeagent/edgeagent/internal/testenv"
 )
 
-// EnvUpdateScreenshots=1 makes TestUIBrowser write its screenshots of the
+// envUpdateScreenshots=1 makes TestUIBrowser write its screenshots of the
 // dashboard to docs/images (shown in README.md) instead of a temporary
 // directory.
 const envUpdateScreenshots = "EDGE_UPDATE_SCREENSHOTS"
@@ -225,7 +225,7 @@ func (l *uiLab) agent(t *testing.T, id string) coordinator.Agent {
 
 // screenshotPath is where a screenshot of the dashboard goes: docs/images
 // with EDGE_UPDATE_SCREENSHOTS=1, else the test's temporary directory.
-func screenshotPath(t *testing.T, dir, name string) string {
+func screenshotPath(dir, name string) string {
 	if os.Getenv(envUpdateScreenshots) == "1" {
 		return filepath.Join("..", "..", "docs", "images", name)
 	}
@@ -278,7 +278,7 @@ func pageErrors(tab *browsertest.Tab) []string {
 	return out
 }
 
-// noActions counts the elements whose class starts an action (.action-*).
+// noActions is true when no element's class starts an action (.action-*).
 const noActions = `document.querySelectorAll('[class^="action-"], [class*=" action-"]').length === 0`
 
 // TestUIBrowser drives the dashboard in headless Chromium against the real
@@ -288,11 +288,14 @@ const noActions = `document.querySelectorAll('[class^="action-"], [class*=" acti
 // the fleet with both agents and their phones; a job submitted through the
 // API that appears and turns SUCCEEDED without a reload; its page with the
 // screenshot decoded and the generation timeline; a forced reassignment
-// whose old holder's stale write is refused and listed; drain and resume through
-// their confirmation pages, checked in the database; a read-only token
-// that sees no action, and forged POSTs (no CSRF value, a foreign cookie)
-// refused from the browser and from a plain HTTP client; a phone tag and
-// an op text that are scripts shown as text and never run.
+// whose old holder's stale write is refused and listed; drain and resume
+// through their confirmation pages, checked in the database, and a cancel
+// with its reason, each recorded with its token; a read-only token that
+// sees no action, and forged POSTs (no CSRF value, a foreign cookie)
+// refused from the browser and from a plain HTTP client; phone tags and a
+// cancel reason that are markup, shown as text and never run. It saves
+// screenshots of the fleet, the job list and a job page (docs/images with
+// EDGE_UPDATE_SCREENSHOTS=1).
 func TestUIBrowser(t *testing.T) {
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
 	l := startUILab(t)
@@ -477,7 +480,7 @@ func TestUIBrowser(t *testing.T) {
 			}
 		}
 		op.WaitJS(t, within, "the screenshot of the held job decoded", `(() => { const i = document.querySelector("section#oplog img.screenshot"); return !!i && i.complete && i.naturalWidth > 0 })()`)
-		op.Screenshot(t, screenshotPath(t, shots, "ui-job.png"))
+		op.Screenshot(t, screenshotPath(shots, "ui-job.png"))
 	})
 
 	var confirmAction, csrf string
@@ -660,10 +663,10 @@ func TestUIBrowser(t *testing.T) {
 	// the run (the job page was taken after the forced reassignment).
 	op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
 	op.WaitJS(t, within, "the thumbnails decoded", `[...document.querySelectorAll("table#phones img.thumb")].every(i => i.complete && i.naturalWidth > 0)`)
-	op.Screenshot(t, screenshotPath(t, shots, "ui-fleet.png"))
+	op.Screenshot(t, screenshotPath(shots, "ui-fleet.png"))
 	op.Do(t, "open the job list", chromedp.Navigate(l.base+"/ui/jobs"))
 	waitLive(t, op)
-	op.Screenshot(t, screenshotPath(t, shots, "ui-jobs.png"))
+	op.Screenshot(t, screenshotPath(shots, "ui-jobs.png"))
 
 	// must show 4, over the whole run: no dialog opened, the flag the
 	// injected markup would set is unset, and the pages logged no error
