@@ -238,9 +238,9 @@ func jsString(s string) string {
 	return string(b)
 }
 
-// text is the trimmed text of the first element matching sel, "" when
+// jsText is the trimmed text of the first element matching sel, "" when
 // there is none.
-func text(sel string) string {
+func jsText(sel string) string {
 	return `((document.querySelector(` + jsString(sel) + `) || {}).textContent || "").trim()`
 }
 
@@ -261,7 +261,7 @@ func noXSS(t *testing.T, tab *browsertest.Tab, where string) {
 // open (docs/ui.md). A change made before may not reach the page.
 func waitLive(t *testing.T, tab *browsertest.Tab) {
 	t.Helper()
-	tab.WaitJS(t, 30*time.Second, "the page's live updates connected", text(`#live-state`)+` === "live"`)
+	tab.WaitJS(t, 30*time.Second, "the page's live updates connected", jsText(`#live-state`)+` === "live"`)
 }
 
 // pageErrors are the errors the tab's pages logged, but for the 403
@@ -352,7 +352,7 @@ func TestUIBrowser(t *testing.T) {
 	t.Run("fleet", func(t *testing.T) {
 		op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
 		for _, a := range []string{"pc-a", "pc-b"} {
-			op.WaitJS(t, within, a+" online", text(`table#agents tr[data-agent="`+a+`"] td.state`)+` === "online"`)
+			op.WaitJS(t, within, a+" online", jsText(`table#agents tr[data-agent="`+a+`"] td.state`)+` === "online"`)
 		}
 		for _, p := range []string{"pc-a/sim-a1", "pc-a/sim-a2", "pc-b/sim-b1", "pc-b/sim-b2"} {
 			if !browsertest.Eval[bool](t, op, `!!document.querySelector(`+jsString(`table#phones tr[data-phone="`+p+`"] td.state`)+`)`) {
@@ -363,7 +363,7 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("the fleet lists %d phones, want 4", n)
 		}
 		// must show 4: the tags are shown as text, and never run.
-		tags := browsertest.Eval[string](t, op, text(`table#phones tr[data-phone="pc-a/sim-a1"] td.tags`))
+		tags := browsertest.Eval[string](t, op, jsText(`table#phones tr[data-phone="pc-a/sim-a1"] td.tags`))
 		if !strings.Contains(tags, xssTag) || !strings.Contains(tags, xssFlagTag) {
 			t.Errorf("tags of pc-a/sim-a1 shown as %q, want the text of %q and %q", tags, xssTag, xssFlagTag)
 		}
@@ -389,7 +389,7 @@ func TestUIBrowser(t *testing.T) {
 		jobID = l.submit(t, operator, `{"device": {"serial": "sim-a1"}, "steps": [{"op": "screenshot", "name": "home.png"}], "timeout": "90s"}`)
 		row := `table#jobs tr[data-job="` + jobID + `"]`
 		op.WaitJS(t, within, "the new job in the list", `!!document.querySelector(`+jsString(row)+`)`)
-		op.WaitJS(t, within, "the job SUCCEEDED in the list", text(row+` td.status`)+` === "SUCCEEDED"`)
+		op.WaitJS(t, within, "the job SUCCEEDED in the list", jsText(row+` td.status`)+` === "SUCCEEDED"`)
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 1`) {
 			t.Error("the job list was reloaded")
 		}
@@ -401,15 +401,15 @@ func TestUIBrowser(t *testing.T) {
 	t.Run("job page", func(t *testing.T) {
 		op.Do(t, "open the job page", chromedp.Navigate(l.base+"/ui/jobs/"+jobID))
 		op.WaitJS(t, within, "the job page", `location.pathname === "/ui/jobs/`+jobID+`" && !!document.querySelector("td#job-status")`)
-		if st := browsertest.Eval[string](t, op, text(`td#job-status`)); st != "SUCCEEDED" {
+		if st := browsertest.Eval[string](t, op, jsText(`td#job-status`)); st != "SUCCEEDED" {
 			t.Errorf("job status %q", st)
 		}
 		op.WaitJS(t, within, "the screenshot decoded", `(() => { const i = document.querySelector("section#oplog img.screenshot"); return !!i && i.complete && i.naturalWidth > 0 })()`)
-		gen := browsertest.Eval[string](t, op, text(`ol#generations li[data-generation="1"]`))
+		gen := browsertest.Eval[string](t, op, jsText(`ol#generations li[data-generation="1"]`))
 		if !strings.Contains(gen, "pc-a") {
 			t.Errorf("generation 1 shown as %q, want its holder pc-a", gen)
 		}
-		if log := browsertest.Eval[string](t, op, text(`section#oplog`)); !strings.Contains(log, "home.png") {
+		if log := browsertest.Eval[string](t, op, jsText(`section#oplog`)); !strings.Contains(log, "home.png") {
 			t.Errorf("the operation log does not name the screenshot home.png:\n%s", log)
 		}
 	})
@@ -457,7 +457,7 @@ func TestUIBrowser(t *testing.T) {
 		// The job's status follows live to its end at generation 3.
 		browsertest.Eval[int](t, op, `window.notReloaded = 2`)
 		waitLive(t, op)
-		op.WaitJS(t, time.Minute, held+" shown SUCCEEDED", text(`td#job-status`)+` === "SUCCEEDED"`)
+		op.WaitJS(t, time.Minute, held+" shown SUCCEEDED", jsText(`td#job-status`)+` === "SUCCEEDED"`)
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 2`) {
 			t.Error("the job page was reloaded")
 		}
@@ -466,7 +466,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 		op.Do(t, "open the job page again", chromedp.Navigate(l.base+"/ui/jobs/"+held))
 		op.WaitJS(t, within, "the job page", `!!document.querySelector('table#writes tr.refused')`)
-		refused := browsertest.Eval[string](t, op, text(`table#writes tr.refused`))
+		refused := browsertest.Eval[string](t, op, jsText(`table#writes tr.refused`))
 		if !strings.Contains(refused, "pc-a") {
 			t.Errorf("the refused write reads %q, want its owner pc-a", refused)
 		}
@@ -474,7 +474,7 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("%d refused writes not marked refused", n)
 		}
 		for g, who := range map[int]string{1: "pc-a", 2: "pc-b", 3: "pc-a"} {
-			s := browsertest.Eval[string](t, op, text(`ol#generations li[data-generation="`+strconv.Itoa(g)+`"]`))
+			s := browsertest.Eval[string](t, op, jsText(`ol#generations li[data-generation="`+strconv.Itoa(g)+`"]`))
 			if !strings.Contains(s, who) {
 				t.Errorf("generation %d shown as %q, want its holder %s", g, s, who)
 			}
@@ -501,7 +501,7 @@ func TestUIBrowser(t *testing.T) {
 			// The fleet page is not live: the agent's own report of its
 			// drain may follow the page, so it is loaded again until it
 			// shows the state.
-			state := text(`table#agents tr[data-agent="` + agent + `"] td.state`)
+			state := jsText(`table#agents tr[data-agent="` + agent + `"] td.state`)
 			testenv.Eventually(t, within, agent+" shown "+wantState, func() bool {
 				if browsertest.Eval[string](t, op, state) == wantState {
 					return true
@@ -534,7 +534,7 @@ func TestUIBrowser(t *testing.T) {
 			return err == nil && j.Status == coordinator.StatusInProgress
 		})
 		op.Do(t, "open the job page", chromedp.Navigate(l.base+"/ui/jobs/"+cancelled))
-		if st := browsertest.Eval[string](t, op, text(`td#job-status`)); st != "IN_PROGRESS" {
+		if st := browsertest.Eval[string](t, op, jsText(`td#job-status`)); st != "IN_PROGRESS" {
 			t.Errorf("%s shown %q, want IN_PROGRESS", cancelled, st)
 		}
 		op.Do(t, "cancel", chromedp.Click(`a.action-cancel`))
@@ -542,11 +542,11 @@ func TestUIBrowser(t *testing.T) {
 		// must show 4: a reason that is a script, typed on the dashboard.
 		op.Do(t, "type a reason", chromedp.SendKeys(`form#confirm input[name=text], form#confirm textarea[name=text]`, xssReason))
 		op.Do(t, "confirm cancel", chromedp.Click(`form#confirm button[type=submit]`))
-		op.WaitJS(t, within, cancelled+" shown CANCELLED", `location.pathname === "/ui/jobs/`+cancelled+`" && `+text(`td#job-status`)+` === "CANCELLED"`)
+		op.WaitJS(t, within, cancelled+" shown CANCELLED", `location.pathname === "/ui/jobs/`+cancelled+`" && `+jsText(`td#job-status`)+` === "CANCELLED"`)
 		if j, err := l.store.Get(t.Context(), cancelled); err != nil || j.Status != coordinator.StatusCancelled {
 			t.Fatalf("%s in the store: %+v, %v", cancelled, j, err)
 		}
-		if gen := browsertest.Eval[string](t, op, text(`ol#generations li[data-generation="1"]`)); !strings.Contains(gen, xssReason) {
+		if gen := browsertest.Eval[string](t, op, jsText(`ol#generations li[data-generation="1"]`)); !strings.Contains(gen, xssReason) {
 			t.Errorf("generation 1 of the cancelled job reads %q, want the reason %q as text", gen, xssReason)
 		}
 		if n := browsertest.Eval[int](t, op, `document.querySelectorAll("main script, body > :not(head) script").length`); n != 0 {
