@@ -119,6 +119,7 @@ type Simulated struct {
 	swipe    *[2]image.Point
 	rec      *simRecording
 	recs     int // recordings started
+	bat      simBattery
 }
 
 var _ Device = (*Simulated)(nil)

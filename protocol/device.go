@@ -21,11 +21,13 @@ type Device struct {
 	State  string   `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
-	// Reason says why a phone in state DeviceResting or DeviceQuarantined
-	// is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
+	// Reason says why a phone in state DeviceResting, DeviceRecovering or
+	// DeviceQuarantined is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Facts are the phone's facts as last read (nil when never read).
 	Facts *PhoneFacts `json:"facts,omitempty"`
+	// Recovery is what the recovery ladder did to the phone (nil: nothing).
+	Recovery *DeviceRecovery `json:"recovery,omitempty"`
 }
 
 // Ready reports whether the phone can take a job: it has a serial and is in
@@ -49,11 +51,21 @@ type DeviceSelector struct {
 	Serial string   `json:"serial,omitempty"`
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
+	// Fact limits (docs/protocol.md, Phone facts): a phone whose fact is
+	// not known does not match a selector that sets a limit on it. Zero
+	// sets no limit.
+	MinBattery      int     `json:"min_battery,omitempty"`       // battery level at least this percent
+	MaxTempC        float64 `json:"max_temp_c,omitempty"`        // battery temperature at most this, °C
+	MinSDK          int     `json:"min_sdk,omitempty"`           // Android API level at least this
+	MaxSDK          int     `json:"max_sdk,omitempty"`           // Android API level at most this
+	MinScreenWidth  int     `json:"min_screen_width,omitempty"`  // pixels, natural orientation
+	MinScreenHeight int     `json:"min_screen_height,omitempty"` // pixels, natural orientation
 }
 
 // Matches reports whether phone d can run a job with selector s: d is in
 // state DeviceReady, and every field set in s matches (serial and model
-// exactly, and d carries every tag of s). The coordinator's stores implement
+// exactly, d carries every tag of s, and d's facts are known and within
+// every fact limit of s). The coordinator's stores implement
 // the same rule in SQL (their conformance suite, coordinator/storetest,
 // checks it case by case).
 func (s DeviceSelector) Matches(d Device) bool {
@@ -74,7 +86,7 @@ func (s DeviceSelector) Fits(d Device) bool {
 			return false
 		}
 	}
-	return true
+	return s.factsFit(d.Facts)
 }
 
 // Describe renders the selector as "serial=X model=Y tags=a,b", or "any" when
@@ -90,6 +102,7 @@ func (s DeviceSelector) Describe() string {
 	if len(s.Tags) > 0 {
 		parts = append(parts, "tags="+strings.Join(s.Tags, ","))
 	}
+	parts = append(parts, s.describeFacts()...)
 	if len(parts) == 0 {
 		return "any"
 	}
@@ -112,7 +125,9 @@ func StateFix(state string) string {
 	case DeviceResting:
 		return "it is offered jobs again once it has cooled down or charged (see its reason)"
 	case DeviceQuarantined:
-		return "it stopped answering while listed: replug or reboot it, then `edgeagent status` shows it ready again"
+		return "it stopped answering while listed: replug or reboot it; it is offered again once it answers the agent's probe"
+	case DeviceRecovering:
+		return "it stopped answering while listed; the agent is reconnecting it (see its reason)"
 	}
 	return "it must be in state \"device\"; check it with `adb devices`"
 }
@@ -141,7 +156,11 @@ func (s DeviceSelector) NotReadyReason(listed []Device) string {
 			continue
 		}
 		seen[d.State] = true
-		parts = append(parts, "phone "+d.Serial+" is "+d.State+": "+StateFix(d.State))
+		why := ""
+		if d.Reason != "" {
+			why = " (" + d.Reason + ")"
+		}
+		parts = append(parts, "phone "+d.Serial+" is "+d.State+why+": "+StateFix(d.State))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -97,6 +97,9 @@ func (t Task) Validate() error {
 	if t.TimeoutMS < 0 {
 		return fmt.Errorf("timeout_ms: %d is negative", t.TimeoutMS)
 	}
+	if err := t.Device.Validate(); err != nil {
+		return fmt.Errorf("device: %w", err)
+	}
 	for i, s := range t.Steps {
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("steps[%d]: %w", i, err)

@@ -24,6 +24,7 @@ var forbidden = []string{
 	"github.com/edgeagent/edgeagent/internal/winetest",
 	"github.com/edgeagent/edgeagent/internal/pgcluster",
 	"github.com/edgeagent/edgeagent/internal/securitytest",
+	"github.com/edgeagent/edgeagent/internal/browsertest",
 	"github.com/edgeagent/edgeagent/internal/deptest",
 	"github.com/edgeagent/edgeagent/coordinator/coordtest",
 	"github.com/edgeagent/edgeagent/coordinator/storetest",
