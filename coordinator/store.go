@@ -97,8 +97,12 @@ func (f Failure) Outcome() string {
 func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
 
 // Immediate reports whether f is retried without the retry backoff: a job
-// handed back because the agent's PC is going to sleep.
-func (f Failure) Immediate() bool { return f.Retried() && f.Cause == protocol.CauseAgentSleep }
+// the agent handed back because it is shutting down or its PC is going to
+// sleep (nothing is wrong with the job or the phone; docs/design.md, The
+// stop path).
+func (f Failure) Immediate() bool {
+	return f.Retried() && (f.Cause == protocol.CauseAgentSleep || f.Cause == protocol.CauseAgentShutdown)
+}
 
 // RecordedClass is the class recorded for f: its own, or the class its
 // outcome implies when it has none (infrastructure for a legacy requeue,

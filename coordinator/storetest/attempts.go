@@ -317,9 +317,10 @@ func testFailBackoff(t *testing.T, s sqlstore.Lab) {
 }
 
 // testSleepHandBackImmediate: a job handed back because the agent's PC is
-// going to sleep (cause agent_sleep) is queued again with no backoff and
-// granted at once to another agent; it counts as an attempt, and the next
-// infrastructure failure waits out the backoff as usual.
+// going to sleep (cause agent_sleep) or the agent shuts down
+// (agent_shutdown) is queued again with no backoff and granted at once to
+// another agent; each counts as an attempt, and any other infrastructure
+// failure waits out the backoff as usual.
 func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour})
@@ -345,12 +346,23 @@ func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
 	if j := get(t, s, "s"); !reflect.DeepEqual(j.AttemptEnds, wantEnds) || j.Attempts != 2 {
 		t.Fatalf("attempts %d, ends %+v, want 2 and %+v", j.Attempts, j.AttemptEnds, wantEnds)
 	}
-	// Any other infrastructure failure keeps its backoff.
+	// A shutdown release is queued again at once too.
 	if err := s.Fail(ctx, l2.Token, infra(protocol.CauseAgentShutdown, "agent shutting down")); err != nil {
 		t.Fatal(err)
 	}
+	if j := get(t, s, "s"); j.NotBefore.Sub(j.UpdatedAt) > time.Second {
+		t.Fatalf("not_before − updated_at = %s after a shutdown release, want none", j.NotBefore.Sub(j.UpdatedAt))
+	}
+	// Any other infrastructure failure keeps its backoff.
+	l3, err := s.ClaimNext(ctx, ownerA, long)
+	if err != nil || l3.Token.JobID != "s" {
+		t.Fatalf("claim after a shutdown release: %+v, %v", l3.Token, err)
+	}
+	if err := s.Fail(ctx, l3.Token, infra(protocol.CausePhoneUnplugged, "phone unplugged")); err != nil {
+		t.Fatal(err)
+	}
 	if j := get(t, s, "s"); j.NotBefore.Sub(j.UpdatedAt) < time.Hour-time.Second {
-		t.Fatalf("not_before − updated_at = %s after a shutdown release, want the backoff", j.NotBefore.Sub(j.UpdatedAt))
+		t.Fatalf("not_before − updated_at = %s after an unplugged phone, want the backoff", j.NotBefore.Sub(j.UpdatedAt))
 	}
 }
 
