@@ -35,7 +35,6 @@ type benchEnv struct {
 	loc   string
 }
 
-
 // seedPG and seedSQLite fill the jobs and artifacts tables directly, with
 // the columns the store writes (ids, statuses, owners, phones, projects).
 const seedPG = `
@@ -81,7 +80,7 @@ func benchSetup(b *testing.B, kind string) *benchEnv {
 		var devs []protocol.Device
 		for p := range benchPhones {
 			devs = append(devs, protocol.Device{Serial: fmt.Sprintf("A%04d-S%d", a, p), State: protocol.DeviceReady, Model: "Pixel 7",
-				Tags: []string{"lab", "row-" + fmt.Sprint(a%10)},
+				Tags:  []string{"lab", "row-" + fmt.Sprint(a%10)},
 				Facts: &protocol.PhoneFacts{BatteryLevel: &level, BatteryTempC: &temp, AndroidVersion: "14", SDK: 34, ScreenWidth: 1080, ScreenHeight: 2400}})
 		}
 		if _, _, err := st.AgentHello(ctx, coordinator.AgentHello{AgentID: fmt.Sprintf("agent-%04d", a), BootID: "boot-1", Version: "1.0.0",
