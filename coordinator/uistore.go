@@ -82,8 +82,8 @@ type UIStore interface {
 	UIActions(ctx context.Context, f UIActionFilter) ([]UIAction, error)
 	// PhoneScreens returns, for each of phones, the newest image artifact
 	// registered under the current generation of the most recently updated
-	// job that was granted on that phone of that agent and that has one,
-	// among the jobs of projects (nil: every project). Phones without one
-	// are left out.
+	// job granted on a phone of that serial that has one, among the jobs of
+	// projects (nil: every project), when that job ran on the agent the
+	// phone is listed by. Phones without one are left out.
 	PhoneScreens(ctx context.Context, phones []PhoneRef, projects []string) ([]PhoneScreen, error)
 }

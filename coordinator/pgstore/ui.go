@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,45 +95,79 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	return out, nil
 }
 
-// PhoneScreens returns the newest screenshot of each phone.
+// PhoneScreens returns the newest screenshot of each phone: one probe per
+// serial down the index jobs_phone_recent, newest job first, stopping at
+// the first with an image (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
 	if len(phones) == 0 {
 		return nil, nil
 	}
-	agents := make([]string, len(phones))
-	serials := make([]string, len(phones))
-	for i, p := range phones {
-		agents[i], serials[i] = p.AgentID, p.Serial
+	serials := make([]string, 0, len(phones))
+	seen := map[string]bool{}
+	for _, p := range phones {
+		if !seen[p.Serial] {
+			seen[p.Serial] = true
+			serials = append(serials, p.Serial)
+		}
 	}
 	var ps []string
 	if projects != nil {
 		ps = append([]string{}, projects...)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT p.agent, p.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
-		FROM unnest($1::text[], $2::text[]) AS p(agent, serial)
+		SELECT p.serial, lj.worker_id, lj.id, lj.project, s.generation, s.name, s.content_type, s.created_at
+		FROM unnest($1::text[]) AS p(serial)
 		CROSS JOIN LATERAL (
-			SELECT a.job_id, j.project, a.generation, a.name, a.content_type, a.created_at
-			FROM jobs j
-			JOIN artifacts a ON a.job_id = j.id AND a.generation = j.lease_generation
+			SELECT j.id, j.project, j.lease_generation, j.worker_id FROM jobs j
 			WHERE j.device_serial = p.serial
-			  AND left(j.worker_id, length(p.agent) + 1) = p.agent || '/'
-			  AND a.content_type LIKE 'image/%'
-			  AND ($3::text[] IS NULL OR j.project = ANY ($3))
-			ORDER BY j.updated_at DESC, a.created_at DESC
-			LIMIT 1) s`, agents, serials, ps)
+			  AND ($2::text[] IS NULL OR j.project = ANY ($2))
+			  AND EXISTS (SELECT 1 FROM artifacts x
+			              WHERE x.job_id = j.id AND x.generation = j.lease_generation AND x.content_type LIKE 'image/%')
+			ORDER BY j.updated_at DESC
+			LIMIT 1) lj
+		CROSS JOIN LATERAL (
+			SELECT a.generation, a.name, a.content_type, a.created_at FROM artifacts a
+			WHERE a.job_id = lj.id AND a.generation = lj.lease_generation AND a.content_type LIKE 'image/%'
+			ORDER BY a.created_at DESC
+			LIMIT 1) s`, serials, ps)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.PhoneScreen, error) {
-		var p coordinator.PhoneScreen
-		err := r.Scan(&p.AgentID, &p.Serial, &p.JobID, &p.Project, &p.Generation, &p.Name, &p.ContentType, &p.At)
-		return p, err
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (screenRow, error) {
+		var x screenRow
+		err := r.Scan(&x.Serial, &x.owner, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
+		return x, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	return out, nil
+	return matchScreens(phones, got), nil
+}
+
+// screenRow is a phone's newest screenshot with the owner of its job.
+type screenRow struct {
+	coordinator.PhoneScreen
+	owner string
+}
+
+// matchScreens keeps the screenshots whose job ran on the agent listing
+// the phone.
+func matchScreens(phones []coordinator.PhoneRef, got []screenRow) []coordinator.PhoneScreen {
+	by := make(map[string]screenRow, len(got))
+	for _, x := range got {
+		by[x.Serial] = x
+	}
+	var out []coordinator.PhoneScreen
+	for _, p := range phones {
+		x, ok := by[p.Serial]
+		if !ok || !strings.HasPrefix(x.owner, p.AgentID+"/") {
+			continue
+		}
+		sc := x.PhoneScreen
+		sc.PhoneRef = p
+		out = append(out, sc)
+	}
+	return out
 }
 
 // scanMore scans a token's columns and then more.

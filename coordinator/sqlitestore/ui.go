@@ -127,16 +127,22 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	return out, nil
 }
 
-// PhoneScreens returns the newest screenshot of each phone.
+// PhoneScreens returns the newest screenshot of each phone: one probe per
+// serial down the index jobs_phone_recent, newest job first, stopping at
+// the first with an image (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
 	if len(phones) == 0 {
 		return nil, nil
 	}
-	pairs := make([][2]string, len(phones))
-	for i, p := range phones {
-		pairs[i] = [2]string{p.AgentID, p.Serial}
+	serials := make([]string, 0, len(phones))
+	seen := map[string]bool{}
+	for _, p := range phones {
+		if !seen[p.Serial] {
+			seen[p.Serial] = true
+			serials = append(serials, p.Serial)
+		}
 	}
-	list, err := json.Marshal(pairs)
+	list, err := json.Marshal(serials)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
@@ -146,47 +152,77 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 		if len(projects) == 0 {
 			return nil, nil
 		}
-		cond = ` AND j2.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
+		cond = ` AND j.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
 		for _, p := range projects {
 			args = append(args, p)
 		}
 	}
+	const image = `x.job_id = j.id AND x.generation = j.lease_generation AND x.content_type LIKE 'image/%'`
 	rows, err := s.r.QueryContext(ctx, `
-		WITH p(agent, serial) AS (
-			SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		SELECT p.agent, p.serial, a.job_id, j.project, a.generation, a.name, a.content_type, a.created_at
-		FROM p
-		JOIN artifacts a ON a.rowid = (
-			SELECT a2.rowid FROM jobs j2
-			JOIN artifacts a2 ON a2.job_id = j2.id AND a2.generation = j2.lease_generation
-			WHERE j2.device_serial = p.serial
-			  AND substr(j2.worker_id, 1, length(p.agent) + 1) = p.agent || '/'
-			  AND a2.content_type LIKE 'image/%'`+cond+`
-			ORDER BY j2.updated_at DESC, a2.created_at DESC
-			LIMIT 1)
-		JOIN jobs j ON j.id = a.job_id`, args...)
+		WITH p(serial) AS (SELECT value FROM json_each(?)),
+		pick AS MATERIALIZED (
+			SELECT p.serial, (
+				SELECT j.rowid FROM jobs j
+				WHERE j.device_serial = p.serial`+cond+`
+				  AND EXISTS (SELECT 1 FROM artifacts x WHERE `+image+`)
+				ORDER BY j.updated_at DESC LIMIT 1) AS jr
+			FROM p),
+		pick2 AS MATERIALIZED (
+			SELECT pick.serial, j.rowid AS jr, (
+				SELECT x.rowid FROM artifacts x WHERE `+image+` ORDER BY x.created_at DESC LIMIT 1) AS ar
+			FROM pick JOIN jobs j ON j.rowid = pick.jr)
+		SELECT pick2.serial, j.worker_id, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
+		FROM pick2 JOIN jobs j ON j.rowid = pick2.jr JOIN artifacts a ON a.rowid = pick2.ar`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.PhoneScreen
+	var got []screenRow
 	for rows.Next() {
 		var (
-			p  coordinator.PhoneScreen
-			at string
+			x     screenRow
+			owner sql.NullString
+			at    string
 		)
-		if err := rows.Scan(&p.AgentID, &p.Serial, &p.JobID, &p.Project, &p.Generation, &p.Name, &p.ContentType, &at); err != nil {
+		if err := rows.Scan(&x.Serial, &owner, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
 			return nil, fmt.Errorf("read phone screenshots: %w", err)
 		}
-		if p.At, err = parseTime(at); err != nil {
+		x.owner = owner.String
+		if x.At, err = parseTime(at); err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		got = append(got, x)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	return out, nil
+	return matchScreens(phones, got), nil
+}
+
+// screenRow is a phone's newest screenshot with the owner of its job.
+type screenRow struct {
+	coordinator.PhoneScreen
+	owner string
+}
+
+// matchScreens keeps the screenshots whose job ran on the agent listing
+// the phone.
+func matchScreens(phones []coordinator.PhoneRef, got []screenRow) []coordinator.PhoneScreen {
+	by := make(map[string]screenRow, len(got))
+	for _, x := range got {
+		by[x.Serial] = x
+	}
+	var out []coordinator.PhoneScreen
+	for _, p := range phones {
+		x, ok := by[p.Serial]
+		if !ok || !strings.HasPrefix(x.owner, p.AgentID+"/") {
+			continue
+		}
+		sc := x.PhoneScreen
+		sc.PhoneRef = p
+		out = append(out, sc)
+	}
+	return out
 }
 
 // scanMore scans a token's columns and then more.

@@ -3,28 +3,32 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
-	"time"
+	"strings"
+	"sync"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// agentRow is one agent on the fleet page.
+// agentRow is one agent on the fleet page. The strings are formatted
+// here rather than by template functions: the page has thousands of rows
+// (docs/benchmarks.md, "Web dashboard").
 type agentRow struct {
 	ID            string
+	Path          string // ID escaped for a URL path
 	State         string // online, offline or draining
 	Online        bool
 	Draining      bool // by the operator
 	AgentDraining bool // by its own report
 	Version       string
-	Hello         time.Time
-	LastSeen      time.Time
-	SeenAgo       time.Duration
+	Hello         string
+	Seen          string
 	Slots         int
 	Running       int
 	Phones        int
-	LastAction    *coordinator.UIAction
+	DrainedBy     string // who drained it on the dashboard, and when
 }
 
 // phoneRow is one phone on the fleet page.
@@ -36,13 +40,14 @@ type phoneRow struct {
 	Fix     string
 	Reason  string
 	Model   string
-	Tags    []string
-	Health  []string
+	Tags    string
+	Health  string
 	JobID   string // the job it runs, "" when none or of a project the visitor does not see
+	JobURL  string
 	Busy    bool   // it runs a job (visible or not)
 	Thumb   string // the URL of its last screenshot, "" when none
-	ThumbAt time.Time
-	ThumbOf string // the job of that screenshot
+	ThumbAt string
+	ThumbOf string // the URL of the job of that screenshot
 }
 
 type fleetData struct {
@@ -69,6 +74,22 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	if err != nil {
 		return fleetData{}, err
 	}
+	// The thumbnails are looked up while the running jobs are read.
+	var (
+		screens   []coordinator.PhoneScreen
+		screenErr error
+		wg        sync.WaitGroup
+	)
+	if h.opts.Presigner != nil {
+		var refs []coordinator.PhoneRef
+		for _, a := range agents {
+			for _, dev := range a.Devices {
+				refs = append(refs, coordinator.PhoneRef{AgentID: a.ID, Serial: dev.Serial})
+			}
+		}
+		wg.Go(func() { screens, screenErr = h.store.PhoneScreens(ctx, refs, c.Projects) })
+	}
+	defer wg.Wait()
 	running, err := h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
 	if err != nil {
 		return fleetData{}, err
@@ -94,12 +115,17 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		}
 	}
 	d := fleetData{Agents: make([]agentRow, 0, len(agents)), RunningTotal: len(running)}
-	var refs []coordinator.PhoneRef
 	for _, a := range agents {
 		row := agentRow{
-			ID: a.ID, Online: a.Online(h.opts.OfflineAfter), Draining: a.Draining, AgentDraining: a.AgentDraining,
-			Version: a.Version, Hello: a.ConnectedAt, LastSeen: a.LastSeen, SeenAgo: a.SeenAgo, Slots: a.Slots,
-			Running: perAgent[a.ID], Phones: len(a.Devices), LastAction: lastAction[a.ID],
+			ID: a.ID, Path: url.PathEscape(a.ID), Online: a.Online(h.opts.OfflineAfter), Draining: a.Draining, AgentDraining: a.AgentDraining,
+			Version: a.Version, Hello: stamp(a.ConnectedAt), Seen: stamp(a.LastSeen), Slots: a.Slots,
+			Running: perAgent[a.ID], Phones: len(a.Devices),
+		}
+		if !a.LastSeen.IsZero() {
+			row.Seen += " (" + ago(a.SeenAgo) + ")"
+		}
+		if act := lastAction[a.ID]; act != nil && act.Action == coordinator.UIActionDrain {
+			row.DrainedBy = act.TokenName + ", " + stamp(act.At)
 		}
 		switch {
 		case !row.Online:
@@ -118,7 +144,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		for _, dev := range devs {
 			p := phoneRow{
 				Key: a.ID + "/" + dev.Serial, AgentID: a.ID, Serial: dev.Serial, State: dev.State, Reason: dev.Reason,
-				Model: dev.Model, Tags: dev.Tags, Health: health(dev.Facts),
+				Model: dev.Model, Tags: strings.Join(dev.Tags, ", "), Health: strings.Join(health(dev.Facts), " · "),
 			}
 			if !row.Online {
 				p.State = "offline (agent offline)"
@@ -130,18 +156,17 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 			if j, ok := onPhone[phoneKey{a.ID, dev.Serial}]; ok {
 				p.Busy = true
 				if c.Sees(j.Project) {
-					p.JobID = j.ID
+					p.JobID, p.JobURL = j.ID, "/ui/jobs/"+url.PathEscape(j.ID)
 				}
 			}
 			d.Phones = append(d.Phones, p)
-			refs = append(refs, coordinator.PhoneRef{AgentID: a.ID, Serial: dev.Serial})
 		}
 	}
-	if h.opts.Presigner != nil && len(refs) > 0 {
-		screens, err := h.store.PhoneScreens(ctx, refs, c.Projects)
-		if err != nil {
-			return fleetData{}, err
-		}
+	wg.Wait()
+	if screenErr != nil {
+		return fleetData{}, screenErr
+	}
+	if len(screens) > 0 {
 		idx := make(map[string]int, len(d.Phones))
 		for i, p := range d.Phones {
 			idx[p.Key] = i
@@ -153,7 +178,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 			}
 			p := &d.Phones[i]
 			p.Thumb = artifactURL(s.JobID, s.Generation, s.Name)
-			p.ThumbAt, p.ThumbOf = s.At, s.JobID
+			p.ThumbAt, p.ThumbOf = stamp(s.At), "/ui/jobs/"+url.PathEscape(s.JobID)
 		}
 	}
 	return d, nil

@@ -143,6 +143,14 @@ func stamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
+// ago is a duration as the pages show it.
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String() + " ago"
+}
+
 var funcs = template.FuncMap{
 	"time": stamp,
 	"timep": func(t *time.Time) string {
@@ -151,12 +159,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"ago": func(d time.Duration) string {
-		if d < 0 {
-			d = 0
-		}
-		return d.Round(time.Second).String() + " ago"
-	},
+	"ago":   ago,
 	"path":  url.PathEscape,
 	"join":  strings.Join,
 	"lower": strings.ToLower,

@@ -640,3 +640,29 @@ func TestFleet(t *testing.T) {
 		}
 	})
 }
+
+// TestLoginNext: login returns to the dashboard page it was sent from,
+// never to another site.
+func TestLoginNext(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	tok := e.token("ops", []string{"p1"}, "read")
+	r := e.get(client(), "/ui/jobs?status=QUEUED")
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/login?next=%2Fui%2Fjobs%3Fstatus%3DQUEUED" {
+		t.Fatalf("a page without a session: %d %s", r.status, r.header.Get("Location"))
+	}
+	for next, want := range map[string]string{
+		"/ui/jobs?status=QUEUED": "/ui/jobs?status=QUEUED",
+		"//evil.example/ui/":     "/ui/fleet",
+		"https://evil.example/":  "/ui/fleet",
+		"/api/v1/jobs":           "/ui/fleet",
+		"/ui/\\evil":             "/ui/fleet",
+	} {
+		r := e.do(client(), http.MethodPost, "/ui/login", url.Values{"token": {tok}, "next": {next}}, nil)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != want {
+			t.Errorf("login with next %q: %d %s, want %s", next, r.status, r.header.Get("Location"), want)
+		}
+	}
+	if r := e.do(client(), http.MethodPost, "/ui/login", url.Values{"token": {tok}}, map[string]string{"Origin": "https://evil.example"}); r.status != http.StatusForbidden {
+		t.Errorf("a login posted from another site: %d", r.status)
+	}
+}

@@ -27,3 +27,8 @@ CREATE INDEX ui_actions_job ON ui_actions (job_id, id) WHERE job_id <> '';
 -- The fleet page's thumbnails: a phone's jobs, most recently updated first.
 CREATE INDEX jobs_phone_recent ON jobs (device_serial, updated_at)
     WHERE device_serial IS NOT NULL;
+
+-- The job lists of the API and the dashboard page newest first by seq: a
+-- backward scan stops after a page instead of sorting every job of the
+-- caller's projects.
+CREATE INDEX jobs_seq ON jobs (seq);
