@@ -90,6 +90,7 @@ type Daemon struct {
 	sleepM      *sleepMetrics // sleep.go
 	closePhones func()
 	inv         *capture.Inventory
+	watch       *PhoneWatch
 	recovery    *Recovery
 	recovered   uploader.RecoverReport
 	recoverErr  error
@@ -157,6 +158,13 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		}
 	}
 	d.inv = inv
+	// Phone facts and resting phones (docs/capture.md).
+	d.watch = NewPhoneWatch(inv, cfg.Phones, d.log.With().Str("component", "phones").Logger())
+	if sys.Registry != nil {
+		if err := d.watch.Register(sys.Registry); err != nil {
+			return nil, err
+		}
+	}
 	if d.recovery, err = NewRecovery(inv, cfg.Phones.Recovery, sys.Registry, d.log); err != nil {
 		return nil, err
 	}
@@ -257,9 +265,8 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 			}
 		})
 	}
-	// Phone facts and resting phones (docs/capture.md).
-	watch := NewPhoneWatch(d.inv, d.cfg.Phones, d.log.With().Str("component", "phones").Logger())
-	wg.Go(func() { watch.Run(runCtx) })
+	d.watch.OnChange(a.kickHello)
+	wg.Go(func() { d.watch.Run(runCtx) })
 	d.recovery.notify(a.kickHello, func(serials []string) {
 		a.noteError(protocol.RungHubDrop, "", fmt.Errorf("hub drop: %d phones dropped within %s: %s", len(serials), HubWindow, strings.Join(serials, ", ")))
 	})

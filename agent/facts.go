@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/capture"
@@ -45,9 +46,12 @@ type PhoneWatch struct {
 	cfg config.Phones
 	log zerolog.Logger
 
-	mu     sync.Mutex
-	phones map[string]*watched
-	hooks  chan hookRun
+	mu       sync.Mutex
+	phones   map[string]*watched
+	hooks    chan hookRun
+	onChange func() // a phone started or stopped resting
+	resting  prometheus.Gauge
+	events   *prometheus.CounterVec
 }
 
 // watched is what the watch knows of one phone.
@@ -63,8 +67,35 @@ type hookRun struct{ serial, event string }
 // NewPhoneWatch returns the watch of inv with the phones section of the
 // agent's config.
 func NewPhoneWatch(inv *capture.Inventory, cfg config.Phones, log zerolog.Logger) *PhoneWatch {
-	return &PhoneWatch{inv: inv, cfg: cfg, log: log, phones: map[string]*watched{}, hooks: make(chan hookRun, 64)}
+	w := &PhoneWatch{inv: inv, cfg: cfg, log: log, phones: map[string]*watched{}, hooks: make(chan hookRun, 64), onChange: func() {},
+		resting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgeagent_phones_resting", Help: "Phones resting now (too hot or battery too low).",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeagent_phone_rest_events_total",
+			Help: "Charge policy events of the phones: hot, cooled, low_battery, charged.",
+		}, []string{"event"}),
+	}
+	for _, e := range []string{EventHot, EventCooled, EventLowBattery, EventCharged} {
+		w.events.WithLabelValues(e)
+	}
+	return w
 }
+
+// Register registers the watch's metrics in reg.
+func (w *PhoneWatch) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{w.resting, w.events} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register phone watch metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// OnChange sets what to call when a phone starts or stops resting (the
+// coordinator should hear of it at once, not at the next heartbeat). Call
+// it before Run.
+func (w *PhoneWatch) OnChange(f func()) { w.onChange = f }
 
 // Run watches until ctx is done.
 func (w *PhoneWatch) Run(ctx context.Context) {
@@ -121,6 +152,7 @@ func (w *PhoneWatch) pass(ctx context.Context, interval time.Duration) time.Dura
 			delete(w.phones, s)
 		}
 	}
+	w.resting.Set(float64(w.restingLocked()))
 	w.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, serial := range due {
@@ -160,6 +192,17 @@ func (w *PhoneWatch) read(ctx context.Context, serial string) {
 	w.inv.SetFacts(serial, f)
 	w.log.Debug().Str("serial", serial).Str("facts", f.Summary()).Msg("phone facts")
 	w.rest(serial, f)
+}
+
+// restingLocked counts the phones resting now.
+func (w *PhoneWatch) restingLocked() int {
+	n := 0
+	for _, p := range w.phones {
+		if p.hot || p.low {
+			n++
+		}
+	}
+	return n
 }
 
 // rest applies the rest rules to the phone's new facts: it rests while
@@ -205,6 +248,7 @@ func (w *PhoneWatch) rest(serial string, f protocol.PhoneFacts) {
 		}
 	}
 	hot, low := ph.hot, ph.low
+	w.resting.Set(float64(w.restingLocked()))
 	w.mu.Unlock()
 	if hot && !wasHot {
 		events = append(events, EventHot)
@@ -230,7 +274,11 @@ func (w *PhoneWatch) rest(serial string, f protocol.PhoneFacts) {
 	case !hot && !low && (wasHot || wasLow):
 		w.log.Info().Str("serial", serial).Msg("phone recovered: offered jobs again")
 	}
+	if (hot || low) != (wasHot || wasLow) {
+		w.onChange()
+	}
 	for _, e := range events {
+		w.events.WithLabelValues(e).Inc()
 		if len(r.ChargeHook) == 0 {
 			continue
 		}

@@ -105,6 +105,12 @@ func TestPhoneFactsAndRest(t *testing.T) {
 		!strings.Contains(string(out), serial+" resting: battery 4") {
 		t.Errorf("edgeagent status of the hot phone: %v\n%s", err, out)
 	}
+	if v := scrapeMetric(t, statusAddr, "edgeagent_phones_resting", ""); v != 1 {
+		t.Errorf("edgeagent_phones_resting = %v with the hot phone resting, want 1", v)
+	}
+	if v := scrapeMetric(t, statusAddr, "edgeagent_phone_rest_events_total", `event="hot"`); v != 1 {
+		t.Errorf(`edgeagent_phone_rest_events_total{event="hot"} = %v, want 1`, v)
+	}
 	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Serial: serial},
 		Steps:  []protocol.Step{screenshot},
@@ -143,6 +149,12 @@ func TestPhoneFactsAndRest(t *testing.T) {
 	show = ec.run(t, "agent", "show", "pc-bin")
 	if strings.Contains(show, "resting") {
 		t.Errorf("phone still resting after it cooled:\n%s", show)
+	}
+	if v := scrapeMetric(t, statusAddr, "edgeagent_phones_resting", ""); v != 0 {
+		t.Errorf("edgeagent_phones_resting = %v after the phone cooled, want 0", v)
+	}
+	if v := scrapeMetric(t, statusAddr, "edgeagent_phone_rest_events_total", `event="cooled"`); v != 1 {
+		t.Errorf(`edgeagent_phone_rest_events_total{event="cooled"} = %v, want 1`, v)
 	}
 	var rest bool
 	for _, e := range p.logEntries("phone resting: not offered jobs until it recovers") {
