@@ -118,7 +118,8 @@ type Simulated struct {
 	tap      *image.Point
 	swipe    *[2]image.Point
 	rec      *simRecording
-	recs     int // recordings started
+	recs     int          // recordings started
+	logs     []simLogLine // the phone's log (simlog.go)
 }
 
 var _ Device = (*Simulated)(nil)
@@ -264,6 +265,7 @@ func (s *Simulated) do(ctx context.Context, c SimCall, apply func() error) error
 	c.EffectKey = EffectKey(ctx)
 	s.mu.Lock()
 	s.history = append(s.history, c)
+	s.logCall(c)
 	s.mu.Unlock()
 	return err
 }
@@ -603,7 +605,7 @@ func (s *Simulated) StartRecording(ctx context.Context) (Recording, error) {
 			return invalidStep("a recording is already running")
 		}
 		s.recs++
-		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history)}
+		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history), endc: make(chan struct{})}
 		r.limit = time.AfterFunc(s.recLimit, r.end)
 		s.rec = r
 		return nil
@@ -618,10 +620,11 @@ type simRecording struct {
 	s        *Simulated
 	seq      int
 	startOps int
-	limit    *time.Timer // ends the recording at the phone's time limit
-	done     bool        // stopped, aborted or lost; guarded by s.mu
-	ended    bool        // ended on its own at the time limit; guarded by s.mu
-	endOps   int         // operations recorded until it ended
+	limit    *time.Timer   // ends the recording at the phone's time limit
+	done     bool          // stopped, aborted or lost; guarded by s.mu
+	ended    bool          // ended on its own at the time limit; guarded by s.mu
+	endOps   int           // operations recorded until it ended
+	endc     chan struct{} // closed when it ended at the time limit
 }
 
 var _ LimitedRecording = (*simRecording)(nil)
@@ -637,6 +640,7 @@ func (r *simRecording) end() {
 		return
 	}
 	r.ended = true
+	close(r.endc)
 	r.endOps = len(s.history) - r.startOps
 	if s.rec == r {
 		s.rec = nil
