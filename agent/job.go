@@ -635,7 +635,9 @@ func (j *job) runStep(phone Phone, info capture.StepInfo, what, kind string, s p
 // returns the object key.
 func (j *job) publish(c capture.Artifact) (string, error) {
 	defer func() { _ = c.Remove() }()
-	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path}
+	// A capture's spool file was hashed as it was written: the upload spool
+	// does not read it again (docs/uploads.md, Hashing).
+	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path, Hashed: c.Path != ""}
 	if c.Path == "" {
 		a.Body = bytes.NewReader(c.Data)
 		a.Size = int64(len(c.Data))
