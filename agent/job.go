@@ -85,6 +85,7 @@ type job struct {
 	accepting bool // interactive steps are taken
 	releasing string
 	effects   map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
+	extra     jobExtras                         // logcat, manifest (manifest.go)
 }
 
 // newJob returns a job whose lease guard runs from now on under parent.
@@ -437,6 +438,7 @@ func (j *job) renewOnce(ctx context.Context) error {
 	if !j.guard.Renewed(sent, ttl) {
 		return errStopped
 	}
+	j.noteClock(sent, time.Now(), rep)
 	j.a.metrics.renewals.WithLabelValues("accepted").Inc()
 	return nil
 }
@@ -495,7 +497,7 @@ func (j *job) runSteps(endLease func()) error {
 	// says (classify), after uploading the operation log.
 	fail := func(cause error) error {
 		reason := cause.Error()
-		if _, err := j.uploadOpLog(phone); err != nil {
+		if err := j.uploadEnd(phone); err != nil {
 			if errors.Is(err, errStopped) {
 				return errStopped
 			}
@@ -503,6 +505,12 @@ func (j *job) runSteps(endLease func()) error {
 		}
 		endLease()
 		return j.failJob(reason, cause)
+	}
+	if err := j.startCapture(phone); err != nil {
+		if j.work.Err() != nil {
+			return errStopped
+		}
+		return fail(err)
 	}
 	// Requested steps run after the task's step in progress.
 	for _, s := range j.task.Steps {
@@ -530,7 +538,7 @@ func (j *job) runSteps(endLease func()) error {
 	j.mu.Lock()
 	j.accepting = false
 	j.mu.Unlock()
-	if _, err := j.uploadOpLog(phone); err != nil {
+	if err := j.uploadEnd(phone); err != nil {
 		if errors.Is(err, errStopped) {
 			j.replyStopped(finish)
 			return errStopped
