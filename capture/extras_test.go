@@ -309,3 +309,36 @@ func TestRecordSegmentsBound(t *testing.T) {
 		t.Errorf("warning %q", w)
 	}
 }
+
+// TestADBChainedRecordingAborted: a job stopped while a chained recording
+// runs leaves no screenrecord and no segment file on the phone.
+func TestADBChainedRecordingAborted(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{RecordingSize: 4096})
+	p := l.phones[0]
+	opts := l.options()
+	opts.RecordLimit = time.Second
+	dev, err := capture.NewADBDevice(context.Background(), opts, p.Serial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, stop := context.WithCancel(context.Background())
+	r := capture.NewRunner(job, dev, capture.RunnerOptions{SpoolDir: t.TempDir()})
+	defer r.Close()
+	if _, err := r.RunStep(job, protocol.Step{Op: protocol.OpRecordStart}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "a second segment to run", func() bool {
+		n := 0
+		for _, c := range p.Commands() {
+			if strings.Contains(c, "screenrecord --time-limit 1 ") {
+				n++
+			}
+		}
+		return n >= 2 && len(p.Processes()) == 1
+	})
+	stop() // the job is revoked
+	r.Close()
+	testenv.Eventually(t, 10*time.Second, "no screenrecord and no file left on the phone", func() bool {
+		return len(p.Processes()) == 0 && len(p.Files()) == 0
+	})
+}
