@@ -25,7 +25,7 @@ func TestJobFileCaptureAndLogcat(t *testing.T) {
 		t.Fatalf("task = %+v, want capture before_after and logcat", specs[0].Task)
 	}
 	for file, wantErr := range map[string]string{
-		"capture: always\nsteps:\n  - {op: tap}\n": `capture: "always" is not one of before_after`,
+		"capture: always\nsteps:\n  - {op: tap}\n":                                                            `capture: "always" is not one of before_after`,
 		"capture: before_after\nsteps:\n  - {op: screenshot, name: screenshot-002-1-before}\n  - {op: tap}\n": `steps[1]: artifact name "screenshot-002-1-before.png" is already produced by steps[0]`,
 	} {
 		req, err := parseJobFile([]byte(file))
