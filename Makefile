@@ -55,7 +55,7 @@ FUZZ_TARGETS := \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
-	./internal/fakeadbd:FuzzReadMessage
+	./capture:FuzzParseFacts ./internal/fakeadbd:FuzzReadMessage
 FUZZTIME ?= 4s
 
 ## fuzz-short: run each fuzz target for FUZZTIME (default 4s) after its committed seed corpus

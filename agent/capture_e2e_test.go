@@ -206,35 +206,63 @@ func TestEndToEndCaptureExtras(t *testing.T) {
 	}
 }
 
-// TestManifestWithoutFacts: a phone that does not report facts gives a
-// manifest with null facts.
-func TestManifestWithoutFacts(t *testing.T) {
+// plainPhone is a phone that has only the methods of capture.Device: no
+// facts, no logcat.
+type plainPhone struct{ capture.Device }
+
+// TestManifestFacts: the manifest of a job on a phone that reports facts
+// (the simulated phone) has them at start and end; on a phone that does not,
+// they are null.
+func TestManifestFacts(t *testing.T) {
 	leakCheck(t)
 	sys := newSystem(t, 3*time.Second)
-	sys.startAgent("pc-a")
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpKey, Key: "KEYCODE_HOME"}}}})
-	if err != nil {
+	inv := capture.NewInventory()
+	if err := inv.Add(plainPhone{capture.NewSimulated(capture.SimOptions{Serial: "sim-plain", Model: "Plain", Width: 160, Height: 320})}); err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
-	}, "completion")
-	if done.Status != coordinator.StatusSucceeded {
-		t.Fatalf("job status %s (%s)", done.Status, done.FailReason)
-	}
-	obj, err := sys.mio.Client(t).GetObject(sys.ctx, sys.mio.Bucket, "jobs/"+job.ID+"/g1/"+agent.ManifestName, minio.GetObjectOptions{})
-	if err != nil {
+	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-facts", Model: "Facts", Width: 160, Height: 320})); err != nil {
 		t.Fatal(err)
 	}
-	defer obj.Close()
-	var m map[string]any
-	if err := json.NewDecoder(obj).Decode(&m); err != nil {
-		t.Fatal(err)
+	sys.startAgentWith("pc-a", agentSetup{tweak: func(o *agent.Options) {
+		o.Phones = agent.InventoryPhones(inv, "", capture.OpLogOptions{})
+	}})
+	manifest := func(serial string) map[string]any {
+		t.Helper()
+		job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{
+			Device: protocol.DeviceSelector{Serial: serial},
+			Steps:  []protocol.Step{{Op: protocol.OpKey, Key: "KEYCODE_HOME"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
+			return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
+		}, "completion")
+		if done.Status != coordinator.StatusSucceeded {
+			t.Fatalf("job status %s (%s)", done.Status, done.FailReason)
+		}
+		obj, err := sys.mio.Client(t).GetObject(sys.ctx, sys.mio.Bucket, "jobs/"+job.ID+"/g1/"+agent.ManifestName, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer obj.Close()
+		var m map[string]any
+		if err := json.NewDecoder(obj).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
-	if v, ok := m["facts_start"]; !ok || v != nil {
-		t.Errorf("facts_start = %v (present %v), want null", v, ok)
+	m := manifest("sim-plain")
+	if v, ok := m["facts_start"]; !ok || v != nil || m["facts_end"] != nil {
+		t.Errorf("facts of a phone without facts: start %v (present %v), end %v; want null", v, ok, m["facts_end"])
 	}
-	if m["serial"] != "sim-pc-a" || m["agent_version"] != "dev" {
+	if m["serial"] != "sim-plain" || m["model"] != "Plain" || m["agent_version"] != "dev" {
 		t.Errorf("manifest = %v", m)
+	}
+	m = manifest("sim-facts")
+	for _, k := range []string{"facts_start", "facts_end"} {
+		f, ok := m[k].(map[string]any)
+		if !ok || f["sdk"] == nil || f["screen_width"] == nil {
+			t.Errorf("%s = %v, want the simulated phone's facts", k, m[k])
+		}
 	}
 }

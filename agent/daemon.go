@@ -87,6 +87,7 @@ type Daemon struct {
 	lock   *StateLock
 
 	closePhones func()
+	inv         *capture.Inventory
 	recovered   uploader.RecoverReport
 	recoverErr  error
 	closeOnce   sync.Once
@@ -146,6 +147,7 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 			return nil, err
 		}
 	}
+	d.inv = inv
 	if cfg.Status.Listen != "" {
 		if d.status, err = ListenStatus(cfg.Status.Listen); err != nil {
 			return nil, fmt.Errorf("status endpoint (status.listen): %w", err)
@@ -237,6 +239,9 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 			}
 		})
 	}
+	// Phone facts and resting phones (docs/capture.md).
+	watch := NewPhoneWatch(d.inv, d.cfg.Phones, d.log.With().Str("component", "phones").Logger())
+	wg.Go(func() { watch.Run(runCtx) })
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- a.Run(runCtx) })
 

@@ -108,7 +108,11 @@ func (a *Agent) grantedPhone(as protocol.Assign) (protocol.DeviceSelector, error
 			continue
 		}
 		if d.State != protocol.DeviceReady {
-			return sel, fmt.Errorf("granted phone %s is in state %q, not %q", as.Serial, d.State, protocol.DeviceReady)
+			why := ""
+			if d.Reason != "" {
+				why = " (" + d.Reason + ")"
+			}
+			return sel, fmt.Errorf("granted phone %s is in state %q%s, not %q", as.Serial, d.State, why, protocol.DeviceReady)
 		}
 		if !sel.Matches(d) {
 			return sel, fmt.Errorf("granted phone %s does not match the task's selector %s", as.Serial, as.Task.Device.Describe())

@@ -60,7 +60,7 @@ func (e *NoDeviceError) problems() []error {
 			continue
 		}
 		if e.Selector.Fits(d) {
-			out = append(out, StateProblem(d.Serial, d.State))
+			out = append(out, deviceProblem(d))
 		}
 	}
 	return out
@@ -83,11 +83,12 @@ type Inventory struct {
 	busy    map[string]uint64 // serial → lock id of the holder
 	lockIDs uint64
 	changed chan struct{} // closed and replaced on every add, remove, release
+	notes   map[string]phoneNote
 }
 
 // NewInventory returns an empty inventory.
 func NewInventory() *Inventory {
-	return &Inventory{devs: map[string]Device{}, busy: map[string]uint64{}, changed: make(chan struct{})}
+	return &Inventory{devs: map[string]Device{}, busy: map[string]uint64{}, changed: make(chan struct{}), notes: map[string]phoneNote{}}
 }
 
 // notify wakes the waiters of Acquire after a phone changed state.
@@ -124,6 +125,7 @@ func (inv *Inventory) Remove(serial string) {
 	}
 	delete(inv.devs, serial)
 	delete(inv.busy, serial)
+	delete(inv.notes, serial)
 	inv.signalLocked()
 }
 
@@ -162,7 +164,7 @@ func (inv *Inventory) infosLocked() []protocol.Device {
 	ds := inv.sortedLocked()
 	out := make([]protocol.Device, len(ds))
 	for i, d := range ds {
-		out[i] = d.Info()
+		out[i] = inv.infoLocked(d)
 	}
 	return out
 }
@@ -171,7 +173,7 @@ func (inv *Inventory) infosLocked() []protocol.Device {
 func (inv *Inventory) matchLocked(sel protocol.DeviceSelector) []Device {
 	var free, taken []Device
 	for _, d := range inv.sortedLocked() {
-		if !sel.Matches(d.Info()) {
+		if !sel.Matches(inv.infoLocked(d)) {
 			continue
 		}
 		if inv.busy[d.Serial()] != 0 {

@@ -36,6 +36,8 @@ func (e *PhoneStateError) Error() string {
 		s = fmt.Sprintf("phone %s is still %s: wait a few seconds; if it stays so, replug it and run `adb devices`", e.Serial, e.State)
 	case stateGone:
 		s = fmt.Sprintf("phone %s was unplugged (adb no longer lists it): reconnect the USB cable, then run `adb devices`", e.Serial)
+	case protocol.DeviceResting:
+		s = fmt.Sprintf("phone %s is resting: %s", e.Serial, protocol.StateFix(e.State))
 	case adb.StateOffline:
 		s = fmt.Sprintf("phone %s is offline: reconnect the USB cable (or restart adb with `adb kill-server`), then run `adb devices`", e.Serial)
 	default:

@@ -118,7 +118,8 @@ type Simulated struct {
 	tap      *image.Point
 	swipe    *[2]image.Point
 	rec      *simRecording
-	recs     int          // recordings started
+	recs     int // recordings started
+	bat      simBattery
 	logs     []simLogLine // the phone's log (simlog.go)
 }
 

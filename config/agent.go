@@ -31,6 +31,8 @@ type Agent struct {
 	// Devices lists the phones this agent offers; empty means every phone
 	// the adb server reports.
 	Devices []Device `yaml:"devices" json:"devices,omitempty"`
+	// Phones configures phone facts and resting phones.
+	Phones Phones `yaml:"phones" json:"phones"`
 	// Status is the local status endpoint.
 	Status Status `yaml:"status" json:"status"`
 
@@ -148,6 +150,7 @@ func DefaultAgent() *Agent {
 			Parallelism: 4,
 		},
 		ADB:    ADB{Address: "127.0.0.1:5037", Path: "adb"},
+		Phones: defaultPhones(),
 		Status: Status{Listen: "127.0.0.1:7070"},
 	}
 }
@@ -201,6 +204,7 @@ func (a *Agent) Validate() error {
 			}
 		}
 	}
+	a.Phones.validate(&ps, "phones")
 	checkLoopback(&ps, "status.listen", a.Status.Listen)
 	return ps.Err()
 }

@@ -186,6 +186,20 @@ func (d *decoder) value(node ast.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Float64:
+		switch n := node.(type) {
+		case *ast.FloatNode:
+			v.SetFloat(n.Value)
+		case *ast.IntegerNode:
+			switch x := n.Value.(type) {
+			case int64:
+				v.SetFloat(float64(x))
+			case uint64:
+				v.SetFloat(float64(x))
+			}
+		default:
+			d.fail(path, written, "expected a number, got %s", describe(node))
+		}
 	default:
 		panic(fmt.Sprintf("config: field %s has unsupported type %s", path, v.Type()))
 	}

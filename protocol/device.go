@@ -49,11 +49,21 @@ type DeviceSelector struct {
 	Serial string   `json:"serial,omitempty"`
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
+	// Fact limits (docs/protocol.md, Phone facts): a phone whose fact is
+	// not known does not match a selector that sets a limit on it. Zero
+	// sets no limit.
+	MinBattery      int     `json:"min_battery,omitempty"`       // battery level at least this percent
+	MaxTempC        float64 `json:"max_temp_c,omitempty"`        // battery temperature at most this, °C
+	MinSDK          int     `json:"min_sdk,omitempty"`           // Android API level at least this
+	MaxSDK          int     `json:"max_sdk,omitempty"`           // Android API level at most this
+	MinScreenWidth  int     `json:"min_screen_width,omitempty"`  // pixels, natural orientation
+	MinScreenHeight int     `json:"min_screen_height,omitempty"` // pixels, natural orientation
 }
 
 // Matches reports whether phone d can run a job with selector s: d is in
 // state DeviceReady, and every field set in s matches (serial and model
-// exactly, and d carries every tag of s). The coordinator's stores implement
+// exactly, d carries every tag of s, and d's facts are known and within
+// every fact limit of s). The coordinator's stores implement
 // the same rule in SQL (their conformance suite, coordinator/storetest,
 // checks it case by case).
 func (s DeviceSelector) Matches(d Device) bool {
@@ -74,7 +84,7 @@ func (s DeviceSelector) Fits(d Device) bool {
 			return false
 		}
 	}
-	return true
+	return s.factsFit(d.Facts)
 }
 
 // Describe renders the selector as "serial=X model=Y tags=a,b", or "any" when
@@ -90,6 +100,7 @@ func (s DeviceSelector) Describe() string {
 	if len(s.Tags) > 0 {
 		parts = append(parts, "tags="+strings.Join(s.Tags, ","))
 	}
+	parts = append(parts, s.describeFacts()...)
 	if len(parts) == 0 {
 		return "any"
 	}
@@ -141,7 +152,11 @@ func (s DeviceSelector) NotReadyReason(listed []Device) string {
 			continue
 		}
 		seen[d.State] = true
-		parts = append(parts, "phone "+d.Serial+" is "+d.State+": "+StateFix(d.State))
+		why := ""
+		if d.Reason != "" {
+			why = " (" + d.Reason + ")"
+		}
+		parts = append(parts, "phone "+d.Serial+" is "+d.State+why+": "+StateFix(d.State))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -1,5 +1,12 @@
 package protocol
 
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
 // Phone states the agent sets itself (adb reports the others). A phone in
 // either state is listed but not offered jobs; Device.Reason says why.
 const (
@@ -31,4 +38,144 @@ type PhoneFacts struct {
 	FreeStorageMB   *int64   `json:"free_storage_mb,omitempty"` // free space on /data
 	IME             string   `json:"ime,omitempty"`             // Unicode text IME installed ("" when none)
 	ReadAtUnixMilli int64    `json:"read_at_ms,omitempty"`      // agent's wall clock when read
+}
+
+// factsFit reports whether f satisfies the fact limits of s; a limit on a
+// fact that f does not know (nil f, a nil pointer, a zero number) fails.
+func (s DeviceSelector) factsFit(f *PhoneFacts) bool {
+	if !s.hasFactLimits() {
+		return true
+	}
+	if f == nil {
+		return false
+	}
+	if s.MinBattery > 0 && (f.BatteryLevel == nil || *f.BatteryLevel < s.MinBattery) {
+		return false
+	}
+	if s.MaxTempC > 0 && (f.BatteryTempC == nil || *f.BatteryTempC > s.MaxTempC) {
+		return false
+	}
+	if s.MinSDK > 0 && (f.SDK == 0 || f.SDK < s.MinSDK) {
+		return false
+	}
+	if s.MaxSDK > 0 && (f.SDK == 0 || f.SDK > s.MaxSDK) {
+		return false
+	}
+	if s.MinScreenWidth > 0 && (f.ScreenWidth == 0 || f.ScreenWidth < s.MinScreenWidth) {
+		return false
+	}
+	if s.MinScreenHeight > 0 && (f.ScreenHeight == 0 || f.ScreenHeight < s.MinScreenHeight) {
+		return false
+	}
+	return true
+}
+
+func (s DeviceSelector) hasFactLimits() bool {
+	return s.MinBattery != 0 || s.MaxTempC != 0 || s.MinSDK != 0 || s.MaxSDK != 0 ||
+		s.MinScreenWidth != 0 || s.MinScreenHeight != 0
+}
+
+// describeFacts renders the fact limits of s as "min_battery=50" parts.
+func (s DeviceSelector) describeFacts() []string {
+	var parts []string
+	add := func(name string, v int) {
+		if v != 0 {
+			parts = append(parts, name+"="+strconv.Itoa(v))
+		}
+	}
+	add("min_battery", s.MinBattery)
+	if s.MaxTempC != 0 {
+		parts = append(parts, "max_temp_c="+strconv.FormatFloat(s.MaxTempC, 'f', -1, 64))
+	}
+	add("min_sdk", s.MinSDK)
+	add("max_sdk", s.MaxSDK)
+	add("min_screen_width", s.MinScreenWidth)
+	add("min_screen_height", s.MinScreenHeight)
+	return parts
+}
+
+// Validate reports the first fact limit of s that cannot be met by any
+// phone: a battery level outside 1–100, a temperature outside 1–150 °C, a
+// negative number, or min_sdk above max_sdk.
+func (s DeviceSelector) Validate() error {
+	switch {
+	case s.MinBattery < 0 || s.MinBattery > 100:
+		return fmt.Errorf("min_battery: %d is not a battery level from 1 to 100 percent", s.MinBattery)
+	case math.IsNaN(s.MaxTempC) || s.MaxTempC < 0 || s.MaxTempC > 150:
+		return fmt.Errorf("max_temp_c: %v is not a temperature from 1 to 150 °C", s.MaxTempC)
+	case s.MinSDK < 0:
+		return fmt.Errorf("min_sdk: %d is negative", s.MinSDK)
+	case s.MaxSDK < 0:
+		return fmt.Errorf("max_sdk: %d is negative", s.MaxSDK)
+	case s.MinSDK > 0 && s.MaxSDK > 0 && s.MinSDK > s.MaxSDK:
+		return fmt.Errorf("min_sdk %d is above max_sdk %d: no phone fits", s.MinSDK, s.MaxSDK)
+	case s.MinScreenWidth < 0:
+		return fmt.Errorf("min_screen_width: %d is negative", s.MinScreenWidth)
+	case s.MinScreenHeight < 0:
+		return fmt.Errorf("min_screen_height: %d is negative", s.MinScreenHeight)
+	}
+	return nil
+}
+
+// Summary renders the facts people look at first, in one line:
+// "Android 13 (SDK 33), 720x1280 420dpi, battery 80% 31.5 °C charging
+// good, screen on unlocked, 2048 MB free, IME com.android.adbkeyboard";
+// unknown facts are left out, and "" when nothing is known.
+func (f *PhoneFacts) Summary() string {
+	if f == nil {
+		return ""
+	}
+	var parts []string
+	switch {
+	case f.AndroidVersion != "" && f.SDK != 0:
+		parts = append(parts, fmt.Sprintf("Android %s (SDK %d)", f.AndroidVersion, f.SDK))
+	case f.AndroidVersion != "":
+		parts = append(parts, "Android "+f.AndroidVersion)
+	case f.SDK != 0:
+		parts = append(parts, fmt.Sprintf("SDK %d", f.SDK))
+	}
+	if f.ScreenWidth != 0 && f.ScreenHeight != 0 {
+		sc := fmt.Sprintf("%dx%d", f.ScreenWidth, f.ScreenHeight)
+		if f.Density != 0 {
+			sc += fmt.Sprintf(" %ddpi", f.Density)
+		}
+		parts = append(parts, sc)
+	}
+	var bat []string
+	if f.BatteryLevel != nil {
+		bat = append(bat, fmt.Sprintf("%d%%", *f.BatteryLevel))
+	}
+	if f.BatteryTempC != nil {
+		bat = append(bat, fmt.Sprintf("%.1f °C", *f.BatteryTempC))
+	}
+	if f.Charging != nil {
+		if *f.Charging {
+			bat = append(bat, "charging")
+		} else {
+			bat = append(bat, "not charging")
+		}
+	}
+	if f.BatteryHealth != "" {
+		bat = append(bat, f.BatteryHealth)
+	}
+	if len(bat) > 0 {
+		parts = append(parts, "battery "+strings.Join(bat, " "))
+	}
+	var scr []string
+	if f.ScreenOn != nil {
+		scr = append(scr, map[bool]string{true: "on", false: "off"}[*f.ScreenOn])
+	}
+	if f.Locked != nil {
+		scr = append(scr, map[bool]string{true: "locked", false: "unlocked"}[*f.Locked])
+	}
+	if len(scr) > 0 {
+		parts = append(parts, "screen "+strings.Join(scr, " "))
+	}
+	if f.FreeStorageMB != nil {
+		parts = append(parts, fmt.Sprintf("%d MB free", *f.FreeStorageMB))
+	}
+	if f.IME != "" {
+		parts = append(parts, "IME "+f.IME)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -104,6 +104,9 @@ func (t Task) Validate() error {
 	if t.TimeoutMS < 0 {
 		return fmt.Errorf("timeout_ms: %d is negative", t.TimeoutMS)
 	}
+	if err := t.Device.Validate(); err != nil {
+		return fmt.Errorf("device: %w", err)
+	}
 	if err := ValidateCapture(t.Capture); err != nil {
 		return err
 	}

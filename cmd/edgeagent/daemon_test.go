@@ -39,6 +39,7 @@ type lab struct {
 	store *pgstore.Store
 	coord *coordinator.Server
 	ctx   context.Context
+	dsn   string // the store's PostgreSQL database
 }
 
 func newLab(t *testing.T, ttl time.Duration) *lab {
@@ -68,7 +69,7 @@ func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lab{t: t, ns: ns, mio: mio, store: st, ctx: ctx}
+	l := &lab{t: t, ns: ns, mio: mio, store: st, ctx: ctx, dsn: dsn}
 	opts := coordinator.Options{
 		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
 		HeartbeatEvery: 200 * time.Millisecond, Log: zerolog.Nop(),

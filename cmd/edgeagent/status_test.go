@@ -37,6 +37,12 @@ func goldenStatus() protocol.AgentStatus {
 			{Device: protocol.Device{Serial: "R58M123ABC", State: "device", Model: "SM-G991B", Tags: []string{"eu", "shop"}}, Busy: true},
 			{Device: protocol.Device{Serial: "sim-1", State: "device", Model: "SimPhone"}, Busy: true},
 			{Device: protocol.Device{Serial: "0A1B2C", State: "unauthorized"}},
+			{Device: protocol.Device{Serial: "HOT99", State: protocol.DeviceResting, Model: "Pixel 7",
+				Reason: "battery 47.5 °C over the 45 °C limit (offered again at 40 °C)", Facts: &protocol.PhoneFacts{
+					AndroidVersion: "13", SDK: 33, ScreenWidth: 1080, ScreenHeight: 2400, Density: 420,
+					BatteryLevel: new(81), BatteryTempC: new(47.5), Charging: new(true), BatteryHealth: "good",
+					ScreenOn: new(true), Locked: new(false), FreeStorageMB: new(int64(20480)),
+				}}},
 		},
 		Stops: []protocol.AgentStop{
 			{Token: fencing.Token{JobID: "old-job", Owner: owner, Generation: 2}, Cause: "revoked: reassigned", At: now.Add(-3 * time.Minute), CutShort: "upload home.png"},

@@ -214,6 +214,7 @@ func printAgent(c *cli.Call, v agentView, running []coordinator.Job) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printPhoneNotes(w, v.Devices)
 	fmt.Fprintf(w, "\nRunning jobs:\n")
 	tw = c.Table()
 	fmt.Fprintln(tw, "  ID\tGEN\tPHONE\tLEASE EXPIRES")

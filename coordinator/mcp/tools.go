@@ -52,6 +52,12 @@ type Phone struct {
 	Tags   []string `json:"tags,omitempty"`
 	State  string   `json:"state" jsonschema:"device when usable; otherwise what is wrong (offline, unauthorized, agent offline, agent draining)"`
 	Free   bool     `json:"free" jsonschema:"true when open_session can take it now"`
+	// Reason says why a resting or quarantined phone is not offered.
+	Reason string `json:"reason,omitempty" jsonschema:"why a resting or quarantined phone takes no session now"`
+	// ScreenWidth and ScreenHeight are the screen's pixels in the natural
+	// orientation, as the agent last read them (0: not known).
+	ScreenWidth  int `json:"screen_width,omitempty" jsonschema:"screen width in pixels, natural orientation; tap coordinates are in these pixels"`
+	ScreenHeight int `json:"screen_height,omitempty" jsonschema:"screen height in pixels, natural orientation"`
 }
 
 type listPhonesIn struct{}
@@ -218,7 +224,10 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 			if !slices.ContainsFunc(phoneProjects(d), func(p string) bool { return sees(c, p) }) {
 				continue
 			}
-			p := Phone{Agent: a.ID, Serial: d.Serial, Model: d.Model, Tags: d.Tags, State: d.State}
+			p := Phone{Agent: a.ID, Serial: d.Serial, Model: d.Model, Tags: d.Tags, State: d.State, Reason: d.Reason}
+			if d.Facts != nil {
+				p.ScreenWidth, p.ScreenHeight = d.Facts.ScreenWidth, d.Facts.ScreenHeight
+			}
 			switch {
 			case !a.Online(s.opts.OfflineAfter):
 				p.State = "agent offline"
@@ -242,7 +251,14 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 		if p.Free {
 			free = "free"
 		}
-		fmt.Fprintf(&b, "- serial=%s model=%q agent=%s tags=%s state=%s %s\n", p.Serial, p.Model, p.Agent, strings.Join(p.Tags, ","), p.State, free)
+		fmt.Fprintf(&b, "- serial=%s model=%q agent=%s tags=%s state=%s %s", p.Serial, p.Model, p.Agent, strings.Join(p.Tags, ","), p.State, free)
+		if p.ScreenWidth > 0 && p.ScreenHeight > 0 {
+			fmt.Fprintf(&b, " screen=%dx%d", p.ScreenWidth, p.ScreenHeight)
+		}
+		if p.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", p.Reason)
+		}
+		b.WriteString("\n")
 	}
 	return textResult("%s", b.String()), out, nil
 }

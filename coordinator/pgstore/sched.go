@@ -35,11 +35,22 @@ const claimCTEs = `
 	), load AS (
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (
-		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags
-		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb)
+		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
+		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height
+		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb,
+		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer)
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
 			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
 	)`
+
+// factsMatch: the phone dev's facts are within the fact limits of job j's
+// selector; a fact the phone does not know (NULL) fails a limit on it.
+const factsMatch = `(j.task->'device'->'min_battery' IS NULL OR dev.battery >= (j.task->'device'->>'min_battery')::integer)
+			  AND (j.task->'device'->'max_temp_c' IS NULL OR dev.temp_c <= (j.task->'device'->>'max_temp_c')::double precision)
+			  AND (j.task->'device'->'min_sdk' IS NULL OR dev.sdk >= (j.task->'device'->>'min_sdk')::integer)
+			  AND (j.task->'device'->'max_sdk' IS NULL OR dev.sdk <= (j.task->'device'->>'max_sdk')::integer)
+			  AND (j.task->'device'->'min_screen_width' IS NULL OR dev.screen_width >= (j.task->'device'->>'min_screen_width')::integer)
+			  AND (j.task->'device'->'min_screen_height' IS NULL OR dev.screen_height >= (j.task->'device'->>'min_screen_height')::integer)`
 
 const canRun = `($7::boolean OR NOT j.task->'steps' @> '[{"effect": {}}]'::jsonb)`
 
@@ -49,6 +60,7 @@ const matchLateral = `
 			WHERE COALESCE(j.task->'device'->>'serial', '') IN ('', dev.serial)
 			  AND COALESCE(j.task->'device'->>'model', '') IN ('', dev.model)
 			  AND dev.tags @> COALESCE(j.task->'device'->'tags', '[]'::jsonb)
+			  AND ` + factsMatch + `
 			ORDER BY dev.serial
 			LIMIT 1
 		) m`

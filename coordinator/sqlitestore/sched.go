@@ -18,7 +18,12 @@ const devCTE = `
 	dev AS (
 		SELECT json_extract(d.value, '$.serial') AS serial,
 		       COALESCE(json_extract(d.value, '$.model'), '') AS model,
-		       COALESCE(json_extract(d.value, '$.tags'), '[]') AS tags
+		       COALESCE(json_extract(d.value, '$.tags'), '[]') AS tags,
+		       json_extract(d.value, '$.battery') AS battery,
+		       json_extract(d.value, '$.temp_c') AS temp_c,
+		       json_extract(d.value, '$.sdk') AS sdk,
+		       json_extract(d.value, '$.screen_width') AS screen_width,
+		       json_extract(d.value, '$.screen_height') AS screen_height
 		FROM json_each(?2) d
 		WHERE json_extract(d.value, '$.serial') NOT IN (
 			SELECT device_serial FROM jobs
@@ -35,8 +40,18 @@ const matchSerial = `(
 			  AND NOT EXISTS (
 				SELECT 1 FROM json_each(j.task, '$.device.tags') t
 				WHERE t.value NOT IN (SELECT value FROM json_each(dev.tags)))
+			  AND ` + factsMatch + `
 			ORDER BY dev.serial
 			LIMIT 1)`
+
+// factsMatch: the phone dev's facts are within the fact limits of job j's
+// selector; a fact the phone does not know (NULL) fails a limit on it.
+const factsMatch = `(json_extract(j.task, '$.device.min_battery') IS NULL OR dev.battery >= json_extract(j.task, '$.device.min_battery'))
+			  AND (json_extract(j.task, '$.device.max_temp_c') IS NULL OR dev.temp_c <= json_extract(j.task, '$.device.max_temp_c'))
+			  AND (json_extract(j.task, '$.device.min_sdk') IS NULL OR dev.sdk >= json_extract(j.task, '$.device.min_sdk'))
+			  AND (json_extract(j.task, '$.device.max_sdk') IS NULL OR dev.sdk <= json_extract(j.task, '$.device.max_sdk'))
+			  AND (json_extract(j.task, '$.device.min_screen_width') IS NULL OR dev.screen_width >= json_extract(j.task, '$.device.min_screen_width'))
+			  AND (json_extract(j.task, '$.device.min_screen_height') IS NULL OR dev.screen_height >= json_extract(j.task, '$.device.min_screen_height'))`
 
 // canRun: job j has no effect steps (protocol.Task.HasEffects) or ?3 (the
 // agent may take them) is true.

@@ -212,7 +212,7 @@ type Claim struct {
 	AgentID string
 	BootID  string
 	Owner   string
-	Devices []byte // JSON array of {serial, model, tags} of the usable phones, sorted by serial
+	Devices []byte // JSON array of the usable phones (ClaimDevice), sorted by serial
 	Slots   int
 	TTL     time.Duration
 	Effects bool // the agent may take jobs with effect steps
@@ -235,18 +235,9 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 	if err := CheckTTL(req.TTL); err != nil {
 		return Claim{}, err
 	}
-	type dev struct {
-		Serial string   `json:"serial"`
-		Model  string   `json:"model"`
-		Tags   []string `json:"tags"`
-	}
-	devs := []dev{}
+	devs := []ClaimDevice{}
 	for _, d := range protocol.ReadyDevices(req.Devices) {
-		tags := d.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		devs = append(devs, dev{Serial: d.Serial, Model: d.Model, Tags: tags})
+		devs = append(devs, NewClaimDevice(d))
 	}
 	b, err := json.Marshal(devs)
 	if err != nil {

@@ -21,6 +21,7 @@ var registryTests = []struct {
 	fn   func(t *testing.T, s sqlstore.Lab)
 }{
 	{"ClaimForSelectors", testClaimForSelectors},
+	{"ClaimForFactSelectors", testClaimForFactSelectors},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},

@@ -81,6 +81,7 @@ func Render(w io.Writer, st protocol.AgentStatus, now time.Time) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Serial, p.State, Dash(p.Model), Dash(strings.Join(p.Tags, ",")), busy)
 		}
 		tw.Flush()
+		renderPhoneNotes(w, st.Phones)
 	}
 	if len(st.Stops) > 0 {
 		fmt.Fprintf(w, "\nRecent stops\n")

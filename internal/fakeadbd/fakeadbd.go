@@ -780,6 +780,10 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 		return p.ime(out, errw, args[1:])
 	case "settings":
 		return p.settingsCmd(ctx, out, errw, args[1:])
+	case "dumpsys":
+		return p.dumpsys(out, errw, args[1:])
+	case "df":
+		return p.df(out, args[1:])
 	case "screenrecord":
 		pid := env.pid
 		if !exec {

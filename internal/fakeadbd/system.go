@@ -125,7 +125,7 @@ func (p *Phone) extra(args []string, name string) string {
 }
 
 // wm answers `wm dismiss-keyguard` (the simulated phone wakes and unlocks)
-// and `wm size`.
+// `wm size` and `wm density`.
 func (p *Phone) wm(ctx context.Context, out, errw io.Writer, args []string) int {
 	switch safeArg(args, 0) {
 	case "dismiss-keyguard":
@@ -144,8 +144,11 @@ func (p *Phone) wm(ctx context.Context, out, errw io.Writer, args []string) int 
 		}
 		fmt.Fprintf(out, "Physical size: %dx%d\n", w, h)
 		return 0
+	case "density":
+		fmt.Fprintf(out, "Physical density: %s\n", p.props()["ro.sf.lcd_density"])
+		return 0
 	}
-	fmt.Fprintln(errw, "usage: wm dismiss-keyguard | wm size")
+	fmt.Fprintln(errw, "usage: wm dismiss-keyguard | wm size | wm density")
 	return 1
 }
 

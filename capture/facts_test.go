@@ -1,0 +1,220 @@
+package capture_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/internal/fakeadbd"
+)
+
+// section joins outputs as FactsScript prints them.
+func section(cmds map[string]string) []byte {
+	var b strings.Builder
+	for _, c := range []string{"getprop ro.build.version.release", "getprop ro.build.version.sdk", "getprop ro.build.fingerprint",
+		"wm size", "wm density", "dumpsys battery", "dumpsys power", "dumpsys window policy", "df /data"} {
+		out, ok := cmds[c]
+		if !ok {
+			continue
+		}
+		b.WriteString("@@edgeagent-facts " + c + "\n" + out)
+	}
+	return []byte(b.String())
+}
+
+// Outputs of real phones: a Pixel on Android 13 and a Nexus on Android 6.
+var (
+	android13 = map[string]string{
+		"getprop ro.build.version.release": "13\n",
+		"getprop ro.build.version.sdk":     "33\n",
+		"getprop ro.build.fingerprint":     "google/panther/panther:13/TQ3A.230901.001/10750268:user/release-keys\n",
+		"wm size":                          "Physical size: 1080x2400\nOverride size: 720x1600\n",
+		"wm density":                       "Physical density: 420\n",
+		"dumpsys battery": "Current Battery Service state:\n  AC powered: false\n  USB powered: true\n  Wireless powered: false\n" +
+			"  Max charging current: 500000\n  status: 2\n  health: 2\n  present: true\n  level: 85\n  scale: 100\n  voltage: 4301\n  temperature: 315\n  technology: Li-ion\n",
+		"dumpsys power":         "POWER MANAGER (dumpsys power)\n\nPower Manager State:\n  mDirty=0x0\n  mWakefulness=Awake\n  mWakefulnessChanging=false\nDisplay Power: state=ON\n",
+		"dumpsys window policy": "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mShowingDream=false mDreamingLockscreen=false isStatusBarKeyguard=true\n",
+		"df /data":              "Filesystem       1K-blocks    Used Available Use% Mounted on\n/dev/block/dm-45 115249236 9734880 105383284   9% /data\n",
+	}
+	android6 = map[string]string{
+		"getprop ro.build.version.release": "6.0.1\n",
+		"getprop ro.build.version.sdk":     "23\n",
+		"getprop ro.build.fingerprint":     "google/hammerhead/hammerhead:6.0.1/M4B30Z/3437181:user/release-keys\n",
+		"wm size":                          "Physical size: 1080x1920\n",
+		"wm density":                       "Physical density: 480\nOverride density: 400\n",
+		"dumpsys battery":                  "Current Battery Service state:\n  AC powered: false\n  USB powered: false\n  Wireless powered: false\n  status: 3\n  health: 3\n  present: true\n  level: 120\n  scale: 200\n  temperature: 412\n",
+		"dumpsys power":                    "Power Manager State:\n  mWakefulness=Asleep\n",
+		"dumpsys window policy":            "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mShowingLockscreen=true mShowingDream=false\n",
+		"df /data":                         "Filesystem               Size     Used     Free   Blksize\n/data                   25.0G    10.4G    14.6G   4096\n",
+	}
+)
+
+func TestParseFacts(t *testing.T) {
+	f, err := capture.ParseFacts(section(android13))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AndroidVersion != "13" || f.SDK != 33 || !strings.HasPrefix(f.Fingerprint, "google/panther") ||
+		f.ScreenWidth != 720 || f.ScreenHeight != 1600 || f.Density != 420 {
+		t.Errorf("android 13: %+v", f)
+	}
+	if *f.BatteryLevel != 85 || *f.BatteryTempC != 31.5 || !*f.Charging || f.BatteryHealth != "good" ||
+		!*f.ScreenOn || !*f.Locked || *f.FreeStorageMB != 105383284/1024 {
+		t.Errorf("android 13: %s", f.Summary())
+	}
+	f, err = capture.ParseFacts(section(android6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AndroidVersion != "6.0.1" || f.SDK != 23 || f.ScreenWidth != 1080 || f.Density != 400 ||
+		*f.BatteryLevel != 60 || *f.BatteryTempC != 41.2 || *f.Charging || f.BatteryHealth != "overheat" ||
+		*f.ScreenOn || !*f.Locked || *f.FreeStorageMB != 14950 {
+		t.Errorf("android 6: %s", f.Summary())
+	}
+}
+
+// TestParseFactsBadOutput: output that is not understood leaves the fact
+// unset and names its command; the other facts are read.
+func TestParseFactsBadOutput(t *testing.T) {
+	bad := map[string]string{}
+	for k, v := range android13 {
+		bad[k] = v
+	}
+	bad["dumpsys battery"] = "Can't find service: battery\n"
+	bad["wm size"] = "Physical size: axb\n"
+	bad["dumpsys power"] = "  mWakefulness=Sideways\n"
+	delete(bad, "df /data")
+	f, err := capture.ParseFacts(section(bad))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`dumpsys battery: output not understood: "Can't find service: battery"`, "wm size: output not understood",
+		`dumpsys power: mWakefulness="Sideways" not understood`, "df /data: no output (the command did not run)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if f.BatteryLevel != nil || f.BatteryTempC != nil || f.ScreenWidth != 0 || f.ScreenOn != nil || f.FreeStorageMB != nil {
+		t.Errorf("facts from bad output: %s", f.Summary())
+	}
+	if f.SDK != 33 || f.Locked == nil || f.Density != 420 {
+		t.Errorf("good output not read: %+v", f)
+	}
+}
+
+func FuzzParseFacts(f *testing.F) {
+	f.Add(section(android13))
+	f.Add(section(android6))
+	f.Add([]byte("@@edgeagent-facts df /data\nFilesystem a b Available\n1\n"))
+	f.Add([]byte("@@edgeagent-facts dumpsys battery\nlevel: 5\nscale: 0\ntemperature: -4000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		facts, err := capture.ParseFacts(b)
+		if err == nil && facts.SDK == 0 {
+			t.Errorf("no error, but no SDK: %+v", facts)
+		}
+		if facts.BatteryLevel != nil && (*facts.BatteryLevel < 0 || *facts.BatteryLevel > 100) {
+			t.Errorf("battery level %d", *facts.BatteryLevel)
+		}
+		if facts.FreeStorageMB != nil && *facts.FreeStorageMB < 0 {
+			t.Errorf("free storage %d", *facts.FreeStorageMB)
+		}
+	})
+}
+
+// TestADBFacts reads a fake phone's facts through the real adb server:
+// every fact is read, the battery drains and warms with the work done, and
+// SetBattery is what the next read reports.
+func TestADBFacts(t *testing.T) {
+	l := startADBLab(t, fakeadbd.Options{Width: 1080, Height: 2340, IME: true, Locked: true},
+		fakeadbd.Options{NoShellV2: true, Model: "Nexus 5", Props: map[string]string{"ro.build.version.sdk": "23", "ro.build.version.release": "6.0.1"}})
+	ctx := context.Background()
+	p := l.phones[0]
+	dev, err := capture.NewADBDevice(ctx, l.options(), p.Serial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetBattery(70, 30)
+	f, err := dev.Facts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AndroidVersion != "13" || f.SDK != 33 || f.Fingerprint == "" || f.ScreenWidth != 1080 || f.ScreenHeight != 2340 || f.Density != 420 ||
+		f.BatteryLevel == nil || *f.BatteryLevel != 70 || f.BatteryTempC == nil || *f.BatteryTempC > 30 || *f.BatteryTempC < 29 ||
+		f.Charging == nil || !*f.Charging || f.BatteryHealth != "good" || f.ScreenOn == nil || *f.ScreenOn || f.Locked == nil || !*f.Locked ||
+		f.FreeStorageMB == nil || *f.FreeStorageMB != 49152 || f.IME != capture.IMEPackage || f.ReadAtUnixMilli == 0 {
+		t.Errorf("facts: %s (%+v)", f.Summary(), f)
+	}
+	// Work warms the phone and drains its battery.
+	p.SetCharging(false)
+	for range 100 {
+		if err := dev.Tap(ctx, 10, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := dev.Facts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *g.BatteryTempC < *f.BatteryTempC+4 || *g.BatteryLevel >= *f.BatteryLevel || *g.Charging {
+		t.Errorf("after 100 taps: %s; before: %s", g.Summary(), f.Summary())
+	}
+	p.SetBattery(12, 47.5)
+	if g, err = dev.Facts(ctx); err != nil || *g.BatteryLevel != 12 || *g.BatteryTempC > 47.5 || *g.BatteryTempC < 47 {
+		t.Errorf("after SetBattery(12, 47.5): %s, %v", g.Summary(), err)
+	}
+
+	old, err := capture.NewADBDevice(ctx, l.options(), l.phones[1].Serial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = old.Facts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AndroidVersion != "6.0.1" || f.SDK != 23 || f.IME != "" || f.ScreenOn == nil || !*f.ScreenOn || f.Locked == nil || *f.Locked {
+		t.Errorf("old phone: %s", f.Summary())
+	}
+}
+
+// TestSimulatedFacts: the simulated phone reports believable facts; work
+// drains and warms its battery.
+func TestSimulatedFacts(t *testing.T) {
+	ctx := context.Background()
+	s := capture.NewSimulated(capture.SimOptions{Width: 1080, Height: 1920, IME: true})
+	f, err := s.Facts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.SDK == 0 || f.ScreenWidth != 1080 || f.ScreenHeight != 1920 || f.BatteryLevel == nil || f.BatteryTempC == nil ||
+		f.IME != capture.IMEPackage || f.ScreenOn == nil || !*f.ScreenOn {
+		t.Fatalf("facts: %+v", f)
+	}
+	s.SetCharging(false)
+	for range 200 {
+		if err := s.Tap(ctx, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := s.Facts(ctx)
+	if *g.BatteryLevel > *f.BatteryLevel-3 || *g.BatteryTempC < *f.BatteryTempC+9 {
+		t.Errorf("after 200 taps: %s; before: %s", g.Summary(), f.Summary())
+	}
+	// Work alone stops warming it at capture.SimWorkMaxC; charging, it
+	// does not drain.
+	s.SetCharging(true)
+	before, _ := s.Facts(ctx)
+	for range 1000 {
+		if err := s.Tap(ctx, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ = s.Facts(ctx)
+	if *g.BatteryTempC > capture.SimWorkMaxC || *g.BatteryTempC < capture.SimWorkMaxC-1 || *g.BatteryLevel < *before.BatteryLevel {
+		t.Errorf("after 1000 taps, charging: %s; before: %s", g.Summary(), before.Summary())
+	}
+	s.Unplug()
+	if _, err := s.Facts(ctx); err == nil {
+		t.Error("unplugged phone read its facts")
+	}
+}
