@@ -15,9 +15,11 @@ import (
 
 // RunnerOptions configures a Runner.
 type RunnerOptions struct {
-	// SpoolDir, when set, is the directory recordings stream into, one file
-	// per recording (Artifact.Path), so a long recording is never held in
-	// memory. When empty, recordings are kept in memory (Artifact.Data).
+	// SpoolDir, when set, is the directory captures stream into, one file
+	// per artifact (Artifact.Path), hashed as they are written, so that a
+	// long recording is never held in memory and the upload does not read
+	// a capture again to hash it. When empty, captures are kept in memory
+	// (Artifact.Data).
 	SpoolDir string
 	// OpLog, when set, receives one entry per step, failed steps included.
 	OpLog *OpLog
