@@ -173,6 +173,7 @@ type Agent struct {
 	slots    int
 	draining bool // control drain
 	shutdown bool // Shutdown called: no resume
+	sleeping bool // the PC is going to sleep: no new jobs (sleep.go)
 	closing  bool // Run is returning
 	running  bool
 	jobsCtx  context.Context
@@ -473,7 +474,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
 		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
-		Draining: a.draining || a.shutdown, UploadMode: a.opts.UploadMode,
+		Draining: a.draining || a.shutdown || a.sleeping, UploadMode: a.opts.UploadMode,
 	}
 }
 
@@ -553,7 +554,7 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 
 func (a *Agent) heartbeat(ctx context.Context) error {
 	a.mu.Lock()
-	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-len(a.jobs)), Draining: a.draining || a.shutdown}
+	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-len(a.jobs)), Draining: a.draining || a.shutdown || a.sleeping}
 	if hb.Draining {
 		hb.Free = 0
 	}
@@ -667,6 +668,10 @@ func (a *Agent) onAssign(m *nats.Msg) {
 	case a.draining:
 		a.mu.Unlock()
 		replyError(m, protocol.CodeUnavailable, "agent draining")
+		return
+	case a.sleeping:
+		a.mu.Unlock()
+		replyError(m, protocol.CodeUnavailable, "agent's PC going to sleep")
 		return
 	case len(a.jobs) >= a.slots:
 		a.mu.Unlock()

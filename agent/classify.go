@@ -24,7 +24,8 @@ func classify(err error) (class, cause string) {
 		return protocol.FailClassJob, protocol.CauseNeedsDecision
 	case errors.Is(err, capture.ErrADBServerGone):
 		return protocol.FailClassInfrastructure, protocol.CauseAdbServerGone
-	case errors.Is(err, capture.ErrUnplugged), errors.Is(err, capture.ErrUnauthorized), errors.Is(err, capture.ErrNoDevice):
+	case errors.Is(err, capture.ErrUnplugged), errors.Is(err, capture.ErrUnauthorized), errors.Is(err, capture.ErrNoDevice),
+		errors.Is(err, capture.ErrNotAnswering):
 		// The phone left adb, went offline or is no longer usable: the
 		// job may run on another one.
 		return protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged

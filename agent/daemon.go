@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,8 +87,10 @@ type Daemon struct {
 	status net.Listener
 	lock   *StateLock
 
+	sleepM      *sleepMetrics // sleep.go
 	closePhones func()
 	inv         *capture.Inventory
+	recovery    *Recovery
 	recovered   uploader.RecoverReport
 	recoverErr  error
 	closeOnce   sync.Once
@@ -142,13 +145,23 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 	if d.spool, err = buildStorage(cfg, spoolDir, authorize, upMetrics, sys.Storage, d.log); err != nil {
 		return nil, err
 	}
+	var rec atomic.Pointer[Recovery]
+	serverLost := func() {
+		if r := rec.Load(); r != nil {
+			r.ServerLost()
+		}
+	}
 	inv := sys.Phones
 	if inv == nil {
-		if inv, d.closePhones, err = buildPhones(ctx, cfg, d.log); err != nil {
+		if inv, d.closePhones, err = buildPhones(ctx, cfg, serverLost, d.log); err != nil {
 			return nil, err
 		}
 	}
 	d.inv = inv
+	if d.recovery, err = NewRecovery(inv, cfg.Phones.Recovery, sys.Registry, d.log); err != nil {
+		return nil, err
+	}
+	rec.Store(d.recovery)
 	if cfg.Status.Listen != "" {
 		if d.status, err = ListenStatus(cfg.Status.Listen); err != nil {
 			return nil, fmt.Errorf("status endpoint (status.listen): %w", err)
@@ -165,8 +178,10 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		return nil, err
 	}
 	spool := d.spool
+	phones := InventoryPhones(inv, captureDir, capture.OpLogOptions{})
+	phones.(*invPhones).rec = d.recovery
 	d.agent, err = New(Options{
-		AgentID: cfg.AgentID, Version: sys.Version, Conn: d.nc, Phones: InventoryPhones(inv, captureDir, capture.OpLogOptions{}),
+		AgentID: cfg.AgentID, Version: sys.Version, Conn: d.nc, Phones: phones,
 		Store: spool, Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: sys.Log, LogLevel: sys.LogLevel,
 		StateDir: cfg.StateDir, UploadMode: cfg.Storage.Mode, Registry: sys.Registry,
@@ -184,6 +199,9 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		return nil, err
 	}
 	ag.Store(d.agent)
+	if d.sleepM, err = newSleepMetrics(sys.Registry); err != nil {
+		return nil, err
+	}
 	// Uploads spooled by previous boots carry stale tokens: drop them.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	d.recovered, d.recoverErr = spool.Recover(rctx, d.agent.Owner())
@@ -243,6 +261,11 @@ func (d *Daemon) Run(ctx context.Context, hardStop <-chan struct{}) error {
 	// Phone facts and resting phones (docs/capture.md).
 	watch := NewPhoneWatch(d.inv, d.cfg.Phones, d.log.With().Str("component", "phones").Logger())
 	wg.Go(func() { watch.Run(runCtx) })
+	d.recovery.notify(a.kickHello, func(serials []string) {
+		a.noteError(protocol.RungHubDrop, "", fmt.Errorf("hub drop: %d phones dropped within %s: %s", len(serials), HubWindow, strings.Join(serials, ", ")))
+	})
+	wg.Go(func() { d.recovery.Run(runCtx) })
+	d.startInhibitor(runCtx, &wg)
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- a.Run(runCtx) })
 
@@ -367,7 +390,7 @@ func buildStorage(cfg *config.Agent, spoolDir string, authorize uploader.Authori
 // releases them. It is the one place where phone backends are wired in:
 // simulated phones from the config (devices[].simulated) for labs and
 // tests, and the adb backend for real phones.
-func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*capture.Inventory, func(), error) {
+func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log zerolog.Logger) (*capture.Inventory, func(), error) {
 	sims := cfg.SimulatedDevices()
 	real := len(cfg.Devices) == 0 || len(sims) < len(cfg.Devices)
 	var inv *capture.Inventory
@@ -389,12 +412,31 @@ func buildPhones(ctx context.Context, cfg *config.Agent, log zerolog.Logger) (*c
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		var err error
+		// The agent's own adb server (adb.server_port), started and
+		// supervised here (docs/operations.md, The agent's own adb server).
+		var own *capture.ADBServer
+		if cfg.ADB.ServerPort != 0 {
+			own, err = capture.StartADBServer(actx, capture.ADBServerOptions{
+				Port: cfg.ADB.ServerPort, ADBPath: cfg.ADB.Path, KeysDir: cfg.ADB.KeysDir,
+				Log: log.With().Str("component", "adb-server").Logger(), OnRestart: serverLost,
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("adb.server_port: %w", err)
+			}
+		}
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
-			Address: cfg.ADB.Address, ADBPath: cfg.ADB.Path, Tags: tags, Serials: serials,
+			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, OnServerLost: serverLost, Tags: tags, Serials: serials,
 			Log: log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to the adb server at %s (adb.address; install adb or set adb.path): %w", cfg.ADB.Address, err)
+			if own != nil {
+				own.Close()
+			}
+			return nil, nil, fmt.Errorf("connect to the adb server at %s (adb.address; install adb or set adb.path): %w", cfg.ADB.ServerAddress(), err)
+		}
+		if own != nil {
+			closeTracker := closeInv
+			closeInv = func() { closeTracker(); own.Close() }
 		}
 	} else {
 		inv = capture.NewInventory()

@@ -41,7 +41,7 @@ func TestBuildPhonesADB(t *testing.T) {
 		{Serial: phone.Serial(), Tags: []string{"garage"}},
 		{Serial: "sim-1", Simulated: true},
 	}
-	inv, closePhones, err := buildPhones(context.Background(), cfg, zerolog.Nop())
+	inv, closePhones, err := buildPhones(context.Background(), cfg, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("buildPhones: %v", err)
 	}

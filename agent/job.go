@@ -86,6 +86,10 @@ type job struct {
 	releasing string
 	effects   map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
 	extra     jobExtras                         // logcat, manifest (manifest.go)
+
+	// releaseCause is the release's fail cause; "" is agent_shutdown
+	// (sleep.go sets agent_sleep).
+	releaseCause string
 }
 
 // newJob returns a job whose lease guard runs from now on under parent.
@@ -790,15 +794,18 @@ func (j *job) deadlineFail() error {
 // held; the coordinator can reassign it at once.
 func (j *job) giveBack() error {
 	j.mu.Lock()
-	reason := j.releasing
+	reason, cause := j.releasing, j.releaseCause
 	j.mu.Unlock()
 	if reason == "" {
 		reason = "released by agent"
 	}
+	if cause == "" {
+		cause = protocol.CauseAgentShutdown
+	}
 	err := j.deliver("release", protocol.VerbFail, protocol.Fail{Token: j.tok, Reason: reason, Requeue: true,
-		Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentShutdown}, &protocol.Ack{})
+		Class: protocol.FailClassInfrastructure, Cause: cause}, &protocol.Ack{})
 	if err == nil {
-		j.a.metrics.failures.WithLabelValues(protocol.FailClassInfrastructure, protocol.CauseAgentShutdown).Inc()
+		j.a.metrics.failures.WithLabelValues(protocol.FailClassInfrastructure, cause).Inc()
 		j.stop(fmt.Errorf("%w: %s", ErrReleased, reason))
 		return errStopped
 	}

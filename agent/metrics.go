@@ -89,7 +89,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []string{protocol.CauseDeadline, protocol.CauseInvalidStep, protocol.CauseAppNotInstalled, protocol.CauseAssertion, protocol.CauseStepFailed} {
 		m.failures.WithLabelValues(protocol.FailClassJob, c)
 	}
-	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown} {
+	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown, protocol.CauseAgentSleep} {
 		m.failures.WithLabelValues(protocol.FailClassInfrastructure, c)
 	}
 	for _, o := range []string{"accepted", "stale", "failed"} {

@@ -19,6 +19,7 @@ func InventoryPhones(inv *capture.Inventory, spoolDir string, opts capture.OpLog
 type invPhones struct {
 	inv   *capture.Inventory
 	spool string
+	rec   *Recovery // probes the phone before each job (recovery.go); may be nil
 
 	mu    sync.Mutex
 	oplog capture.OpLogOptions
@@ -53,6 +54,12 @@ func (p *invPhones) Acquire(jobCtx context.Context, sel protocol.DeviceSelector)
 	d, release, err := p.inv.AcquireMatching(jobCtx, sel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("acquire phone: %w", err)
+	}
+	if p.rec != nil {
+		if err := p.rec.BeforeJob(jobCtx, d); err != nil {
+			release()
+			return nil, nil, fmt.Errorf("acquire phone: %w", err)
+		}
 	}
 	p.mu.Lock()
 	log := capture.NewOpLog(p.oplog)

@@ -21,6 +21,12 @@ type ADBOptions struct {
 	// ADBPath is the adb binary run once as `adb start-server` when no
 	// server answers. Default "adb" from PATH.
 	ADBPath string
+	// NoStart: never start a server (the agent's own server, ADBServer,
+	// is started and supervised apart).
+	NoStart bool
+	// OnServerLost, when set, is called when the server's device list is
+	// lost (the server died), before its phones are dropped.
+	OnServerLost func()
 	// Tags are the selector tags of each phone, by serial.
 	Tags map[string][]string
 	// Serials, when not empty, are the only phones offered: any other
@@ -78,7 +84,7 @@ func NewADBInventory(ctx context.Context, opts ADBOptions) (*Inventory, func(), 
 		return nil, nil, fmt.Errorf("open adb inventory: %w", err)
 	}
 	opts = opts.withDefaults()
-	c := adb.New(adb.Options{Addr: opts.Address, ADBPath: opts.ADBPath})
+	c := adb.New(adb.Options{Addr: opts.Address, ADBPath: opts.ADBPath, NoStart: opts.NoStart})
 	v, err := c.Version(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open adb inventory: %w", err)
@@ -124,6 +130,9 @@ func (t *tracker) run(ctx context.Context) {
 			return
 		}
 		// The server went away: nothing is reachable until it is back.
+		if t.opts.OnServerLost != nil {
+			t.opts.OnServerLost()
+		}
 		t.update(ctx, nil)
 		if time.Since(start) > 10*time.Second {
 			backoff = 250 * time.Millisecond

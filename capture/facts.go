@@ -415,11 +415,12 @@ type phoneNote struct {
 	rest  string // reason it rests, "" when it does not
 }
 
-// infoLocked is d.Info() with the phone's facts, and state
+// infoLocked is d.Info() with the agent's hold applied (hold.go: a
+// recovering or quarantined phone), the phone's facts, and state
 // protocol.DeviceResting with its reason while it rests and is otherwise
 // ready.
 func (inv *Inventory) infoLocked(d Device) protocol.Device {
-	info := d.Info()
+	info := inv.holdLocked(d.Info())
 	n, ok := inv.notes[d.Serial()]
 	if !ok {
 		return info
@@ -469,7 +470,7 @@ func (inv *Inventory) SetResting(serial, reason string) {
 }
 
 // Changed returns a channel closed at the next change of the inventory: a
-// phone added, removed, released or changing state, facts or rest.
+// phone added, removed, released or changing state, facts, rest or hold.
 func (inv *Inventory) Changed() <-chan struct{} {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
@@ -477,9 +478,9 @@ func (inv *Inventory) Changed() <-chan struct{} {
 }
 
 // deviceProblem is StateProblem for a listed phone, with the reason of a
-// phone that rests.
+// phone the agent keeps from jobs (resting, recovering, quarantined).
 func deviceProblem(d protocol.Device) error {
-	if d.State == protocol.DeviceResting && d.Reason != "" {
+	if d.Reason != "" && (d.State == protocol.DeviceResting || d.State == protocol.DeviceRecovering || d.State == protocol.DeviceQuarantined) {
 		return &PhoneStateError{Serial: d.Serial, State: d.State, Err: errors.New(d.Reason)}
 	}
 	return StateProblem(d.Serial, d.State)

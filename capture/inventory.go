@@ -84,6 +84,7 @@ type Inventory struct {
 	lockIDs uint64
 	changed chan struct{} // closed and replaced on every add, remove, release
 	notes   map[string]phoneNote
+	held    map[string]Hold // phones the agent keeps from jobs (hold.go)
 }
 
 // NewInventory returns an empty inventory.

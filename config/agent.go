@@ -31,10 +31,12 @@ type Agent struct {
 	// Devices lists the phones this agent offers; empty means every phone
 	// the adb server reports.
 	Devices []Device `yaml:"devices" json:"devices,omitempty"`
-	// Phones configures phone facts and resting phones.
+	// Phones configures how the agent looks after its phones (phones.go).
 	Phones Phones `yaml:"phones" json:"phones"`
 	// Status is the local status endpoint.
 	Status Status `yaml:"status" json:"status"`
+	// Sleep configures how the agent keeps the PC awake during jobs.
+	Sleep Sleep `yaml:"sleep" json:"sleep"`
 
 	warnings []string
 }
@@ -96,6 +98,17 @@ type ADB struct {
 	// Path is the adb binary, used to start the server when it is not
 	// running; a bare name is looked up in PATH. Default adb.
 	Path string `yaml:"path" json:"path"`
+	// ServerPort, when set, makes the agent start and supervise an adb
+	// server of its own on 127.0.0.1:ServerPort (`adb -P PORT
+	// start-server`), which every adb call of the agent uses in place of
+	// Address: another adb on the PC (`adb kill-server`) cannot kill it.
+	// Default 0: use the server at Address (docs/operations.md, The
+	// agent's own adb server).
+	ServerPort int `yaml:"server_port" json:"server_port,omitempty"`
+	// KeysDir is given to the agent's own adb server as ADB_VENDOR_KEYS:
+	// the directory holding the adbkey the phones accepted. Only with
+	// ServerPort.
+	KeysDir string `yaml:"keys_dir" json:"keys_dir,omitempty"`
 }
 
 // Device is a phone the agent offers.
@@ -133,6 +146,15 @@ type Status struct {
 	Listen string `yaml:"listen" json:"listen"`
 }
 
+// Sleep configures the OS sleep inhibitor (docs/operations.md, "Sleep").
+type Sleep struct {
+	// Inhibit holds the OS's sleep inhibitor while a job runs
+	// (systemd-logind locks on Linux, SetThreadExecutionState on Windows)
+	// and hands the running jobs back when the PC sleeps anyway. Default
+	// true.
+	Inhibit bool `yaml:"inhibit" json:"inhibit"`
+}
+
 // DefaultAgent returns the agent configuration with every default filled in.
 // AgentID and NATS.URL have no default. The storage defaults to direct mode,
 // whose endpoint, bucket and credentials must be set.
@@ -152,6 +174,7 @@ func DefaultAgent() *Agent {
 		ADB:    ADB{Address: "127.0.0.1:5037", Path: "adb"},
 		Phones: defaultPhones(),
 		Status: Status{Listen: "127.0.0.1:7070"},
+		Sleep:  Sleep{Inhibit: true},
 	}
 }
 
@@ -184,6 +207,7 @@ func (a *Agent) Validate() error {
 	if a.ADB.Path == "" {
 		ps.add("adb.path", "required")
 	}
+	a.ADB.validateServer(&ps, "adb")
 	seen := map[string]int{}
 	for i, d := range a.Devices {
 		path := "devices[" + strconv.Itoa(i) + "]"
@@ -267,6 +291,7 @@ func (a *Agent) unusedWarnings() []string {
 func (a *Agent) resolvePaths(dir string) {
 	a.NATS.resolvePaths(dir)
 	resolvePath(dir, &a.Storage.SecretKeyFile)
+	resolvePath(dir, &a.ADB.KeysDir)
 }
 
 // readSecrets reads the secrets named by *_file fields.

@@ -59,6 +59,10 @@ const (
 //     is back to QUEUED at generation + 1 with no owner, not granted again
 //     before the retry backoff (RetryPolicy) has passed, while the job has
 //     attempts left; FAILED with every attempt's cause listed otherwise.
+//     A hand-back before the agent's PC sleeps (cause
+//     protocol.CauseAgentSleep) is retried without the backoff
+//     (Immediate): the job did nothing wrong and another agent can take
+//     it at once.
 type Failure struct {
 	Reason  string // free text, kept as the job's fail reason
 	Class   string // protocol.FailClassInfrastructure, protocol.FailClassJob or ""
@@ -91,6 +95,14 @@ func (f Failure) Outcome() string {
 // Retried reports whether f is an infrastructure failure, which is retried
 // while the job has attempts left.
 func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
+
+// Immediate reports whether f is retried without the retry backoff: a job
+// the agent handed back because it is shutting down or its PC is going to
+// sleep (nothing is wrong with the job or the phone; docs/design.md, The
+// stop path).
+func (f Failure) Immediate() bool {
+	return f.Retried() && (f.Cause == protocol.CauseAgentSleep || f.Cause == protocol.CauseAgentShutdown)
+}
 
 // RecordedClass is the class recorded for f: its own, or the class its
 // outcome implies when it has none (infrastructure for a legacy requeue,

@@ -21,11 +21,13 @@ type Device struct {
 	State  string   `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
-	// Reason says why a phone in state DeviceResting or DeviceQuarantined
-	// is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
+	// Reason says why a phone in state DeviceResting, DeviceRecovering or
+	// DeviceQuarantined is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Facts are the phone's facts as last read (nil when never read).
 	Facts *PhoneFacts `json:"facts,omitempty"`
+	// Recovery is what the recovery ladder did to the phone (nil: nothing).
+	Recovery *DeviceRecovery `json:"recovery,omitempty"`
 }
 
 // Ready reports whether the phone can take a job: it has a serial and is in
@@ -123,7 +125,9 @@ func StateFix(state string) string {
 	case DeviceResting:
 		return "it is offered jobs again once it has cooled down or charged (see its reason)"
 	case DeviceQuarantined:
-		return "it stopped answering while listed: replug or reboot it, then `edgeagent status` shows it ready again"
+		return "it stopped answering while listed: replug or reboot it; it is offered again once it answers the agent's probe"
+	case DeviceRecovering:
+		return "it stopped answering while listed; the agent is reconnecting it (see its reason)"
 	}
 	return "it must be in state \"device\"; check it with `adb devices`"
 }

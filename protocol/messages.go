@@ -345,6 +345,7 @@ const (
 	CauseLeaseExpired       = "lease_expired"       // set by the coordinator's reaper
 	CauseAgentRestarted     = "agent_restarted"     // set by the coordinator on a new hello
 	CauseAgentShutdown      = "agent_shutdown"      // the agent stopped or drained mid-job
+	CauseAgentSleep         = "agent_sleep"         // the agent's PC went to sleep mid-job
 	CausePhoneUnplugged     = "phone_unplugged"     // the phone left adb or went offline
 	CauseAdbServerGone      = "adb_server_gone"     // the adb server stopped answering
 	CauseStorageUnreachable = "storage_unreachable" // uploads could not reach the object store

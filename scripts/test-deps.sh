@@ -3,6 +3,8 @@
 #   adb         Debian package adb
 #   PostgreSQL  Debian package postgresql (initdb, pg_ctl)
 #   MinIO       go install of the pinned server build
+#   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
+#   Chromium    Debian package chromium (the dashboard's browser tests)
 # Safe to run again: whatever is found is left alone. Works as root, or
 # through sudo when it exists.
 set -euo pipefail
@@ -122,6 +124,15 @@ else
 	apt_install systemd systemd
 fi
 
+# --- dbus-daemon (the fake systemd-logind of the sleep tests) --------------
+if command -v dbus-daemon >/dev/null 2>&1; then
+	echo "dbus-daemon: found $(command -v dbus-daemon) ($(summary dbus-daemon --version))"
+else
+	echo "dbus-daemon: installing via apt-get (package dbus-daemon)"
+	apt_install dbus-daemon dbus-daemon
+	command -v dbus-daemon >/dev/null 2>&1 || die "dbus-daemon: not on PATH after apt-get install dbus-daemon"
+fi
+
 # --- Python 3 (examples/python/ai_loop.py is run by a test) ----------------
 if command -v python3 >/dev/null 2>&1; then
 	echo "python3: found $(command -v python3) ($(summary python3 --version))"
@@ -129,4 +140,18 @@ else
 	echo "python3: installing via apt-get (package python3)"
 	apt_install python3 python3
 	command -v python3 >/dev/null 2>&1 || die "python3: not on PATH after apt-get install python3"
+fi
+
+# --- Chromium (the dashboard's browser tests, internal/browsertest) ---------
+# $EDGE_CHROMIUM, when set, names the browser the tests use instead.
+chromium_path() { command -v "${EDGE_CHROMIUM:-chromium}" || command -v chromium-browser || true; } 2>/dev/null
+# Debian's chromium wrapper script may complain on stderr; the version is on stdout.
+chromium_version() { "$(chromium_path)" --version 2>/dev/null | head -n 1 || true; }
+if [ -n "$(chromium_path)" ]; then
+	echo "chromium: found $(chromium_path) ($(chromium_version))"
+else
+	echo "chromium: installing via apt-get (package chromium)"
+	apt_install chromium chromium
+	[ -n "$(chromium_path)" ] || die "chromium: not on PATH after apt-get install chromium"
+	echo "chromium: installed $(chromium_path) ($(chromium_version))"
 fi

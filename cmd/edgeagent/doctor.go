@@ -425,7 +425,7 @@ func (d *doctor) onlySimulated() bool {
 // adbClient is the client the agent's adb backend uses, for the configured
 // server; doctor never starts the server.
 func (d *doctor) adbClient() *adb.Client {
-	return adb.New(adb.Options{Addr: d.cfg.ADB.Address, ADBPath: d.cfg.ADB.Path, NoStart: true, DialTimeout: d.timeout})
+	return adb.New(adb.Options{Addr: d.cfg.ADB.ServerAddress(), ADBPath: d.cfg.ADB.Path, NoStart: true, DialTimeout: d.timeout})
 }
 
 func (d *doctor) checkADB(ctx context.Context) {
@@ -501,11 +501,14 @@ func (d *doctor) checkPhones(ctx context.Context) {
 	if len(devs) == 0 && len(wanted) == 0 {
 		d.add("phones", checkWarn, "no phone is attached", "plug in a phone with USB debugging on (Settings > Developer options)")
 	}
+	var states []string
+	defer func() { d.checkOtherUserKeys(states) }()
 	for _, dev := range devs {
 		if len(wanted) > 0 && !wanted[dev.Serial] {
 			d.add("phone "+dev.Serial, checkSkip, dev.State+"; not listed in devices, so not offered", "")
 			continue
 		}
+		states = append(states, dev.State)
 		name := "phone " + dev.Serial
 		switch dev.State {
 		case adb.StateDevice:

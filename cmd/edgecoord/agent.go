@@ -215,6 +215,7 @@ func printAgent(c *cli.Call, v agentView, running []coordinator.Job) error {
 		return err
 	}
 	printPhoneNotes(w, v.Devices)
+	printRecovery(w, v)
 	fmt.Fprintf(w, "\nRunning jobs:\n")
 	tw = c.Table()
 	fmt.Fprintln(tw, "  ID\tGEN\tPHONE\tLEASE EXPIRES")

@@ -61,6 +61,6 @@ func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Bro
 			return nil, err
 		}
 		den.bind(h)
-		return h, nil
+		return withUI(cfg, store, d, broker, opts, h, log)
 	}
 }

@@ -103,7 +103,7 @@ var failSQL = `
 // failArgs are failSQL's arguments.
 func (s *Store) failArgs(tok fencing.Token, f coordinator.Failure) []any {
 	p := sqlstore.PlanFailure(f)
-	base, maxB := s.backoffArgs()
+	base, maxB := p.Backoff(s.backoffArgs())
 	return []any{tok.JobID, tok.Generation, tok.Owner, p.Kind, p.Class, p.Cause, p.Reason, base, maxB}
 }
 

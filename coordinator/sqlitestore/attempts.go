@@ -110,7 +110,7 @@ var failSQL = `
 // the job's new status; a refusal is returned as the attempt's outcome.
 func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f coordinator.Failure) (string, error) {
 	p := sqlstore.PlanFailure(f)
-	base, maxB := s.backoffArgs()
+	base, maxB := p.Backoff(s.backoffArgs())
 	var status string
 	err := tx.QueryRowContext(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, p.Kind, p.Class, p.Cause, p.Reason, base, maxB).Scan(&status)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

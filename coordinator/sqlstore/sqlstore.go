@@ -167,6 +167,17 @@ type FailPlan struct {
 	Class  string // recorded class (never empty)
 	Cause  string
 	Reason string
+	// Immediate: retried without the backoff (coordinator.Failure.Immediate).
+	Immediate bool
+}
+
+// Backoff returns the backoff base and cap a retry of the plan waits out:
+// base and maxBackoff, or 0 and 0 when the plan is Immediate.
+func (p FailPlan) Backoff(base, maxBackoff int64) (int64, int64) {
+	if p.Immediate {
+		return 0, 0
+	}
+	return base, maxBackoff
 }
 
 // PlanFailure prepares f (coordinator.Failure.Outcome).
@@ -175,7 +186,7 @@ func PlanFailure(f coordinator.Failure) FailPlan {
 	if reason == "" && f.Cause == protocol.CauseDeadline {
 		reason = DetailDeadline
 	}
-	return FailPlan{Kind: f.Outcome(), Class: f.RecordedClass(), Cause: f.Cause, Reason: reason}
+	return FailPlan{Kind: f.Outcome(), Class: f.RecordedClass(), Cause: f.Cause, Reason: reason, Immediate: f.Immediate()}
 }
 
 // Retry holds a store's retry policy; its zero value holds

@@ -25,6 +25,7 @@ var attemptTests = []struct {
 	{"FailJobClass", testFailJobClass},
 	{"FailInfrastructureRetried", testFailInfrastructureRetried},
 	{"FailBackoff", testFailBackoff},
+	{"SleepHandBackImmediate", testSleepHandBackImmediate},
 	{"FailEndStates", testFailEndStates},
 	{"ReclaimExhausted", testReclaimExhausted},
 	{"HelloReleaseExhausted", testHelloReleaseExhausted},
@@ -312,6 +313,56 @@ func testFailBackoff(t *testing.T, s sqlstore.Lab) {
 		if d := j.NotBefore.Sub(j.UpdatedAt); d < want-5*time.Millisecond || d > want+time.Second {
 			t.Fatalf("attempt %d: backoff %s, want about %s", i+1, d, want)
 		}
+	}
+}
+
+// testSleepHandBackImmediate: a job handed back because the agent's PC is
+// going to sleep (cause agent_sleep) or the agent shuts down
+// (agent_shutdown) is queued again with no backoff and granted at once to
+// another agent; each counts as an attempt, and any other infrastructure
+// failure waits out the backoff as usual.
+func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour})
+	submitPolicy(t, s, "s", 5, 0)
+	l1 := claim(t, s, "s", ownerA, long)
+	if err := s.Fail(ctx, l1.Token, coordinator.Failure{Reason: "the PC is going to sleep", Requeue: true,
+		Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep}); err != nil {
+		t.Fatal(err)
+	}
+	j := get(t, s, "s")
+	if j.Status != coordinator.StatusQueued || j.Generation != 2 || j.WorkerID != "" || j.Attempts != 1 {
+		t.Fatalf("job after a sleep hand-back: %+v", j)
+	}
+	if d := j.NotBefore.Sub(j.UpdatedAt); d > time.Second {
+		t.Fatalf("not_before − updated_at = %s after a sleep hand-back, want none (the backoff is an hour)", d)
+	}
+	// Granted again at once, to another agent.
+	l2, err := s.ClaimNext(ctx, ownerB, long)
+	if err != nil || l2.Token.JobID != "s" || l2.Token.Generation != 3 {
+		t.Fatalf("claim after a sleep hand-back: %+v, %v", l2.Token, err)
+	}
+	wantEnds := []coordinator.AttemptEnd{{Generation: 1, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep, Reason: "the PC is going to sleep"}}
+	if j := get(t, s, "s"); !reflect.DeepEqual(j.AttemptEnds, wantEnds) || j.Attempts != 2 {
+		t.Fatalf("attempts %d, ends %+v, want 2 and %+v", j.Attempts, j.AttemptEnds, wantEnds)
+	}
+	// A shutdown release is queued again at once too.
+	if err := s.Fail(ctx, l2.Token, infra(protocol.CauseAgentShutdown, "agent shutting down")); err != nil {
+		t.Fatal(err)
+	}
+	if j := get(t, s, "s"); j.NotBefore.Sub(j.UpdatedAt) > time.Second {
+		t.Fatalf("not_before − updated_at = %s after a shutdown release, want none", j.NotBefore.Sub(j.UpdatedAt))
+	}
+	// Any other infrastructure failure keeps its backoff.
+	l3, err := s.ClaimNext(ctx, ownerA, long)
+	if err != nil || l3.Token.JobID != "s" {
+		t.Fatalf("claim after a shutdown release: %+v, %v", l3.Token, err)
+	}
+	if err := s.Fail(ctx, l3.Token, infra(protocol.CausePhoneUnplugged, "phone unplugged")); err != nil {
+		t.Fatal(err)
+	}
+	if j := get(t, s, "s"); j.NotBefore.Sub(j.UpdatedAt) < time.Hour-time.Second {
+		t.Fatalf("not_before − updated_at = %s after an unplugged phone, want the backoff", j.NotBefore.Sub(j.UpdatedAt))
 	}
 }
 

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, schedTests...)
 	tests = append(tests, eventTests...)
 	tests = append(tests, attemptTests...)
+	tests = append(tests, uiTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

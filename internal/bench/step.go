@@ -234,6 +234,7 @@ func startStepEnv(ctx context.Context, c *Common, name, driver string, width, he
 		return nil, err
 	}
 	cfg := config.DefaultAgent()
+	cfg.Sleep.Inhibit = false // an in-process agent never holds the PC awake
 	cfg.AgentID = "step-agent"
 	cfg.StateDir = filepath.Join(sys.dir, "agent-state")
 	cfg.NATS.URL = sys.NATS.ClientURL()

@@ -347,6 +347,7 @@ func Stop(ctx context.Context, o StopOptions) (*StopReport, error) {
 			return nil, err
 		}
 		cfg := config.DefaultAgent()
+		cfg.Sleep.Inhibit = false // an in-process agent never holds the PC awake
 		cfg.AgentID = p.aID
 		cfg.StateDir = filepath.Join(sys.dir, "agents", p.aID)
 		cfg.Lease.SafetyMargin = config.Duration(o.SafetyMargin)

@@ -215,6 +215,7 @@ func (s *agentSlot) start() error {
 		}
 	}
 	cfg := config.DefaultAgent()
+	cfg.Sleep.Inhibit = false // an in-process agent never holds the PC awake
 	cfg.AgentID = s.id
 	// The state directory outlives the process, as on a PC: a restarted
 	// process finds the upload spool of the one before.

@@ -18,4 +18,11 @@
 // phone stop trusting the PC and reconnect as unauthorized. The screen is a capture.Simulated phone, so taps and launches
 // change what screencap returns; every input command is recorded as
 // received for tests to check. Unplug drops the connection mid-job.
+//
+// The faults of phones at home (hang.go): Hang keeps the phone listed as
+// "device" while it answers no stream (until Recover; HangUntilReconnect
+// is cured by `adb reconnect`), `adb reboot` takes it away for RebootTime
+// and brings it back cured, Flap drops it and lets it back again and
+// again, HubDrop drops several phones at once, and Replug plugs an
+// unplugged phone back in.
 package fakeadbd

@@ -111,6 +111,7 @@ type Phone struct {
 	imeCurrent string
 	imeTexts   []string
 	settings   map[string]string // "namespace key" → value
+	fault      faults            // hang.go
 }
 
 // Start listens on a free loopback port outside 5555-5585 (the range the
@@ -216,6 +217,7 @@ func (p *Phone) accept() {
 			continue
 		}
 		p.conns[c] = true
+		p.acceptedLocked(c)
 		p.mu.Unlock()
 		p.wg.Go(func() {
 			newSession(p, c).serve()
@@ -428,6 +430,9 @@ func (s *session) serve() {
 			if !online {
 				return
 			}
+			if s.p.swallowOpen(s.c, strings.TrimRight(string(m.Data), "\x00")) {
+				continue // hung: no reply at all (hang.go)
+			}
 			st := s.open(m.Arg0, strings.TrimRight(string(m.Data), "\x00"), &wg)
 			if st == nil {
 				if s.send(Message{Command: CmdCLSE, Arg0: 0, Arg1: m.Arg0}) != nil {
@@ -607,6 +612,8 @@ func (p *Phone) handler(service string) func(*stream) {
 	switch {
 	case service == "sync:":
 		return p.serveSync
+	case strings.HasPrefix(service, "reboot:"):
+		return p.serveReboot
 	case strings.HasPrefix(service, "exec:"):
 		cmd := strings.TrimPrefix(service, "exec:")
 		return func(st *stream) { p.runScript(st, cmd, st, io.Discard) }

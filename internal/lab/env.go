@@ -150,6 +150,7 @@ func (e *Env) StartAgent(id string, phones ...*capture.Simulated) (*agent.Agent,
 		}
 	}
 	cfg := config.DefaultAgent()
+	cfg.Sleep.Inhibit = false // an in-process agent never holds the PC awake
 	cfg.AgentID = id
 	cfg.StateDir = filepath.Join(e.dir, "agents", id)
 	cfg.Lease.SafetyMargin = config.Duration(e.opts.LeaseTTL / 5)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/ui"
+)
+
+// withUI serves the web dashboard (docs/ui.md) under /ui/ beside the API
+// handler apiH on the API's listener. It acts through the same store calls
+// and the same revoke and control pushes as the API (opts).
+func withUI(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH http.Handler, log zerolog.Logger) (http.Handler, error) {
+	origin := ""
+	if cfg.Storage.Enabled() {
+		origin = "https://" + cfg.Storage.Endpoint
+		if !cfg.Storage.Secure {
+			origin = "http://" + cfg.Storage.Endpoint
+		}
+	}
+	h, err := ui.New(ui.Options{
+		StorageOrigin: origin,
+		Store:         store,
+		Broker:        broker,
+		Presigner:     d.Server().Presigner(),
+		URLExpiry:     cfg.Storage.PresignExpiry.Duration(),
+		OfflineAfter:  cfg.Agents.OfflineAfter.Duration(),
+		Revoke:        opts.Revoke,
+		PushControl:   opts.PushControl,
+		SecureCookie:  cfg.API.TLS(),
+		Log:           log.With().Str("component", "ui").Logger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, ui.Prefix) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		apiH.ServeHTTP(w, r)
+	}), nil
+}

@@ -1,0 +1,144 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+)
+
+var _ coordinator.UIStore = (*Store)(nil)
+
+// CreateUISession stores a dashboard session and deletes the expired ones.
+func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (coordinator.UISession, error) {
+	out := coordinator.UISession{Hash: hash, TokenID: tokenID}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM ui_sessions WHERE expires_at <= clock_timestamp()`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO ui_sessions (hash, token_id, expires_at)
+			VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
+			RETURNING created_at, expires_at`, hash[:], tokenID, ttl.Microseconds()).Scan(&out.CreatedAt, &out.ExpiresAt)
+	})
+	if err != nil {
+		return coordinator.UISession{}, fmt.Errorf("create dashboard session: %w", err)
+	}
+	return out, nil
+}
+
+// UISession returns an unexpired session and its token.
+func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordinator.UISession, coordinator.APIToken, error) {
+	sess := coordinator.UISession{Hash: hash}
+	var tail struct{ created, expires time.Time }
+	t, err := scanToken(scanMore{row: s.pool.QueryRow(ctx, `
+		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
+		       u.created_at, u.expires_at
+		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
+		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), more: []any{&tail.created, &tail.expires}})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordinator.UISession{}, coordinator.APIToken{}, coordinator.ErrUISessionNotFound
+	}
+	if err != nil {
+		return coordinator.UISession{}, coordinator.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
+	}
+	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, tail.created, tail.expires
+	return sess, t, nil
+}
+
+// DeleteUISession deletes a session.
+func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM ui_sessions WHERE hash = $1`, hash[:]); err != nil {
+		return fmt.Errorf("delete dashboard session: %w", err)
+	}
+	return nil
+}
+
+// RecordUIAction records a dashboard action.
+func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO ui_actions (token_name, action, target, job_id, detail) VALUES ($1, $2, $3, $4, $5)`,
+		a.TokenName, a.Action, a.Target, a.JobID, a.Detail); err != nil {
+		return fmt.Errorf("record dashboard action: %w", err)
+	}
+	return nil
+}
+
+// UIActions lists recorded actions, oldest first.
+func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]coordinator.UIAction, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, token_name, action, target, job_id, detail, at FROM (
+			SELECT * FROM ui_actions
+			WHERE ($1 = '' OR target = $1) AND ($2 = '' OR job_id = $2)
+			ORDER BY id DESC LIMIT $3) x
+		ORDER BY id`, f.Target, f.JobID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list dashboard actions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.UIAction, error) {
+		var a coordinator.UIAction
+		err := r.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &a.At)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dashboard actions: %w", err)
+	}
+	return out, nil
+}
+
+// PhoneScreens returns the newest screenshot of each phone.
+func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
+	if len(phones) == 0 {
+		return nil, nil
+	}
+	agents := make([]string, len(phones))
+	serials := make([]string, len(phones))
+	for i, p := range phones {
+		agents[i], serials[i] = p.AgentID, p.Serial
+	}
+	var ps []string
+	if projects != nil {
+		ps = append([]string{}, projects...)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT p.agent, p.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
+		FROM unnest($1::text[], $2::text[]) AS p(agent, serial)
+		CROSS JOIN LATERAL (
+			SELECT a.job_id, j.project, a.generation, a.name, a.content_type, a.created_at
+			FROM jobs j
+			JOIN artifacts a ON a.job_id = j.id AND a.generation = j.lease_generation
+			WHERE j.device_serial = p.serial
+			  AND left(j.worker_id, length(p.agent) + 1) = p.agent || '/'
+			  AND a.content_type LIKE 'image/%'
+			  AND ($3::text[] IS NULL OR j.project = ANY ($3))
+			ORDER BY j.updated_at DESC, a.created_at DESC
+			LIMIT 1) s`, agents, serials, ps)
+	if err != nil {
+		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.PhoneScreen, error) {
+		var p coordinator.PhoneScreen
+		err := r.Scan(&p.AgentID, &p.Serial, &p.JobID, &p.Project, &p.Generation, &p.Name, &p.ContentType, &p.At)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	return out, nil
+}
+
+// scanMore scans a token's columns and then more.
+type scanMore struct {
+	row  pgx.Row
+	more []any
+}
+
+func (t scanMore) Scan(dest ...any) error { return t.row.Scan(append(dest, t.more...)...) }

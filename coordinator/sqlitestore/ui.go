@@ -1,0 +1,198 @@
+package sqlitestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+)
+
+var _ coordinator.UIStore = (*Store)(nil)
+
+// CreateUISession stores a dashboard session and deletes the expired ones.
+func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (coordinator.UISession, error) {
+	out := coordinator.UISession{Hash: hash, TokenID: tokenID}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ui_sessions WHERE expires_at <= `+now); err != nil {
+			return err
+		}
+		var created, expires string
+		if err := tx.QueryRowContext(ctx, `
+			INSERT INTO ui_sessions (hash, token_id, expires_at) VALUES (?, ?, `+nowPlus+`)
+			RETURNING created_at, expires_at`, hash[:], tokenID, modifier(ttl)).Scan(&created, &expires); err != nil {
+			return err
+		}
+		var err error
+		if out.CreatedAt, err = parseTime(created); err != nil {
+			return err
+		}
+		out.ExpiresAt, err = parseTime(expires)
+		return err
+	})
+	if err != nil {
+		return coordinator.UISession{}, fmt.Errorf("create dashboard session: %w", err)
+	}
+	return out, nil
+}
+
+// UISession returns an unexpired session and its token.
+func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordinator.UISession, coordinator.APIToken, error) {
+	sess := coordinator.UISession{Hash: hash}
+	var created, expires string
+	t, err := scanToken(scanMore{row: s.r.QueryRowContext(ctx, `
+		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
+		       u.created_at, u.expires_at
+		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
+		WHERE u.hash = ? AND u.expires_at > `+now, hash[:]), more: []any{&created, &expires}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return coordinator.UISession{}, coordinator.APIToken{}, coordinator.ErrUISessionNotFound
+	}
+	if err != nil {
+		return coordinator.UISession{}, coordinator.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
+	}
+	if sess.CreatedAt, err = parseTime(created); err != nil {
+		return coordinator.UISession{}, coordinator.APIToken{}, err
+	}
+	if sess.ExpiresAt, err = parseTime(expires); err != nil {
+		return coordinator.UISession{}, coordinator.APIToken{}, err
+	}
+	sess.TokenID = t.ID
+	return sess, t, nil
+}
+
+// DeleteUISession deletes a session.
+func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM ui_sessions WHERE hash = ?`, hash[:])
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete dashboard session: %w", err)
+	}
+	return nil
+}
+
+// RecordUIAction records a dashboard action.
+func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO ui_actions (token_name, action, target, job_id, detail) VALUES (?, ?, ?, ?, ?)`,
+			a.TokenName, a.Action, a.Target, a.JobID, a.Detail)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record dashboard action: %w", err)
+	}
+	return nil
+}
+
+// UIActions lists recorded actions, oldest first.
+func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]coordinator.UIAction, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, token_name, action, target, job_id, detail, at FROM (
+			SELECT * FROM ui_actions
+			WHERE (? = '' OR target = ?) AND (? = '' OR job_id = ?)
+			ORDER BY id DESC LIMIT ?)
+		ORDER BY id`, f.Target, f.Target, f.JobID, f.JobID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list dashboard actions: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.UIAction
+	for rows.Next() {
+		var (
+			a  coordinator.UIAction
+			at string
+		)
+		if err := rows.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &at); err != nil {
+			return nil, fmt.Errorf("list dashboard actions: %w", err)
+		}
+		if a.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list dashboard actions: %w", err)
+	}
+	return out, nil
+}
+
+// PhoneScreens returns the newest screenshot of each phone.
+func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
+	if len(phones) == 0 {
+		return nil, nil
+	}
+	pairs := make([][2]string, len(phones))
+	for i, p := range phones {
+		pairs[i] = [2]string{p.AgentID, p.Serial}
+	}
+	list, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	args := []any{string(list)}
+	cond := ""
+	if projects != nil {
+		if len(projects) == 0 {
+			return nil, nil
+		}
+		cond = ` AND j2.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
+		for _, p := range projects {
+			args = append(args, p)
+		}
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		WITH p(agent, serial) AS (
+			SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+		SELECT p.agent, p.serial, a.job_id, j.project, a.generation, a.name, a.content_type, a.created_at
+		FROM p
+		JOIN artifacts a ON a.rowid = (
+			SELECT a2.rowid FROM jobs j2
+			JOIN artifacts a2 ON a2.job_id = j2.id AND a2.generation = j2.lease_generation
+			WHERE j2.device_serial = p.serial
+			  AND substr(j2.worker_id, 1, length(p.agent) + 1) = p.agent || '/'
+			  AND a2.content_type LIKE 'image/%'`+cond+`
+			ORDER BY j2.updated_at DESC, a2.created_at DESC
+			LIMIT 1)
+		JOIN jobs j ON j.id = a.job_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.PhoneScreen
+	for rows.Next() {
+		var (
+			p  coordinator.PhoneScreen
+			at string
+		)
+		if err := rows.Scan(&p.AgentID, &p.Serial, &p.JobID, &p.Project, &p.Generation, &p.Name, &p.ContentType, &at); err != nil {
+			return nil, fmt.Errorf("read phone screenshots: %w", err)
+		}
+		if p.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	return out, nil
+}
+
+// scanMore scans a token's columns and then more.
+type scanMore struct {
+	row  scanner
+	more []any
+}
+
+func (t scanMore) Scan(dest ...any) error { return t.row.Scan(append(dest, t.more...)...) }

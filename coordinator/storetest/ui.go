@@ -1,0 +1,166 @@
+package storetest
+
+import (
+	"crypto/sha256"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+var uiTests = []struct {
+	name string
+	fn   func(t *testing.T, s sqlstore.Lab)
+}{
+	{"UISessions", testUISessions},
+	{"UIActions", testUIActions},
+	{"PhoneScreens", testPhoneScreens},
+}
+
+func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
+	t.Helper()
+	u, ok := s.(coordinator.UIStore)
+	if !ok {
+		t.Fatalf("%T does not keep dashboard sessions", s)
+	}
+	return u
+}
+
+func testUISessions(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	a := s.(coordinator.APIStore)
+	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "ops", Hash: sha256.Sum256([]byte("t")), Projects: []string{"p1"}, Scopes: []string{"read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte("cookie secret"))
+	sess, err := u.CreateUISession(ctx, h, tok.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sess.ExpiresAt.Sub(sess.CreatedAt); d < 59*time.Minute || d > 61*time.Minute {
+		t.Errorf("session lasts %s, want an hour", d)
+	}
+	got, gotTok, err := u.UISession(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TokenID != tok.ID || gotTok.Name != "ops" || len(gotTok.Projects) != 1 || gotTok.Projects[0] != "p1" || gotTok.Revoked() {
+		t.Errorf("session %+v, token %+v", got, gotTok)
+	}
+	if _, _, err := u.UISession(ctx, sha256.Sum256([]byte("other"))); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+		t.Errorf("unknown session: err = %v, want ErrUISessionNotFound", err)
+	}
+	// A revoked token's session is found with its token revoked: the
+	// caller refuses it.
+	if _, err := a.RevokeAPIToken(ctx, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, gotTok, err = u.UISession(ctx, h); err != nil || !gotTok.Revoked() {
+		t.Errorf("session of a revoked token: %+v, %v", gotTok, err)
+	}
+	// An expired session is not found, and the next login deletes it.
+	short := sha256.Sum256([]byte("short"))
+	if _, err := u.CreateUISession(ctx, short, tok.ID, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, _, err := u.UISession(ctx, short); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+		t.Errorf("expired session: err = %v, want ErrUISessionNotFound", err)
+	}
+	if err := u.DeleteUISession(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := u.UISession(ctx, h); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+		t.Errorf("deleted session: err = %v, want ErrUISessionNotFound", err)
+	}
+	if err := u.DeleteUISession(ctx, h); err != nil {
+		t.Errorf("delete twice: %v", err)
+	}
+}
+
+func testUIActions(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	for _, a := range []coordinator.UIAction{
+		{TokenName: "ops", Action: coordinator.UIActionDrain, Target: "agent-a"},
+		{TokenName: "ops", Action: coordinator.UIActionCancel, Target: "j1", JobID: "j1", Detail: "wrong phone"},
+		{TokenName: "bob", Action: coordinator.UIActionResume, Target: "agent-a"},
+	} {
+		if err := u.RecordUIAction(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := u.UIActions(ctx, coordinator.UIActionFilter{})
+	if err != nil || len(all) != 3 || all[0].Action != "drain" || all[2].TokenName != "bob" || all[0].At.IsZero() {
+		t.Fatalf("all actions %+v, %v", all, err)
+	}
+	byAgent, err := u.UIActions(ctx, coordinator.UIActionFilter{Target: "agent-a"})
+	if err != nil || len(byAgent) != 2 {
+		t.Errorf("agent-a's actions %+v, %v", byAgent, err)
+	}
+	byJob, err := u.UIActions(ctx, coordinator.UIActionFilter{JobID: "j1"})
+	if err != nil || len(byJob) != 1 || byJob[0].Detail != "wrong phone" {
+		t.Errorf("j1's actions %+v, %v", byJob, err)
+	}
+	last, err := u.UIActions(ctx, coordinator.UIActionFilter{Limit: 1})
+	if err != nil || len(last) != 1 || last[0].TokenName != "bob" {
+		t.Errorf("the newest action %+v, %v", last, err)
+	}
+}
+
+func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	hello(t, s, ownerA, phone("S1", "Pixel 7"), phone("S2", "Pixel 7"))
+	run := func(id, project, name, contentType string, devs ...protocol.Device) {
+		t.Helper()
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Serial: devs[0].Serial}
+		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: project}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := claimFor(t, s, ownerA, 4, devs...)
+		if err != nil {
+			t.Fatalf("claim %s: %v", id, err)
+		}
+		rec := artifact(l.Token, name, "1")
+		rec.ContentType = contentType
+		if err := s.RegisterArtifact(ctx, l.Token, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(ctx, l.Token, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // apart on millisecond clocks
+	}
+	run("old", "p1", "old.png", "image/png", phone("S1", "Pixel 7"))
+	run("new", "p1", "new.png", "image/png", phone("S1", "Pixel 7"))
+	run("xml", "p1", "dump.xml", "application/xml", phone("S1", "Pixel 7"))
+	run("other", "p2", "secret.png", "image/png", phone("S2", "Pixel 7"))
+
+	refs := []coordinator.PhoneRef{{AgentID: "agent-a", Serial: "S1"}, {AgentID: "agent-a", Serial: "S2"}, {AgentID: "agent-b", Serial: "S1"}}
+	got, err := u.PhoneScreens(ctx, refs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPhone := map[string]coordinator.PhoneScreen{}
+	for _, p := range got {
+		byPhone[p.AgentID+"/"+p.Serial] = p
+	}
+	if len(got) != 2 || byPhone["agent-a/S1"].JobID != "new" || byPhone["agent-a/S1"].Name != "new.png" ||
+		byPhone["agent-a/S1"].Generation != 1 || byPhone["agent-a/S2"].Project != "p2" || byPhone["agent-a/S1"].At.IsZero() {
+		t.Errorf("screens %+v", got)
+	}
+	got, err = u.PhoneScreens(ctx, refs, []string{"p1"})
+	if err != nil || len(got) != 1 || got[0].JobID != "new" {
+		t.Errorf("screens of p1 %+v, %v", got, err)
+	}
+	if got, err = u.PhoneScreens(ctx, refs, []string{}); err != nil || len(got) != 0 {
+		t.Errorf("screens of no project %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,89 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+)
+
+// ErrUISessionNotFound: no dashboard session has that hash, or it expired.
+var ErrUISessionNotFound = errors.New("dashboard session not found or expired")
+
+// Dashboard actions recorded with who did them (docs/ui.md, "Actions").
+const (
+	UIActionDrain   = "drain"
+	UIActionResume  = "resume"
+	UIActionCancel  = "cancel"
+	UIActionResolve = "resolve"
+)
+
+// UISession is a dashboard login: an API token exchanged for a session
+// cookie. Only the SHA-256 of the cookie's secret is stored.
+type UISession struct {
+	Hash      [sha256.Size]byte
+	TokenID   int64
+	CreatedAt time.Time // database clock
+	ExpiresAt time.Time // database clock
+}
+
+// UIAction is an action taken on the dashboard, with the name of the API
+// token of the person who took it.
+type UIAction struct {
+	ID        int64
+	TokenName string
+	Action    string // UIActionDrain, UIActionResume, UIActionCancel, UIActionResolve
+	Target    string // the agent id, job id or effect key acted on
+	JobID     string // the job concerned, "" for an agent
+	Detail    string // the reason, the decision
+	At        time.Time
+}
+
+// UIActionFilter selects recorded actions; zero fields select everything.
+type UIActionFilter struct {
+	Target string
+	JobID  string
+	Limit  int // the newest this many, oldest first; ≤ 0 means 100
+}
+
+// PhoneRef names one phone of one agent.
+type PhoneRef struct {
+	AgentID string
+	Serial  string
+}
+
+// PhoneScreen is the newest image artifact of a job on a phone: the
+// dashboard's thumbnail of it.
+type PhoneScreen struct {
+	PhoneRef
+	JobID       string
+	Project     string
+	Generation  int64
+	Name        string
+	ContentType string
+	At          time.Time // when the artifact was registered (database clock)
+}
+
+// UIStore is what the web dashboard keeps (migration 0009): its login
+// sessions and the actions taken on it, and the one query it needs beyond
+// the API's. Both stores implement it.
+type UIStore interface {
+	// CreateUISession stores a session of the token tokenID that expires
+	// ttl from now on the database clock, and deletes the expired ones.
+	CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (UISession, error)
+	// UISession returns the unexpired session with that hash and its API
+	// token (revoked or not); ErrUISessionNotFound otherwise.
+	UISession(ctx context.Context, hash [sha256.Size]byte) (UISession, APIToken, error)
+	// DeleteUISession deletes the session with that hash, if any.
+	DeleteUISession(ctx context.Context, hash [sha256.Size]byte) error
+	// RecordUIAction records an action.
+	RecordUIAction(ctx context.Context, a UIAction) error
+	// UIActions lists the recorded actions f selects, oldest first.
+	UIActions(ctx context.Context, f UIActionFilter) ([]UIAction, error)
+	// PhoneScreens returns, for each of phones, the newest image artifact
+	// registered under the current generation of the most recently updated
+	// job that was granted on that phone of that agent and that has one,
+	// among the jobs of projects (nil: every project). Phones without one
+	// are left out.
+	PhoneScreens(ctx context.Context, phones []PhoneRef, projects []string) ([]PhoneScreen, error)
+}
