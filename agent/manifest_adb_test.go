@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -34,6 +35,14 @@ func TestManifestADB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
+	testenv.Eventually(t, 20*time.Second, "the phone to be listed as ready", func() bool {
+		for _, d := range inv.Devices() {
+			if d.Serial == phone.Serial() && d.State == protocol.DeviceReady {
+				return true
+			}
+		}
+		return false
+	})
 	p, release, err := InventoryPhones(inv, t.TempDir(), capture.OpLogOptions{}).Acquire(ctx, protocol.DeviceSelector{Serial: phone.Serial()})
 	if err != nil {
 		t.Fatal(err)
