@@ -128,6 +128,7 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 	if err := os.MkdirAll(captureDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create spool directory: %w", err)
 	}
+	removeStaleCaptures(captureDir, d.log)
 	upMetrics, err := uploader.NewMetrics(sys.Registry)
 	if err != nil {
 		return nil, err

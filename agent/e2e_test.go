@@ -195,7 +195,7 @@ func TestEndToEndScreenshot(t *testing.T) {
 	if !strings.HasPrefix(tok.Owner, "pc-a/") || tok.Generation != 1 {
 		t.Fatalf("accepted token %v, want pc-a at generation 1", tok)
 	}
-	for _, name := range []string{"home.png", "home.xml", capture.OpLogName} {
+	for _, name := range []string{"home.png", "home.xml", agent.ManifestName, capture.OpLogName} {
 		key := "jobs/" + job.ID + "/g1/" + name
 		obj, err := sys.s3.Stat(sys.ctx, key)
 		if err != nil {
@@ -211,13 +211,13 @@ func TestEndToEndScreenshot(t *testing.T) {
 		}
 	}
 	arts, err := sys.store.Artifacts(sys.ctx, job.ID, 1)
-	if err != nil || len(arts) != 3 {
-		t.Fatalf("registered artifacts = %d (%v), want 3", len(arts), err)
+	if err != nil || len(arts) != 4 {
+		t.Fatalf("registered artifacts = %d (%v), want 4", len(arts), err)
 	}
 	var res struct {
 		Artifacts []string `json:"artifacts"`
 	}
-	if err := json.Unmarshal(done.Result, &res); err != nil || len(res.Artifacts) != 3 {
+	if err := json.Unmarshal(done.Result, &res); err != nil || len(res.Artifacts) != 4 {
 		t.Fatalf("result %s: %v", done.Result, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -213,6 +214,15 @@ func (s *memStore) Upload(ctx context.Context, tok fencing.Token, a uploader.Art
 	start := time.Now()
 	key := tok.ObjectKey(a.Name)
 	var r io.Reader = a.Body
+	if a.Path != "" {
+		// A capture spooled to a file.
+		f, err := os.Open(a.Path)
+		if err != nil {
+			return uploader.Result{}, err
+		}
+		defer f.Close()
+		r = f
+	}
 	if s.bps > 0 {
 		r = &slowReader{ctx: ctx, r: r, bps: s.bps}
 	}

@@ -85,6 +85,7 @@ type job struct {
 	accepting bool // interactive steps are taken
 	releasing string
 	effects   map[string]protocol.EffectReceipt // receipts of effect steps, by key (effect.go)
+	extra     jobExtras                         // logcat, manifest (manifest.go)
 
 	// releaseCause is the release's fail cause; "" is agent_shutdown
 	// (sleep.go sets agent_sleep).
@@ -445,6 +446,7 @@ func (j *job) renewOnce(ctx context.Context) error {
 	if !j.guard.Renewed(sent, ttl) {
 		return errStopped
 	}
+	j.noteClock(sent, time.Now(), rep)
 	j.a.metrics.renewals.WithLabelValues("accepted").Inc()
 	return nil
 }
@@ -503,7 +505,7 @@ func (j *job) runSteps(endLease func()) error {
 	// says (classify), after uploading the operation log.
 	fail := func(cause error) error {
 		reason := cause.Error()
-		if _, err := j.uploadOpLog(phone); err != nil {
+		if err := j.uploadEnd(phone); err != nil {
 			if errors.Is(err, errStopped) {
 				return errStopped
 			}
@@ -511,6 +513,12 @@ func (j *job) runSteps(endLease func()) error {
 		}
 		endLease()
 		return j.failJob(reason, cause)
+	}
+	if err := j.startCapture(phone); err != nil {
+		if j.work.Err() != nil {
+			return errStopped
+		}
+		return fail(err)
 	}
 	// Requested steps run after the task's step in progress.
 	for _, s := range j.task.Steps {
@@ -538,7 +546,7 @@ func (j *job) runSteps(endLease func()) error {
 	j.mu.Lock()
 	j.accepting = false
 	j.mu.Unlock()
-	if _, err := j.uploadOpLog(phone); err != nil {
+	if err := j.uploadEnd(phone); err != nil {
 		if errors.Is(err, errStopped) {
 			j.replyStopped(finish)
 			return errStopped
@@ -643,7 +651,9 @@ func (j *job) runStep(phone Phone, info capture.StepInfo, what, kind string, s p
 // returns the object key.
 func (j *job) publish(c capture.Artifact) (string, error) {
 	defer func() { _ = c.Remove() }()
-	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path}
+	// A capture's spool file was hashed as it was written: the upload spool
+	// does not read it again (docs/uploads.md, Hashing).
+	a := uploader.Artifact{Name: c.Name, ContentType: c.ContentType, Size: c.Size, SHA256: c.SHA256, Path: c.Path, Hashed: c.Path != ""}
 	if c.Path == "" {
 		a.Body = bytes.NewReader(c.Data)
 		a.Size = int64(len(c.Data))

@@ -10,7 +10,7 @@ import (
 )
 
 // InventoryPhones serves phones from a capture.Inventory: one job per phone,
-// a capture.Runner per job, and the job's operation log. Recordings are
+// a capture.Runner per job, and the job's operation log. Captures are
 // spooled under spoolDir ("" keeps them in memory).
 func InventoryPhones(inv *capture.Inventory, spoolDir string, opts capture.OpLogOptions) Phones {
 	return &invPhones{inv: inv, spool: spoolDir, oplog: opts}

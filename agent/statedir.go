@@ -18,7 +18,7 @@ const (
 	LockFile = "agent.lock"
 	// SettingsFile holds the runtime settings the coordinator sent.
 	SettingsFile = "settings.json"
-	// SpoolDir holds recordings being captured and uploads in progress.
+	// SpoolDir holds captures being taken and uploads in progress.
 	SpoolDir = "spool"
 )
 

@@ -183,7 +183,7 @@ func TestADBJob(t *testing.T) {
 	}
 
 	shot := arts["before.png"]
-	img := decodePNG(t, shot.Data)
+	img := decodePNG(t, artBytes(t, shot))
 	if b := img.Bounds(); b.Dx() != 720 || b.Dy() != 1280 {
 		t.Errorf("screenshot is %v, want 720x1280", b)
 	}
@@ -191,6 +191,7 @@ func TestADBJob(t *testing.T) {
 		t.Errorf("screenshot did not use raw screencap over exec:; services: %q", p.Services())
 	}
 	tree := arts["tree.xml"]
+	tree.Data = artBytes(t, tree) // spooled: read it back
 	if !bytes.HasPrefix(tree.Data, []byte("<?xml")) || !bytes.HasSuffix(tree.Data, []byte("</hierarchy>")) ||
 		!bytes.Contains(tree.Data, []byte(`package="com.android.settings"`)) {
 		t.Errorf("ui dump = %.300s", tree.Data)

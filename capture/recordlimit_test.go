@@ -37,14 +37,15 @@ func (s *syncBuffer) String() string {
 
 // checkCutAtLimit runs record_start, waits until the phone ended the
 // recording on its own (ended), then record_stop, and checks that the
-// recording is kept and reported cut at the limit: in the op log entry of
+// recording is kept and reported cut at the limit (no chaining: one segment
+// at most): in the op log entry of
 // record_stop and in one log line carrying the job's fields.
 func checkCutAtLimit(t *testing.T, dev capture.Device, ended func() bool, wantSize int64) {
 	t.Helper()
 	var logs syncBuffer
 	job := zerolog.New(&logs).With().Str("job_id", "job-cut").Int64("generation", 3).Logger().WithContext(context.Background())
 	oplog := capture.NewOpLog(capture.OpLogOptions{})
-	r := capture.NewRunner(job, dev, capture.RunnerOptions{OpLog: oplog, SpoolDir: t.TempDir()})
+	r := capture.NewRunner(job, dev, capture.RunnerOptions{OpLog: oplog, SpoolDir: t.TempDir(), RecordSegments: 1})
 	defer r.Close()
 	if _, err := r.RunStep(job, protocol.Step{Op: protocol.OpRecordStart}); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,8 @@
 package capture
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,12 +15,23 @@ import (
 
 // RunnerOptions configures a Runner.
 type RunnerOptions struct {
-	// SpoolDir, when set, is the directory recordings stream into, one file
-	// per recording (Artifact.Path), so a long recording is never held in
-	// memory. When empty, recordings are kept in memory (Artifact.Data).
+	// SpoolDir, when set, is the directory captures stream into, one file
+	// per artifact (Artifact.Path), hashed as they are written, so that a
+	// long recording is never held in memory and the upload does not read
+	// a capture again to hash it. When empty, captures are kept in memory
+	// (Artifact.Data).
 	SpoolDir string
 	// OpLog, when set, receives one entry per step, failed steps included.
 	OpLog *OpLog
+	// BeforeAfter takes a screenshot before and after every input step
+	// (task capture before_after, see SetBeforeAfter).
+	BeforeAfter bool
+	// RecordSegments bounds the segments of one recording: when the phone
+	// ends a recording at its time limit (180 s), the runner starts the
+	// next segment at once, up to this many in all (docs/capture.md,
+	// Recordings longer than 180 s). 0: no bound; 1: no chaining, the
+	// recording is cut at the limit.
+	RecordSegments int
 }
 
 // StepOutcome is what one step did.
@@ -58,6 +64,8 @@ type Runner struct {
 	recSeq    int // the number of the step that started rec
 	// warning is the Warning of the step being run; only RunStep touches it.
 	warning string
+	// logMark is where the job's logcat starts (logcat.go).
+	logMark *LogMark
 }
 
 // NewRunner returns a runner bound to the job context ctx: when ctx is done
@@ -131,7 +139,7 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 
 	out := StepOutcome{Seq: seq, Op: s.Op, Start: time.Now()}
 	r.warning = ""
-	arts, err := r.exec(ctx, seq, s)
+	arts, err := r.execStep(ctx, seq, s, info)
 	out.Duration = time.Since(out.Start)
 	out.Artifacts = arts
 	if err != nil {
@@ -303,7 +311,12 @@ func (r *Runner) capture(name, prefix string, seq int, ext, ct string, grab func
 		r.unreserve(n)
 		return nil, err
 	}
-	return []Artifact{NewArtifact(n, ct, b)}, nil
+	a, err := r.keep(n, ct, b)
+	if err != nil {
+		r.unreserve(n)
+		return nil, err
+	}
+	return []Artifact{a}, nil
 }
 
 func (r *Runner) recordStart(ctx context.Context, seq int, s protocol.Step) error {
@@ -323,7 +336,9 @@ func (r *Runner) recordStart(ctx context.Context, seq int, s protocol.Step) erro
 		rec.Abort()
 		return ErrClosed
 	}
-	r.rec, r.recName, r.recSeq = rec, s.Name, seq
+	// The chain starts the next segment when the phone ends this one at
+	// its time limit (recchain.go).
+	r.rec, r.recName, r.recSeq = r.newRecChain(rec), s.Name, seq
 	r.mu.Unlock()
 	return nil
 }
@@ -344,7 +359,7 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 	if err != nil {
 		return nil, err
 	}
-	a, err := r.stopInto(ctx, rec, n)
+	arts, err := r.stopChain(ctx, rec.(*recChain), n)
 	r.mu.Lock()
 	if r.rec == rec {
 		r.rec, r.recName = nil, ""
@@ -355,42 +370,21 @@ func (r *Runner) recordStop(ctx context.Context, seq int, s protocol.Step) ([]Ar
 		r.unreserve(n)
 		return nil, err
 	}
-	if lr, ok := rec.(LimitedRecording); ok {
-		if limit, cut := lr.CutAtLimit(); cut {
-			r.warning = fmt.Sprintf("recording cut at the phone's time limit of %gs: it ended before record_stop, later screen content is missing", limit.Seconds())
-		}
-	}
-	return []Artifact{a}, nil
+	return arts, nil
 }
 
-// stopInto stops rec and keeps its bytes in memory or in a spool file,
-// hashing them on the way.
+// stopInto stops rec and streams its bytes into a sink: a spool file or
+// memory, hashed on the way.
 func (r *Runner) stopInto(ctx context.Context, rec Recording, name string) (Artifact, error) {
-	h := sha256.New()
-	a := Artifact{Name: name, ContentType: ContentTypeMP4}
-	if r.opts.SpoolDir == "" {
-		var buf bytes.Buffer
-		n, err := rec.Stop(ctx, io.MultiWriter(&buf, h))
-		if err != nil {
-			return Artifact{}, err
-		}
-		a.Data, a.Size, a.SHA256 = buf.Bytes(), n, hex.EncodeToString(h.Sum(nil))
-		return a, nil
-	}
-	f, err := os.CreateTemp(r.opts.SpoolDir, "capture-*-"+name)
+	s, err := newSink(r.opts.SpoolDir, name, ContentTypeMP4)
 	if err != nil {
-		return Artifact{}, fmt.Errorf("create spool file: %w", err)
-	}
-	n, err := rec.Stop(ctx, io.MultiWriter(f, h))
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close spool file: %w", cerr)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
 		return Artifact{}, err
 	}
-	a.Path, a.Size, a.SHA256 = f.Name(), n, hex.EncodeToString(h.Sum(nil))
-	return a, nil
+	if _, err := rec.Stop(ctx, s); err != nil {
+		s.discard()
+		return Artifact{}, err
+	}
+	return s.finish()
 }
 
 // waitPoll is how often a wait step looks at its phone's state.

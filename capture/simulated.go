@@ -120,6 +120,7 @@ type Simulated struct {
 	rec      *simRecording
 	recs     int // recordings started
 	bat      simBattery
+	logs     []simLogLine // the phone's log (simlog.go)
 }
 
 var _ Device = (*Simulated)(nil)
@@ -265,6 +266,7 @@ func (s *Simulated) do(ctx context.Context, c SimCall, apply func() error) error
 	c.EffectKey = EffectKey(ctx)
 	s.mu.Lock()
 	s.history = append(s.history, c)
+	s.logCall(c)
 	s.mu.Unlock()
 	return err
 }
@@ -604,7 +606,7 @@ func (s *Simulated) StartRecording(ctx context.Context) (Recording, error) {
 			return invalidStep("a recording is already running")
 		}
 		s.recs++
-		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history)}
+		r = &simRecording{s: s, seq: s.recs, startOps: len(s.history), endc: make(chan struct{})}
 		r.limit = time.AfterFunc(s.recLimit, r.end)
 		s.rec = r
 		return nil
@@ -619,10 +621,11 @@ type simRecording struct {
 	s        *Simulated
 	seq      int
 	startOps int
-	limit    *time.Timer // ends the recording at the phone's time limit
-	done     bool        // stopped, aborted or lost; guarded by s.mu
-	ended    bool        // ended on its own at the time limit; guarded by s.mu
-	endOps   int         // operations recorded until it ended
+	limit    *time.Timer   // ends the recording at the phone's time limit
+	done     bool          // stopped, aborted or lost; guarded by s.mu
+	ended    bool          // ended on its own at the time limit; guarded by s.mu
+	endOps   int           // operations recorded until it ended
+	endc     chan struct{} // closed when it ended at the time limit
 }
 
 var _ LimitedRecording = (*simRecording)(nil)
@@ -638,6 +641,7 @@ func (r *simRecording) end() {
 		return
 	}
 	r.ended = true
+	close(r.endc)
 	r.endOps = len(s.history) - r.startOps
 	if s.rec == r {
 		s.rec = nil

@@ -81,6 +81,13 @@ type Task struct {
 	// the job ends TIMED_OUT (docs/protocol.md, section 5). 0: no deadline
 	// of its own (the coordinator's configured default applies).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Capture asks for extra captures around the steps: CaptureBeforeAfter
+	// takes a screenshot before and after every input step
+	// (BeforeAfterOps). Empty: none.
+	Capture string `json:"capture,omitempty"`
+	// Logcat stores the phone's log of the job's window as the artifact
+	// logcat.txt (docs/capture.md, Logcat).
+	Logcat bool `json:"logcat,omitempty"`
 }
 
 // Validate reports the first rule the task breaks (docs/protocol.md
@@ -100,12 +107,15 @@ func (t Task) Validate() error {
 	if err := t.Device.Validate(); err != nil {
 		return fmt.Errorf("device: %w", err)
 	}
+	if err := ValidateCapture(t.Capture); err != nil {
+		return err
+	}
 	for i, s := range t.Steps {
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("steps[%d]: %w", i, err)
 		}
 	}
-	if err := validateSequence(t.Steps); err != nil {
+	if err := validateSequence(t.Steps, t.Capture == CaptureBeforeAfter); err != nil {
 		return err
 	}
 	return validateEffects(t.Steps)

@@ -154,7 +154,7 @@ func captureKind(op string) (prefix, ext string) {
 // numbered 1, 2, … in task order: recordings pair up (a record_stop follows
 // a record_start, and a record_start does not start while another
 // recording runs), and each artifact name is produced once.
-func validateSequence(steps []Step) error {
+func validateSequence(steps []Step, beforeAfter bool) error {
 	// Capture names end in .png, .xml or .mp4, so never oplog.jsonl.
 	names := map[string]int{}
 	rec := -1 // index of the record_start whose recording runs
@@ -162,6 +162,15 @@ func validateSequence(steps []Step) error {
 		prefix, ext := captureKind(s.Op)
 		name := s.Name
 		seq := i + 1
+		if beforeAfter && IsBeforeAfterOp(s.Op) {
+			before, after := BeforeAfterNames(seq)
+			for _, n := range []string{before, after} {
+				if j, dup := names[n]; dup {
+					return fmt.Errorf("steps[%d]: artifact name %q is already produced by steps[%d]", i, n, j)
+				}
+				names[n] = i
+			}
+		}
 		switch s.Op {
 		case OpRecordStart:
 			if rec >= 0 {

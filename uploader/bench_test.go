@@ -34,6 +34,8 @@ import (
 //	sha-given S3.Upload of a file with a declared SHA-256 (checked in a first pass)
 //	no-sha    S3.Upload of a file without SHA-256 (hashed in a first pass)
 //	spool-put Spool.Put end to end: copy into the spool with hashing and fsync, then upload
+//	capture-put Spool.Put end to end of a capture: its SHA-256 computed as it was
+//	          written (Artifact.Hashed), linked into the spool, then uploaded
 func BenchmarkUpload(b *testing.B) {
 	size := int64(128 * mib)
 	if s := os.Getenv("EDGE_BENCH_UPLOAD_MIB"); s != "" {
@@ -91,6 +93,10 @@ func BenchmarkUpload(b *testing.B) {
 		}},
 		{"spool-put", func() error {
 			_, err := spool.Put(ctx, tok(), Artifact{Name: "rec.mp4", Path: path, SHA256: sha})
+			return err
+		}},
+		{"capture-put", func() error {
+			_, err := spool.Put(ctx, tok(), Artifact{Name: "rec.mp4", Path: path, SHA256: sha, Hashed: true})
 			return err
 		}},
 	}

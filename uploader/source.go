@@ -31,7 +31,7 @@ const hashChunk = 256 << 10
 
 // openSource prepares a's content. A file or a body that can seek is hashed
 // in a first pass and checked against a declared SHA256, unless the spool
-// hashed it while writing it. A stream without a declared SHA256 is read
+// or the file's writer (Artifact.Hashed) hashed it while writing it. A stream without a declared SHA256 is read
 // into memory when it fits in memLimit bytes and spooled to a temp file in
 // tempDir otherwise; a stream with one is checked as it is sent, unless
 // random asks for random access, when it is spooled and checked too.
@@ -89,7 +89,7 @@ func openSource(ctx context.Context, a Artifact, tempDir string, memLimit int64,
 		src.close()
 		return nil, fmt.Errorf("content has %d bytes, want %d: %w", src.size, declared, ErrSizeMismatch)
 	}
-	if a.hashed && src.sha256 != "" {
+	if (a.hashed || a.Hashed && a.Path != "") && src.sha256 != "" {
 		return src, nil
 	}
 	sum, err := hashAt(ctx, src.ra, src.size)

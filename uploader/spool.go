@@ -283,7 +283,8 @@ func (s *Spool) Put(ctx context.Context, tok fencing.Token, a Artifact) (res Res
 
 // write puts a's content into a new entry, hashing it on the way, and
 // records the entry. A file on the spool's file system that only its owner
-// can read is linked, not copied; anything else is copied.
+// can read is linked, not copied, and hashed unless its writer hashed it
+// (Artifact.Hashed); anything else is copied, and hashed as it is copied.
 //
 // The data is not synced to disk: an entry never outlives its process in
 // use (Recover drops entries of earlier boots), so only the record, which
@@ -301,9 +302,15 @@ func (s *Spool) write(ctx context.Context, e *spoolEntry, tok fencing.Token, a A
 		sum string
 		err error
 	)
-	if a.Path != "" && linkPrivate(a.Path, data) {
+	switch {
+	case a.Path != "" && linkPrivate(a.Path, data):
+		if a.Hashed && a.SHA256 != "" {
+			// Hashed as it was written (a capture): not read again.
+			n, sum, err = statHashed(data, a.SHA256)
+			break
+		}
 		n, sum, err = hashFile(ctx, data)
-	} else {
+	default:
 		n, sum, err = copyHashed(ctx, a, data)
 	}
 	if err != nil {
@@ -339,6 +346,16 @@ func linkPrivate(src, dst string) bool {
 		return false
 	}
 	return os.Link(src, dst) == nil
+}
+
+// statHashed returns the size of the file at path and sha, the SHA-256 its
+// writer computed as it wrote it (Artifact.Hashed).
+func statHashed(path, sha string) (int64, string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, "", fmt.Errorf("stat spool file: %w", err)
+	}
+	return fi.Size(), strings.ToLower(sha), nil
 }
 
 // hashFile returns the size and SHA-256 of the file at path.

@@ -105,6 +105,15 @@ type Artifact struct {
 	// hashing pass (and, for a Body that cannot seek, a spool to disk); the
 	// content is still checked against it before anything is committed.
 	SHA256 string
+	// Hashed says that SHA256 was computed from the bytes as they were
+	// written to Path, by the writer of the file (a capture streamed from
+	// the phone into the spool directory), which does not write to it any
+	// more. Put and Upload then take SHA256 as the content's without
+	// reading the file a second time to hash it (docs/uploads.md, Hashing):
+	// the storage still checks a single PUT's content against it and each
+	// part of a multipart upload against the part's own hash. Ignored
+	// without Path or SHA256.
+	Hashed bool
 	// Progress, when set, is called as content is sent with the bytes
 	// stored or in flight so far. The count goes back when a failed
 	// request's bytes are taken back. It is called from the goroutines

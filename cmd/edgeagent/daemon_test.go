@@ -428,7 +428,7 @@ func TestPresignedMode(t *testing.T) {
 		t.Fatalf("job %s: %s", done.Status, done.FailReason)
 	}
 	mc := l.mio.Client(t)
-	for _, name := range []string{"screenshot-001.png", "home.xml", "oplog.jsonl"} {
+	for _, name := range []string{"screenshot-001.png", "home.xml", "manifest.json", "oplog.jsonl"} {
 		key := "jobs/" + job + "/g1/" + name
 		info, err := mc.StatObject(l.ctx, l.mio.Bucket, key, minio.StatObjectOptions{})
 		if err != nil {
@@ -444,8 +444,8 @@ func TestPresignedMode(t *testing.T) {
 			authorised++
 		}
 	}
-	if authorised != 3 {
-		t.Errorf("%d accepted upload authorisations, want 3", authorised)
+	if authorised != 4 {
+		t.Errorf("%d accepted upload authorisations, want 4", authorised)
 	}
 	p.signal(t)
 	if code := p.wait(t, 30*time.Second); code != 0 {

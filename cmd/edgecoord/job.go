@@ -29,7 +29,7 @@ func (m *mgmt) jobCommands() []*cli.Command {
 // parseJobFile decodes a job file strictly (unknown keys are errors, with
 // their line and column). Its keys are those of POST /api/v1/jobs
 // (api.JobRequest): id, device, steps, interactive, idle_timeout_ms,
-// timeout, project, priority, not_before, max_attempts, fan_out.
+// capture, logcat, timeout, project, priority, not_before, max_attempts, fan_out.
 func parseJobFile(data []byte) (api.JobRequest, error) {
 	var f api.JobRequest
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {

@@ -27,6 +27,9 @@ type JobRequest struct {
 	// Interactive and IdleTimeoutMS mirror protocol.Task.
 	Interactive   bool  `json:"interactive,omitempty"`
 	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	// Capture and Logcat mirror protocol.Task.
+	Capture string `json:"capture,omitempty"`
+	Logcat  bool   `json:"logcat,omitempty"`
 	// Timeout is the job's deadline from its first grant, a Go duration
 	// ("90s", "10m").
 	Timeout     string    `json:"timeout,omitempty"`
@@ -110,7 +113,7 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 	}
 	spec := coordinator.JobSpec{
 		ID:          req.ID,
-		Task:        protocol.Task{Device: req.Device, Steps: req.Steps, Interactive: req.Interactive, IdleTimeoutMS: req.IdleTimeoutMS},
+		Task:        protocol.Task{Device: req.Device, Steps: req.Steps, Interactive: req.Interactive, IdleTimeoutMS: req.IdleTimeoutMS, Capture: req.Capture, Logcat: req.Logcat},
 		Project:     project,
 		Priority:    req.Priority,
 		NotBefore:   req.NotBefore,

@@ -737,6 +737,10 @@ func contentType(key string) string {
 		return "video/mp4"
 	case ".jsonl":
 		return "application/x-ndjson"
+	case ".json":
+		return "application/json"
+	case ".txt":
+		return "text/plain; charset=utf-8"
 	}
 	return "application/octet-stream"
 }

@@ -361,7 +361,7 @@ func TestSessionAPI(t *testing.T) {
 		t.Fatalf("step on the recovered session: %d %s", code, body)
 	}
 	var closed session.Doc
-	if code, body := e.call("DELETE", sess, tokenOperator, nil, &closed); code != 200 || closed.Status != session.StatusClosed || len(closed.Artifacts) != 3 {
+	if code, body := e.call("DELETE", sess, tokenOperator, nil, &closed); code != 200 || closed.Status != session.StatusClosed || len(closed.Artifacts) != 4 {
 		t.Fatalf("close: %d %s", code, body)
 	}
 	if code, body := e.call("DELETE", sess, tokenOperator, nil, &closed); code != 200 || closed.Status != session.StatusClosed {

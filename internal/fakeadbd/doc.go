@@ -10,8 +10,10 @@
 // -p), uiautomator dump, input, monkey, pm (path, clear, list packages),
 // am (start of a VIEW intent, force-stop, the ADB_INPUT_B64 broadcast of
 // the ADBKeyboard input method), wm dismiss-keyguard, ime (list, enable,
-// set), settings (get, put; user_rotation turns the screen), screenrecord,
-// kill, pkill, getprop and rm; Options.Packages says which apps are
+// set), settings (get, put; user_rotation turns the screen), screenrecord
+// (ending at its --time-limit), kill, pkill, getprop, rm, date (+%s.%N)
+// and logcat (-d, -T <seconds.millis>: the simulated phone's log, plus the
+// lines given to Phone.Log); Options.Packages says which apps are
 // installed and Options.IME whether ADBKeyboard is. Distrust makes the
 // phone stop trusting the PC and reconnect as unauthorized. The screen is a capture.Simulated phone, so taps and launches
 // change what screencap returns; every input command is recorded as

@@ -800,6 +800,10 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 			p.mu.Unlock()
 		}
 		return p.screenrecord(env, pid, args[1:])
+	case "date":
+		return p.date(out, errw, args[1:])
+	case "logcat":
+		return p.logcat(env, args[1:])
 	case "kill":
 		return p.kill(errw, args[1:])
 	case "pkill":

@@ -73,8 +73,9 @@ func ScreenshotJob(ctx context.Context, e *Env, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(arts) != len(objs) || len(objs) != 3 {
-		return fmt.Errorf("job %s: %d objects stored, %d registered, want 3 each", j.ID, len(objs), len(arts))
+	// The screenshot, the UI dump, manifest.json and oplog.jsonl.
+	if len(arts) != len(objs) || len(objs) != 4 {
+		return fmt.Errorf("job %s: %d objects stored, %d registered, want 4 each", j.ID, len(objs), len(arts))
 	}
 	fmt.Fprintf(w, "%d artifacts stored and registered under generation %d\n\n", len(arts), j.Generation)
 	return nil

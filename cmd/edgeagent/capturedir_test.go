@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/internal/testenv"
+)
+
+// TestStaleCapturesRemoved: captures a crashed agent left in
+// <state_dir>/spool/capture are removed when the agent starts; other files
+// there are left alone, and jobs run as usual.
+func TestStaleCapturesRemoved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildAgent(t)
+	l := newLab(t, 3*time.Second)
+	state := filepath.Join(t.TempDir(), "state")
+	dir := filepath.Join(state, "spool", "capture")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "capture-123-screenshot-004.png")
+	other := filepath.Join(dir, "notes.txt")
+	for _, f := range []string{stale, other} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _ := l.agentConfig(state, time.Second, "")
+	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	job := l.submit(t, screenshot)
+	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
+		j, err := l.store.Get(l.ctx, job)
+		return err == nil && j.Status == coordinator.StatusSucceeded
+	})
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale capture still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("other file removed: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "capture-*")); len(left) != 0 {
+		t.Errorf("captures left after the job: %q", left)
+	}
+	p.signal(t)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
