@@ -52,8 +52,9 @@ type PhoneRef struct {
 	Serial  string
 }
 
-// PhoneScreen is the newest image artifact of a job on a phone: the
-// dashboard's thumbnail of it.
+// PhoneScreen is the newest image artifact registered by a job on a phone:
+// the dashboard's thumbnail of it, kept by RegisterArtifact (migration 0009,
+// table phone_screens).
 type PhoneScreen struct {
 	PhoneRef
 	JobID       string
@@ -81,9 +82,9 @@ type UIStore interface {
 	// UIActions lists the recorded actions f selects, oldest first.
 	UIActions(ctx context.Context, f UIActionFilter) ([]UIAction, error)
 	// PhoneScreens returns, for each of phones, the newest image artifact
-	// registered under the current generation of the most recently updated
-	// job granted on a phone of that serial that has one, among the jobs of
-	// projects (nil: every project), when that job ran on the agent the
-	// phone is listed by. Phones without one are left out.
+	// registered by a job that ran on it (on that agent), when that job is
+	// of projects (nil: every project) and still at the generation that
+	// registered it. Phones without one, or whose newest one is of another
+	// project or of a generation the job has left, are left out.
 	PhoneScreens(ctx context.Context, phones []PhoneRef, projects []string) ([]PhoneScreen, error)
 }

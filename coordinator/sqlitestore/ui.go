@@ -127,67 +127,48 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	return out, nil
 }
 
-// PhoneScreens returns the newest screenshot of each phone: one probe per
-// serial down the index jobs_phone_recent, newest job first, stopping at
-// the first with an image (docs/benchmarks.md, "Web dashboard").
+// PhoneScreens returns the newest screenshot of each phone: one read of
+// phone_screens by its primary key, which RegisterArtifact keeps up to date,
+// and of each screenshot's job by its key, to drop the screenshots of a
+// generation the job has left (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
-	if len(phones) == 0 {
+	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
-	serials := make([]string, 0, len(phones))
-	seen := map[string]bool{}
-	for _, p := range phones {
-		if !seen[p.Serial] {
-			seen[p.Serial] = true
-			serials = append(serials, p.Serial)
-		}
+	pairs := make([][2]string, len(phones))
+	for i, p := range phones {
+		pairs[i] = [2]string{p.AgentID, p.Serial}
 	}
-	list, err := json.Marshal(serials)
+	list, err := json.Marshal(pairs)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	args := []any{string(list)}
 	cond := ""
 	if projects != nil {
-		if len(projects) == 0 {
-			return nil, nil
-		}
-		cond = ` AND j.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
+		cond = ` WHERE s.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
 		for _, p := range projects {
 			args = append(args, p)
 		}
 	}
-	const image = `x.job_id = j.id AND x.generation = j.lease_generation AND x.content_type LIKE 'image/%'`
 	rows, err := s.r.QueryContext(ctx, `
-		WITH p(serial) AS (SELECT value FROM json_each(?)),
-		pick AS MATERIALIZED (
-			SELECT p.serial, (
-				SELECT j.rowid FROM jobs j
-				WHERE j.device_serial = p.serial`+cond+`
-				  AND EXISTS (SELECT 1 FROM artifacts x WHERE `+image+`)
-				ORDER BY j.updated_at DESC LIMIT 1) AS jr
-			FROM p),
-		pick2 AS MATERIALIZED (
-			SELECT pick.serial, j.rowid AS jr, (
-				SELECT x.rowid FROM artifacts x WHERE `+image+` ORDER BY x.created_at DESC LIMIT 1) AS ar
-			FROM pick JOIN jobs j ON j.rowid = pick.jr)
-		SELECT pick2.serial, j.worker_id, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
-		FROM pick2 JOIN jobs j ON j.rowid = pick2.jr JOIN artifacts a ON a.rowid = pick2.ar`, args...)
+		SELECT s.agent_id, s.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
+		FROM json_each(?) AS p
+		JOIN phone_screens s ON s.agent_id = p.value ->> 0 AND s.serial = p.value ->> 1
+		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation`+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	defer rows.Close()
-	var got []screenRow
+	var got []coordinator.PhoneScreen
 	for rows.Next() {
 		var (
-			x     screenRow
-			owner sql.NullString
-			at    string
+			x  coordinator.PhoneScreen
+			at string
 		)
-		if err := rows.Scan(&x.Serial, &owner, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
+		if err := rows.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
 			return nil, fmt.Errorf("read phone screenshots: %w", err)
 		}
-		x.owner = owner.String
 		if x.At, err = parseTime(at); err != nil {
 			return nil, err
 		}
@@ -196,33 +177,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	return matchScreens(phones, got), nil
-}
-
-// screenRow is a phone's newest screenshot with the owner of its job.
-type screenRow struct {
-	coordinator.PhoneScreen
-	owner string
-}
-
-// matchScreens keeps the screenshots whose job ran on the agent listing
-// the phone.
-func matchScreens(phones []coordinator.PhoneRef, got []screenRow) []coordinator.PhoneScreen {
-	by := make(map[string]screenRow, len(got))
-	for _, x := range got {
-		by[x.Serial] = x
-	}
-	var out []coordinator.PhoneScreen
-	for _, p := range phones {
-		x, ok := by[p.Serial]
-		if !ok || !strings.HasPrefix(x.owner, p.AgentID+"/") {
-			continue
-		}
-		sc := x.PhoneScreen
-		sc.PhoneRef = p
-		out = append(out, sc)
-	}
-	return out
+	return got, nil
 }
 
 // scanMore scans a token's columns and then more.

@@ -163,4 +163,19 @@ func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
 	if got, err = u.PhoneScreens(ctx, refs, []string{}); err != nil || len(got) != 0 {
 		t.Errorf("screens of no project %+v, %v", got, err)
 	}
+	// One row per phone: a newer image on S1 replaces its thumbnail, and
+	// one of a project the caller does not see hides S1's.
+	run("later", "p2", "later.png", "image/jpeg", phone("S1", "Pixel 7"))
+	got, err = u.PhoneScreens(ctx, refs, nil)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("screens after a newer image %+v, %v", got, err)
+	}
+	for _, p := range got {
+		if p.Serial == "S1" && (p.JobID != "later" || p.ContentType != "image/jpeg" || p.Project != "p2") {
+			t.Errorf("S1's newest screen %+v", p)
+		}
+	}
+	if got, err = u.PhoneScreens(ctx, refs, []string{"p1"}); err != nil || len(got) != 0 {
+		t.Errorf("screens of p1 after a newer image of p2 %+v, %v", got, err)
+	}
 }

@@ -2,9 +2,11 @@ package ui
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -53,6 +55,8 @@ type phoneRow struct {
 type fleetData struct {
 	Agents       []agentRow
 	Phones       []phoneRow
+	AgentRows    template.HTML // the rows of table#agents, written by writeAgentRows
+	PhoneRows    template.HTML // the rows of table#phones, written by writePhoneRows
 	Online       int
 	PhonesReady  int
 	RunningTotal int
@@ -65,6 +69,16 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request, c *caller) {
 		h.internal(w, r, c, err)
 		return
 	}
+	// The thousands of rows are written here, escaped by html.EscapeString,
+	// rather than by the template: a template walk per row cost most of the
+	// page's time (docs/benchmarks.md, "Web dashboard").
+	var b strings.Builder
+	b.Grow(len(d.Agents)*400 + len(d.Phones)*600)
+	writeAgentRows(&b, d.Agents, c.Has(coordinator.ScopeAdmin))
+	d.AgentRows = template.HTML(b.String()) //nolint:gosec // every value is escaped by writeAgentRows
+	b.Reset()
+	writePhoneRows(&b, d.Phones)
+	d.PhoneRows = template.HTML(b.String()) //nolint:gosec // every value is escaped by writePhoneRows
 	h.render(w, r, http.StatusOK, "fleet", view{Title: "Fleet", Caller: c, Data: d})
 }
 
@@ -182,6 +196,125 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		}
 	}
 	return d, nil
+}
+
+// esc writes s escaped for an element's text or a quoted attribute value.
+func esc(b *strings.Builder, s string) {
+	htmlEscaper.WriteString(b, s)
+}
+
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "\x00", "\uFFFD")
+
+// writeAgentRows writes the rows of table#agents (docs/ui.md, "Fleet"); the
+// drain and resume links only when admin.
+func writeAgentRows(b *strings.Builder, rows []agentRow, admin bool) {
+	for i := range rows {
+		a := &rows[i]
+		b.WriteString(`<tr data-agent="`)
+		esc(b, a.ID)
+		b.WriteString(`" class="`)
+		esc(b, a.State)
+		b.WriteString(`">`+"\n"+`<td class="id">`)
+		esc(b, a.ID)
+		b.WriteString(`</td><td class="state">`)
+		esc(b, a.State)
+		b.WriteString(`</td><td class="version">`)
+		esc(b, a.Version)
+		b.WriteString(`</td><td class="hello">`)
+		esc(b, a.Hello)
+		b.WriteString(`</td><td class="seen">`)
+		esc(b, a.Seen)
+		b.WriteString(`</td><td class="slots">`)
+		b.WriteString(strconv.Itoa(a.Slots))
+		b.WriteString(`</td><td class="running">`)
+		b.WriteString(strconv.Itoa(a.Running))
+		b.WriteString(`</td><td class="phones">`)
+		b.WriteString(strconv.Itoa(a.Phones))
+		b.WriteString(`</td><td class="actions">`)
+		if a.Draining {
+			b.WriteString(`<span class="note">drained by the operator`)
+			if a.DrainedBy != "" {
+				b.WriteString(" (")
+				esc(b, a.DrainedBy)
+				b.WriteString(")")
+			}
+			b.WriteString(`</span>`)
+		} else if a.AgentDraining {
+			b.WriteString(`<span class="note">draining by its own report</span>`)
+		}
+		if admin {
+			verb, label := "drain", "Drain"
+			if a.Draining {
+				verb, label = "resume", "Resume"
+			}
+			b.WriteString(` <a class="action-` + verb + `" data-agent="`)
+			esc(b, a.ID)
+			b.WriteString(`" href="/ui/agents/`)
+			esc(b, a.Path)
+			b.WriteString("/" + verb + `">` + label + `</a>`)
+		}
+		b.WriteString("</td></tr>\n")
+	}
+}
+
+// writePhoneRows writes the rows of table#phones (docs/ui.md, "Fleet"):
+// one per phone, and one more under a phone that needs a fix.
+func writePhoneRows(b *strings.Builder, rows []phoneRow) {
+	for i := range rows {
+		p := &rows[i]
+		b.WriteString(`<tr data-phone="`)
+		esc(b, p.Key)
+		b.WriteString(`">`+"\n"+`<td class="id">`)
+		esc(b, p.Key)
+		b.WriteString(`</td><td class="state">`)
+		esc(b, p.State)
+		b.WriteString(`</td><td class="model">`)
+		esc(b, p.Model)
+		b.WriteString(`</td><td class="tags">`)
+		esc(b, p.Tags)
+		b.WriteString(`</td><td class="health">`)
+		esc(b, p.Health)
+		b.WriteString(`</td><td class="job">`)
+		if p.JobID != "" {
+			b.WriteString(`<a href="`)
+			esc(b, p.JobURL)
+			b.WriteString(`">`)
+			esc(b, p.JobID)
+			b.WriteString(`</a>`)
+		} else if p.Busy {
+			b.WriteString("busy")
+		}
+		b.WriteString(`</td><td class="screen">`)
+		if p.Thumb != "" {
+			b.WriteString(`<a href="`)
+			esc(b, p.ThumbOf)
+			b.WriteString(`"><img class="thumb" src="`)
+			esc(b, p.Thumb)
+			b.WriteString(`" alt="last screenshot of `)
+			esc(b, p.Serial)
+			b.WriteString(`" loading="lazy"></a><br><span class="at">`)
+			esc(b, p.ThumbAt)
+			b.WriteString(`</span>`)
+		}
+		b.WriteString("</td></tr>\n")
+		if p.Fix == "" && p.Reason == "" {
+			continue
+		}
+		b.WriteString(`<tr class="fix" data-fix="`)
+		esc(b, p.Key)
+		b.WriteString(`"><td></td><td colspan="6">`)
+		if p.Reason != "" {
+			b.WriteString(`<span class="reason">`)
+			esc(b, p.Reason)
+			b.WriteString(`</span> `)
+		}
+		if p.Fix != "" {
+			b.WriteString(`<span class="fix">Fix: `)
+			esc(b, p.Fix)
+			b.WriteString(`</span>`)
+		}
+		b.WriteString("</td></tr>\n")
+	}
 }
 
 func cmpString(a, b string) int {
