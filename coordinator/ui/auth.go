@@ -24,6 +24,10 @@ const CookieName = "edgecoord_session"
 type caller struct {
 	api.Caller
 	CSRF string
+	// After is the event position the page is rendered at: the broker's
+	// cursor before the page read anything. app.js opens /ui/events after
+	// it, so no change between the render and the stream is lost.
+	After int64
 	// session is the hash of the cookie's secret; nil for a bearer token.
 	session *[sha256.Size]byte
 }
@@ -110,6 +114,9 @@ func (h *Handler) page(scope string, fn func(w http.ResponseWriter, r *http.Requ
 		if !c.Has(scope) {
 			h.message(w, r, &c, http.StatusForbidden, "Forbidden", fmt.Sprintf("Token %s lacks scope %s, which this page needs.", c.Name, scope))
 			return
+		}
+		if h.opts.Broker != nil {
+			c.After = h.opts.Broker.Cursor()
 		}
 		fn(w, r, &c)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -665,4 +666,50 @@ func TestLoginNext(t *testing.T) {
 	if r := e.do(client(), http.MethodPost, "/ui/login", url.Values{"token": {tok}}, map[string]string{"Origin": "https://evil.example"}); r.status != http.StatusForbidden {
 		t.Errorf("a login posted from another site: %d", r.status)
 	}
+}
+
+// TestLiveFromRender: an event published between the rendering of a page
+// and the opening of its event stream still reaches the page: the page
+// carries the event position it was rendered at (body's data-after) and
+// the stream opened with ?after= replays from there (docs/ui.md, "Live
+// updates").
+func TestLiveFromRender(t *testing.T) {
+	forKinds(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, nil)
+		dev := ready("S1", "Pixel 7")
+		e.hello("agent-a", dev)
+		e.submit("early", "p1", protocol.DeviceSelector{})
+		c := e.login(e.token("ops", []string{"p1"}, "read"))
+		for _, page := range []string{"/ui/jobs/early", "/ui/jobs"} {
+			r := e.get(c, page)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET %s: %s", page, r)
+			}
+			after, ok := attrOK(r.one(t, "body"), "data-after")
+			if !ok {
+				t.Fatalf("%s: body has no data-after\n%s", page, r.body)
+			}
+			if n, err := strconv.ParseInt(after, 10, 64); err != nil || n < 0 {
+				t.Fatalf("%s: data-after %q", page, after)
+			}
+			if page != "/ui/jobs/early" {
+				continue
+			}
+			// The job is granted after the render, and the broker has
+			// passed that event before the stream connects.
+			e.claim("agent-a", dev)
+			var moved int64
+			testenv.Eventually(t, 10*time.Second, "the broker passes the grant", func() bool {
+				moved = e.broker.Cursor()
+				return strconv.FormatInt(moved, 10) != after && moved > 0
+			})
+			s := e.stream(c, "/ui/events?job=early&after="+after)
+			if d := s.next(t); !strings.Contains(d, `"status":"IN_PROGRESS"`) {
+				t.Fatalf("first event after the render %s", d)
+			}
+		}
+		if r := e.get(c, "/ui/events?after=x"); r.status != http.StatusBadRequest {
+			t.Errorf("events after=x: %s", r)
+		}
+	})
 }
