@@ -214,7 +214,7 @@ func writeAgentRows(b *strings.Builder, rows []agentRow, admin bool) {
 		esc(b, a.ID)
 		b.WriteString(`" class="`)
 		esc(b, a.State)
-		b.WriteString(`">`+"\n"+`<td class="id">`)
+		b.WriteString(`">` + "\n" + `<td class="id">`)
 		esc(b, a.ID)
 		b.WriteString(`</td><td class="state">`)
 		esc(b, a.State)
@@ -264,7 +264,7 @@ func writePhoneRows(b *strings.Builder, rows []phoneRow) {
 		p := &rows[i]
 		b.WriteString(`<tr data-phone="`)
 		esc(b, p.Key)
-		b.WriteString(`">`+"\n"+`<td class="id">`)
+		b.WriteString(`">` + "\n" + `<td class="id">`)
 		esc(b, p.Key)
 		b.WriteString(`</td><td class="state">`)
 		esc(b, p.State)
