@@ -713,3 +713,36 @@ func TestLiveFromRender(t *testing.T) {
 		}
 	})
 }
+
+// TestLoginRateLimit: after ui.LoginBurst failed logins from one address,
+// every login from it (a good token's too) is answered 429 with
+// Retry-After and a page saying so, while other addresses still log in
+// (docs/ui.md, "Logging in").
+func TestLoginRateLimit(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	good := e.token("ops", []string{"p1"}, "read")
+	c := client()
+	for i := range ui.LoginBurst {
+		if r := e.do(c, http.MethodPost, "/ui/login", url.Values{"token": {"wrong"}}, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %s", i+1, r)
+		}
+	}
+	for _, tok := range []string{"wrong", good} {
+		r := e.do(c, http.MethodPost, "/ui/login", url.Values{"token": {tok}}, nil)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "Too many failed logins") {
+			t.Fatalf("login after %d failures: %s (Retry-After %q)", ui.LoginBurst, r, r.header.Get("Retry-After"))
+		}
+		if len(r.header.Values("Set-Cookie")) != 0 {
+			t.Errorf("a refused login set a cookie")
+		}
+	}
+	// Another address is not limited.
+	req := httptest.NewRequest(http.MethodPost, "/ui/login", strings.NewReader(url.Values{"token": {good}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = "192.0.2.7:40000"
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Errorf("login from another address: %d %s", rec.Code, rec.Body)
+	}
+}
