@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -128,22 +127,20 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 }
 
 // PhoneScreens returns the newest screenshot of each phone: one read of
-// phone_screens by its primary key, which RegisterArtifact keeps up to date,
+// phone_screens, which RegisterArtifact keeps up to date,
 // and of each screenshot's job by its key, to drop the screenshots of a
 // generation the job has left (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
 	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
-	pairs := make([][2]string, len(phones))
-	for i, p := range phones {
-		pairs[i] = [2]string{p.AgentID, p.Serial}
+	// The whole table is read (one row per phone that ever registered an
+	// image) and matched here: cheaper than a lookup per listed phone.
+	want := make(map[coordinator.PhoneRef]bool, len(phones))
+	for _, p := range phones {
+		want[p] = true
 	}
-	list, err := json.Marshal(pairs)
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	args := []any{string(list)}
+	var args []any
 	cond := ""
 	if projects != nil {
 		cond = ` WHERE s.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
@@ -153,8 +150,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	}
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT s.agent_id, s.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
-		FROM json_each(?) AS p
-		JOIN phone_screens s ON s.agent_id = p.value ->> 0 AND s.serial = p.value ->> 1
+		FROM phone_screens s
 		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation`+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
@@ -168,6 +164,9 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 		)
 		if err := rows.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
 			return nil, fmt.Errorf("read phone screenshots: %w", err)
+		}
+		if !want[x.PhoneRef] {
+			continue
 		}
 		if x.At, err = parseTime(at); err != nil {
 			return nil, err

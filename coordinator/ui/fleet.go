@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -344,31 +343,31 @@ func health(f *protocol.PhoneFacts) []string {
 	}
 	var out []string
 	if f.BatteryLevel != nil {
-		s := fmt.Sprintf("battery %d%%", *f.BatteryLevel)
+		s := "battery " + strconv.Itoa(*f.BatteryLevel) + "%"
 		if f.Charging != nil && *f.Charging {
 			s += " charging"
 		}
 		out = append(out, s)
 	}
 	if f.BatteryTempC != nil {
-		out = append(out, fmt.Sprintf("%.1f °C", *f.BatteryTempC))
+		out = append(out, strconv.FormatFloat(*f.BatteryTempC, 'f', 1, 64)+" °C")
 	}
 	if f.BatteryHealth != "" && f.BatteryHealth != "good" {
 		out = append(out, "battery "+f.BatteryHealth)
 	}
 	switch {
 	case f.AndroidVersion != "" && f.SDK > 0:
-		out = append(out, fmt.Sprintf("Android %s (SDK %d)", f.AndroidVersion, f.SDK))
+		out = append(out, "Android "+f.AndroidVersion+" (SDK "+strconv.Itoa(f.SDK)+")")
 	case f.AndroidVersion != "":
 		out = append(out, "Android "+f.AndroidVersion)
 	case f.SDK > 0:
-		out = append(out, fmt.Sprintf("SDK %d", f.SDK))
+		out = append(out, "SDK "+strconv.Itoa(f.SDK))
 	}
 	if f.ScreenWidth > 0 && f.ScreenHeight > 0 {
-		out = append(out, fmt.Sprintf("%d×%d", f.ScreenWidth, f.ScreenHeight))
+		out = append(out, strconv.Itoa(f.ScreenWidth)+"×"+strconv.Itoa(f.ScreenHeight))
 	}
 	if f.FreeStorageMB != nil {
-		out = append(out, fmt.Sprintf("%d MB free", *f.FreeStorageMB))
+		out = append(out, strconv.FormatInt(*f.FreeStorageMB, 10)+" MB free")
 	}
 	return out
 }
