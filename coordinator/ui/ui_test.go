@@ -746,3 +746,26 @@ func TestLoginRateLimit(t *testing.T) {
 		t.Errorf("login from another address: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestPostRefusals: a POST without a session is answered 401, one with a
+// session but a missing or wrong CSRF value 403, one with the value but
+// without the action's scope 403 (docs/ui.md, "Actions").
+func TestPostRefusals(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	e.hello("agent-a", ready("S1", "Pixel 7"))
+	for _, path := range []string{"/ui/agents/agent-a/drain", "/ui/jobs/none/cancel", "/ui/effects/resolve"} {
+		if r := e.do(client(), http.MethodPost, path, url.Values{"csrf": {"x"}}, nil); r.status != http.StatusUnauthorized {
+			t.Errorf("POST %s without a session: %s", path, r)
+		}
+	}
+	op := e.login(e.token("op", []string{"p1"}, "read", "operate"))
+	csrf := e.get(op, "/ui/fleet").csrf(t)
+	for name, form := range map[string]url.Values{"no csrf": {}, "a wrong csrf": {"csrf": {"forged"}}} {
+		if r := e.do(op, http.MethodPost, "/ui/agents/agent-a/drain", form, nil); r.status != http.StatusForbidden {
+			t.Errorf("POST drain with %s: %s", name, r)
+		}
+	}
+	if r := e.do(op, http.MethodPost, "/ui/agents/agent-a/drain", url.Values{"csrf": {csrf}}, nil); r.status != http.StatusForbidden || !strings.Contains(r.body, "lacks scope admin") {
+		t.Errorf("POST drain without scope admin: %s", r)
+	}
+}
