@@ -83,16 +83,29 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request, c *caller) {
 
 func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	ctx := r.Context()
+	// The running jobs and the recent actions are read while the agents
+	// are, and the thumbnails while the rows are built: on the benchmark's
+	// fleet each read takes tens of milliseconds (docs/benchmarks.md, "Web
+	// dashboard").
+	var (
+		running        []coordinator.Job
+		actions        []coordinator.UIAction
+		runErr, actErr error
+		screens        []coordinator.PhoneScreen
+		screenErr      error
+		side, wg       sync.WaitGroup
+	)
+	side.Go(func() {
+		running, runErr = h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+		if runErr == nil {
+			actions, actErr = h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
+		}
+	})
+	defer side.Wait()
 	agents, err := h.store.Agents(ctx)
 	if err != nil {
 		return fleetData{}, err
 	}
-	// The thumbnails are looked up while the running jobs are read.
-	var (
-		screens   []coordinator.PhoneScreen
-		screenErr error
-		wg        sync.WaitGroup
-	)
 	if h.opts.Presigner != nil {
 		var refs []coordinator.PhoneRef
 		for _, a := range agents {
@@ -103,9 +116,12 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		wg.Go(func() { screens, screenErr = h.store.PhoneScreens(ctx, refs, c.Projects) })
 	}
 	defer wg.Wait()
-	running, err := h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
-	if err != nil {
-		return fleetData{}, err
+	side.Wait()
+	if runErr != nil {
+		return fleetData{}, runErr
+	}
+	if actErr != nil {
+		return fleetData{}, actErr
 	}
 	type phoneKey struct{ agent, serial string }
 	perAgent := map[string]int{}
@@ -116,10 +132,6 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		if j.Device != "" {
 			onPhone[phoneKey{agent, j.Device}] = j
 		}
-	}
-	actions, err := h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
-	if err != nil {
-		return fleetData{}, err
 	}
 	lastAction := map[string]*coordinator.UIAction{}
 	for i := range actions {
