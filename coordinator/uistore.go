@@ -65,6 +65,15 @@ type PhoneScreen struct {
 	At          time.Time // when the artifact was registered (database clock)
 }
 
+// RunningJob is a job in progress as the fleet page shows it: which agent
+// and phone run it.
+type RunningJob struct {
+	ID       string
+	Project  string
+	WorkerID string // <agent id>/<boot id>
+	Device   string // the phone's serial, "" when none was named
+}
+
 // UIStore is what the web dashboard keeps (migration 0009): its login
 // sessions and the actions taken on it, and the one query it needs beyond
 // the API's. Both stores implement it.
@@ -87,4 +96,7 @@ type UIStore interface {
 	// registered it. Phones without one, or whose newest one is of another
 	// project or of a generation the job has left, are left out.
 	PhoneScreens(ctx context.Context, phones []PhoneRef, projects []string) ([]PhoneScreen, error)
+	// RunningJobs lists every job IN_PROGRESS, of every project, with only
+	// the columns the fleet page needs (no task or result to decode).
+	RunningJobs(ctx context.Context) ([]RunningJob, error)
 }

@@ -127,6 +127,25 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
+// RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
+func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
+		WHERE status = 'IN_PROGRESS'`)
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.RunningJob, error) {
+		var j coordinator.RunningJob
+		err := r.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	return got, nil
+}
+
 // scanMore scans a token's columns and then more.
 type scanMore struct {
 	row  pgx.Row

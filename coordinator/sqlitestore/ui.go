@@ -179,6 +179,29 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
+// RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
+func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
+		WHERE status = 'IN_PROGRESS'`)
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.RunningJob
+	for rows.Next() {
+		var j coordinator.RunningJob
+		if err := rows.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device); err != nil {
+			return nil, fmt.Errorf("list running jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	return out, nil
+}
+
 // scanMore scans a token's columns and then more.
 type scanMore struct {
 	row  scanner

@@ -18,6 +18,7 @@ var uiTests = []struct {
 	{"UISessions", testUISessions},
 	{"UIActions", testUIActions},
 	{"PhoneScreens", testPhoneScreens},
+	{"RunningJobs", testRunningJobs},
 }
 
 func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
@@ -177,5 +178,26 @@ func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
 	}
 	if got, err = u.PhoneScreens(ctx, refs, []string{"p1"}); err != nil || len(got) != 0 {
 		t.Errorf("screens of p1 after a newer image of p2 %+v, %v", got, err)
+	}
+}
+
+func testRunningJobs(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	hello(t, s, ownerA, phone("S1", "Pixel 7"))
+	for _, id := range []string{"run", "wait"} {
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Serial: "S1"}
+		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: "p1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := claimFor(t, s, ownerA, 4, phone("S1", "Pixel 7")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.RunningJobs(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != "run" || got[0].Project != "p1" ||
+		got[0].WorkerID != ownerA || got[0].Device != "S1" {
+		t.Fatalf("running jobs %+v, %v (owner %s)", got, err, ownerA)
 	}
 }

@@ -88,7 +88,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	// fleet each read takes tens of milliseconds (docs/benchmarks.md, "Web
 	// dashboard").
 	var (
-		running        []coordinator.Job
+		running        []coordinator.RunningJob
 		actions        []coordinator.UIAction
 		runErr, actErr error
 		screens        []coordinator.PhoneScreen
@@ -96,7 +96,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		side, wg       sync.WaitGroup
 	)
 	side.Go(func() {
-		running, runErr = h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+		running, runErr = h.store.RunningJobs(ctx)
 		if runErr == nil {
 			actions, actErr = h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
 		}
@@ -125,7 +125,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	}
 	type phoneKey struct{ agent, serial string }
 	perAgent := map[string]int{}
-	onPhone := map[phoneKey]coordinator.Job{}
+	onPhone := map[phoneKey]coordinator.RunningJob{}
 	for _, j := range running {
 		agent, _, _ := splitOwner(j.WorkerID)
 		perAgent[agent]++
