@@ -26,8 +26,9 @@ const migrationLockKey int64 = 0x656467656d6967
 // Store is a coordinator.Store on PostgreSQL.
 type Store struct {
 	pool    *pgxpool.Pool
-	commits *commitGroup   // batches of CommitManifest (fastpath.go)
-	retry   sqlstore.Retry // backoff of retried attempts (attempts.go)
+	commits *commitGroup           // batches of CommitManifest (fastpath.go)
+	retry   sqlstore.Retry         // backoff of retried attempts (attempts.go)
+	fleet   coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
 }
 
 var (

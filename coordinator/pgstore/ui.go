@@ -127,6 +127,54 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
+// FleetAgents lists the agents as Agents does, their device lists decoded
+// through the store's DeviceMemo: scanAgent is handed a JSON null for the
+// devices, and the memo decodes the real list only when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Agent, error) {
+		row := &rawDevices{row: r}
+		a, err := scanAgent(row)
+		if err != nil {
+			return a, err
+		}
+		a.Devices, err = s.fleet.Devices(a.ID, row.raw)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	keep := make(map[string]bool, len(out))
+	for _, a := range out {
+		keep[a.ID] = true
+	}
+	s.fleet.Keep(keep)
+	return out, nil
+}
+
+// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
+// for itself and handing the scanner a JSON null in its place.
+type rawDevices struct {
+	row pgx.Row
+	raw []byte
+}
+
+func (d *rawDevices) Scan(dest ...any) error {
+	target, ok := dest[3].(*[]byte)
+	if !ok {
+		return fmt.Errorf("scan agent: devices into %T", dest[3])
+	}
+	dest[3] = &d.raw
+	if err := d.row.Scan(dest...); err != nil {
+		return err
+	}
+	*target = []byte("null")
+	return nil
+}
+
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
 func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
 	rows, err := s.pool.Query(ctx, `

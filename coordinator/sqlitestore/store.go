@@ -35,9 +35,10 @@ const timeLayout = "2006-01-02 15:04:05.000"
 
 // Store is a coordinator.Store on SQLite.
 type Store struct {
-	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
-	r     *sql.DB        // readers
-	retry sqlstore.Retry // backoff of retried attempts (attempts.go)
+	w     *sql.DB                // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB                // readers
+	retry sqlstore.Retry         // backoff of retried attempts (attempts.go)
+	fleet coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
 }
 
 var (

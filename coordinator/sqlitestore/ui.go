@@ -179,6 +179,56 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
+// FleetAgents lists the agents as Agents does, their device lists decoded
+// through the store's DeviceMemo: scanAgent is handed a JSON null for the
+// devices, and the memo decodes the real list only when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.Agent
+	keep := map[string]bool{}
+	for rows.Next() {
+		row := &rawDevices{row: rows}
+		a, err := scanAgent(row)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		if a.Devices, err = s.fleet.Devices(a.ID, []byte(row.raw)); err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		keep[a.ID] = true
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	s.fleet.Keep(keep)
+	return out, nil
+}
+
+// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
+// for itself and handing the scanner a JSON null in its place.
+type rawDevices struct {
+	row scanner
+	raw string
+}
+
+func (d *rawDevices) Scan(dest ...any) error {
+	target, ok := dest[3].(*string)
+	if !ok {
+		return fmt.Errorf("scan agent: devices into %T", dest[3])
+	}
+	dest[3] = &d.raw
+	if err := d.row.Scan(dest...); err != nil {
+		return err
+	}
+	*target = "null"
+	return nil
+}
+
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
 func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
 	rows, err := s.r.QueryContext(ctx, `

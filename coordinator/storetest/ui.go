@@ -3,6 +3,8 @@ package storetest
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ var uiTests = []struct {
 	{"UIActions", testUIActions},
 	{"PhoneScreens", testPhoneScreens},
 	{"RunningJobs", testRunningJobs},
+	{"FleetAgents", testFleetAgents},
 }
 
 func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
@@ -199,5 +202,38 @@ func testRunningJobs(t *testing.T, s sqlstore.Lab) {
 	if err != nil || len(got) != 1 || got[0].ID != "run" || got[0].Project != "p1" ||
 		got[0].WorkerID != ownerA || got[0].Device != "S1" {
 		t.Fatalf("running jobs %+v, %v (owner %s)", got, err, ownerA)
+	}
+}
+
+// testFleetAgents: FleetAgents lists what Agents lists, and a changed
+// device list shows at once (its decoded lists are kept only while the
+// stored JSON is the same).
+func testFleetAgents(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	hello(t, s, ownerA, phone("S1", "Pixel 7", "lab"), phone("S2", "Pixel 8"))
+	for round, want := range [][]string{{"S1 Pixel 7 [lab]", "S2 Pixel 8 []"}, {"S1 Pixel 7 [lab]", "S2 Pixel 8 []"}, {"S3 Pixel 9 [x]"}} {
+		if round == 2 {
+			hello(t, s, ownerA, phone("S3", "Pixel 9", "x"))
+		}
+		all, err := s.Agents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet, err := u.FleetAgents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fleet) != len(all) || len(fleet) != 1 || fleet[0].ID != all[0].ID || fleet[0].Version != all[0].Version ||
+			fleet[0].Slots != all[0].Slots || !slices.Equal(fleet[0].Capabilities, all[0].Capabilities) {
+			t.Fatalf("round %d: fleet agents %+v, agents %+v", round, fleet, all)
+		}
+		var got []string
+		for _, d := range fleet[0].Devices {
+			got = append(got, fmt.Sprintf("%s %s %v", d.Serial, d.Model, d.Tags))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("round %d: devices %q, want %q", round, got, want)
+		}
 	}
 }

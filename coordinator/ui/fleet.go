@@ -102,7 +102,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		}
 	})
 	defer side.Wait()
-	agents, err := h.store.Agents(ctx)
+	agents, err := h.store.FleetAgents(ctx)
 	if err != nil {
 		return fleetData{}, err
 	}
