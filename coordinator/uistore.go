@@ -3,8 +3,13 @@ package coordinator
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // ErrUISessionNotFound: no dashboard session has that hash, or it expired.
@@ -52,8 +57,9 @@ type PhoneRef struct {
 	Serial  string
 }
 
-// PhoneScreen is the newest image artifact of a job on a phone: the
-// dashboard's thumbnail of it.
+// PhoneScreen is the newest image artifact registered by a job on a phone:
+// the dashboard's thumbnail of it, kept by RegisterArtifact (migration 0009,
+// table phone_screens).
 type PhoneScreen struct {
 	PhoneRef
 	JobID       string
@@ -62,6 +68,15 @@ type PhoneScreen struct {
 	Name        string
 	ContentType string
 	At          time.Time // when the artifact was registered (database clock)
+}
+
+// RunningJob is a job in progress as the fleet page shows it: which agent
+// and phone run it.
+type RunningJob struct {
+	ID       string
+	Project  string
+	WorkerID string // <agent id>/<boot id>
+	Device   string // the phone's serial, "" when none was named
 }
 
 // UIStore is what the web dashboard keeps (migration 0009): its login
@@ -81,9 +96,63 @@ type UIStore interface {
 	// UIActions lists the recorded actions f selects, oldest first.
 	UIActions(ctx context.Context, f UIActionFilter) ([]UIAction, error)
 	// PhoneScreens returns, for each of phones, the newest image artifact
-	// registered under the current generation of the most recently updated
-	// job granted on a phone of that serial that has one, among the jobs of
-	// projects (nil: every project), when that job ran on the agent the
-	// phone is listed by. Phones without one are left out.
+	// registered by a job that ran on it (on that agent), when that job is
+	// of projects (nil: every project) and still at the generation that
+	// registered it. Phones without one, or whose newest one is of another
+	// project or of a generation the job has left, are left out.
 	PhoneScreens(ctx context.Context, phones []PhoneRef, projects []string) ([]PhoneScreen, error)
+	// RunningJobs lists every job IN_PROGRESS, of every project, with only
+	// the columns the fleet page needs (no task or result to decode).
+	RunningJobs(ctx context.Context) ([]RunningJob, error)
+	// FleetAgents is Agents for the fleet page: the device lists are
+	// decoded once per content (DeviceMemo) and shared between calls, so
+	// the caller must not modify them.
+	FleetAgents(ctx context.Context) ([]Agent, error)
+}
+
+// DeviceMemo keeps each agent's decoded device list while the JSON it was
+// decoded from is unchanged, so the fleet page does not decode every
+// phone's JSON on every render (docs/benchmarks.md, "Web dashboard"). The
+// lists it returns are shared between callers, who must not modify them.
+// The zero value is ready; it is safe for concurrent use.
+type DeviceMemo struct {
+	mu sync.Mutex
+	m  map[string]memoDevices
+}
+
+type memoDevices struct {
+	raw  string
+	devs []protocol.Device
+}
+
+// Devices returns the devices of agent id whose stored JSON is raw.
+func (d *DeviceMemo) Devices(id string, raw []byte) ([]protocol.Device, error) {
+	d.mu.Lock()
+	e, ok := d.m[id]
+	d.mu.Unlock()
+	if ok && e.raw == string(raw) {
+		return e.devs, nil
+	}
+	var devs []protocol.Device
+	if err := json.Unmarshal(raw, &devs); err != nil {
+		return nil, fmt.Errorf("decode devices of agent %s: %w", id, err)
+	}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]memoDevices{}
+	}
+	d.m[id] = memoDevices{raw: string(raw), devs: devs}
+	d.mu.Unlock()
+	return devs, nil
+}
+
+// Keep forgets the agents keep does not list.
+func (d *DeviceMemo) Keep(keep map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.m {
+		if !keep[id] {
+			delete(d.m, id)
+		}
+	}
 }

@@ -26,8 +26,9 @@ const migrationLockKey int64 = 0x656467656d6967
 // Store is a coordinator.Store on PostgreSQL.
 type Store struct {
 	pool    *pgxpool.Pool
-	commits *commitGroup   // batches of CommitManifest (fastpath.go)
-	retry   sqlstore.Retry // backoff of retried attempts (attempts.go)
+	commits *commitGroup           // batches of CommitManifest (fastpath.go)
+	retry   sqlstore.Retry         // backoff of retried attempts (attempts.go)
+	fleet   coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
 }
 
 var (
@@ -526,10 +527,12 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 // commit until this statement's transaction ends, and rechecks the token on
 // the newest row version if one is in flight. A duplicate name in the same
 // generation is accepted only with the same sha256 (the no-op DO UPDATE makes
-// the conflicting row come back); otherwise nothing is returned.
+// the conflicting row come back); otherwise nothing is returned. An image
+// becomes its phone's newest screenshot in phone_screens (the fleet page's
+// thumbnail, docs/ui.md).
 const artifactSQL = `
 	WITH j AS (
-		SELECT id, lease_generation, worker_id FROM jobs
+		SELECT id, lease_generation, worker_id, device_serial, project FROM jobs
 		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
 		FOR SHARE
 	), ins AS (
@@ -537,7 +540,15 @@ const artifactSQL = `
 		SELECT id, lease_generation, worker_id, $4, $5, $6, $7, $8, $9 FROM j
 		ON CONFLICT (job_id, generation, name)
 		DO UPDATE SET sha256 = artifacts.sha256 WHERE artifacts.sha256 = EXCLUDED.sha256
-		RETURNING 1
+		RETURNING created_at
+	), ps AS (
+		INSERT INTO phone_screens (agent_id, serial, job_id, project, generation, name, content_type, created_at)
+		SELECT split_part(j.worker_id, '/', 1), j.device_serial, j.id, j.project, j.lease_generation, $4, $8, ins.created_at
+		FROM j, ins
+		WHERE j.device_serial IS NOT NULL AND j.device_serial <> '' AND $8 LIKE 'image/%'
+		ON CONFLICT (agent_id, serial) DO UPDATE SET job_id = EXCLUDED.job_id, project = EXCLUDED.project,
+			generation = EXCLUDED.generation, name = EXCLUDED.name, content_type = EXCLUDED.content_type,
+			created_at = EXCLUDED.created_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins), $4

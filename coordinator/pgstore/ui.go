@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,79 +94,104 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	return out, nil
 }
 
-// PhoneScreens returns the newest screenshot of each phone: one probe per
-// serial down the index jobs_phone_recent, newest job first, stopping at
-// the first with an image (docs/benchmarks.md, "Web dashboard").
+// PhoneScreens returns the newest screenshot of each phone: one read of
+// phone_screens by its primary key, which RegisterArtifact keeps up to date,
+// and of each screenshot's job by its key, to drop the screenshots of a
+// generation the job has left (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
-	if len(phones) == 0 {
+	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
-	serials := make([]string, 0, len(phones))
-	seen := map[string]bool{}
-	for _, p := range phones {
-		if !seen[p.Serial] {
-			seen[p.Serial] = true
-			serials = append(serials, p.Serial)
-		}
-	}
-	var ps []string
-	if projects != nil {
-		ps = append([]string{}, projects...)
+	agents := make([]string, len(phones))
+	serials := make([]string, len(phones))
+	for i, p := range phones {
+		agents[i], serials[i] = p.AgentID, p.Serial
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT p.serial, lj.worker_id, lj.id, lj.project, s.generation, s.name, s.content_type, s.created_at
-		FROM unnest($1::text[]) AS p(serial)
-		CROSS JOIN LATERAL (
-			SELECT j.id, j.project, j.lease_generation, j.worker_id FROM jobs j
-			WHERE j.device_serial = p.serial
-			  AND ($2::text[] IS NULL OR j.project = ANY ($2))
-			  AND EXISTS (SELECT 1 FROM artifacts x
-			              WHERE x.job_id = j.id AND x.generation = j.lease_generation AND x.content_type LIKE 'image/%')
-			ORDER BY j.updated_at DESC
-			LIMIT 1) lj
-		CROSS JOIN LATERAL (
-			SELECT a.generation, a.name, a.content_type, a.created_at FROM artifacts a
-			WHERE a.job_id = lj.id AND a.generation = lj.lease_generation AND a.content_type LIKE 'image/%'
-			ORDER BY a.created_at DESC
-			LIMIT 1) s`, serials, ps)
+		SELECT s.agent_id, s.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
+		FROM unnest($1::text[], $2::text[]) AS p(agent_id, serial)
+		JOIN phone_screens s ON s.agent_id = p.agent_id AND s.serial = p.serial
+		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation
+		WHERE $3::text[] IS NULL OR s.project = ANY ($3)`, agents, serials, projects)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (screenRow, error) {
-		var x screenRow
-		err := r.Scan(&x.Serial, &x.owner, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.PhoneScreen, error) {
+		var x coordinator.PhoneScreen
+		err := r.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
 		return x, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	return matchScreens(phones, got), nil
+	return got, nil
 }
 
-// screenRow is a phone's newest screenshot with the owner of its job.
-type screenRow struct {
-	coordinator.PhoneScreen
-	owner string
-}
-
-// matchScreens keeps the screenshots whose job ran on the agent listing
-// the phone.
-func matchScreens(phones []coordinator.PhoneRef, got []screenRow) []coordinator.PhoneScreen {
-	by := make(map[string]screenRow, len(got))
-	for _, x := range got {
-		by[x.Serial] = x
+// FleetAgents lists the agents as Agents does, their device lists decoded
+// through the store's DeviceMemo: scanAgent is handed a JSON null for the
+// devices, and the memo decodes the real list only when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	var out []coordinator.PhoneScreen
-	for _, p := range phones {
-		x, ok := by[p.Serial]
-		if !ok || !strings.HasPrefix(x.owner, p.AgentID+"/") {
-			continue
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Agent, error) {
+		row := &rawDevices{row: r}
+		a, err := scanAgent(row)
+		if err != nil {
+			return a, err
 		}
-		sc := x.PhoneScreen
-		sc.PhoneRef = p
-		out = append(out, sc)
+		a.Devices, err = s.fleet.Devices(a.ID, row.raw)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	return out
+	keep := make(map[string]bool, len(out))
+	for _, a := range out {
+		keep[a.ID] = true
+	}
+	s.fleet.Keep(keep)
+	return out, nil
+}
+
+// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
+// for itself and handing the scanner a JSON null in its place.
+type rawDevices struct {
+	row pgx.Row
+	raw []byte
+}
+
+func (d *rawDevices) Scan(dest ...any) error {
+	target, ok := dest[3].(*[]byte)
+	if !ok {
+		return fmt.Errorf("scan agent: devices into %T", dest[3])
+	}
+	dest[3] = &d.raw
+	if err := d.row.Scan(dest...); err != nil {
+		return err
+	}
+	*target = []byte("null")
+	return nil
+}
+
+// RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
+func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
+		WHERE status = 'IN_PROGRESS'`)
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.RunningJob, error) {
+		var j coordinator.RunningJob
+		err := r.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	return got, nil
 }
 
 // scanMore scans a token's columns and then more.

@@ -35,9 +35,10 @@ const timeLayout = "2006-01-02 15:04:05.000"
 
 // Store is a coordinator.Store on SQLite.
 type Store struct {
-	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
-	r     *sql.DB        // readers
-	retry sqlstore.Retry // backoff of retried attempts (attempts.go)
+	w     *sql.DB                // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB                // readers
+	retry sqlstore.Retry         // backoff of retried attempts (attempts.go)
+	fleet coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
 }
 
 var (
@@ -688,6 +689,18 @@ const artifactSQL = `
 	DO UPDATE SET sha256 = artifacts.sha256 WHERE artifacts.sha256 = excluded.sha256
 	RETURNING 1`
 
+// phoneScreenSQL makes the image artifact ?3 of job ?1 at generation ?2
+// its phone's newest screenshot (the fleet page's thumbnail, docs/ui.md).
+const phoneScreenSQL = `
+	INSERT INTO phone_screens (agent_id, serial, job_id, project, generation, name, content_type, created_at)
+	SELECT CASE WHEN instr(j.worker_id, '/') > 0 THEN substr(j.worker_id, 1, instr(j.worker_id, '/') - 1) ELSE j.worker_id END,
+	       j.device_serial, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
+	FROM jobs j JOIN artifacts a ON a.job_id = j.id AND a.generation = ?2 AND a.name = ?3
+	WHERE j.id = ?1 AND j.device_serial IS NOT NULL AND j.device_serial <> ''
+	ON CONFLICT (agent_id, serial) DO UPDATE SET job_id = excluded.job_id, project = excluded.project,
+		generation = excluded.generation, name = excluded.name, content_type = excluded.content_type,
+		created_at = excluded.created_at`
+
 // RegisterArtifact records an artifact under the current token. The job id,
 // generation and owner of a are ignored: the token's are used. Registering
 // the same name again in the same generation succeeds only with the same
@@ -708,6 +721,10 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 			return err
 		}
 		if accepted {
+			if strings.HasPrefix(a.ContentType, "image/") {
+				_, err := tx.ExecContext(ctx, phoneScreenSQL, tok.JobID, tok.Generation, a.Name)
+				return err
+			}
 			return nil
 		}
 		// Classify: the token matched (so the name conflicts) or not.

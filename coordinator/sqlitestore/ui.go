@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -127,67 +126,48 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	return out, nil
 }
 
-// PhoneScreens returns the newest screenshot of each phone: one probe per
-// serial down the index jobs_phone_recent, newest job first, stopping at
-// the first with an image (docs/benchmarks.md, "Web dashboard").
+// PhoneScreens returns the newest screenshot of each phone: one read of
+// phone_screens, which RegisterArtifact keeps up to date,
+// and of each screenshot's job by its key, to drop the screenshots of a
+// generation the job has left (docs/benchmarks.md, "Web dashboard").
 func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
-	if len(phones) == 0 {
+	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
-	serials := make([]string, 0, len(phones))
-	seen := map[string]bool{}
+	// The whole table is read (one row per phone that ever registered an
+	// image) and matched here: cheaper than a lookup per listed phone.
+	want := make(map[coordinator.PhoneRef]bool, len(phones))
 	for _, p := range phones {
-		if !seen[p.Serial] {
-			seen[p.Serial] = true
-			serials = append(serials, p.Serial)
-		}
+		want[p] = true
 	}
-	list, err := json.Marshal(serials)
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	args := []any{string(list)}
+	var args []any
 	cond := ""
 	if projects != nil {
-		if len(projects) == 0 {
-			return nil, nil
-		}
-		cond = ` AND j.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
+		cond = ` WHERE s.project IN (?` + strings.Repeat(`, ?`, len(projects)-1) + `)`
 		for _, p := range projects {
 			args = append(args, p)
 		}
 	}
-	const image = `x.job_id = j.id AND x.generation = j.lease_generation AND x.content_type LIKE 'image/%'`
 	rows, err := s.r.QueryContext(ctx, `
-		WITH p(serial) AS (SELECT value FROM json_each(?)),
-		pick AS MATERIALIZED (
-			SELECT p.serial, (
-				SELECT j.rowid FROM jobs j
-				WHERE j.device_serial = p.serial`+cond+`
-				  AND EXISTS (SELECT 1 FROM artifacts x WHERE `+image+`)
-				ORDER BY j.updated_at DESC LIMIT 1) AS jr
-			FROM p),
-		pick2 AS MATERIALIZED (
-			SELECT pick.serial, j.rowid AS jr, (
-				SELECT x.rowid FROM artifacts x WHERE `+image+` ORDER BY x.created_at DESC LIMIT 1) AS ar
-			FROM pick JOIN jobs j ON j.rowid = pick.jr)
-		SELECT pick2.serial, j.worker_id, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
-		FROM pick2 JOIN jobs j ON j.rowid = pick2.jr JOIN artifacts a ON a.rowid = pick2.ar`, args...)
+		SELECT s.agent_id, s.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
+		FROM phone_screens s
+		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation`+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	defer rows.Close()
-	var got []screenRow
+	var got []coordinator.PhoneScreen
 	for rows.Next() {
 		var (
-			x     screenRow
-			owner sql.NullString
-			at    string
+			x  coordinator.PhoneScreen
+			at string
 		)
-		if err := rows.Scan(&x.Serial, &owner, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
+		if err := rows.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
 			return nil, fmt.Errorf("read phone screenshots: %w", err)
 		}
-		x.owner = owner.String
+		if !want[x.PhoneRef] {
+			continue
+		}
 		if x.At, err = parseTime(at); err != nil {
 			return nil, err
 		}
@@ -196,33 +176,80 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	return matchScreens(phones, got), nil
+	return got, nil
 }
 
-// screenRow is a phone's newest screenshot with the owner of its job.
-type screenRow struct {
-	coordinator.PhoneScreen
-	owner string
-}
-
-// matchScreens keeps the screenshots whose job ran on the agent listing
-// the phone.
-func matchScreens(phones []coordinator.PhoneRef, got []screenRow) []coordinator.PhoneScreen {
-	by := make(map[string]screenRow, len(got))
-	for _, x := range got {
-		by[x.Serial] = x
+// FleetAgents lists the agents as Agents does, their device lists decoded
+// through the store's DeviceMemo: scanAgent is handed a JSON null for the
+// devices, and the memo decodes the real list only when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	var out []coordinator.PhoneScreen
-	for _, p := range phones {
-		x, ok := by[p.Serial]
-		if !ok || !strings.HasPrefix(x.owner, p.AgentID+"/") {
-			continue
+	defer rows.Close()
+	var out []coordinator.Agent
+	keep := map[string]bool{}
+	for rows.Next() {
+		row := &rawDevices{row: rows}
+		a, err := scanAgent(row)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
 		}
-		sc := x.PhoneScreen
-		sc.PhoneRef = p
-		out = append(out, sc)
+		if a.Devices, err = s.fleet.Devices(a.ID, []byte(row.raw)); err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		keep[a.ID] = true
+		out = append(out, a)
 	}
-	return out
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	s.fleet.Keep(keep)
+	return out, nil
+}
+
+// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
+// for itself and handing the scanner a JSON null in its place.
+type rawDevices struct {
+	row scanner
+	raw string
+}
+
+func (d *rawDevices) Scan(dest ...any) error {
+	target, ok := dest[3].(*string)
+	if !ok {
+		return fmt.Errorf("scan agent: devices into %T", dest[3])
+	}
+	dest[3] = &d.raw
+	if err := d.row.Scan(dest...); err != nil {
+		return err
+	}
+	*target = "null"
+	return nil
+}
+
+// RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
+func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
+		WHERE status = 'IN_PROGRESS'`)
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []coordinator.RunningJob
+	for rows.Next() {
+		var j coordinator.RunningJob
+		if err := rows.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device); err != nil {
+			return nil, fmt.Errorf("list running jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	return out, nil
 }
 
 // scanMore scans a token's columns and then more.

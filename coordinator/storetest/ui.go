@@ -3,6 +3,8 @@ package storetest
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,6 +20,8 @@ var uiTests = []struct {
 	{"UISessions", testUISessions},
 	{"UIActions", testUIActions},
 	{"PhoneScreens", testPhoneScreens},
+	{"RunningJobs", testRunningJobs},
+	{"FleetAgents", testFleetAgents},
 }
 
 func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
@@ -162,5 +166,74 @@ func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
 	}
 	if got, err = u.PhoneScreens(ctx, refs, []string{}); err != nil || len(got) != 0 {
 		t.Errorf("screens of no project %+v, %v", got, err)
+	}
+	// One row per phone: a newer image on S1 replaces its thumbnail, and
+	// one of a project the caller does not see hides S1's.
+	run("later", "p2", "later.png", "image/jpeg", phone("S1", "Pixel 7"))
+	got, err = u.PhoneScreens(ctx, refs, nil)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("screens after a newer image %+v, %v", got, err)
+	}
+	for _, p := range got {
+		if p.Serial == "S1" && (p.JobID != "later" || p.ContentType != "image/jpeg" || p.Project != "p2") {
+			t.Errorf("S1's newest screen %+v", p)
+		}
+	}
+	if got, err = u.PhoneScreens(ctx, refs, []string{"p1"}); err != nil || len(got) != 0 {
+		t.Errorf("screens of p1 after a newer image of p2 %+v, %v", got, err)
+	}
+}
+
+func testRunningJobs(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	hello(t, s, ownerA, phone("S1", "Pixel 7"))
+	for _, id := range []string{"run", "wait"} {
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Serial: "S1"}
+		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: "p1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := claimFor(t, s, ownerA, 4, phone("S1", "Pixel 7")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.RunningJobs(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != "run" || got[0].Project != "p1" ||
+		got[0].WorkerID != ownerA || got[0].Device != "S1" {
+		t.Fatalf("running jobs %+v, %v (owner %s)", got, err, ownerA)
+	}
+}
+
+// testFleetAgents: FleetAgents lists what Agents lists, and a changed
+// device list shows at once (its decoded lists are kept only while the
+// stored JSON is the same).
+func testFleetAgents(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	u := uiStore(t, s)
+	hello(t, s, ownerA, phone("S1", "Pixel 7", "lab"), phone("S2", "Pixel 8"))
+	for round, want := range [][]string{{"S1 Pixel 7 [lab]", "S2 Pixel 8 []"}, {"S1 Pixel 7 [lab]", "S2 Pixel 8 []"}, {"S3 Pixel 9 [x]"}} {
+		if round == 2 {
+			hello(t, s, ownerA, phone("S3", "Pixel 9", "x"))
+		}
+		all, err := s.Agents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet, err := u.FleetAgents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fleet) != len(all) || len(fleet) != 1 || fleet[0].ID != all[0].ID || fleet[0].Version != all[0].Version ||
+			fleet[0].Slots != all[0].Slots || !slices.Equal(fleet[0].Capabilities, all[0].Capabilities) {
+			t.Fatalf("round %d: fleet agents %+v, agents %+v", round, fleet, all)
+		}
+		var got []string
+		for _, d := range fleet[0].Devices {
+			got = append(got, fmt.Sprintf("%s %s %v", d.Serial, d.Model, d.Tags))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("round %d: devices %q, want %q", round, got, want)
+		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
@@ -24,6 +26,10 @@ const CookieName = "edgecoord_session"
 type caller struct {
 	api.Caller
 	CSRF string
+	// After is the event position the page is rendered at: the broker's
+	// cursor before the page read anything. app.js opens /ui/events after
+	// it, so no change between the render and the stream is lost.
+	After int64
 	// session is the hash of the cookie's secret; nil for a bearer token.
 	session *[sha256.Size]byte
 }
@@ -111,6 +117,9 @@ func (h *Handler) page(scope string, fn func(w http.ResponseWriter, r *http.Requ
 			h.message(w, r, &c, http.StatusForbidden, "Forbidden", fmt.Sprintf("Token %s lacks scope %s, which this page needs.", c.Name, scope))
 			return
 		}
+		if h.opts.Broker != nil {
+			c.After = h.opts.Broker.Cursor()
+		}
 		fn(w, r, &c)
 	}
 }
@@ -185,9 +194,25 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // login is POST /ui/login: a valid API token with scope read becomes a
-// session cookie.
+// session cookie. A client address with too many failures is answered 429
+// (loginLimits).
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	ip := clientIP(r)
+	if d := h.logins.wait(ip, time.Now()); d > 0 {
+		secs := int(d.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		h.log.Warn().Str("client", ip).Msg("ui: refused a login: too many failed logins from this address")
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.message(w, r, nil, http.StatusTooManyRequests, "Too many failed logins",
+			fmt.Sprintf("Too many failed logins from your address: try again in %d s.", secs))
+		return
+	}
 	fail := func(code int, msg string) {
+		if code == http.StatusUnauthorized {
+			h.logins.fail(ip, time.Now())
+		}
 		h.render(w, r, code, "login", view{Title: "Log in", Data: loginData{Error: msg, Next: safeNext(r.PostForm.Get("next"))}})
 	}
 	if !h.sameOrigin(r) {

@@ -22,7 +22,8 @@ import (
 
 // The fleet and the job history of the benchmarks (docs/benchmarks.md,
 // "Web dashboard"): 1,000 agents with 3 phones each, 100,000 jobs spread
-// over them and over 4 projects, two in three with a screenshot.
+// over them and over 4 projects, two in three with a screenshot (and each
+// phone's newest one in phone_screens, as RegisterArtifact keeps it).
 const (
 	benchAgents = 1000
 	benchPhones = 3
@@ -50,6 +51,11 @@ SELECT 'job-' || g,
 FROM generate_series(1, $1) g;
 INSERT INTO artifacts (job_id, generation, owner, name, key, size, sha256, content_type)
 SELECT id, 1, worker_id, 's.png', 'jobs/' || id || '/g1/s.png', 10000, 'x', 'image/png' FROM jobs WHERE seq % 3 <> 0;
+INSERT INTO phone_screens (agent_id, serial, job_id, project, generation, name, content_type, created_at)
+SELECT DISTINCT ON (split_part(j.worker_id, '/', 1), j.device_serial)
+       split_part(j.worker_id, '/', 1), j.device_serial, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
+FROM artifacts a JOIN jobs j ON j.id = a.job_id
+ORDER BY split_part(j.worker_id, '/', 1), j.device_serial, j.seq DESC;
 ANALYZE`
 
 const seedSQLite = `
@@ -67,6 +73,10 @@ SELECT 'job-' || g,
 FROM n;
 INSERT INTO artifacts (job_id, generation, owner, name, key, size, sha256, content_type)
 SELECT id, 1, worker_id, 's.png', 'jobs/' || id || '/g1/s.png', 10000, 'x', 'image/png' FROM jobs WHERE rowid % 3 <> 0;
+INSERT OR REPLACE INTO phone_screens (agent_id, serial, job_id, project, generation, name, content_type, created_at)
+SELECT substr(j.worker_id, 1, instr(j.worker_id, '/') - 1), j.device_serial, j.id, j.project, a.generation, a.name, a.content_type, a.created_at
+FROM artifacts a JOIN jobs j ON j.id = a.job_id
+ORDER BY j.rowid;
 ANALYZE`
 
 // benchSetup returns the dashboard of a store of kind holding the fleet

@@ -1,10 +1,11 @@
 package ui
 
 import (
-	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -53,6 +54,8 @@ type phoneRow struct {
 type fleetData struct {
 	Agents       []agentRow
 	Phones       []phoneRow
+	AgentRows    template.HTML // the rows of table#agents, written by writeAgentRows
+	PhoneRows    template.HTML // the rows of table#phones, written by writePhoneRows
 	Online       int
 	PhonesReady  int
 	RunningTotal int
@@ -65,21 +68,44 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request, c *caller) {
 		h.internal(w, r, c, err)
 		return
 	}
+	// The thousands of rows are written here, escaped by html.EscapeString,
+	// rather than by the template: a template walk per row cost most of the
+	// page's time (docs/benchmarks.md, "Web dashboard").
+	var b strings.Builder
+	b.Grow(len(d.Agents)*400 + len(d.Phones)*600)
+	writeAgentRows(&b, d.Agents, c.Has(coordinator.ScopeAdmin))
+	d.AgentRows = template.HTML(b.String()) //nolint:gosec // every value is escaped by writeAgentRows
+	b.Reset()
+	writePhoneRows(&b, d.Phones)
+	d.PhoneRows = template.HTML(b.String()) //nolint:gosec // every value is escaped by writePhoneRows
 	h.render(w, r, http.StatusOK, "fleet", view{Title: "Fleet", Caller: c, Data: d})
 }
 
 func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	ctx := r.Context()
-	agents, err := h.store.Agents(ctx)
+	// The running jobs and the recent actions are read while the agents
+	// are, and the thumbnails while the rows are built: on the benchmark's
+	// fleet each read takes tens of milliseconds (docs/benchmarks.md, "Web
+	// dashboard").
+	var (
+		running        []coordinator.RunningJob
+		actions        []coordinator.UIAction
+		runErr, actErr error
+		screens        []coordinator.PhoneScreen
+		screenErr      error
+		side, wg       sync.WaitGroup
+	)
+	side.Go(func() {
+		running, runErr = h.store.RunningJobs(ctx)
+		if runErr == nil {
+			actions, actErr = h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
+		}
+	})
+	defer side.Wait()
+	agents, err := h.store.FleetAgents(ctx)
 	if err != nil {
 		return fleetData{}, err
 	}
-	// The thumbnails are looked up while the running jobs are read.
-	var (
-		screens   []coordinator.PhoneScreen
-		screenErr error
-		wg        sync.WaitGroup
-	)
 	if h.opts.Presigner != nil {
 		var refs []coordinator.PhoneRef
 		for _, a := range agents {
@@ -90,23 +116,22 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		wg.Go(func() { screens, screenErr = h.store.PhoneScreens(ctx, refs, c.Projects) })
 	}
 	defer wg.Wait()
-	running, err := h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
-	if err != nil {
-		return fleetData{}, err
+	side.Wait()
+	if runErr != nil {
+		return fleetData{}, runErr
+	}
+	if actErr != nil {
+		return fleetData{}, actErr
 	}
 	type phoneKey struct{ agent, serial string }
 	perAgent := map[string]int{}
-	onPhone := map[phoneKey]coordinator.Job{}
+	onPhone := map[phoneKey]coordinator.RunningJob{}
 	for _, j := range running {
 		agent, _, _ := splitOwner(j.WorkerID)
 		perAgent[agent]++
 		if j.Device != "" {
 			onPhone[phoneKey{agent, j.Device}] = j
 		}
-	}
-	actions, err := h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
-	if err != nil {
-		return fleetData{}, err
 	}
 	lastAction := map[string]*coordinator.UIAction{}
 	for i := range actions {
@@ -184,6 +209,125 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	return d, nil
 }
 
+// esc writes s escaped for an element's text or a quoted attribute value.
+func esc(b *strings.Builder, s string) {
+	htmlEscaper.WriteString(b, s)
+}
+
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "\x00", "\uFFFD")
+
+// writeAgentRows writes the rows of table#agents (docs/ui.md, "Fleet"); the
+// drain and resume links only when admin.
+func writeAgentRows(b *strings.Builder, rows []agentRow, admin bool) {
+	for i := range rows {
+		a := &rows[i]
+		b.WriteString(`<tr data-agent="`)
+		esc(b, a.ID)
+		b.WriteString(`" class="`)
+		esc(b, a.State)
+		b.WriteString(`">` + "\n" + `<td class="id">`)
+		esc(b, a.ID)
+		b.WriteString(`</td><td class="state">`)
+		esc(b, a.State)
+		b.WriteString(`</td><td class="version">`)
+		esc(b, a.Version)
+		b.WriteString(`</td><td class="hello">`)
+		esc(b, a.Hello)
+		b.WriteString(`</td><td class="seen">`)
+		esc(b, a.Seen)
+		b.WriteString(`</td><td class="slots">`)
+		b.WriteString(strconv.Itoa(a.Slots))
+		b.WriteString(`</td><td class="running">`)
+		b.WriteString(strconv.Itoa(a.Running))
+		b.WriteString(`</td><td class="phones">`)
+		b.WriteString(strconv.Itoa(a.Phones))
+		b.WriteString(`</td><td class="actions">`)
+		if a.Draining {
+			b.WriteString(`<span class="note">drained by the operator`)
+			if a.DrainedBy != "" {
+				b.WriteString(" (")
+				esc(b, a.DrainedBy)
+				b.WriteString(")")
+			}
+			b.WriteString(`</span>`)
+		} else if a.AgentDraining {
+			b.WriteString(`<span class="note">draining by its own report</span>`)
+		}
+		if admin {
+			verb, label := "drain", "Drain"
+			if a.Draining {
+				verb, label = "resume", "Resume"
+			}
+			b.WriteString(` <a class="action-` + verb + `" data-agent="`)
+			esc(b, a.ID)
+			b.WriteString(`" href="/ui/agents/`)
+			esc(b, a.Path)
+			b.WriteString("/" + verb + `">` + label + `</a>`)
+		}
+		b.WriteString("</td></tr>\n")
+	}
+}
+
+// writePhoneRows writes the rows of table#phones (docs/ui.md, "Fleet"):
+// one per phone, and one more under a phone that needs a fix.
+func writePhoneRows(b *strings.Builder, rows []phoneRow) {
+	for i := range rows {
+		p := &rows[i]
+		b.WriteString(`<tr data-phone="`)
+		esc(b, p.Key)
+		b.WriteString(`">` + "\n" + `<td class="id">`)
+		esc(b, p.Key)
+		b.WriteString(`</td><td class="state">`)
+		esc(b, p.State)
+		b.WriteString(`</td><td class="model">`)
+		esc(b, p.Model)
+		b.WriteString(`</td><td class="tags">`)
+		esc(b, p.Tags)
+		b.WriteString(`</td><td class="health">`)
+		esc(b, p.Health)
+		b.WriteString(`</td><td class="job">`)
+		if p.JobID != "" {
+			b.WriteString(`<a href="`)
+			esc(b, p.JobURL)
+			b.WriteString(`">`)
+			esc(b, p.JobID)
+			b.WriteString(`</a>`)
+		} else if p.Busy {
+			b.WriteString("busy")
+		}
+		b.WriteString(`</td><td class="screen">`)
+		if p.Thumb != "" {
+			b.WriteString(`<a href="`)
+			esc(b, p.ThumbOf)
+			b.WriteString(`"><img class="thumb" src="`)
+			esc(b, p.Thumb)
+			b.WriteString(`" alt="last screenshot of `)
+			esc(b, p.Serial)
+			b.WriteString(`" loading="lazy"></a><br><span class="at">`)
+			esc(b, p.ThumbAt)
+			b.WriteString(`</span>`)
+		}
+		b.WriteString("</td></tr>\n")
+		if p.Fix == "" && p.Reason == "" {
+			continue
+		}
+		b.WriteString(`<tr class="fix" data-fix="`)
+		esc(b, p.Key)
+		b.WriteString(`"><td></td><td colspan="6">`)
+		if p.Reason != "" {
+			b.WriteString(`<span class="reason">`)
+			esc(b, p.Reason)
+			b.WriteString(`</span> `)
+		}
+		if p.Fix != "" {
+			b.WriteString(`<span class="fix">Fix: `)
+			esc(b, p.Fix)
+			b.WriteString(`</span>`)
+		}
+		b.WriteString("</td></tr>\n")
+	}
+}
+
 func cmpString(a, b string) int {
 	switch {
 	case a < b:
@@ -211,31 +355,31 @@ func health(f *protocol.PhoneFacts) []string {
 	}
 	var out []string
 	if f.BatteryLevel != nil {
-		s := fmt.Sprintf("battery %d%%", *f.BatteryLevel)
+		s := "battery " + strconv.Itoa(*f.BatteryLevel) + "%"
 		if f.Charging != nil && *f.Charging {
 			s += " charging"
 		}
 		out = append(out, s)
 	}
 	if f.BatteryTempC != nil {
-		out = append(out, fmt.Sprintf("%.1f °C", *f.BatteryTempC))
+		out = append(out, strconv.FormatFloat(*f.BatteryTempC, 'f', 1, 64)+" °C")
 	}
 	if f.BatteryHealth != "" && f.BatteryHealth != "good" {
 		out = append(out, "battery "+f.BatteryHealth)
 	}
 	switch {
 	case f.AndroidVersion != "" && f.SDK > 0:
-		out = append(out, fmt.Sprintf("Android %s (SDK %d)", f.AndroidVersion, f.SDK))
+		out = append(out, "Android "+f.AndroidVersion+" (SDK "+strconv.Itoa(f.SDK)+")")
 	case f.AndroidVersion != "":
 		out = append(out, "Android "+f.AndroidVersion)
 	case f.SDK > 0:
-		out = append(out, fmt.Sprintf("SDK %d", f.SDK))
+		out = append(out, "SDK "+strconv.Itoa(f.SDK))
 	}
 	if f.ScreenWidth > 0 && f.ScreenHeight > 0 {
-		out = append(out, fmt.Sprintf("%d×%d", f.ScreenWidth, f.ScreenHeight))
+		out = append(out, strconv.Itoa(f.ScreenWidth)+"×"+strconv.Itoa(f.ScreenHeight))
 	}
 	if f.FreeStorageMB != nil {
-		out = append(out, fmt.Sprintf("%d MB free", *f.FreeStorageMB))
+		out = append(out, strconv.FormatInt(*f.FreeStorageMB, 10)+" MB free")
 	}
 	return out
 }

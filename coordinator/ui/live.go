@@ -37,7 +37,8 @@ type liveJob struct {
 
 // live is GET /ui/events[?job=ID]: server-sent events "job", one per job
 // event of the caller's projects (or of one job), each with the job as it
-// then is. It resumes after Last-Event-ID; without one it starts now.
+// then is. It resumes after Last-Event-ID, else after the event position
+// ?after= (the page's data-after); without either it starts now.
 func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 	if h.opts.Broker == nil {
 		http.Error(w, "live updates are off: this coordinator runs no event broker", http.StatusServiceUnavailable)
@@ -64,11 +65,17 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		f.JobID = j.ID
 	}
+	// A reconnecting EventSource sends Last-Event-ID; a page's first
+	// connection sends ?after= with the position the page was rendered at.
 	after := h.opts.Broker.Cursor()
-	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+	v, what := strings.TrimSpace(r.Header.Get("Last-Event-ID")), "Last-Event-ID"
+	if v == "" {
+		v, what = strings.TrimSpace(r.URL.Query().Get("after")), "after"
+	}
+	if v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			http.Error(w, "Last-Event-ID: not an event id", http.StatusBadRequest)
+			http.Error(w, what+": "+strconv.Quote(v)+" is not an event id (a non-negative integer)", http.StatusBadRequest)
 			return
 		}
 		after = n

@@ -96,6 +96,7 @@ type Handler struct {
 	csp    string
 	client *http.Client
 	bufs   sync.Pool
+	logins loginLimits
 }
 
 // New returns the dashboard of opts.

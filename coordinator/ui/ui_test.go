@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -664,5 +665,107 @@ func TestLoginNext(t *testing.T) {
 	}
 	if r := e.do(client(), http.MethodPost, "/ui/login", url.Values{"token": {tok}}, map[string]string{"Origin": "https://evil.example"}); r.status != http.StatusForbidden {
 		t.Errorf("a login posted from another site: %d", r.status)
+	}
+}
+
+// TestLiveFromRender: an event published between the rendering of a page
+// and the opening of its event stream still reaches the page: the page
+// carries the event position it was rendered at (body's data-after) and
+// the stream opened with ?after= replays from there (docs/ui.md, "Live
+// updates").
+func TestLiveFromRender(t *testing.T) {
+	forKinds(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, nil)
+		dev := ready("S1", "Pixel 7")
+		e.hello("agent-a", dev)
+		e.submit("early", "p1", protocol.DeviceSelector{})
+		c := e.login(e.token("ops", []string{"p1"}, "read"))
+		for _, page := range []string{"/ui/jobs/early", "/ui/jobs"} {
+			r := e.get(c, page)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET %s: %s", page, r)
+			}
+			after, ok := attrOK(r.one(t, "body"), "data-after")
+			if !ok {
+				t.Fatalf("%s: body has no data-after\n%s", page, r.body)
+			}
+			if n, err := strconv.ParseInt(after, 10, 64); err != nil || n < 0 {
+				t.Fatalf("%s: data-after %q", page, after)
+			}
+			if page != "/ui/jobs/early" {
+				continue
+			}
+			// The job is granted after the render, and the broker has
+			// passed that event before the stream connects.
+			e.claim("agent-a", dev)
+			var moved int64
+			testenv.Eventually(t, 10*time.Second, "the broker passes the grant", func() bool {
+				moved = e.broker.Cursor()
+				return strconv.FormatInt(moved, 10) != after && moved > 0
+			})
+			s := e.stream(c, "/ui/events?job=early&after="+after)
+			if d := s.next(t); !strings.Contains(d, `"status":"IN_PROGRESS"`) {
+				t.Fatalf("first event after the render %s", d)
+			}
+		}
+		if r := e.get(c, "/ui/events?after=x"); r.status != http.StatusBadRequest {
+			t.Errorf("events after=x: %s", r)
+		}
+	})
+}
+
+// TestLoginRateLimit: after ui.LoginBurst failed logins from one address,
+// every login from it (a good token's too) is answered 429 with
+// Retry-After and a page saying so, while other addresses still log in
+// (docs/ui.md, "Logging in").
+func TestLoginRateLimit(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	good := e.token("ops", []string{"p1"}, "read")
+	c := client()
+	for i := range ui.LoginBurst {
+		if r := e.do(c, http.MethodPost, "/ui/login", url.Values{"token": {"wrong"}}, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %s", i+1, r)
+		}
+	}
+	for _, tok := range []string{"wrong", good} {
+		r := e.do(c, http.MethodPost, "/ui/login", url.Values{"token": {tok}}, nil)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "Too many failed logins") {
+			t.Fatalf("login after %d failures: %s (Retry-After %q)", ui.LoginBurst, r, r.header.Get("Retry-After"))
+		}
+		if len(r.header.Values("Set-Cookie")) != 0 {
+			t.Errorf("a refused login set a cookie")
+		}
+	}
+	// Another address is not limited.
+	req := httptest.NewRequest(http.MethodPost, "/ui/login", strings.NewReader(url.Values{"token": {good}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = "192.0.2.7:40000"
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Errorf("login from another address: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestPostRefusals: a POST without a session is answered 401, one with a
+// session but a missing or wrong CSRF value 403, one with the value but
+// without the action's scope 403 (docs/ui.md, "Actions").
+func TestPostRefusals(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	e.hello("agent-a", ready("S1", "Pixel 7"))
+	for _, path := range []string{"/ui/agents/agent-a/drain", "/ui/jobs/none/cancel", "/ui/effects/resolve"} {
+		if r := e.do(client(), http.MethodPost, path, url.Values{"csrf": {"x"}}, nil); r.status != http.StatusUnauthorized {
+			t.Errorf("POST %s without a session: %s", path, r)
+		}
+	}
+	op := e.login(e.token("op", []string{"p1"}, "read", "operate"))
+	csrf := e.get(op, "/ui/fleet").csrf(t)
+	for name, form := range map[string]url.Values{"no csrf": {}, "a wrong csrf": {"csrf": {"forged"}}} {
+		if r := e.do(op, http.MethodPost, "/ui/agents/agent-a/drain", form, nil); r.status != http.StatusForbidden {
+			t.Errorf("POST drain with %s: %s", name, r)
+		}
+	}
+	if r := e.do(op, http.MethodPost, "/ui/agents/agent-a/drain", url.Values{"csrf": {csrf}}, nil); r.status != http.StatusForbidden || !strings.Contains(r.body, "lacks scope admin") {
+		t.Errorf("POST drain without scope admin: %s", r)
 	}
 }

@@ -1,6 +1,6 @@
 -- The web dashboard (docs/ui.md): login sessions, stored as the SHA-256 of
 -- the cookie's secret only, the actions taken on it with who took them, and
--- the index of a phone's recent jobs for its screenshot thumbnail.
+-- each phone's newest screenshot for its thumbnail.
 
 CREATE TABLE ui_sessions (
     hash       BLOB    PRIMARY KEY,                  -- SHA-256 of the cookie's secret
@@ -24,6 +24,17 @@ CREATE TABLE ui_actions (
 CREATE INDEX ui_actions_target ON ui_actions (target, id);
 CREATE INDEX ui_actions_job ON ui_actions (job_id, id) WHERE job_id <> '';
 
--- The fleet page's thumbnails: a phone's jobs, most recently updated first.
-CREATE INDEX jobs_phone_recent ON jobs (device_serial, updated_at)
-    WHERE device_serial IS NOT NULL;
+-- The fleet page's thumbnails: the newest image artifact registered on each
+-- phone, written in the transaction that registers the artifact, so the page
+-- reads one row per phone instead of searching each phone's jobs.
+CREATE TABLE phone_screens (
+    agent_id     TEXT    NOT NULL,           -- the agent part of the job's owner
+    serial       TEXT    NOT NULL,           -- the job's phone
+    job_id       TEXT    NOT NULL,
+    project      TEXT    NOT NULL,
+    generation   INTEGER NOT NULL,
+    name         TEXT    NOT NULL,
+    content_type TEXT    NOT NULL,
+    created_at   TEXT    NOT NULL,           -- when the artifact was registered
+    PRIMARY KEY (agent_id, serial)
+) WITHOUT ROWID;

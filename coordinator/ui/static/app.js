@@ -9,10 +9,17 @@
   if (!live || !window.EventSource) {
     return;
   }
-  var url = '/ui/events';
+  // The stream starts at the event position the page was rendered at
+  // (data-after): what changed in between is replayed, not lost.
+  var params = [];
   if (live === 'job') {
-    url += '?job=' + encodeURIComponent(body.getAttribute('data-job'));
+    params.push('job=' + encodeURIComponent(body.getAttribute('data-job')));
   }
+  var after = body.getAttribute('data-after');
+  if (after && /^[0-9]+$/.test(after)) {
+    params.push('after=' + after);
+  }
+  var url = '/ui/events' + (params.length ? '?' + params.join('&') : '');
 
   function setState(text) {
     if (state) {
