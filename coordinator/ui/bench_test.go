@@ -145,6 +145,38 @@ func benchSetup(b *testing.B, kind string) *benchEnv {
 	return &benchEnv{h: h, token: secret, loc: loc}
 }
 
+// changeDevices rewrites every agent's stored phone list with a new model
+// name (i-th version), as if every agent had just reported new facts.
+func (e *benchEnv) changeDevices(b *testing.B, kind string, i int) {
+	ctx := context.Background()
+	from, to := fmt.Sprintf(`"model":"Pixel 7 r%d"`, i-1), fmt.Sprintf(`"model":"Pixel 7 r%d"`, i)
+	if i == 0 {
+		from = `"model":"Pixel 7"`
+	}
+	switch kind {
+	case "sqlite":
+		db, err := sql.Open("sqlite", e.loc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, `UPDATE agents SET devices = replace(devices, ?, ?)`, from, to); err != nil {
+			b.Fatal(err)
+		}
+	default:
+		conn, err := pgx.Connect(ctx, e.loc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		// jsonb prints ": " between key and value.
+		from, to = strings.Replace(from, ":", ": ", 1), strings.Replace(to, ":", ": ", 1)
+		if _, err := conn.Exec(ctx, `UPDATE agents SET devices = replace(devices::text, $1, $2)::jsonb`, from, to); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func splitSQL(s string) []string {
 	var out []string
 	for _, q := range strings.Split(s, ";") {
@@ -163,9 +195,20 @@ func cursorAt(seq int) string {
 // benchPage renders path b.N times, each as a new request with the bearer
 // token (authentication included), and reports the 99th percentile.
 func benchPage(b *testing.B, e *benchEnv, path, want string) {
+	benchPageAfter(b, e, path, want, nil)
+}
+
+// benchPageAfter is benchPage calling before (untimed) ahead of each
+// render.
+func benchPageAfter(b *testing.B, e *benchEnv, path, want string, before func(i int)) {
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
+		if before != nil {
+			b.StopTimer()
+			before(i)
+			b.StartTimer()
+		}
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer "+e.token)
 		rec := httptest.NewRecorder()
@@ -194,6 +237,20 @@ func BenchmarkDashboard(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			e := benchSetup(b, kind)
 			b.Run("fleet", func(b *testing.B) { benchPage(b, e, "/ui/fleet", `data-phone="agent-0999/A0999-S2"`) })
+			// Every agent's phones changed since the last render (new
+			// facts in every heartbeat): no device list is decoded from
+			// the memo.
+			b.Run("fleet-changed", func(b *testing.B) {
+				benchPageAfter(b, e, "/ui/fleet", `data-phone="agent-0999/A0999-S2"`, func(i int) { e.changeDevices(b, kind, i) })
+				// The renders showed the changes.
+				req := httptest.NewRequest(http.MethodGet, "/ui/fleet", nil)
+				req.Header.Set("Authorization", "Bearer "+e.token)
+				rec := httptest.NewRecorder()
+				e.h.ServeHTTP(rec, req)
+				if want := fmt.Sprintf("Pixel 7 r%d", b.N-1); !strings.Contains(rec.Body.String(), want) {
+					b.Fatalf("fleet page lacks the changed model %q", want)
+				}
+			})
 			b.Run("jobs", func(b *testing.B) { benchPage(b, e, "/ui/jobs", `class="next"`) })
 			b.Run("jobs-failed", func(b *testing.B) { benchPage(b, e, "/ui/jobs?status=FAILED", `class="next"`) })
 			b.Run("jobs-agent", func(b *testing.B) { benchPage(b, e, "/ui/jobs?agent=agent-0041", `data-job=`) })
