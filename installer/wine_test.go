@@ -4,138 +4,14 @@ package installer
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/internal/gobuild"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/internal/winetest"
 )
-
-// The Wine test runs the Windows build under Debian's Wine 8.0 (packages
-// wine64 and gcc-mingw-w64-x86-64). Without them it is skipped, or fails in
-// CI; EDGE_TEST_WINE=0 turns it off everywhere.
-const envTestWine = "EDGE_TEST_WINE"
-
-// winePrefix is a throwaway Wine prefix with the ProcessPrng shim
-// (windows/wine/processprng.c) in its system32.
-type winePrefix struct {
-	wine, server string
-	dir          string // the prefix
-	env          []string
-}
-
-// findWine returns wine and the MinGW compiler, or skips the test (fails it
-// in CI) when they are missing.
-func findWine(t *testing.T) (wine, gcc string) {
-	t.Helper()
-	if os.Getenv(envTestWine) == "0" {
-		t.Skip(envTestWine + "=0")
-	}
-	if testing.Short() {
-		t.Skip("-short: the Wine test takes about 20s")
-	}
-	for _, name := range []string{"wine64", "wine", "/usr/lib/wine/wine64"} {
-		if p, err := exec.LookPath(name); err == nil {
-			wine = p
-			break
-		}
-	}
-	gcc, gccErr := exec.LookPath("x86_64-w64-mingw32-gcc")
-	if wine == "" || gccErr != nil {
-		testenv.Missing(t, "wine64 and x86_64-w64-mingw32-gcc (Debian packages wine64, gcc-mingw-w64-x86-64); set %s=0 to skip", envTestWine)
-	}
-	return wine, gcc
-}
-
-func newWinePrefix(t *testing.T, wine, gcc string) *winePrefix {
-	t.Helper()
-	server := filepath.Join(filepath.Dir(wine), "wineserver")
-	if _, err := os.Stat(server); err != nil {
-		server = filepath.Join(filepath.Dir(wine), "wineserver64")
-	}
-	w := &winePrefix{wine: wine, server: server, dir: filepath.Join(t.TempDir(), "prefix")}
-	w.env = append(os.Environ(),
-		"WINEPREFIX="+w.dir,
-		"WINEDEBUG=-all",
-		"WINEDLLOVERRIDES=mscoree,mshtml=;winemenubuilder.exe=d", // no Mono or Gecko prompts, no menus
-		"DISPLAY=",
-	)
-	wineserver := func(arg string) error {
-		cmd := exec.Command(w.server, arg)
-		cmd.Env = w.env
-		return cmd.Run()
-	}
-	// A persistent wineserver keeps services.exe running between the
-	// commands: otherwise every command boots the prefix anew (seconds),
-	// and each boot starts the automatic services again.
-	if err := os.MkdirAll(w.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := wineserver("-p"); err != nil {
-		t.Fatalf("start wineserver: %v", err)
-	}
-	t.Cleanup(func() { _ = wineserver("-k") })
-	// The first command creates the prefix. (Not wineboot -i: that starts
-	// a second services.exe, and the two answer in turn.)
-	start := time.Now()
-	if _, _, code := w.run(t, 90*time.Second, "cmd.exe", "/c", "exit 0"); code != 0 {
-		t.Fatalf("creating the Wine prefix: exit %d", code)
-	}
-	t.Logf("created the Wine prefix: %s", time.Since(start).Round(time.Millisecond))
-	// Go 1.24+ needs ProcessPrng from bcryptprimitives.dll, which Wine
-	// 8.0 lacks; the DLL must be in system32, not beside the program.
-	dll := filepath.Join(w.dir, "drive_c", "windows", "system32", "bcryptprimitives.dll")
-	if out, err := exec.Command(gcc, "-shared", "-O2", "-s", "-o", dll, "../windows/wine/processprng.c").CombinedOutput(); err != nil {
-		t.Fatalf("build the ProcessPrng shim: %v\n%s", err, out)
-	}
-	return w
-}
-
-// run runs a program under Wine and returns its output and exit status.
-// The output goes through files, not pipes: Wine's system processes
-// (services.exe, winedevice.exe) outlive the command and inherit its
-// stdout and stderr, so a pipe would not be closed when it exits.
-func (w *winePrefix) run(t *testing.T, timeout time.Duration, prog string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout) // also in Cleanup, after t.Context ends
-	defer cancel()
-	cmd := exec.CommandContext(ctx, w.wine, append([]string{prog}, args...)...)
-	cmd.Env = w.env
-	outFile, err := os.CreateTemp(t.TempDir(), "stdout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outFile.Close()
-	errFile, err := os.CreateTemp(t.TempDir(), "stderr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errFile.Close()
-	cmd.Stdout, cmd.Stderr = outFile, errFile
-	err = cmd.Run()
-	out, _ := os.ReadFile(outFile.Name())
-	errOut, _ := os.ReadFile(errFile.Name())
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("wine %s %s: no answer within %s\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), timeout, out, errOut)
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("wine %s: %v", prog, err)
-	}
-	return string(out), string(errOut), code
-}
-
-// path returns the Unix path of the Windows path C:\<rel>.
-func (w *winePrefix) path(rel string) string {
-	return filepath.Join(w.dir, "drive_c", filepath.FromSlash(strings.ReplaceAll(rel, `\`, "/")))
-}
 
 // buildWindows builds pkg for windows/amd64 once per test run and returns
 // the binary's path (name, in a directory of its own).
@@ -147,30 +23,12 @@ func buildWindows(_, pkg, name string) (string, error) {
 	})
 }
 
-// install copies a binary to C:\edgeagent in the prefix and returns its
-// Windows path.
-func (w *winePrefix) install(t *testing.T, file string) string {
-	t.Helper()
-	name := filepath.Base(file)
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(w.path(`edgeagent`), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(w.path(`edgeagent\`+name), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return `C:\edgeagent\` + name
-}
-
 // TestWine runs edgeagent.exe under Wine: version, config validate and
 // install/status/uninstall with Wine's service control manager; then a
 // stand-in service built on RunService is started and stopped through the
 // service control manager, and its drain is waited for.
 func TestWine(t *testing.T) {
-	wine, gcc := findWine(t)
+	tools := winetest.Find(t)
 	// Build while the prefix is created.
 	type built struct {
 		exe, standIn string
@@ -184,33 +42,33 @@ func TestWine(t *testing.T) {
 		}
 		builds <- b
 	}()
-	w := newWinePrefix(t, wine, gcc)
+	w := winetest.NewPrefixWith(t, tools)
 	b := <-builds
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	exe, standIn := w.install(t, b.exe), w.install(t, b.standIn)
+	exe, standIn := w.Install(t, b.exe), w.Install(t, b.standIn)
 	const timeout = 30 * time.Second
 
 	t.Run("version", func(t *testing.T) {
-		out, errOut, code := w.run(t, timeout, exe, "version")
+		out, errOut, code := w.Run(t, timeout, exe, "version")
 		if code != 0 || !strings.HasPrefix(out, "edgeagent v0.0.0-winetest (go") || !strings.Contains(out, "windows/amd64)") {
 			t.Fatalf("edgeagent.exe version: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})
 
 	t.Run("config validate", func(t *testing.T) {
-		if err := os.WriteFile(w.path(`edgeagent\good.yaml`), []byte("agent_id: home-pc-1\nnats:\n  url: nats://127.0.0.1:4222\nstorage:\n  mode: presigned\n"), 0o600); err != nil {
+		if err := os.WriteFile(w.Path(`edgeagent\good.yaml`), []byte("agent_id: home-pc-1\nnats:\n  url: nats://127.0.0.1:4222\nstorage:\n  mode: presigned\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(w.path(`edgeagent\bad.yaml`), []byte("agent_id: home-pc-1\nbogus: 1\n"), 0o600); err != nil {
+		if err := os.WriteFile(w.Path(`edgeagent\bad.yaml`), []byte("agent_id: home-pc-1\nbogus: 1\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := w.run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\good.yaml`)
+		out, errOut, code := w.Run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\good.yaml`)
 		if code != 0 || out != "ok\n" {
 			t.Errorf("validate good config: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
-		out, errOut, code = w.run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\bad.yaml`)
+		out, errOut, code = w.Run(t, timeout, exe, "config", "validate", "-c", `C:\edgeagent\bad.yaml`)
 		if code != 2 || !strings.Contains(errOut, `C:\edgeagent\bad.yaml:2:1: unknown field "bogus"`) || !strings.Contains(errOut, "nats.url: required") {
 			t.Errorf("validate bad config: exit %d (want 2), stdout %q, stderr %q", code, out, errOut)
 		}
@@ -219,13 +77,13 @@ func TestWine(t *testing.T) {
 	t.Run("install status uninstall", func(t *testing.T) {
 		status := func(want string) {
 			t.Helper()
-			out, errOut, code := w.run(t, timeout, exe, "service", "status")
+			out, errOut, code := w.Run(t, timeout, exe, "service", "status")
 			if code != 0 || out != "service edgeagent: "+want+"\n" {
 				t.Fatalf("service status: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
 			}
 		}
 		status("not installed")
-		out, errOut, code := w.run(t, timeout, exe, "install", "--dry-run")
+		out, errOut, code := w.Run(t, timeout, exe, "install", "--dry-run")
 		for _, want := range []string{
 			`command:   C:\edgeagent\edgeagent.exe run -c C:\ProgramData\edgeagent\config.yaml`,
 			"account:   LocalSystem",
@@ -237,13 +95,13 @@ func TestWine(t *testing.T) {
 			}
 		}
 		status("not installed")
-		out, errOut, code = w.run(t, timeout, exe, "install", "--config", `C:\ProgramData\edgeagent\config.yaml`)
+		out, errOut, code = w.Run(t, timeout, exe, "install", "--config", `C:\ProgramData\edgeagent\config.yaml`)
 		if code != 0 || !strings.Contains(out, "installed service edgeagent") {
 			t.Fatalf("install: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		t.Logf("install warnings under Wine:\n%s", errOut)
 		status("stopped")
-		reg, _, _ := w.run(t, timeout, "reg", "query", `HKLM\System\CurrentControlSet\Services\edgeagent`)
+		reg, _, _ := w.Run(t, timeout, "reg", "query", `HKLM\System\CurrentControlSet\Services\edgeagent`)
 		for _, want := range []string{
 			`ImagePath    REG_SZ    C:\edgeagent\edgeagent.exe run -c C:\ProgramData\edgeagent\config.yaml`,
 			"Start    REG_DWORD    0x2",                 // automatic
@@ -254,31 +112,31 @@ func TestWine(t *testing.T) {
 				t.Errorf("service registry key lacks %q:\n%s", want, reg)
 			}
 		}
-		if _, errOut, code := w.run(t, timeout, exe, "install"); code != 1 || !strings.Contains(errOut, "already exists") {
+		if _, errOut, code := w.Run(t, timeout, exe, "install"); code != 1 || !strings.Contains(errOut, "already exists") {
 			t.Errorf("second install: exit %d, stderr %q; want a failure saying the service exists", code, errOut)
 		}
-		if out, errOut, code := w.run(t, timeout, exe, "service", "uninstall"); code != 0 || out != "removed service edgeagent\n" {
+		if out, errOut, code := w.Run(t, timeout, exe, "service", "uninstall"); code != 0 || out != "removed service edgeagent\n" {
 			t.Fatalf("uninstall: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		status("not installed")
-		if _, errOut, code := w.run(t, timeout, exe, "uninstall"); code != 1 || !strings.Contains(errOut, "service is not installed") {
+		if _, errOut, code := w.Run(t, timeout, exe, "uninstall"); code != 1 || !strings.Contains(errOut, "service is not installed") {
 			t.Errorf("second uninstall: exit %d, stderr %q", code, errOut)
 		}
 	})
 
 	t.Run("service start drain stop", func(t *testing.T) {
 		config := `C:\edgeagent\standin.yaml`
-		events := w.path(`edgeagent\standin.yaml.events`)
+		events := w.Path(`edgeagent\standin.yaml.events`)
 		do := func(args ...string) string {
 			t.Helper()
-			out, errOut, code := w.run(t, timeout, standIn, args...)
+			out, errOut, code := w.Run(t, timeout, standIn, args...)
 			if code != 0 {
 				t.Fatalf("servicetest %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
 			}
 			return strings.TrimSpace(out)
 		}
 		do("install", config)
-		t.Cleanup(func() { w.run(t, timeout, standIn, "uninstall") })
+		t.Cleanup(func() { w.Run(t, timeout, standIn, "uninstall") })
 
 		start := time.Now()
 		// Start returns once the service reports running; Wine gives up
@@ -305,7 +163,7 @@ func TestWine(t *testing.T) {
 		if b, _ := os.ReadFile(events); string(b) != "started\ncancelled\ndrained\n" {
 			t.Fatalf("events after stop = %q, want started, cancelled, drained", b)
 		}
-		log, err := os.ReadFile(w.path(`ProgramData\edgeagent\logs\edgeagent.log`))
+		log, err := os.ReadFile(w.Path(`ProgramData\edgeagent\logs\edgeagent.log`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,24 +190,24 @@ func TestWine(t *testing.T) {
 		config := "agent_id: wine-pc\nnats:\n  url: nats://127.0.0.1:1\nstorage:\n  mode: direct\n" +
 			"  endpoint: 127.0.0.1:1\n  secure: false\n  bucket: edge-artifacts\n  access_key: a\n  secret_key: s\n" +
 			"devices:\n  - serial: sim-1\n    simulated: true\n"
-		if err := os.MkdirAll(w.path(`ProgramData\edgeagent`), 0o755); err != nil {
+		if err := os.MkdirAll(w.Path(`ProgramData\edgeagent`), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(w.path(`ProgramData\edgeagent\config.yaml`), []byte(config), 0o600); err != nil {
+		if err := os.WriteFile(w.Path(`ProgramData\edgeagent\config.yaml`), []byte(config), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		logFile := w.path(`ProgramData\edgeagent\logs\edgeagent.log`)
+		logFile := w.Path(`ProgramData\edgeagent\logs\edgeagent.log`)
 		_ = os.Remove(logFile)
 		do := func(args ...string) string {
 			t.Helper()
-			out, errOut, code := w.run(t, timeout, exe, args...)
+			out, errOut, code := w.Run(t, timeout, exe, args...)
 			if code != 0 {
 				t.Fatalf("edgeagent.exe %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
 			}
 			return strings.TrimSpace(out)
 		}
 		do("install")
-		t.Cleanup(func() { w.run(t, timeout, exe, "uninstall") })
+		t.Cleanup(func() { w.Run(t, timeout, exe, "uninstall") })
 		do("start")
 		deadline := time.Now().Add(30 * time.Second)
 		for {

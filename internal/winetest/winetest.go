@@ -31,10 +31,14 @@ type Prefix struct {
 	env          []string
 }
 
-// NewPrefix creates a Wine prefix for t with the ProcessPrng shim in its
-// system32, or skips t (fails it under CI=true) when Wine or MinGW is
-// missing. The prefix's wineserver is stopped when t ends.
-func NewPrefix(t *testing.T) *Prefix {
+// Tools are the programs a Wine test needs.
+type Tools struct{ wine, gcc string }
+
+// Find returns Wine and the MinGW compiler, or skips t (fails it under
+// CI=true) when either is missing, under -short, or with EDGE_TEST_WINE=0.
+// A test calls it before slow preparation (builds) that NewPrefixWith
+// then overlaps.
+func Find(t *testing.T) Tools {
 	t.Helper()
 	if os.Getenv(EnvTestWine) == "0" {
 		t.Skip(EnvTestWine + "=0")
@@ -53,6 +57,21 @@ func NewPrefix(t *testing.T) *Prefix {
 	if wine == "" || gccErr != nil {
 		testenv.Missing(t, "wine64 and x86_64-w64-mingw32-gcc (Debian packages wine64, gcc-mingw-w64-x86-64); set %s=0 to skip", EnvTestWine)
 	}
+	return Tools{wine: wine, gcc: gcc}
+}
+
+// NewPrefix creates a Wine prefix for t with the ProcessPrng shim in its
+// system32, or skips t (fails it under CI=true) when Wine or MinGW is
+// missing. The prefix's wineserver is stopped when t ends.
+func NewPrefix(t *testing.T) *Prefix {
+	t.Helper()
+	return NewPrefixWith(t, Find(t))
+}
+
+// NewPrefixWith is NewPrefix with the tools Find returned.
+func NewPrefixWith(t *testing.T, tools Tools) *Prefix {
+	t.Helper()
+	wine, gcc := tools.wine, tools.gcc
 	server := filepath.Join(filepath.Dir(wine), "wineserver")
 	if _, err := os.Stat(server); err != nil {
 		server = filepath.Join(filepath.Dir(wine), "wineserver64")
@@ -134,6 +153,11 @@ func (w *Prefix) Run(t *testing.T, timeout time.Duration, prog string, args ...s
 	return string(out), string(errOut), code
 }
 
+// Path returns the Unix path of the Windows path C:\<rel> in the prefix.
+func (w *Prefix) Path(rel string) string {
+	return filepath.Join(w.dir, "drive_c", filepath.FromSlash(strings.ReplaceAll(rel, `\`, "/")))
+}
+
 // Install copies a file into C:\edgeagent of the prefix and returns its
 // Windows path.
 func (w *Prefix) Install(t *testing.T, file string) string {
@@ -142,7 +166,7 @@ func (w *Prefix) Install(t *testing.T, file string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(w.dir, "drive_c", "edgeagent")
+	dir := w.Path("edgeagent")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
