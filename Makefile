@@ -47,7 +47,7 @@ vet:
 	$(GO) vet ./...
 
 # Every fuzz target, as package:Target (`go test -fuzz` takes one target per
-# run). internal/securitytest checks that the list is complete.
+# run). testkit/securitytest checks that the list is complete.
 FUZZ_TARGETS := \
 	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol:FuzzDecodeReply \
 	./config:FuzzParseAgent ./config:FuzzParseCoordinator \
@@ -55,7 +55,7 @@ FUZZ_TARGETS := \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
-	./capture:FuzzParseFacts ./internal/fakeadbd:FuzzReadMessage
+	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage
 FUZZTIME ?= 4s
 
 ## fuzz-short: run each fuzz target for FUZZTIME (default 4s) after its committed seed corpus

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -47,7 +47,7 @@ func leakCheck(t *testing.T) {
 }
 
 // leftovers returns the goroutine stacks of a goleak error, without those
-// of the test servers (internal/testenv and internal/pgcluster: the MinIO
+// of the test servers (testkit/testenv and testkit/pgcluster: the MinIO
 // server and PostgreSQL cluster of the test binary, started by the first
 // test that needs them, live until the binary exits).
 func leftovers(err error) []string {
@@ -56,7 +56,7 @@ func leftovers(err error) []string {
 	}
 	var out []string
 	for _, g := range strings.Split(err.Error(), "Goroutine ")[1:] {
-		if !strings.Contains(g, "/internal/testenv.") && !strings.Contains(g, "/internal/pgcluster.") {
+		if !strings.Contains(g, "/testkit/testenv.") && !strings.Contains(g, "/testkit/pgcluster.") {
 			out = append(out, "Goroutine "+strings.TrimSpace(g))
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // japaneseTask types Japanese text into a field.

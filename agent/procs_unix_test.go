@@ -19,8 +19,8 @@ import (
 	"github.com/edgeagent/edgeagent/agent/procs"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // procPhone is a phone whose steps start local processes through the job's

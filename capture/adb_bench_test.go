@@ -10,8 +10,8 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/capture/adb"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // BenchmarkScreenshot compares, on the same fake phone behind the same real

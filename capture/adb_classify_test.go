@@ -10,8 +10,8 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/capture/adb"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 )
 
 // TestADBLaunchNotInstalled: launching a package the phone has not

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestADBUnauthorizedPhone: a phone that never accepts this PC's key is

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // adbLab is a real adb server with fake phones connected to it.

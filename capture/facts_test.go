@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 )
 
 // section joins outputs as FactsScript prints them.

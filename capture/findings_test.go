@@ -3,14 +3,14 @@ package capture_test
 import (
 	"context"
 	"errors"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 )
 
 // TestADBUnnamedRecordingTakesStartNumber: an unnamed record_start at step

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 )
 
 // runner acquires the lab's phone i and returns a runner on it.

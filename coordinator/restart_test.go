@@ -12,8 +12,8 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestAgentRestartReclaimsAtOnce (issue 3, must show 3): an agent that

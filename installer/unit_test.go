@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/systemd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func defaultUnitOptions() UnitOptions {

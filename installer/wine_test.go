@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/gobuild"
-	"github.com/edgeagent/edgeagent/internal/winetest"
+	"github.com/edgeagent/edgeagent/testkit/gobuild"
+	"github.com/edgeagent/edgeagent/testkit/winetest"
 )
 
 // buildWindows builds pkg for windows/amd64 once per test run and returns

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/internal/gobuild"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/gobuild"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // debFiles are the files of the edgeagent package, with their modes, as

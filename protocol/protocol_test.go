@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func TestSubjects(t *testing.T) {

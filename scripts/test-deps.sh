@@ -142,7 +142,7 @@ else
 	command -v python3 >/dev/null 2>&1 || die "python3: not on PATH after apt-get install python3"
 fi
 
-# --- Chromium (the dashboard's browser tests, internal/browsertest) ---------
+# --- Chromium (the dashboard's browser tests, testkit/browsertest) ---------
 # $EDGE_CHROMIUM, when set, names the browser the tests use instead.
 chromium_path() { command -v "${EDGE_CHROMIUM:-chromium}" || command -v chromium-browser || true; } 2>/dev/null
 # Debian's chromium wrapper script may complain on stderr; the version is on stdout.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // maxExposure is the highest `systemd-analyze security` exposure the agent

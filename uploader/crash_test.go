@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 const envCrashSpool = "EDGE_UPLOADER_CRASH_SPOOL" // the spool dir of the helper

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // seenUploader records what it is asked to upload and stores nothing.

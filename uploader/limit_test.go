@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestBandwidthLimit uploads 1.5 MiB at 1 MiB/s. A token bucket lets at

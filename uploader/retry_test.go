@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestReplyLostRetryIsSuccess has the server store an object and the answer

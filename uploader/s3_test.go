@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 const mib = 1 << 20

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func newSpool(t testing.TB, up Uploader, m *Metrics, tweak func(*SpoolOptions)) *Spool {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/internal/fakelogind"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/fakelogind"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // modes returns the modes of locks, in order.

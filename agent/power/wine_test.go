@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/winetest"
+	"github.com/edgeagent/edgeagent/testkit/winetest"
 )
 
 // TestWindowsUnderWine runs this package's Windows tests

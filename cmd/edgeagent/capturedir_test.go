@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestStaleCapturesRemoved: captures a crashed agent left in

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/internal/cli/clitest"
+	"github.com/edgeagent/edgeagent/testkit/clitest"
 	"github.com/rs/zerolog"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 var portRe = regexp.MustCompile(`127\.0\.0\.1:\d+`)

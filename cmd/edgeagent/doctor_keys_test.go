@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // keysCheck returns doctor's adb keys check, with its continuation lines.

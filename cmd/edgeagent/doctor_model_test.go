@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/internal/fakeadbd"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestDoctorModelSpaces: adb's device list writes a model's spaces as

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // fakeADBServer answers host:version and host:devices-l like an adb server

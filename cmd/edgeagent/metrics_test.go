@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/labs3"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/labs3"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // documentedMetrics returns the metrics the table rows of doc (under the

@@ -12,9 +12,9 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
-	"github.com/edgeagent/edgeagent/internal/fakelogind"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakelogind"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // locksOf returns the modes of the locks pid took (held only: held).

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/internal/testenv"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // goldenStatus is a status document with a job of each kind, a stop and an

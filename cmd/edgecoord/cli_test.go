@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/internal/cli/clitest"
+	"github.com/edgeagent/edgeagent/testkit/clitest"
 	"github.com/rs/zerolog"
 )
 

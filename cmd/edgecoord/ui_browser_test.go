@@ -21,8 +21,8 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/internal/browsertest"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/browsertest"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // envUpdateScreenshots=1 makes TestUIBrowser write its screenshots of the

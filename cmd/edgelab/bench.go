@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/bench"
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/testkit/bench"
 )
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/internal/chaos"
 	"github.com/edgeagent/edgeagent/internal/cli"
-	"github.com/edgeagent/edgeagent/internal/pgcluster"
+	"github.com/edgeagent/edgeagent/testkit/chaos"
+	"github.com/edgeagent/edgeagent/testkit/pgcluster"
 )
 
 // chaosCommand is `edgelab chaos`: seeded random fault schedules against

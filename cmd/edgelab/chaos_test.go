@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/internal/chaos"
-	"github.com/edgeagent/edgeagent/internal/testenv"
+	"github.com/edgeagent/edgeagent/testkit/chaos"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestChaosCommand runs `edgelab chaos` for one schedule on its defaults
@@ -78,7 +78,7 @@ func TestChaosCommandRefusesBadFlags(t *testing.T) {
 // TestChaos300 is Must-show 1 as it is run: `edgelab chaos --schedules 300`
 // on its defaults (SQLite, in-process S3, embedded NATS), built as a user
 // builds it and run as a process of its own, so that the race detector of
-// `go test -race` does not slow it tenfold (internal/chaos runs schedules
+// `go test -race` does not slow it tenfold (testkit/chaos runs schedules
 // in-process under the race detector, against PostgreSQL and MinIO). It
 // fails when a schedule breaks a rule, and checks the counts: stale writes
 // attempted and refused, none accepted, no result lost or accepted twice,

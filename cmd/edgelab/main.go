@@ -21,7 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
-	"github.com/edgeagent/edgeagent/internal/lab"
+	"github.com/edgeagent/edgeagent/testkit/lab"
 )
 
 func main() {

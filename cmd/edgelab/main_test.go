@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
-	"github.com/edgeagent/edgeagent/internal/cli/clitest"
+	"github.com/edgeagent/edgeagent/testkit/clitest"
 )
 
 // runLab runs the edgelab command line and returns the exit status and the

@@ -1,0 +1,241 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
+)
+
+// unfencedCommit is the planted bug: the result is written with the
+// store's UnfencedCommit (UPDATE … WHERE id = $job), the write a lease
+// without a fencing token amounts to, instead of the fenced UPDATE.
+type unfencedCommit struct{ sqlstore.Lab }
+
+func (s unfencedCommit) Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error {
+	ok, err := s.UnfencedCommit(ctx, tok.JobID, tok.Owner, result)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("commit %s: %w", tok, coordinator.ErrNotFound)
+	}
+	return nil
+}
+
+// plantUnfencedCommit wraps a store handle with the planted bug.
+func plantUnfencedCommit(t *testing.T) func(coordinator.Store) coordinator.Store {
+	return func(s coordinator.Store) coordinator.Store {
+		lab, ok := s.(sqlstore.Lab)
+		if !ok {
+			t.Errorf("store %T has no UnfencedCommit", s)
+			return s
+		}
+		return unfencedCommit{lab}
+	}
+}
+
+// fencingRules are the rules a stale write breaks.
+var fencingRules = map[string]bool{
+	RuleLinearizable: true, RuleOneAcceptance: true, RuleStaleAccepted: true,
+	RuleFinalGeneration: true, RuleNoResultLost: true,
+}
+
+// TestPlantedUnfencedCommitIsCaught plants the bug fencing exists to
+// prevent: the coordinators' result commit is the UPDATE without the token.
+// The checker must fail within the first few hundred schedules, on a
+// fencing rule, and print the offending history.
+func TestPlantedUnfencedCommitIsCaught(t *testing.T) {
+	opts := Options{Shape: testShape, WrapStore: plantUnfencedCommit(t), Store: StorePostgres, PostgresDSN: testenv.Postgres(t)}
+	var (
+		mu     sync.Mutex
+		caught *Result
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	st := RunMany(ctx, opts, RunOptions{
+		Seed: *flagSeed, Schedules: 300, Parallel: *flagParallel,
+		OnResult: func(r *Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Err != nil {
+				t.Logf("schedule %d could not run: %v", r.Seed, r.Err)
+				return
+			}
+			if caught != nil || !r.Failed() {
+				return
+			}
+			for _, v := range r.Report.Violations {
+				if fencingRules[v.Rule] {
+					caught = r
+					stop() // the schedules still running are cut short
+					return
+				}
+			}
+		},
+	})
+	if caught == nil {
+		t.Fatalf("the unfenced commit went unnoticed through %d schedules", st.Schedules)
+	}
+	var b strings.Builder
+	caught.History.Format(&b, caught.Report, caught.Report.FailedJobs()...)
+	t.Logf("caught after %d schedules, in schedule %d:\n%s", st.Schedules, caught.Seed, b.String())
+	var fenceRules []string
+	for _, v := range caught.Report.Violations {
+		if fencingRules[v.Rule] {
+			fenceRules = append(fenceRules, v.String())
+		}
+	}
+	t.Logf("fencing rules broken:\n  %s", strings.Join(fenceRules, "\n  "))
+	if !strings.Contains(b.String(), "VIOLATION") || !strings.Contains(b.String(), "result_unfenced") {
+		t.Errorf("the printed history does not show the offending write")
+	}
+}
+
+// ignoreDeadlines is a planted bug at the coordinators' boundary to the
+// store: the reaper's sweep of passed deadlines (the store's
+// ExpireDeadlines, a method of the store that enforces deadlines) ends
+// nothing, and no grant tells the agent the job's deadline (Lease.DeadlineAt
+// zero, so the assign carries no deadline_ms). Nothing stops a job at its
+// deadline any more.
+type ignoreDeadlines struct{ coordinator.Store }
+
+func (s ignoreDeadlines) ExpireDeadlines(context.Context, int) ([]fencing.Token, error) {
+	return nil, nil
+}
+
+func (s ignoreDeadlines) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+	l, err := s.Store.ClaimFor(ctx, req)
+	l.DeadlineAt = time.Time{}
+	return l, err
+}
+
+func (s ignoreDeadlines) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+	l, old, err := s.Store.TakeOverExpired(ctx, req)
+	l.DeadlineAt = time.Time{}
+	return l, old, err
+}
+
+// regrantOnHello is a planted bug at the coordinators' boundary to the
+// store: when an agent comes back with a new boot, its jobs are handed to
+// the new boot with Reassign (the operator's grant, which ignores the
+// attempt limit) instead of being released by the hello.
+type regrantOnHello struct {
+	coordinator.Store
+	ttl time.Duration
+}
+
+func (s regrantOnHello) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+	jobs, err := s.Store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}, AgentID: h.AgentID})
+	if err == nil {
+		for _, j := range jobs {
+			if j.WorkerID != fencing.Owner(h.AgentID, h.BootID) {
+				_, _ = s.Store.Reassign(ctx, j.ID, fencing.Owner(h.AgentID, h.BootID), s.ttl)
+			}
+		}
+	}
+	return s.Store.AgentHello(ctx, h)
+}
+
+// deadlinePlan is one job on one agent: a wait of 8 lease TTLs under a
+// deadline of 3 TTLs, and no fault. A correct system ends it TIMED_OUT
+// within the reap interval and the stop latency of its deadline.
+func deadlinePlan(seed int64) Plan {
+	ttl := 500 * time.Millisecond
+	return Plan{
+		Seed:  seed,
+		Shape: Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1},
+		Jobs: []JobPlan{{ID: fmt.Sprintf("deadline-%d", seed), Task: protocol.Task{
+			TimeoutMS: (3 * ttl).Milliseconds(),
+			Steps: []protocol.Step{
+				{Op: protocol.OpWait, DurationMS: (8 * ttl).Milliseconds()},
+				{Op: protocol.OpScreenshot, Name: "after"},
+			},
+		}}},
+	}
+}
+
+// attemptsPlan is one job with an attempt limit of 1 on two agents, both
+// killed (the one running the job among them) after 1 TTL and back after
+// half a TTL. A correct system grants the job once: the restarted agent's
+// hello ends the attempt, and with no attempt left the job ends FAILED.
+func attemptsPlan(seed int64) Plan {
+	ttl := 500 * time.Millisecond
+	return Plan{
+		Seed:  seed,
+		Shape: Shape{Agents: 2, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1, MinFaults: 2, MaxFaults: 2},
+		Jobs: []JobPlan{{ID: fmt.Sprintf("attempts-%d", seed), MaxAttempts: 1, Task: protocol.Task{
+			Steps: []protocol.Step{
+				{Op: protocol.OpWait, DurationMS: (4 * ttl).Milliseconds()},
+				{Op: protocol.OpScreenshot, Name: "after"},
+			},
+		}}},
+		Faults: []Fault{
+			{Kind: KindAgentKill, At: ttl, Target: 0, Duration: ttl / 2},
+			{Kind: KindAgentKill, At: ttl, Target: 1, Duration: ttl / 2},
+		},
+	}
+}
+
+// plantedPolicy runs plan with and without a planted bug: with it, the
+// checker must report every rule of want; without it, none of the rules on
+// deadlines and attempts. The twin without the bug needs the store that
+// enforces deadlines and attempt limits.
+func plantedPolicy(t *testing.T, plan Plan, plant func(coordinator.Store) coordinator.Store, want ...string) {
+	dsn := testenv.Postgres(t)
+	for _, planted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
+			opts := Options{Store: StorePostgres, PostgresDSN: dsn}
+			if planted {
+				opts.WrapStore = plant
+			}
+			res := RunPlan(context.Background(), opts, plan)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			var b strings.Builder
+			res.History.Format(&b, res.Report)
+			broke := map[string]bool{}
+			for _, v := range res.Report.Violations {
+				broke[v.Rule] = true
+			}
+			if !planted {
+				if broke[RuleDeadline] || broke[RuleMaxAttempts] || broke[RuleRetryCause] {
+					t.Fatalf("the system without the bug broke the rules: %v\n%s", res.Report.Violations, b.String())
+				}
+				return
+			}
+			for _, r := range want {
+				if !broke[r] {
+					t.Fatalf("the planted bug went unnoticed by %s: %v\n%s", r, res.Report.Violations, b.String())
+				}
+			}
+			t.Logf("caught: %v", res.Report.Violations)
+		})
+	}
+}
+
+// TestPlantedDeadlineIgnoredIsCaught: with the reaper's deadline sweep
+// and the assign's deadline planted away, a job with a deadline of 3 TTLs
+// runs its 8-TTL wait to the end; the deadline rule must report it.
+func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
+	plantedPolicy(t, deadlinePlan(*flagSeed), func(s coordinator.Store) coordinator.Store { return ignoreDeadlines{s} }, RuleDeadline)
+}
+
+// TestPlantedAttemptLimitBypassIsCaught: with a restarted agent's jobs
+// handed to its new boot by Reassign, a job with a limit of one attempt is
+// granted twice, and its first attempt has no recorded end; the
+// max-attempts and retry-cause rules must report it.
+func TestPlantedAttemptLimitBypassIsCaught(t *testing.T) {
+	plan := attemptsPlan(*flagSeed)
+	plantedPolicy(t, plan, func(s coordinator.Store) coordinator.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, RuleMaxAttempts, RuleRetryCause)
+}
