@@ -20,7 +20,14 @@ func (r *Runner) SetBeforeAfter(on bool) {
 // not an evidence capture. The screenshots are the step's artifacts,
 // named by protocol.BeforeAfterNames: they go into its op log line. A
 // step that fails keeps neither: its error is what the job reports.
+//
+// A step protocol.Step.Validate refuses runs nothing, not even the
+// screenshot before it, and fails with ErrInvalidStep and the message the
+// coordinator gives at submit (the field, then what is wrong with it).
 func (r *Runner) execStep(ctx context.Context, seq int, s protocol.Step, info StepInfo) ([]Artifact, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidStep, err)
+	}
 	r.mu.Lock()
 	on := r.opts.BeforeAfter
 	r.mu.Unlock()

@@ -33,7 +33,7 @@ func TestADBNewOps(t *testing.T) {
 	l := startADBLab(t, fakeadbd.Options{Locked: true, Packages: []string{"com.example.shop"}})
 	p := l.phones[0]
 	inv := l.inventory(t, l.options())
-	r, _ := l.runner(t, inv, 0)
+	r, dev := l.runner(t, inv, 0)
 	ctx := context.Background()
 	sim := capture.NewSimulated(capture.SimOptions{Locked: true, Packages: []string{"com.example.shop"}})
 	simR := capture.NewRunner(ctx, sim, capture.RunnerOptions{})
@@ -120,7 +120,9 @@ func TestADBNewOps(t *testing.T) {
 		t.Errorf("accelerometer_rotation = %q after rotate auto", v)
 	}
 
-	// What a phone refuses, both phones refuse alike.
+	// What one runner refuses, the other refuses alike: an app the phone
+	// lacks, and steps protocol.Step.Validate refuses before any phone is
+	// asked.
 	for _, c := range []struct {
 		step protocol.Step
 		is   error
@@ -133,6 +135,15 @@ func TestADBNewOps(t *testing.T) {
 		_, serr := simR.RunStep(ctx, c.step)
 		if !errors.Is(aerr, c.is) || !errors.Is(serr, c.is) {
 			t.Errorf("%+v: adb error %v, simulated error %v; want both %v", c.step, aerr, serr, c.is)
+		}
+	}
+	// Asked directly, past the runner, both phones refuse them too.
+	for name, d := range map[string]capture.Device{"adb": dev, "simulated": sim} {
+		if err := d.Rotate(ctx, "sideways"); !errors.Is(err, capture.ErrInvalidStep) {
+			t.Errorf("%s phone: rotate sideways: %v, want ErrInvalidStep", name, err)
+		}
+		if err := d.OpenURL(ctx, "not a url"); !errors.Is(err, capture.ErrInvalidStep) {
+			t.Errorf("%s phone: open_url of no URL: %v, want ErrInvalidStep", name, err)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package capture
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -211,61 +209,33 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	}
 	d := r.dev
 	dur := time.Duration(s.DurationMS) * time.Millisecond
-	if s.DurationMS < 0 {
-		return nil, invalidStep("negative duration_ms %d", s.DurationMS)
-	}
 	switch s.Op {
 	case protocol.OpLaunch:
-		if s.Package == "" {
-			return nil, invalidStep("launch needs package")
-		}
 		return nil, d.Launch(ctx, s.Package)
 	case protocol.OpWait:
 		return nil, r.wait(ctx, dur)
 	case protocol.OpTap:
-		if s.X < 0 || s.Y < 0 {
-			return nil, invalidStep("negative coordinates %d,%d", s.X, s.Y)
-		}
 		if dur > 0 {
 			return nil, d.Swipe(ctx, s.X, s.Y, s.X, s.Y, dur)
 		}
 		return nil, d.Tap(ctx, s.X, s.Y)
 	case protocol.OpSwipe:
-		if s.X < 0 || s.Y < 0 || s.X2 < 0 || s.Y2 < 0 {
-			return nil, invalidStep("negative coordinates %d,%d %d,%d", s.X, s.Y, s.X2, s.Y2)
-		}
 		return nil, d.Swipe(ctx, s.X, s.Y, s.X2, s.Y2, dur)
 	case protocol.OpText:
-		if s.Text == "" {
-			return nil, invalidStep("text needs text")
-		}
 		return nil, d.Text(ctx, s.Text)
 	case protocol.OpKey:
-		if s.Key == "" {
-			return nil, invalidStep("key needs key")
-		}
 		return nil, d.Key(ctx, s.Key)
 	case protocol.OpWake:
 		return nil, d.Wake(ctx)
 	case protocol.OpUnlock:
 		return nil, d.Unlock(ctx)
 	case protocol.OpOpenURL:
-		if err := protocol.ValidateURL(s.URL); err != nil {
-			return nil, invalidStep("%v", err)
-		}
 		return nil, d.OpenURL(ctx, s.URL)
-	case protocol.OpForceStop, protocol.OpClearData:
-		if s.Package == "" {
-			return nil, invalidStep("%s needs package", s.Op)
-		}
-		if s.Op == protocol.OpForceStop {
-			return nil, d.ForceStop(ctx, s.Package)
-		}
+	case protocol.OpForceStop:
+		return nil, d.ForceStop(ctx, s.Package)
+	case protocol.OpClearData:
 		return nil, d.ClearData(ctx, s.Package)
 	case protocol.OpRotate:
-		if !slices.Contains(protocol.Orientations, s.Orientation) {
-			return nil, invalidStep("orientation %q is not one of %s", s.Orientation, strings.Join(protocol.Orientations, ", "))
-		}
 		return nil, d.Rotate(ctx, s.Orientation)
 	case protocol.OpScreenshot:
 		return r.capture(s.Name, "screenshot", seq, ".png", ContentTypePNG, func() ([]byte, error) { return d.Screenshot(ctx) })
@@ -276,7 +246,8 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	case protocol.OpRecordStop:
 		return r.recordStop(ctx, seq, s)
 	default:
-		return nil, invalidStep("unknown op %q", s.Op)
+		// protocol.Step.Validate knows an op this runner does not.
+		return nil, invalidStep("op: %q is not run by this agent", s.Op)
 	}
 }
 

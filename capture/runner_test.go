@@ -97,12 +97,12 @@ func TestRunnerSteps(t *testing.T) {
 				2:  `invalid artifact name`,
 				3:  `invalid artifact name`,
 				4:  `no recording is running`,
-				5:  `key needs key`,
-				6:  `text needs text`,
-				7:  `launch needs package`,
-				8:  `negative coordinates`,
-				9:  `negative duration_ms`,
-				10: `unknown op "dance"`,
+				5:  `invalid step: key: key step needs non-empty key`,
+				6:  `invalid step: text: text step needs non-empty text`,
+				7:  `invalid step: package: launch needs package`,
+				8:  `invalid step: x: coordinate -1 is negative`,
+				9:  `invalid step: duration_ms: -5 is negative`,
+				10: `invalid step: op: unknown op "dance"`,
 				12: `a recording is already running`,
 			},
 		},
@@ -155,6 +155,52 @@ func TestRunnerSteps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunnerRefusesWhatProtocolRefuses: a step protocol.Step.Validate
+// refuses fails in the runner with ErrInvalidStep and the same message the
+// coordinator gives at submit and the agent at assign (the field, then
+// what is wrong), reaches no phone, not even for the screenshot before it,
+// and is written to the operation log as an error.
+func TestRunnerRefusesWhatProtocolRefuses(t *testing.T) {
+	ctx := context.Background()
+	sim := NewSimulated(SimOptions{Serial: "v1"})
+	log := NewOpLog(OpLogOptions{})
+	r := NewRunner(ctx, sim, RunnerOptions{BeforeAfter: true, OpLog: log})
+	defer r.Close()
+	for _, s := range []protocol.Step{
+		{},
+		{Op: "dance"},
+		{Op: protocol.OpLaunch},
+		{Op: protocol.OpTap, X: 3, Y: -1},
+		{Op: protocol.OpSwipe, X: 1, Y: 1, X2: -2},
+		{Op: protocol.OpWait, DurationMS: -1},
+		{Op: protocol.OpText},
+		{Op: protocol.OpText, Text: "a\tb"},
+		{Op: protocol.OpKey},
+		{Op: protocol.OpOpenURL, URL: "no scheme"},
+		{Op: protocol.OpForceStop},
+		{Op: protocol.OpClearData},
+		{Op: protocol.OpRotate, Orientation: "sideways"},
+		{Op: protocol.OpScreenshot, Name: "../x"},
+		{Op: protocol.OpScreenshot, Effect: &protocol.EffectSpec{Key: "k"}},
+		{Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: protocol.ReservedKeyPrefix + "x"}},
+	} {
+		want := s.Validate()
+		if want == nil {
+			t.Fatalf("protocol accepts %+v", s)
+		}
+		_, err := r.RunStep(ctx, s)
+		if !errors.Is(err, ErrInvalidStep) || !strings.Contains(err.Error(), "invalid step: "+want.Error()) {
+			t.Errorf("%+v: runner error %v, want ErrInvalidStep with %q", s, err, want)
+		}
+	}
+	if h := sim.History(); len(h) != 0 {
+		t.Errorf("the phone was asked %+v for refused steps", h)
+	}
+	if n, lines := log.Len(), bytes.Count(log.Bytes(), []byte(`"outcome":"error"`)); n != 16 || lines != 16 {
+		t.Errorf("operation log: %d lines, %d errors; want 16 of each", n, lines)
 	}
 }
 

@@ -352,6 +352,44 @@ func TestProblems(t *testing.T) {
 	}
 }
 
+// TestSubmitRefusesInvalidSteps: a step protocol.Step.Validate refuses is
+// refused at submit with 422, the field it names (steps[N].field) and, as
+// detail, the message the agent gives at assign and the capture runner on
+// the phone: "steps[N]: " and protocol's message.
+func TestSubmitRefusesInvalidSteps(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token("alice", []string{"a"}, "read", "submit")
+	for _, c := range []struct {
+		step  protocol.Step
+		field string
+	}{
+		{protocol.Step{Op: "dance"}, "steps[1].op"},
+		{protocol.Step{Op: protocol.OpLaunch}, "steps[1].package"},
+		{protocol.Step{Op: protocol.OpTap, X: -1}, "steps[1].x"},
+		{protocol.Step{Op: protocol.OpWait, DurationMS: -5}, "steps[1].duration_ms"},
+		{protocol.Step{Op: protocol.OpText}, "steps[1].text"},
+		{protocol.Step{Op: protocol.OpKey}, "steps[1].key"},
+		{protocol.Step{Op: protocol.OpOpenURL, URL: "no scheme"}, "steps[1].url"},
+		{protocol.Step{Op: protocol.OpRotate, Orientation: "sideways"}, "steps[1].orientation"},
+		{protocol.Step{Op: protocol.OpScreenshot, Name: "../x"}, "steps[1].name"},
+		{protocol.Step{Op: protocol.OpWait, Effect: &protocol.EffectSpec{Key: "k"}}, "steps[1].effect"},
+	} {
+		want := c.step.Validate()
+		if want == nil {
+			t.Fatalf("protocol accepts %+v", c.step)
+		}
+		body, err := json.Marshal(map[string]any{"project": "a", "steps": []protocol.Step{{Op: protocol.OpWait}, c.step}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.do("POST", "/api/v1/jobs", tok, string(body))
+		p := r.problem(t)
+		if r.status != 422 || p.Type != api.ProblemInvalidJob || p.Field != c.field || p.Detail != "steps[1]: "+want.Error() {
+			t.Errorf("%+v: %d %s; want 422 field %q detail %q", c.step, r.status, r.body, c.field, "steps[1]: "+want.Error())
+		}
+	}
+}
+
 func TestFanOutIdempotency(t *testing.T) {
 	e := newEnv(t, nil)
 	tok := e.token("alice", []string{"a"}, "read", "submit")
