@@ -20,7 +20,9 @@ type Migration struct {
 }
 
 // Migrations reads every *.sql file of dir in fsys, sorted by version.
-// File names must be <version>_<name>.sql with a positive, unique version.
+// File names must be <version>_<name>.sql with a positive, unique version;
+// versions need not be consecutive (the stores have no 0008, see their
+// migrations/README.md).
 func Migrations(fsys fs.FS, dir string) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
