@@ -483,7 +483,7 @@ func TestSuspendStopsIdleJob(t *testing.T) {
 	r.noneAfter(stop)
 }
 
-// TestRunLeavesNoGoroutines (issue 4, must show 6): after a job, a
+// TestRunLeavesNoGoroutines: after a job, a
 // reconnect and a revoke, Run returns with every goroutine it started
 // ended.
 func TestRunLeavesNoGoroutines(t *testing.T) {

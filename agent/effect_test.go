@@ -57,7 +57,7 @@ func (s *system) wantObject(key string, tok fencing.Token) {
 	}
 }
 
-// TestEffectReassignedBeforeReceipt (issue 10, must show 1): the job's
+// TestEffectReassignedBeforeReceipt: the job's
 // effect step has run on agent A's phone, and the job is reassigned to B
 // before A recorded the receipt. B does not run the step again: the intent
 // is in doubt, B attaches what its phone shows and the job ends needing a
@@ -138,7 +138,7 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 	}
 }
 
-// TestEffectReassignedAfterReceipt (issue 10, must show 2): the job is
+// TestEffectReassignedAfterReceipt: the job is
 // reassigned after A ran the effect step and recorded its receipt. B skips
 // the step, reuses A's receipt, and finishes the job.
 func TestEffectReassignedAfterReceipt(t *testing.T) {

@@ -97,7 +97,7 @@ func (c *pageCoordinator) send(agentID, verb string, req, resp any) error {
 	return protocol.Request(ctx, c.nc, protocol.AgentSubject(agentID, verb), req, resp)
 }
 
-// TestExamplePermissionsWithPageCoordinator (issue 15, must show 2): with
+// TestExamplePermissionsWithPageCoordinator: with
 // the users and permissions of examples/nats-server.conf, a coordinator
 // that follows docs/protocol.md literally (the inbox prefix section 3
 // prescribes) gets the agent's replies to assign, step and control. One on

@@ -76,7 +76,7 @@ func describe(lines []capture.OpEntry) string {
 	return strings.Join(parts, " ")
 }
 
-// TestOpLogSeqIsStepNumber (issue 15): seq in the operation log is the
+// TestOpLogSeqIsStepNumber: seq in the operation log is the
 // task's step number whether an effect step runs (its evidence captures
 // share its seq, marked evidence, named after it) or is skipped (a line
 // marked skipped); default capture names and the result's steps follow the

@@ -40,7 +40,7 @@ func restartNATS(t *testing.T, port int) *server.Server {
 	return s
 }
 
-// TestNATSOutageSelfFences (issue 4, must show 2): the NATS server goes away
+// TestNATSOutageSelfFences: the NATS server goes away
 // while the agent runs a job. The agent cannot renew, stops the job by its
 // own deadline, and does nothing more for it; when a NATS server is back on
 // the same address, the agent reconnects, says hello again and takes and

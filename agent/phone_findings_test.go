@@ -20,7 +20,7 @@ var japaneseTask = protocol.Task{Steps: []protocol.Step{
 	{Op: protocol.OpScreenshot},
 }}
 
-// TestAssignRefusesUnicodeWithoutIME (issue 20, must show 3): a job that
+// TestAssignRefusesUnicodeWithoutIME: a job that
 // types text beyond ASCII is refused at assign with 400 naming the step
 // and what to install when its phone has no input method for it, so that
 // nothing is half-typed; with the input method it runs and the text

@@ -137,7 +137,7 @@ func waitStop(t *testing.T, a *agent.Agent, jobID string, within time.Duration) 
 	return rec
 }
 
-// TestStaleReplyAbortsLargeUpload (issue 4, must show 1): a 96 MiB screen
+// TestStaleReplyAbortsLargeUpload: a 96 MiB screen
 // recording is being uploaded to MinIO in 5 MiB parts over a throttled link
 // when the job is reassigned in the store. The agent learns it from the 409
 // to its next renewal, and at once: the multipart upload is aborted (MinIO

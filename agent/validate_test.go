@@ -45,7 +45,7 @@ var invalidTasks = []struct {
 	{"effect key twice", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: "k"}}, {Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: "k"}}}}, `steps[1]: effect key "k" is already used`},
 }
 
-// TestAssignRefusesInvalidTasks (issue 15, must show 5): every invalid task
+// TestAssignRefusesInvalidTasks: every invalid task
 // is refused at assign with 400 naming what is wrong, and nothing runs on
 // the phone nor reaches the coordinator for it.
 func TestAssignRefusesInvalidTasks(t *testing.T) {
@@ -85,7 +85,7 @@ func TestAssignRefusesInvalidTasks(t *testing.T) {
 	}
 }
 
-// TestStepVerbRefusesInvalidSteps (issue 15): the step verb answers 400 to
+// TestStepVerbRefusesInvalidSteps: the step verb answers 400 to
 // a step that breaks a rule of its own, naming the field, and runs
 // nothing.
 func TestStepVerbRefusesInvalidSteps(t *testing.T) {
@@ -129,7 +129,7 @@ func TestStepVerbRefusesInvalidSteps(t *testing.T) {
 	}
 }
 
-// TestHeartbeatSaysNoPhones (issue 15): an agent without phones says so in
+// TestHeartbeatSaysNoPhones: an agent without phones says so in
 // its heartbeat with "devices": [], not by leaving the field out (which
 // means unchanged).
 func TestHeartbeatSaysNoPhones(t *testing.T) {

@@ -148,7 +148,7 @@ func TestADBNewOps(t *testing.T) {
 	}
 }
 
-// TestADBTextThroughIME (issue 20, must show 3): Japanese text is typed
+// TestADBTextThroughIME: Japanese text is typed
 // through the ADBKeyboard broadcast and reaches the fake phone byte for
 // byte, ASCII still through input text, and the input method that was
 // current is selected again; a phone without the input method refuses the

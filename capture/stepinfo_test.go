@@ -11,7 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// TestRunnerStepInfo (issue 15): the step numbers the job gives (StepInfo)
+// TestRunnerStepInfo: the step numbers the job gives (StepInfo)
 // are the seq of the operation log lines and of default names; evidence
 // captures share the effect step's seq, marked evidence, and take no
 // number; a skipped step has its line and later steps go on from it.

@@ -400,7 +400,7 @@ func TestParseAgent(t *testing.T) {
 	}
 }
 
-// TestExamples loads the example files, which must be valid and must show
+// TestExamples loads the example files, which must be valid and list
 // every option.
 func TestExamples(t *testing.T) {
 	t.Setenv("EDGE_NATS_PASSWORD", "example-nats-password")

@@ -75,11 +75,12 @@ func TestChaosCommandRefusesBadFlags(t *testing.T) {
 	}
 }
 
-// TestChaos300 is Must-show 1 as it is run: `edgelab chaos --schedules 300`
-// on its defaults (SQLite, in-process S3, embedded NATS), built as a user
-// builds it and run as a process of its own, so that the race detector of
-// `go test -race` does not slow it tenfold (testkit/chaos runs schedules
-// in-process under the race detector, against PostgreSQL and MinIO). It
+// TestChaos300 runs the chaos check as a user does: `edgelab chaos
+// --schedules 300` on its defaults (SQLite, in-process S3, embedded NATS),
+// built as a user builds it and run as a process of its own, so that the
+// race detector of `go test -race` does not slow it tenfold (testkit/chaos
+// runs schedules in-process under the race detector, against PostgreSQL
+// and MinIO). It
 // fails when a schedule breaks a rule, and checks the counts: stale writes
 // attempted and refused, none accepted, no result lost or accepted twice,
 // every fault kind injected.

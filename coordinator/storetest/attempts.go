@@ -173,7 +173,7 @@ func testDeadlineSetAtFirstGrant(t *testing.T, s sqlstore.Lab) {
 }
 
 // testFailJobClass: a job error fails at once, without retry, whatever
-// attempts are left (issue 16, must show 3).
+// attempts are left.
 func testFailJobClass(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submitPolicy(t, s, "bad", 5, 0)

@@ -71,9 +71,9 @@ func runSchedules(t *testing.T, opts Options, n, parallel int) Stats {
 	return st
 }
 
-// checkCounts holds the counts of a run to what Must-show 1 asks: stale
-// writes were attempted and refused, none was accepted, no result was lost
-// or accepted twice, and every fault kind was injected.
+// checkCounts holds the counts of a run to what every chaos run proves:
+// stale writes were attempted and refused, none was accepted, no result
+// was lost or accepted twice, and every fault kind was injected.
 func checkCounts(t *testing.T, st Stats, everyKind bool) {
 	t.Helper()
 	if st.StaleRejected == 0 {
@@ -96,7 +96,7 @@ func checkCounts(t *testing.T, st Stats, everyKind bool) {
 // detector when the tests run with -race, against the real servers:
 // PostgreSQL (the coordinators reach it through a proxy that can drop every
 // connection) and MinIO, with the embedded NATS server. The 300 schedules
-// of Must-show 1 run as `edgelab chaos` in cmd/edgelab (TestChaos300),
+// of the full run go through `edgelab chaos` in cmd/edgelab (TestChaos300),
 // where the race detector does not slow them tenfold.
 func TestChaosSchedules(t *testing.T) {
 	n := 40

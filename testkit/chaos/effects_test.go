@@ -59,7 +59,7 @@ func (e *effectTally) add(h *History) {
 	}
 }
 
-// TestChaosEffects (issue 10, must show 3) runs fault schedules whose taps
+// TestChaosEffects runs fault schedules whose taps
 // are effect steps, each with its own idempotency key, against PostgreSQL,
 // MinIO and the embedded NATS server: agent pauses and kills in the middle
 // of jobs, coordinator and NATS restarts, store outages and lost store
