@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -13,9 +12,10 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 )
 
-// withUI serves the web dashboard (docs/ui.md) under /ui/ beside the API
-// handler apiH on the API's listener. It acts through the same store calls
-// and the same revoke and control pushes as the API (opts).
+// withUI serves the web dashboard (docs/ui.md) under /ui/, and its icon at
+// /favicon.ico, beside the API handler apiH on the API's listener. It acts
+// through the same store calls and the same revoke and control pushes as
+// the API (opts).
 func withUI(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH http.Handler, log zerolog.Logger) (http.Handler, error) {
 	origin := ""
 	if cfg.Storage.Enabled() {
@@ -40,7 +40,7 @@ func withUI(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Dae
 		return nil, err
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, ui.Prefix) {
+		if ui.Serves(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}

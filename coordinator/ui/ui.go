@@ -181,6 +181,21 @@ func parsePages() (map[string]*template.Template, error) {
 	return out, nil
 }
 
+// IconPath is the dashboard's icon, linked from every page
+// (<link rel="icon">); FaviconPath, where browsers look for a site's icon
+// by themselves, redirects to it.
+const (
+	IconPath    = Prefix + "static/favicon.svg"
+	FaviconPath = "/favicon.ico"
+)
+
+// Serves reports whether the dashboard answers path: /ui, everything under
+// Prefix, and FaviconPath. A server that puts the dashboard beside other
+// handlers sends it those paths.
+func Serves(path string) bool {
+	return path == "/ui" || strings.HasPrefix(path, Prefix) || path == FaviconPath
+}
+
 // Routes are the dashboard's routes, as docs/ui.md lists them.
 func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/{$}", h.root)
@@ -206,6 +221,11 @@ func (h *Handler) routes() {
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	}))
+	// Browsers ask for /favicon.ico when a page names no icon (an image
+	// opened on its own, an old browser); the pages link IconPath.
+	h.mux.HandleFunc("GET "+FaviconPath, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, IconPath, http.StatusFound)
+	})
 	h.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		h.message(w, r, nil, http.StatusNotFound, "Not found", fmt.Sprintf("The dashboard has no page %s %s.", r.Method, r.URL.Path))
 	})
