@@ -7,11 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,72 +30,22 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
 // startEventsBinary is edgecoord serve from the real binary with the HTTP
-// API and artifact storage in MinIO, on PostgreSQL and NATS at natsURL.
-func startEventsBinary(t *testing.T, natsURL string, mio testenv.MinIOServer) *apiBinary {
+// API and artifact storage in the Env's MinIO bucket.
+func startEventsBinary(t *testing.T, env *e2e.Env) *apiBinary {
 	t.Helper()
-	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
-	apiAddr := testenv.FreeAddr(t)
-	b.base = "http://" + apiAddr
-	b.config = writeConfig(t, fmt.Sprintf(`coordinator_id: events-test
-log:
-  level: debug
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
+	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "events-test", LeaseTTL: 5 * time.Second, API: true, Storage: true, LogLevel: "debug", Extra: `
 storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
   presign_expiry: 2m
 lease:
-  ttl: 5s
   reap_interval: 200ms
-scheduler:
-  interval: 50ms
-agents:
-  heartbeat: 200ms
-  offline_after: 3s
-api:
-  listen: %s
-`, natsURL, b.dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, apiAddr))
-	b.cmd = exec.Command(b.bin, "serve", "-c", b.config)
-	b.cmd.Stdout, b.cmd.Stderr = io.Discard, b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = b.cmd.Wait(); close(b.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			t.Logf("edgecoord serve printed:\n%s", b.stderr.String())
-		}
-	})
-	testenv.Eventually(t, 20*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(b.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	b.client = apitest.Client(t)
-	return b
+`})
+	return &apiBinary{Coordinator: c, client: apitest.Client(t)}
 }
 
 // startSimAgent runs the real agent in this process with one simulated
@@ -153,7 +101,7 @@ func (b *apiBinary) openStream(t *testing.T, path, token string, hdr ...string) 
 	t.Helper()
 	// A guard against a hang, so that the test ends with the logs.
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	req, err := http.NewRequestWithContext(ctx, "GET", b.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", b.Base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,11 +200,11 @@ func frameTypes(fs []sseFrame) []string {
 // MinIO carries the job's stamps (job id, owner, generation). Then the
 // project stream, a refusal recorded, and a shutdown with a stream open.
 func TestAPIEventsBinary(t *testing.T) {
-	ns := testenv.NATS(t)
-	mio := testenv.MinIO(t)
-	b := startEventsBinary(t, ns.ClientURL(), mio)
+	env := e2e.NewEnv(t)
+	ns, mio := env.NATS(), env.MinIO()
+	b := startEventsBinary(t, env)
 
-	out, errOut, code := b.edgecoord(t, "token", "create", "--project", "lab", "--scopes", "read,submit,operate")
+	out, errOut, code := b.CLI(t, "token", "create", "--project", "lab", "--scopes", "read,submit,operate")
 	tok := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(tok, api.TokenPrefix) {
 		t.Fatalf("token create: exit %d, %q %q", code, out, errOut)
@@ -277,7 +225,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	}
 	waited := make(chan polled, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(t.Context(), "GET", b.base+"/api/v1/jobs/"+job.ID+"?wait=30s", nil)
+		req, err := http.NewRequestWithContext(t.Context(), "GET", b.Base+"/api/v1/jobs/"+job.ID+"?wait=30s", nil)
 		if err != nil {
 			waited <- polled{err: err}
 			return
@@ -433,7 +381,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	if r := b.call(t, "GET", "/api/v1/jobs/"+job.ID+"/events", "", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("stream without a token: %d %s", r.status, r.body)
 	}
-	store, err := pgstore.OpenExisting(t.Context(), b.dsn)
+	store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,23 +396,16 @@ func TestAPIEventsBinary(t *testing.T) {
 
 	// SIGTERM with a stream open: the stream ends and the process exits 0.
 	open := b.openStream(t, "/api/v1/events", tok, "Last-Event-ID", strconv.FormatInt(full[len(full)-1].id, 10))
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	b.Signal(t, syscall.SIGTERM)
 	for _, f := range open.rest(t) {
 		if f.data.JobID == job.ID {
 			t.Errorf("a stream after the job's last event gave its %s event again", f.event)
 		}
 	}
-	select {
-	case <-b.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("edgecoord serve did not stop on SIGTERM with a stream open")
-	}
-	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := b.Wait(t); code != 0 {
 		t.Errorf("edgecoord serve exited %d", code)
 	}
-	if logs := b.stderr.String(); strings.Contains(logs, tok[len(api.TokenPrefix):len(api.TokenPrefix)+16]) {
+	if logs := b.Log(); strings.Contains(logs, tok[len(api.TokenPrefix):len(api.TokenPrefix)+16]) {
 		t.Error("the coordinator logged the token")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"image"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,25 +21,9 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
-
-// binRun runs the real edgecoord binary and returns its exit status and
-// output.
-func binRun(t *testing.T, bin string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %s: %v", bin, err)
-	}
-	return code, out.String(), errOut.String()
-}
 
 // TestJobWaitAndArtifactGet drives the real edgecoord binary on PostgreSQL
 // and MinIO: job wait returns 3 while the job runs past its timeout, 0 once
@@ -49,30 +32,21 @@ func binRun(t *testing.T, bin string, args ...string) (int, string, string) {
 // presigned URL, 0600, with the record's sha256, and refuses an object
 // whose bytes differ from the record.
 func TestJobWaitAndArtifactGet(t *testing.T) {
-	bin := testenv.Binary(t, "edgecoord")
-	mio := testenv.MinIO(t)
-	dsn := testenv.Postgres(t)
+	env := e2e.NewEnv(t)
+	mio := env.MinIO()
+	// The commands work on the store and storage alone: NATS is unreachable.
+	c := env.NewCoordinator(e2e.CoordinatorOptions{ID: "ev", Storage: true, Extra: `
+nats:
+  url: nats://127.0.0.1:1
+storage:
+  presign_expiry: 2m
+`})
 	ctx := t.Context()
-	st, err := pgstore.Open(ctx, dsn)
+	st, err := pgstore.Open(ctx, c.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := writeConfig(t, fmt.Sprintf(`coordinator_id: ev
-nats:
-  url: nats://127.0.0.1:1
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-  presign_expiry: 2m
-`, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey))
 
 	owner := fencing.Owner("pc-a", "boot-1")
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "screen.png"}}}
@@ -83,7 +57,7 @@ storage:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := binRun(t, bin, "job", "wait", "wj", "--timeout", "300ms", "-c", cfg); code != 3 || out != "job wj IN_PROGRESS after 300ms\n" {
+	if out, errOut, code := c.CLI(t, "job", "wait", "wj", "--timeout", "300ms"); code != 3 || out != "job wj IN_PROGRESS after 300ms\n" {
 		t.Fatalf("job wait on a running job: exit %d, %q %q", code, out, errOut)
 	}
 
@@ -110,7 +84,7 @@ storage:
 	}
 	waited := make(chan res, 1)
 	go func() {
-		code, out, errOut := binRun(t, bin, "job", "wait", "wj", "--timeout", "1m", "-c", cfg)
+		out, errOut, code := c.CLI(t, "job", "wait", "wj", "--timeout", "1m")
 		waited <- res{code, out, errOut}
 	}()
 	// The commit may come before the waiter reads the job or after: it
@@ -129,7 +103,7 @@ storage:
 
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "got.png")
-	code, out, errOut := binRun(t, bin, "artifact", "get", "wj", "screen.png", "-o", dst, "-c", cfg)
+	out, errOut, code := c.CLI(t, "artifact", "get", "wj", "screen.png", "-o", dst)
 	if code != 0 || !strings.Contains(out, hex.EncodeToString(sum[:])) {
 		t.Fatalf("artifact get: exit %d, %q %q", code, out, errOut)
 	}
@@ -146,7 +120,7 @@ storage:
 	if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	if code, _, errOut := binRun(t, bin, "artifact", "get", "wj", "other.png", "-o", dst, "-c", cfg); code != 1 || !strings.Contains(errOut, `no artifact "other.png" under g1`) {
+	if _, errOut, code := c.CLI(t, "artifact", "get", "wj", "other.png", "-o", dst); code != 1 || !strings.Contains(errOut, `no artifact "other.png" under g1`) {
 		t.Errorf("artifact get of an unknown name: exit %d, %q", code, errOut)
 	}
 
@@ -155,7 +129,7 @@ storage:
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "bad.png")
-	if code, _, errOut := binRun(t, bin, "artifact", "get", "wj", "screen.png", "-o", bad, "-c", cfg); code != 1 || !strings.Contains(errOut, "the record says") {
+	if _, errOut, code := c.CLI(t, "artifact", "get", "wj", "screen.png", "-o", bad); code != 1 || !strings.Contains(errOut, "the record says") {
 		t.Errorf("artifact get of a changed object: exit %d, %q", code, errOut)
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
@@ -176,13 +150,13 @@ storage:
 	if err := st.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := binRun(t, bin, "job", "wait", "fj", "-c", cfg); code != 1 || out != "job fj FAILED: screen locked\n" {
+	if out, errOut, code := c.CLI(t, "job", "wait", "fj"); code != 1 || out != "job fj FAILED: screen locked\n" {
 		t.Errorf("job wait on a failed job: exit %d, %q %q", code, out, errOut)
 	}
-	if code, _, errOut := binRun(t, bin, "job", "wait", "nope", "-c", cfg); code != 1 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := c.CLI(t, "job", "wait", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Errorf("job wait on an unknown job: exit %d, %q", code, errOut)
 	}
-	if code, _, _ := binRun(t, bin, "job", "wait", "wj", "--timeout", "0s", "-c", cfg); code != 2 {
+	if _, _, code := c.CLI(t, "job", "wait", "wj", "--timeout", "0s"); code != 2 {
 		t.Errorf("job wait --timeout 0s: exit %d, want 2", code)
 	}
 }
