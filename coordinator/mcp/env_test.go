@@ -1,15 +1,10 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -56,9 +52,8 @@ const (
 
 func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
+	servers := e2e.NewEnv(t)
+	mio := servers.MinIO()
 	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
 	if err != nil {
 		t.Fatalf("new s3: %v", err)
@@ -68,97 +63,19 @@ func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 		t.Fatalf("new presigner: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, ctx: ctx, nats: ns.ClientURL(), pre: pre, s3: s3}
+	e := &env{t: t, ctx: ctx, nats: servers.NATSURL(), pre: pre, s3: s3}
 	t.Cleanup(func() {
 		cancel()
 		e.wg.Wait()
 	})
 
-	bin := testenv.Binary(t, "edgecoord")
-	apiAddr := testenv.FreeAddr(t)
-	config := filepath.Join(t.TempDir(), "edgecoord.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `coordinator_id: mcp-test
-log:
-  level: info
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-lease:
-  ttl: %s
-  reap_interval: 100ms
-scheduler:
-  interval: 50ms
-agents:
-  heartbeat: 200ms
-  offline_after: 3s
-metrics:
-  listen: ""
-api:
-  listen: %s
-  rate: 1000
-  burst: 1000
-  mcp_idle_timeout: %s
-`, e.nats, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, leaseTTL, apiAddr, idle), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr testenv.LockedBuffer
-	cmd := exec.Command(bin, "serve", "-c", config)
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("edgecoord serve printed:\n%s", stderr.String())
-		}
-	})
-	e.base = "http://" + apiAddr
-	testenv.Eventually(t, 30*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(e.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	st, err := pgstore.OpenExisting(e.ctx, dsn)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e.store = st
-
-	e.tokens = map[string]string{}
-	for name, args := range map[string][]string{
-		alice: {"--project", "lab", "--scopes", "read,submit,operate"},
-		rita:  {"--project", "lab", "--scopes", "read"},
-		oscar: {"--project", "other", "--scopes", "read,submit,operate"},
-	} {
-		var out, errOut bytes.Buffer
-		c := exec.CommandContext(t.Context(), bin, append(append([]string{"token", "create", "--name", name}, args...), "-c", config)...)
-		c.Stdout, c.Stderr = &out, &errOut
-		if err := c.Run(); err != nil {
-			t.Fatalf("edgecoord token create %v: %v: %s", args, err, errOut.String())
-		}
-		tok := strings.TrimSpace(out.String())
-		if !strings.HasPrefix(tok, api.TokenPrefix) {
-			t.Fatalf("edgecoord token create %v printed %q", args, out.String())
-		}
-		e.tokens[name] = tok
+	c := servers.StartCoordinator(e2e.CoordinatorOptions{ID: "mcp-test", LeaseTTL: leaseTTL, API: true, Storage: true,
+		Extra: fmt.Sprintf("api:\n  mcp_idle_timeout: %s\n", idle)})
+	e.base, e.store = c.Base, c.Store()
+	e.tokens = map[string]string{
+		alice: c.Token(t, alice, "lab", "read,submit,operate"),
+		rita:  c.Token(t, rita, "lab", "read"),
+		oscar: c.Token(t, oscar, "other", "read,submit,operate"),
 	}
 	return e
 }

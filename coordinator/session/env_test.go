@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -82,12 +83,11 @@ func (e *env) token(name string) string {
 }
 
 // baseEnv starts NATS, PostgreSQL and MinIO and returns the env without
-// a coordinator, and the store's DSN.
-func baseEnv(t *testing.T) (*env, string, testenv.MinIOServer) {
+// a coordinator, and the servers it runs on.
+func baseEnv(t *testing.T) (*env, *e2e.Env) {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
+	servers := e2e.NewEnv(t)
+	mio := servers.MinIO()
 	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
 	if err != nil {
 		t.Fatalf("new s3: %v", err)
@@ -97,18 +97,18 @@ func baseEnv(t *testing.T) (*env, string, testenv.MinIOServer) {
 		t.Fatalf("new presigner: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), pre: pre, s3: s3}
+	e := &env{t: t, ctx: ctx, url: servers.NATSURL(), pre: pre, s3: s3}
 	t.Cleanup(func() {
 		cancel()
 		e.wg.Wait()
 	})
-	return e, dsn, mio
+	return e, servers
 }
 
 func newEnv(t *testing.T, leaseTTL time.Duration) *env {
 	t.Helper()
-	e, dsn, _ := baseEnv(t)
-	st, err := pgstore.Open(e.ctx, dsn)
+	e, servers := baseEnv(t)
+	st, err := pgstore.Open(e.ctx, servers.Postgres())
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -70,8 +70,7 @@ func aiLoop(t *testing.T, args ...string) (int, string, string) {
 // closes the session; every step ran once on the phone, the captures are
 // PNGs behind their presigned URLs with the job's stamps, and the job
 // succeeded. Errors come back as the API's problem detail with a non-zero
-// exit; another project's session is refused and recorded (issue 17, must
-// show 3).
+// exit; another project's session is refused and recorded.
 func TestAILoopExample(t *testing.T) {
 	e := newBinaryEnv(t, 3*time.Second)
 	pc := e.startAgent("pc-a", capture.SimOptions{Model: "Pixel-Sim", Width: 240, Height: 400})
