@@ -10,9 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -60,7 +62,7 @@ func TestMetricsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s3.Close() })
-	statusAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	statusAddr := testenv.FreeAddr(t)
 	cfg := fmt.Sprintf(`agent_id: pc-metrics
 state_dir: %s
 nats:
@@ -82,13 +84,13 @@ devices:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startAgentBinary(t, buildAgent(t), "run", "-c", path)
+	p := e2e.Start(t, e2e.Command{Path: testenv.Binary(t, "edgeagent"), Args: []string{"run", "-c", path}})
 
 	var body string
 	testenv.Eventually(t, 30*time.Second, "the status endpoint to serve /metrics", func() bool {
 		select {
-		case <-p.done:
-			t.Fatalf("edgeagent exited: %v\n%s", p.err, p.log())
+		case <-p.Done():
+			t.Fatalf("edgeagent exited\n%s", p.Log())
 		default:
 		}
 		resp, err := http.Get("http://" + statusAddr + "/metrics")
@@ -136,8 +138,8 @@ devices:
 			}
 		}
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("exit status %d after SIGTERM", code)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -25,7 +27,7 @@ const reapInterval = 100 * time.Millisecond
 // agent's config gives it.
 type fakePhone struct {
 	*fakeadbd.Phone
-	tags string
+	tags []string
 }
 
 // startPhones starts fake phones and connects them to adb; each phone i
@@ -42,18 +44,18 @@ func startPhones(t *testing.T, adb *testenv.ADBServer, opts fakeadbd.Options, ta
 		if o, err := adb.Run("connect", p.Addr()); err != nil {
 			t.Fatalf("adb connect: %v: %s", err, o)
 		}
-		out = append(out, fakePhone{Phone: p, tags: tg})
+		out = append(out, fakePhone{Phone: p, tags: strings.Split(strings.Trim(tg, "[]"), ", ")})
 	}
 	return out
 }
 
-// adbDevices is the agent config for phones behind adb.
-func adbDevices(adb *testenv.ADBServer, phones []fakePhone) string {
-	s := "adb:\n  address: " + adb.Addr + "\n  path: " + adb.Path + "\ndevices:\n"
+// devices are the agent's devices for phones behind adb.
+func devices(phones []fakePhone) []e2e.Phone {
+	var out []e2e.Phone
 	for _, p := range phones {
-		s += "  - serial: " + p.Serial() + "\n    tags: " + p.tags + "\n"
+		out = append(out, e2e.Phone{Serial: p.Serial(), Tags: p.tags})
 	}
-	return s
+	return out
 }
 
 func (l *lab) submitSpec(t *testing.T, spec coordinator.JobSpec) string {
@@ -105,7 +107,7 @@ func (l *lab) objects(t *testing.T, prefix string) []minio.ObjectInfo {
 	return out
 }
 
-// TestDeadlineTimesOut (issue 16, must show 1): a job with a 5 s deadline
+// TestDeadlineTimesOut: a job with a 5 s deadline
 // and a 60 s wait step on the real agent ends TIMED_OUT no later than its
 // deadline plus one reap interval plus the stop latency, on the database
 // clock; the phone then runs the next job, and nothing of the timed-out
@@ -118,10 +120,8 @@ func TestDeadlineTimesOut(t *testing.T) {
 	// recorded end: one database round trip of the reaper's or the agent's.
 	const stopLatency = time.Second
 	const deadline = 5 * time.Second
-	bin := buildAgent(t)
 	l := newLab(t, 2*time.Second)
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, "")
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{})
 	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
 		TimeoutMS: deadline.Milliseconds(),
 		Steps:     []protocol.Step{screenshot, wait(60_000), screenshot},
@@ -199,14 +199,14 @@ func TestDeadlineTimesOut(t *testing.T) {
 		t.Errorf("the screenshot before the wait was not stored: %v", objs)
 	}
 	var stopped bool
-	for _, e := range p.logEntries("job stopped") {
+	for _, e := range p.Entries("job stopped") {
 		stopped = stopped || e["job_id"] == jobID
 	}
 	if !stopped {
 		t.Error(`no "job stopped" log line for the timed-out job`)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("edgeagent exited %d", code)
 	}
 }
@@ -280,7 +280,7 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	return "", 0
 }
 
-// TestUnpluggedPhoneRetried (issue 16, must show 2): phones behind the
+// TestUnpluggedPhoneRetried: phones behind the
 // real adb server are unplugged mid-job; the agent classifies the failure
 // infrastructure/phone_unplugged and the coordinator retries the job on
 // another matching phone at the next generation, until max_attempts: a
@@ -292,12 +292,10 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	}
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{}, "[lab, retry]", "[lab, retry]", "[lab, exhaust]", "[lab, exhaust]")
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		o.Retry = coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
 	})
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
 	task := func(tag string) protocol.Task {
 		return protocol.Task{
 			Device: protocol.DeviceSelector{Tags: []string{tag}},
@@ -370,13 +368,13 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 		}
 	})
 
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("edgeagent exited %d", code)
 	}
 }
 
-// TestAppNotInstalledNoRetry (issue 16, must show 3): a job that launches
+// TestAppNotInstalledNoRetry: a job that launches
 // a package the phone (behind the real adb server) has not installed fails
 // once, FAILED with class job and cause app_not_installed, and is not
 // granted again.
@@ -386,12 +384,10 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	}
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{Packages: []string{"com.example.survey"}}, "[lab]")
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		o.Retry = coordinator.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 	})
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
 	jobID := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 3, Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpLaunch, Package: "com.example.absent"}, screenshot,
 	}}})
@@ -423,8 +419,8 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	if grants != 1 || fails != 1 {
 		t.Errorf("%d grants and %d accepted fails, want 1 and 1", grants, fails)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t); code != 0 {
 		t.Errorf("edgeagent exited %d", code)
 	}
 }

@@ -45,7 +45,8 @@ type AgentOptions struct {
 	ADB *testenv.ADBServer
 	// Phones are its devices; default one simulated phone sim-1 tagged lab.
 	Phones []Phone
-	// Env is added to the process's environment.
+	// Env is the whole environment of the agent's processes (an adb
+	// with its own HOME); nil: the test's.
 	Env []string
 	// Extra is YAML merged into the config (CoordinatorOptions.Extra).
 	Extra string
@@ -135,7 +136,7 @@ func (a *Agent) Start() *Process {
 	t := a.env.t
 	t.Helper()
 	a.Process = Start(t, Command{Path: testenv.Binary(t, "edgeagent"), Args: []string{"run", "-c", a.Config},
-		Env: a.opts.Env, Name: "edgeagent " + a.opts.ID})
+		ExactEnv: a.opts.Env, Name: "edgeagent " + a.opts.ID})
 	return a.Process
 }
 
@@ -144,5 +145,5 @@ func (a *Agent) Start() *Process {
 // exit status.
 func (a *Agent) CLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	return Run(t, Command{Path: testenv.Binary(t, "edgeagent"), Args: args, Env: a.opts.Env})
+	return Run(t, Command{Path: testenv.Binary(t, "edgeagent"), Args: args, ExactEnv: a.opts.Env})
 }
