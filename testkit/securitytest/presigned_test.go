@@ -67,11 +67,11 @@ lease:
 storage:
   mode: presigned
 status:
-  listen: 127.0.0.1:%d
+  listen: %s
 devices:
   - serial: sim-1
     simulated: true
-`, filepath.Join(dir, "state"), ns.ClientURL(), freePort(t))
+`, filepath.Join(dir, "state"), ns.ClientURL(), testenv.FreeAddr(t))
 	cfgFile := writeFile(t, dir, "agent.yaml", agentYAML, 0o600)
 
 	// The configuration: keys are refused in presigned mode, and what is
@@ -119,7 +119,7 @@ devices:
 		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
 	})
 	if job.Status != coordinator.StatusSucceeded {
-		t.Fatalf("job %s: %s\n%s", job.Status, job.FailReason, p.out.String())
+		t.Fatalf("job %s: %s\n%s", job.Status, job.FailReason, p.Log())
 	}
 	tok := fencing.Token{JobID: job.ID, Owner: job.CompletedBy, Generation: job.Generation}
 	arts, err := store.Artifacts(ctx, job.ID, job.Generation)
@@ -152,7 +152,7 @@ devices:
 
 	// The memory of the running agent: its own NATS password is there
 	// (the scan reads what it should), the storage secret is not.
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	found, scanned := searchMemory(t, pid, []byte(agentPassword), []byte(mio.SecretKey))
 	t.Logf("read %d MiB of the agent's memory", scanned>>20)
 	if !found[0] {
@@ -165,7 +165,7 @@ devices:
 	if err != nil || bytes.Contains(environ, []byte(mio.SecretKey)) {
 		t.Fatalf("the agent's environment: %v, holds the secret: %v", err, bytes.Contains(environ, []byte(mio.SecretKey)))
 	}
-	if code := p.stop(t, 30*time.Second); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("edgeagent exited %d", code)
 	}
 	for _, f := range o.findSecrets(map[string]string{"S3 secret key": mio.SecretKey}, new(int)) {
