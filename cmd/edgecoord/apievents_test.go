@@ -18,10 +18,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
@@ -29,10 +26,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
-	"github.com/edgeagent/edgeagent/testkit/testenv"
-	"github.com/edgeagent/edgeagent/uploader"
 )
 
 // startEventsBinary is edgecoord serve from the real binary with the HTTP
@@ -46,39 +40,6 @@ lease:
   reap_interval: 200ms
 `})
 	return &apiBinary{Coordinator: c, client: apitest.Client(t)}
-}
-
-// startSimAgent runs the real agent in this process with one simulated
-// phone (serial sim-<id>, model Pixel 7), uploading straight to MinIO,
-// until the test ends.
-func startSimAgent(t *testing.T, natsURL, id string, mio testenv.MinIOServer) {
-	t.Helper()
-	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := capture.NewInventory()
-	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-" + id, Model: "Pixel 7", Width: 180, Height: 320})); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(natsURL, nats.Name(id), nats.CustomInboxPrefix(protocol.InboxPrefix(id)), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: 2 * time.Second,
-		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	testenv.Eventually(t, 10*time.Second, "agent "+id+" connected", a.Ready)
 }
 
 // sseFrame is one event of a stream as a client reads it.
@@ -201,7 +162,7 @@ func frameTypes(fs []sseFrame) []string {
 // project stream, a refusal recorded, and a shutdown with a stream open.
 func TestAPIEventsBinary(t *testing.T) {
 	env := e2e.NewEnv(t)
-	ns, mio := env.NATS(), env.MinIO()
+	mio := env.MinIO()
 	b := startEventsBinary(t, env)
 
 	out, errOut, code := b.CLI(t, "token", "create", "--project", "lab", "--scopes", "read,submit,operate")
@@ -256,7 +217,7 @@ func TestAPIEventsBinary(t *testing.T) {
 
 	// The agent runs the job while no stream is open; the stream resumed
 	// after the last event received gives everything after it, to the end.
-	startSimAgent(t, ns.ClientURL(), "pc-1", mio)
+	env.StartSimAgent(e2e.SimAgentOptions{ID: "pc-1", Phone: capture.SimOptions{Model: "Pixel 7"}, RequestTimeout: 2 * time.Second})
 	resumed := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok, "Last-Event-ID", strconv.FormatInt(first.id, 10)).rest(t)
 	if len(resumed) == 0 || resumed[len(resumed)-1].event != coordinator.EventSucceeded || resumed[len(resumed)-1].data.Status != coordinator.StatusSucceeded {
 		t.Fatalf("resumed stream %v does not end with succeeded", frameTypes(resumed))
