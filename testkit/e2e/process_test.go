@@ -33,7 +33,9 @@ func fatal(t *testing.T, f func(tb testing.TB)) (failed string) {
 	return ""
 }
 
-func sh(script string) Command { return Command{Path: "/bin/sh", Args: []string{"-c", script}, Name: "sh"} }
+func sh(script string) Command {
+	return Command{Path: "/bin/sh", Args: []string{"-c", script}, Name: "sh"}
+}
 
 // TestProcessLogAndExit: the log of a process is searchable while it runs
 // and after it exited, and Wait returns its exit status.
