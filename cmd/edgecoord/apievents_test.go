@@ -25,10 +25,10 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -137,7 +137,7 @@ func startSimAgent(t *testing.T, natsURL, id string, mio testenv.MinIOServer) {
 type sseFrame struct {
 	id    int64
 	event string
-	data  coordinator.Event
+	data  jobstore.Event
 }
 
 // sseStream is an open event stream.
@@ -267,7 +267,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	r := b.call(t, "POST", "/api/v1/jobs", tok, `{"project": "lab", "device": {"serial": "sim-pc-1"}, "steps": [{"op": "screenshot", "name": "screen.png"}]}`)
 	var job api.JobView
 	r.into(t, &job)
-	if r.status != 201 || job.ID == "" || job.Status != coordinator.StatusQueued {
+	if r.status != 201 || job.ID == "" || job.Status != jobstore.StatusQueued {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
 
@@ -296,7 +296,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	// The stream from the start: the queued event, then the stream is cut.
 	s := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok)
 	first, ok := s.next(t)
-	if !ok || first.event != coordinator.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
+	if !ok || first.event != jobstore.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
 		t.Fatalf("first event %+v (stream open %v)", first, ok)
 	}
 	s.close()
@@ -310,7 +310,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	// after the last event received gives everything after it, to the end.
 	startSimAgent(t, ns.ClientURL(), "pc-1", mio)
 	resumed := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok, "Last-Event-ID", strconv.FormatInt(first.id, 10)).rest(t)
-	if len(resumed) == 0 || resumed[len(resumed)-1].event != coordinator.EventSucceeded || resumed[len(resumed)-1].data.Status != coordinator.StatusSucceeded {
+	if len(resumed) == 0 || resumed[len(resumed)-1].event != jobstore.EventSucceeded || resumed[len(resumed)-1].data.Status != jobstore.StatusSucceeded {
 		t.Fatalf("resumed stream %v does not end with succeeded", frameTypes(resumed))
 	}
 	got := append([]sseFrame{first}, resumed...)
@@ -324,7 +324,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 	}
 	types := frameTypes(full)
-	for _, want := range []string{coordinator.EventQueued, coordinator.EventGranted, coordinator.EventArtifactRegistered, coordinator.EventSucceeded} {
+	for _, want := range []string{jobstore.EventQueued, jobstore.EventGranted, jobstore.EventArtifactRegistered, jobstore.EventSucceeded} {
 		if !slices.Contains(types, want) {
 			t.Errorf("stream %v has no %s event", types, want)
 		}
@@ -338,7 +338,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 		var d api.JobDetail
 		p.r.into(t, &d)
-		if p.r.status != 200 || d.Status != coordinator.StatusSucceeded {
+		if p.r.status != 200 || d.Status != jobstore.StatusSucceeded {
 			t.Fatalf("?wait=30s: %d %s", p.r.status, p.r.body)
 		}
 	case <-time.After(40 * time.Second):
@@ -356,7 +356,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var still api.JobDetail
 	r = b.call(t, "GET", "/api/v1/jobs/"+idle.ID+"?wait=1s", tok, "")
 	r.into(t, &still)
-	if r.status != 200 || still.Status != coordinator.StatusQueued {
+	if r.status != 200 || still.Status != jobstore.StatusQueued {
 		t.Errorf("?wait=1s on a job no phone can run: %d %s", r.status, r.body)
 	}
 
@@ -365,7 +365,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var list events.ArtifactList
 	r.into(t, &list)
 	shot := slices.IndexFunc(list.Artifacts, func(a events.Artifact) bool { return a.Name == "screen.png" })
-	if r.status != 200 || list.Status != coordinator.StatusSucceeded || list.Generation != 1 || shot < 0 {
+	if r.status != 200 || list.Status != jobstore.StatusSucceeded || list.Generation != 1 || shot < 0 {
 		t.Fatalf("artifacts: %d %s", r.status, r.body)
 	}
 	a := list.Artifacts[shot]
@@ -418,7 +418,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		if f.data.JobID == job.ID {
 			projectTypes = append(projectTypes, f.event)
 		}
-		if f.event == coordinator.EventSucceeded {
+		if f.event == jobstore.EventSucceeded {
 			break
 		}
 	}
