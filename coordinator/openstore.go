@@ -15,13 +15,7 @@ import (
 // SQLite file c.Path (driver sqlite, package sqlitestore). It is the store a
 // Daemon takes in its System.
 func OpenStore(ctx context.Context, c config.Store) (jobstore.Store, error) {
-	switch c.Driver {
-	case config.StorePostgres:
-		return pgstore.Open(ctx, c.DSN.Value())
-	case config.StoreSQLite:
-		return sqlitestore.Open(ctx, c.Path)
-	}
-	return nil, fmt.Errorf("open store: unknown driver %q (want %s or %s)", c.Driver, config.StoreSQLite, config.StorePostgres)
+	return openStore(ctx, c, pgstore.Open, sqlitestore.Open)
 }
 
 // OpenExistingStore opens the job store c names without migrating it, for
@@ -30,11 +24,26 @@ func OpenStore(ctx context.Context, c config.Store) (jobstore.Store, error) {
 // binary's (a database never migrated included), and with another error
 // when it is ahead.
 func OpenExistingStore(ctx context.Context, c config.Store) (jobstore.Store, error) {
+	return openStore(ctx, c, pgstore.OpenExisting, sqlitestore.OpenExisting)
+}
+
+// openStore opens c with the opener of its driver.
+func openStore(ctx context.Context, c config.Store,
+	pg func(context.Context, string) (*pgstore.Store, error),
+	lite func(context.Context, string) (*sqlitestore.Store, error)) (jobstore.Store, error) {
 	switch c.Driver {
 	case config.StorePostgres:
-		return pgstore.OpenExisting(ctx, c.DSN.Value())
+		s, err := pg(ctx, c.DSN.Value())
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	case config.StoreSQLite:
-		return sqlitestore.OpenExisting(ctx, c.Path)
+		s, err := lite(ctx, c.Path)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("open store: unknown driver %q (want %s or %s)", c.Driver, config.StoreSQLite, config.StorePostgres)
 }

@@ -1,9 +1,6 @@
 package deptest
 
 import (
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -56,27 +53,15 @@ func TestStoreForbiddenBy(t *testing.T) {
 // the two job stores and their contract link, and fails on the NATS
 // client, Prometheus, minio-go or package coordinator among them.
 func TestStoresLinkNoService(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	for _, goos := range []string{"linux", "windows"} {
 		for _, pkgs := range [][]string{
 			{"./coordinator/pgstore", "./coordinator/sqlitestore"},
 			{"./coordinator/jobstore"},
 		} {
-			cmd := exec.Command(goBin, append([]string{"list", "-deps"}, pkgs...)...)
-			cmd.Dir = "../.."
-			cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
-			out, err := cmd.Output()
-			if err != nil {
-				var stderr string
-				if ee, ok := err.(*exec.ExitError); ok {
-					stderr = string(ee.Stderr)
-				}
-				t.Fatalf("GOOS=%s go list -deps %s: %v\n%s", goos, strings.Join(pkgs, " "), err, stderr)
-			}
-			deps := strings.Fields(string(out))
+			deps := goListDeps(t, goos, pkgs...)
 			if !slices.Contains(deps, "github.com/edgeagent/edgeagent/coordinator/jobstore") {
-				t.Fatalf("GOOS=%s go list -deps %s does not list coordinator/jobstore; expected the full dependency list:\n%s",
-					goos, strings.Join(pkgs, " "), out)
+				t.Fatalf("GOOS=%s go list -deps %s does not list coordinator/jobstore; expected the full dependency list: %q",
+					goos, strings.Join(pkgs, " "), deps)
 			}
 			for _, p := range deps {
 				if f, bad := storeForbiddenBy(p); bad {
