@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/agent"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
@@ -106,10 +106,10 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "both phones ready at the coordinator", ready)
 	runJob := func(what string) {
 		t.Helper()
-		id := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 1, Task: protocol.Task{
+		id := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 1, Task: protocol.Task{
 			Device: protocol.DeviceSelector{Tags: []string{"lab"}}, Steps: []protocol.Step{screenshot},
 		}})
-		if j := l.ended(t, id, 60*time.Second); j.Status != coordinator.StatusSucceeded {
+		if j := l.ended(t, id, 60*time.Second); j.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job %s: %s (%s), want SUCCEEDED", what, j.Status, j.FailReason)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -35,7 +35,7 @@ func TestStaleCapturesRemoved(t *testing.T) {
 	job := l.submit(t, screenshot)
 	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
 		j, err := l.store.Get(l.ctx, job)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("stale capture still there: %v", err)

@@ -13,9 +13,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
@@ -92,16 +91,16 @@ func TestKill9MidUpload(t *testing.T) {
 	t.Logf("killed %s holding %s with %v open", owner, tok, open)
 
 	second := a.Start()
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, 90*time.Second, "the job to end", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		if err != nil {
 			return false
 		}
 		final = j
-		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+		return j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed
 	})
-	if final.Status != coordinator.StatusSucceeded {
+	if final.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job ended %s (%s), want SUCCEEDED", final.Status, final.FailReason)
 	}
 	if final.CompletedBy == owner || final.Generation <= tok.Generation {
@@ -117,12 +116,12 @@ func TestKill9MidUpload(t *testing.T) {
 	var accepted, reclaimed int
 	for _, e := range evs {
 		switch {
-		case e.Accepted && e.Verb == sqlstore.VerbResult:
+		case e.Accepted && e.Verb == jobstore.VerbResult:
 			accepted++
-		case e.Accepted && e.Verb == sqlstore.VerbReclaim && e.Owner == owner && e.Generation == tok.Generation:
+		case e.Accepted && e.Verb == jobstore.VerbReclaim && e.Owner == owner && e.Generation == tok.Generation:
 			reclaimed++
 		}
-		if e.Accepted && e.Owner == owner && e.Verb == sqlstore.VerbResult {
+		if e.Accepted && e.Owner == owner && e.Verb == jobstore.VerbResult {
 			t.Errorf("the killed process's result was accepted: %+v", e)
 		}
 	}
@@ -186,7 +185,7 @@ func TestKill9AfterResultSent(t *testing.T) {
 	held := &heldCommit{entered: make(chan fencing.Token, 1), release: make(chan struct{})}
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(held.release) }) }
-	l := newLabStore(t, 3*time.Second, nil, func(st *pgstore.Store) coordinator.Store {
+	l := newLabStore(t, 3*time.Second, nil, func(st *pgstore.Store) jobstore.Store {
 		held.Store = st
 		return held
 	})
@@ -207,11 +206,11 @@ func TestKill9AfterResultSent(t *testing.T) {
 	}
 	first.Kill()
 	release()
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the held commit to land", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		final = j
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if final.CompletedBy != tok.Owner || final.Generation != tok.Generation {
 		t.Fatalf("job completed by %s at generation %d, want the killed %s", final.CompletedBy, final.Generation, tok)
@@ -221,13 +220,13 @@ func TestKill9AfterResultSent(t *testing.T) {
 	next := l.submit(t, screenshot)
 	testenv.Eventually(t, 60*time.Second, "the restarted process to finish the next job", func() bool {
 		j, err := l.store.Get(l.ctx, next)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	j, err := l.store.Get(l.ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Status != coordinator.StatusSucceeded || j.Generation != tok.Generation || j.CompletedBy != tok.Owner {
+	if j.Status != jobstore.StatusSucceeded || j.Generation != tok.Generation || j.CompletedBy != tok.Owner {
 		t.Errorf("after the restart the job is %s at generation %d by %s, want SUCCEEDED by %s", j.Status, j.Generation, j.CompletedBy, tok)
 	}
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
@@ -236,7 +235,7 @@ func TestKill9AfterResultSent(t *testing.T) {
 	}
 	accepted := 0
 	for _, e := range evs {
-		if e.Accepted && (e.Verb == sqlstore.VerbResult || e.Verb == sqlstore.VerbResultUnfenced) {
+		if e.Accepted && (e.Verb == jobstore.VerbResult || e.Verb == jobstore.VerbResultUnfenced) {
 			accepted++
 		}
 		if e.Accepted && e.Generation > tok.Generation {

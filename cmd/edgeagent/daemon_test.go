@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
@@ -52,7 +53,7 @@ func newLabWith(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options
 
 // newLabStore is newLabWith with the coordinator's store wrapped by wrap
 // (nil: the PostgreSQL store itself).
-func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer), wrap func(*pgstore.Store) coordinator.Store) *lab {
+func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer), wrap func(*pgstore.Store) jobstore.Store) *lab {
 	t.Helper()
 	env := e2e.NewEnv(t)
 	ns, dsn, mio := env.NATS(), env.Postgres(), env.MinIO()
@@ -73,7 +74,7 @@ func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Option
 	if tweak != nil {
 		tweak(&opts, mio)
 	}
-	var cs coordinator.Store = st
+	var cs jobstore.Store = st
 	if wrap != nil {
 		cs = wrap(st)
 	}
@@ -131,7 +132,7 @@ func (l *lab) leased(t *testing.T, jobID string) string {
 
 func (l *lab) submit(t *testing.T, steps ...protocol.Step) string {
 	t.Helper()
-	j, err := l.store.Submit(l.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: steps}})
+	j, err := l.store.Submit(l.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: steps}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +140,13 @@ func (l *lab) submit(t *testing.T, steps ...protocol.Step) string {
 }
 
 // events returns the write events of a job made by owner.
-func (l *lab) events(t *testing.T, jobID, owner string) []coordinator.WriteEvent {
+func (l *lab) events(t *testing.T, jobID, owner string) []jobstore.WriteEvent {
 	t.Helper()
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []coordinator.WriteEvent
+	var out []jobstore.WriteEvent
 	for _, e := range evs {
 		if e.Owner == owner {
 			out = append(out, e)
@@ -196,7 +197,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 			t.Fatalf("exit status %d, want 0", code)
 		}
 		j, err := l.store.Get(l.ctx, job)
-		if err != nil || j.Status != coordinator.StatusSucceeded || j.CompletedBy != owner {
+		if err != nil || j.Status != jobstore.StatusSucceeded || j.CompletedBy != owner {
 			t.Fatalf("running job after the drain: %+v %v, want SUCCEEDED by %s", j, err, owner)
 		}
 		for _, e := range l.events(t, late, owner) {
@@ -220,7 +221,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		// The release is the agent's last write of its generation (later
 		// generations are the coordinator granting the job again and
 		// releasing it when the exiting agent refuses the assign).
-		var evs []coordinator.WriteEvent
+		var evs []jobstore.WriteEvent
 		for _, e := range l.events(t, job, owner) {
 			if e.Generation == 1 {
 				evs = append(evs, e)
@@ -231,7 +232,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 			t.Fatalf("last write of the agent %+v, want its accepted fail (release) at generation 1; all: %+v", last, evs)
 		}
 		j, err := l.store.Get(l.ctx, job)
-		if err != nil || j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed {
+		if err != nil || j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed {
 			t.Fatalf("released job %+v %v: want it back in the queue", j, err)
 		}
 		var released bool
@@ -289,13 +290,13 @@ func TestPresignedMode(t *testing.T) {
 	// The agent's config has no storage credentials.
 	p := l.env.StartAgent(e2e.AgentOptions{StateDir: filepath.Join(t.TempDir(), "state"), ShutdownTimeout: time.Second, Storage: e2e.StoragePresigned})
 	job := l.submit(t, screenshot, protocol.Step{Op: protocol.OpUIDump, Name: "home"})
-	var done coordinator.Job
+	var done jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
 		j, err := l.store.Get(l.ctx, job)
 		done = j
-		return err == nil && (j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed)
+		return err == nil && (j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed)
 	})
-	if done.Status != coordinator.StatusSucceeded {
+	if done.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s: %s", done.Status, done.FailReason)
 	}
 	mc := l.mio.Client(t)

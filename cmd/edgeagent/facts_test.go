@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
@@ -70,7 +70,7 @@ func TestPhoneFactsAndRest(t *testing.T) {
 	if v := scrapeMetric(t, statusAddr, "edgeagent_phone_rest_events_total", `event="hot"`); v != 1 {
 		t.Errorf(`edgeagent_phone_rest_events_total{event="hot"} = %v, want 1`, v)
 	}
-	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
+	jobID := l.submitSpec(t, jobstore.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Serial: serial},
 		Steps:  []protocol.Step{screenshot},
 	}})
@@ -97,12 +97,12 @@ func TestPhoneFactsAndRest(t *testing.T) {
 		}
 		return false
 	})
-	if j, err := l.store.Get(l.ctx, jobID); err != nil || j.Status != coordinator.StatusQueued || j.Generation != 0 {
+	if j, err := l.store.Get(l.ctx, jobID); err != nil || j.Status != jobstore.StatusQueued || j.Generation != 0 {
 		t.Fatalf("job while the phone rests: %+v, %v; want QUEUED, never granted", j, err)
 	}
 	phone.SetBattery(76, 35)
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusSucceeded || final.Device != serial {
+	if final.Status != jobstore.StatusSucceeded || final.Device != serial {
 		t.Fatalf("job after the phone cooled: %s on %q (%s)", final.Status, final.Device, final.FailReason)
 	}
 	show = edgecoord(t, ec, "agent", "show", "pc-bin")

@@ -10,7 +10,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
@@ -58,7 +58,7 @@ func devices(phones []fakePhone) []e2e.Phone {
 	return out
 }
 
-func (l *lab) submitSpec(t *testing.T, spec coordinator.JobSpec) string {
+func (l *lab) submitSpec(t *testing.T, spec jobstore.JobSpec) string {
 	t.Helper()
 	j, err := l.store.Submit(l.ctx, spec)
 	if err != nil {
@@ -68,19 +68,19 @@ func (l *lab) submitSpec(t *testing.T, spec coordinator.JobSpec) string {
 }
 
 // ended waits for the job to reach an end state and returns it.
-func (l *lab) ended(t *testing.T, jobID string, within time.Duration) coordinator.Job {
+func (l *lab) ended(t *testing.T, jobID string, within time.Duration) jobstore.Job {
 	t.Helper()
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, within, "job "+jobID+" to end", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		final = j
-		return err == nil && coordinator.Finished(j.Status)
+		return err == nil && jobstore.Finished(j.Status)
 	})
 	return final
 }
 
 // allEvents returns every write event of a job, oldest first.
-func (l *lab) allEvents(t *testing.T, jobID string) []coordinator.WriteEvent {
+func (l *lab) allEvents(t *testing.T, jobID string) []jobstore.WriteEvent {
 	t.Helper()
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
 	if err != nil {
@@ -122,22 +122,22 @@ func TestDeadlineTimesOut(t *testing.T) {
 	const deadline = 5 * time.Second
 	l := newLab(t, 2*time.Second)
 	p := l.env.StartAgent(e2e.AgentOptions{})
-	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
+	jobID := l.submitSpec(t, jobstore.JobSpec{Task: protocol.Task{
 		TimeoutMS: deadline.Milliseconds(),
 		Steps:     []protocol.Step{screenshot, wait(60_000), screenshot},
 	}})
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusTimedOut {
+	if final.Status != jobstore.StatusTimedOut {
 		t.Fatalf("job ended %s (%s), want TIMED_OUT", final.Status, final.FailReason)
 	}
 	evs := l.allEvents(t, jobID)
-	var grant, end *coordinator.WriteEvent
+	var grant, end *jobstore.WriteEvent
 	endIdx := -1
 	for i, e := range evs {
-		if grant == nil && e.Accepted && e.Verb == sqlstore.VerbClaim {
+		if grant == nil && e.Accepted && e.Verb == jobstore.VerbClaim {
 			grant = &evs[i]
 		}
-		if endIdx < 0 && e.Accepted && (e.Verb == sqlstore.VerbTimeout || e.Verb == sqlstore.VerbFail) {
+		if endIdx < 0 && e.Accepted && (e.Verb == jobstore.VerbTimeout || e.Verb == jobstore.VerbFail) {
 			end, endIdx = &evs[i], i
 		}
 	}
@@ -167,7 +167,7 @@ func TestDeadlineTimesOut(t *testing.T) {
 
 	// The phone is free again: the next job runs on it.
 	next := l.submit(t, screenshot)
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded || j.Device != "sim-1" {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded || j.Device != "sim-1" {
 		t.Fatalf("next job %s on %q (%s), want SUCCEEDED on sim-1", j.Status, j.Device, j.FailReason)
 	}
 
@@ -224,10 +224,10 @@ func logEvents(t *testing.T, l *lab, jobID string) {
 
 // grants returns the generations of the job's accepted grants, oldest
 // first.
-func grants(evs []coordinator.WriteEvent) []int64 {
+func grants(evs []jobstore.WriteEvent) []int64 {
 	var out []int64
 	for _, e := range evs {
-		if e.Accepted && (e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign) {
+		if e.Accepted && (e.Verb == jobstore.VerbClaim || e.Verb == jobstore.VerbReassign) {
 			out = append(out, e.Generation)
 		}
 	}
@@ -242,12 +242,12 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	var (
 		serial string
 		gen    int64
-		ended  coordinator.Job
+		ended  jobstore.Job
 	)
 	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("attempt %d of job %s to store a screenshot", n, jobID), func() bool {
 		evs := l.allEvents(t, jobID)
 		j, err := l.store.Get(l.ctx, jobID)
-		if err == nil && coordinator.Finished(j.Status) {
+		if err == nil && jobstore.Finished(j.Status) {
 			ended = j
 			return true
 		}
@@ -256,11 +256,11 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 			return false
 		}
 		gen = g[n-1]
-		if err != nil || j.Generation != gen || j.Status != coordinator.StatusInProgress {
+		if err != nil || j.Generation != gen || j.Status != jobstore.StatusInProgress {
 			return false
 		}
 		for _, e := range evs {
-			if e.Accepted && e.Verb == sqlstore.VerbArtifact && e.Generation == gen {
+			if e.Accepted && e.Verb == jobstore.VerbArtifact && e.Generation == gen {
 				serial = j.Device
 				return true
 			}
@@ -293,7 +293,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{}, "[lab, retry]", "[lab, retry]", "[lab, exhaust]", "[lab, exhaust]")
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
 	})
 	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
 	task := func(tag string) protocol.Task {
@@ -302,7 +302,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 			Steps:  []protocol.Step{screenshot, wait(4000), screenshot},
 		}
 	}
-	unplugEnd := func(t *testing.T, a coordinator.AttemptEnd, gen int64) {
+	unplugEnd := func(t *testing.T, a jobstore.AttemptEnd, gen int64) {
 		t.Helper()
 		if a.Generation != gen || a.Class != protocol.FailClassInfrastructure || a.Cause != protocol.CausePhoneUnplugged {
 			t.Errorf("attempt end %+v, want generation %d infrastructure/phone_unplugged", a, gen)
@@ -310,11 +310,11 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	}
 
 	t.Run("retried on another phone", func(t *testing.T) {
-		jobID := l.submitSpec(t, coordinator.JobSpec{Task: task("retry"), MaxAttempts: 3})
+		jobID := l.submitSpec(t, jobstore.JobSpec{Task: task("retry"), MaxAttempts: 3})
 		logEvents(t, l, jobID)
 		lost, gen := unplugRun(t, l, phones[:2], jobID, 1)
 		final := l.ended(t, jobID, 90*time.Second)
-		if final.Status != coordinator.StatusSucceeded {
+		if final.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job ended %s (%s), want SUCCEEDED", final.Status, final.FailReason)
 		}
 		// A retry raises the generation when the job goes back to the
@@ -330,7 +330,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 		unplugEnd(t, final.AttemptEnds[0], gen)
 		var fails int
 		for _, e := range l.allEvents(t, jobID) {
-			if e.Verb == sqlstore.VerbFail && e.Accepted {
+			if e.Verb == jobstore.VerbFail && e.Accepted {
 				fails++
 				if e.Generation != gen || e.Class != protocol.FailClassInfrastructure || e.Cause != protocol.CausePhoneUnplugged {
 					t.Errorf("fail event %+v, want generation %d infrastructure/phone_unplugged", e, gen)
@@ -343,7 +343,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	})
 
 	t.Run("attempts exhausted", func(t *testing.T) {
-		jobID := l.submitSpec(t, coordinator.JobSpec{Task: task("exhaust"), MaxAttempts: 2})
+		jobID := l.submitSpec(t, jobstore.JobSpec{Task: task("exhaust"), MaxAttempts: 2})
 		logEvents(t, l, jobID)
 		first, gen1 := unplugRun(t, l, phones[2:], jobID, 1)
 		second, gen2 := unplugRun(t, l, phones[2:], jobID, 2)
@@ -351,7 +351,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 			t.Fatalf("both attempts on %s, which was unplugged", first)
 		}
 		final := l.ended(t, jobID, 60*time.Second)
-		if final.Status != coordinator.StatusFailed || final.Attempts != 2 || final.Generation != gen2 {
+		if final.Status != jobstore.StatusFailed || final.Attempts != 2 || final.Generation != gen2 {
 			t.Fatalf("job %s after %d attempts at generation %d (%s), want FAILED after 2 at generation %d",
 				final.Status, final.Attempts, final.Generation, final.FailReason, gen2)
 		}
@@ -385,14 +385,14 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{Packages: []string{"com.example.survey"}}, "[lab]")
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 	})
 	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
-	jobID := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 3, Task: protocol.Task{Steps: []protocol.Step{
+	jobID := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 3, Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpLaunch, Package: "com.example.absent"}, screenshot,
 	}}})
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusFailed || final.Attempts != 1 || final.Generation != 1 {
+	if final.Status != jobstore.StatusFailed || final.Attempts != 1 || final.Generation != 1 {
 		t.Fatalf("job %s after %d attempts at generation %d (%s), want FAILED after 1 at generation 1",
 			final.Status, final.Attempts, final.Generation, final.FailReason)
 	}
@@ -401,15 +401,15 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	}
 	// The phone is free and the job is not granted again.
 	next := l.submit(t, protocol.Step{Op: protocol.OpLaunch, Package: "com.example.survey"}, screenshot)
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("next job %s (%s), want SUCCEEDED", j.Status, j.FailReason)
 	}
 	var grants, fails int
 	for _, e := range l.allEvents(t, jobID) {
 		switch {
-		case e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign:
+		case e.Verb == jobstore.VerbClaim || e.Verb == jobstore.VerbReassign:
 			grants++
-		case e.Verb == sqlstore.VerbFail && e.Accepted:
+		case e.Verb == jobstore.VerbFail && e.Accepted:
 			fails++
 			if e.Class != protocol.FailClassJob || e.Cause != protocol.CauseAppNotInstalled {
 				t.Errorf("fail event %+v, want job/app_not_installed", e)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
@@ -68,7 +69,7 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 		hung, other = other, hung
 	}
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
 	})
 	// probe_interval 0: probes before jobs only, so it is the job's probe
 	// that finds the hung phone; the ladder then probes it on its own.
@@ -97,13 +98,13 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	})
 
 	hung.Hang()
-	jobID := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 4, Task: protocol.Task{
+	jobID := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 4, Task: protocol.Task{
 		Device: protocol.DeviceSelector{Tags: []string{"pair"}},
 		Steps:  []protocol.Step{screenshot},
 	}})
 	logEvents(t, l, jobID)
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusSucceeded || final.Device != other.Serial() {
+	if final.Status != jobstore.StatusSucceeded || final.Device != other.Serial() {
 		t.Fatalf("job %s on %s (%s), want SUCCEEDED on %s", final.Status, final.Device, final.FailReason, other.Serial())
 	}
 	if len(final.AttemptEnds) == 0 {
@@ -170,10 +171,10 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	}
 
 	// A quarantined phone gets no job: the next one runs on the other.
-	next := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 1, Task: protocol.Task{
+	next := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 1, Task: protocol.Task{
 		Device: protocol.DeviceSelector{Tags: []string{"pair"}}, Steps: []protocol.Step{screenshot},
 	}})
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded || j.Device != other.Serial() {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded || j.Device != other.Serial() {
 		t.Fatalf("next job %s on %s (%s), want SUCCEEDED on %s", j.Status, j.Device, j.FailReason, other.Serial())
 	}
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakelogind"
@@ -67,7 +67,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", logind.Addr)
 	l := newLabWith(t, 2*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		// A retried job waits an hour, unless it is a sleep hand-back.
-		o.Retry = coordinator.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour}
+		o.Retry = jobstore.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour}
 	})
 	a := l.env.StartAgent(e2e.AgentOptions{Extra: "sleep:\n  inhibit: true\n"})
 	statusA, pidA := a.StatusAddr, a.PID()
@@ -82,7 +82,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 			t.Errorf("lock %+v: want what sleep, who edgeagent and a reason", lk)
 		}
 	}
-	if j := l.ended(t, first, 30*time.Second); j.Status != coordinator.StatusSucceeded {
+	if j := l.ended(t, first, 30*time.Second); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("first job %s (%s)", j.Status, j.FailReason)
 	}
 	testenv.Eventually(t, 10*time.Second, "agent A to release its locks after the job", func() bool {
@@ -93,7 +93,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 	second := l.submit(t, wait(3000), screenshot)
 	testenv.Eventually(t, 30*time.Second, "the second job to run on agent A with the locks held", func() bool {
 		j, err := l.store.Get(l.ctx, second)
-		return err == nil && j.Status == coordinator.StatusInProgress && strings.HasPrefix(j.WorkerID, "pc-bin/") &&
+		return err == nil && j.Status == jobstore.StatusInProgress && strings.HasPrefix(j.WorkerID, "pc-bin/") &&
 			len(locksOf(logind, pidA, true)) == 2
 	})
 	// Agent B, without an inhibitor, waits beside it.
@@ -106,13 +106,13 @@ func TestSleepHandsJobBack(t *testing.T) {
 	if err := logind.PrepareForSleep(true); err != nil {
 		t.Fatal(err)
 	}
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the second job to be handed back and run by agent B", func() bool {
 		j, err := l.store.Get(l.ctx, second)
 		final = j
-		return err == nil && coordinator.Finished(j.Status)
+		return err == nil && jobstore.Finished(j.Status)
 	})
-	if final.Status != coordinator.StatusSucceeded || !strings.HasPrefix(final.WorkerID, "pc-b/") || final.Device != "sim-2" {
+	if final.Status != jobstore.StatusSucceeded || !strings.HasPrefix(final.WorkerID, "pc-b/") || final.Device != "sim-2" {
 		t.Fatalf("second job %s on %s/%s (%s), want SUCCEEDED on pc-b/sim-2", final.Status, final.WorkerID, final.Device, final.FailReason)
 	}
 	if len(final.AttemptEnds) != 1 || final.AttemptEnds[0].Class != protocol.FailClassInfrastructure ||
@@ -121,13 +121,13 @@ func TestSleepHandsJobBack(t *testing.T) {
 	}
 	// The hand-back was a fenced fail of agent A's token, and the next
 	// grant went to B with no backoff (an hour otherwise).
-	var handBack, regrant *coordinator.WriteEvent
+	var handBack, regrant *jobstore.WriteEvent
 	evs := l.allEvents(t, second)
 	for i, e := range evs {
 		switch {
-		case e.Accepted && e.Verb == sqlstore.VerbFail && e.Cause == protocol.CauseAgentSleep:
+		case e.Accepted && e.Verb == jobstore.VerbFail && e.Cause == protocol.CauseAgentSleep:
 			handBack = &evs[i]
-		case handBack != nil && regrant == nil && e.Accepted && e.Verb == sqlstore.VerbClaim:
+		case handBack != nil && regrant == nil && e.Accepted && e.Verb == jobstore.VerbClaim:
 			regrant = &evs[i]
 		}
 	}
@@ -154,7 +154,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 		_, draining := l.agentState(t, "pc-bin")
 		return len(a.Entries("connected to coordinator")) > hellos && !draining
 	})
-	third, err := l.store.Submit(l.ctx, coordinator.JobSpec{Task: protocol.Task{
+	third, err := l.store.Submit(l.ctx, jobstore.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Serial: "sim-1"}, Steps: []protocol.Step{wait(1500)},
 	}})
 	if err != nil {
@@ -163,7 +163,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "agent A to hold its locks again for the third job", func() bool {
 		return len(locksOf(logind, pidA, true)) == 2
 	})
-	if j := l.ended(t, third.ID, 30*time.Second); j.Status != coordinator.StatusSucceeded || !strings.HasPrefix(j.WorkerID, "pc-bin/") {
+	if j := l.ended(t, third.ID, 30*time.Second); j.Status != jobstore.StatusSucceeded || !strings.HasPrefix(j.WorkerID, "pc-bin/") {
 		t.Fatalf("third job %s on %s (%s), want SUCCEEDED on pc-bin", j.Status, j.WorkerID, j.FailReason)
 	}
 	if held := locksOf(logind, pidA, false); len(held) != 6 {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -143,10 +143,10 @@ func TestAPIBinary(t *testing.T) {
 		r := b.call(t, "POST", "/api/v1/jobs", alice, `{"device": {"serial": "P3"}, "steps": [{"op": "launch", "package": "com.example"}, {"op": "screenshot", "name": "home.png"}], "timeout": "90s"}`)
 		var j api.JobView
 		r.into(t, &j)
-		if r.status != 201 || j.ID == "" || j.Status != coordinator.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" {
+		if r.status != 201 || j.ID == "" || j.Status != jobstore.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		testenv.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return show(j.ID).Status == coordinator.StatusSucceeded })
+		testenv.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return show(j.ID).Status == jobstore.StatusSucceeded })
 		d := show(j.ID)
 		if len(d.Generations) != 1 || !strings.HasPrefix(d.Generations[0].Owner, "pc-2/") || d.Generations[0].Ended != "succeeded" || d.Task.TimeoutMS != 90000 {
 			t.Errorf("generations of a succeeded job: %+v", d.Generations)
@@ -165,19 +165,19 @@ func TestAPIBinary(t *testing.T) {
 		if r.status != 201 {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		testenv.Eventually(t, 10*time.Second, "hold-1 running on pc-1", func() bool { return show("hold-1").Status == coordinator.StatusInProgress })
+		testenv.Eventually(t, 10*time.Second, "hold-1 running on pc-1", func() bool { return show("hold-1").Status == jobstore.StatusInProgress })
 		// A read-only token cannot cancel.
 		r = b.call(t, "POST", "/api/v1/jobs/hold-1/cancel", reader, "")
 		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "lacks scope operate") {
 			t.Fatalf("read-only cancel: %d %s", r.status, r.body)
 		}
-		if st := show("hold-1").Status; st != coordinator.StatusInProgress {
+		if st := show("hold-1").Status; st != jobstore.StatusInProgress {
 			t.Fatalf("after a refused cancel the job is %s", st)
 		}
 		r = b.call(t, "POST", "/api/v1/jobs/hold-1/cancel", alice, `{"reason": "not needed"}`)
 		var j api.JobView
 		r.into(t, &j)
-		if r.status != 200 || !coordinator.Finished(j.Status) {
+		if r.status != 200 || !jobstore.Finished(j.Status) {
 			t.Fatalf("cancel: %d %s", r.status, r.body)
 		}
 		testenv.Eventually(t, 10*time.Second, "pc-1 revoked hold-1", func() bool {
@@ -217,7 +217,7 @@ func TestAPIBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		all, err := store.ListJobs(t.Context(), coordinator.JobFilter{})
+		all, err := store.ListJobs(t.Context(), jobstore.JobFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestAPIBinary(t *testing.T) {
 		for _, j := range first.Jobs {
 			testenv.Eventually(t, 10*time.Second, j.ID+" succeeded on its phone", func() bool {
 				d := show(j.ID)
-				return d.Status == coordinator.StatusSucceeded && d.Phone == j.Selector.Serial
+				return d.Status == jobstore.StatusSucceeded && d.Phone == j.Selector.Serial
 			})
 		}
 		r = b.call(t, "POST", "/api/v1/jobs", alice, strings.Replace(body, "s.png", "t.png", 1), "Idempotency-Key", "nightly-42")
@@ -268,13 +268,13 @@ func TestAPIBinary(t *testing.T) {
 
 	t.Run("list with pages", func(t *testing.T) {
 		var want []string
-		page, err := func() (coordinator.JobPage, error) {
+		page, err := func() (jobstore.JobPage, error) {
 			store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 			if err != nil {
-				return coordinator.JobPage{}, err
+				return jobstore.JobPage{}, err
 			}
 			defer store.Close()
-			return store.ListJobPage(t.Context(), coordinator.JobPageFilter{Projects: []string{"lab"}, Limit: 500})
+			return store.ListJobPage(t.Context(), jobstore.JobPageFilter{Projects: []string{"lab"}, Limit: 500})
 		}()
 		if err != nil {
 			t.Fatal(err)

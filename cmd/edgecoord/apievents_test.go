@@ -20,10 +20,10 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
@@ -46,7 +46,7 @@ lease:
 type sseFrame struct {
 	id    int64
 	event string
-	data  coordinator.Event
+	data  jobstore.Event
 }
 
 // sseStream is an open event stream.
@@ -176,7 +176,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	r := b.call(t, "POST", "/api/v1/jobs", tok, `{"project": "lab", "device": {"serial": "sim-pc-1"}, "steps": [{"op": "screenshot", "name": "screen.png"}]}`)
 	var job api.JobView
 	r.into(t, &job)
-	if r.status != 201 || job.ID == "" || job.Status != coordinator.StatusQueued {
+	if r.status != 201 || job.ID == "" || job.Status != jobstore.StatusQueued {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
 
@@ -205,7 +205,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	// The stream from the start: the queued event, then the stream is cut.
 	s := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok)
 	first, ok := s.next(t)
-	if !ok || first.event != coordinator.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
+	if !ok || first.event != jobstore.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
 		t.Fatalf("first event %+v (stream open %v)", first, ok)
 	}
 	s.close()
@@ -219,7 +219,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	// after the last event received gives everything after it, to the end.
 	env.StartSimAgent(e2e.SimAgentOptions{ID: "pc-1", Phone: capture.SimOptions{Model: "Pixel 7"}, RequestTimeout: 2 * time.Second})
 	resumed := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok, "Last-Event-ID", strconv.FormatInt(first.id, 10)).rest(t)
-	if len(resumed) == 0 || resumed[len(resumed)-1].event != coordinator.EventSucceeded || resumed[len(resumed)-1].data.Status != coordinator.StatusSucceeded {
+	if len(resumed) == 0 || resumed[len(resumed)-1].event != jobstore.EventSucceeded || resumed[len(resumed)-1].data.Status != jobstore.StatusSucceeded {
 		t.Fatalf("resumed stream %v does not end with succeeded", frameTypes(resumed))
 	}
 	got := append([]sseFrame{first}, resumed...)
@@ -233,7 +233,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 	}
 	types := frameTypes(full)
-	for _, want := range []string{coordinator.EventQueued, coordinator.EventGranted, coordinator.EventArtifactRegistered, coordinator.EventSucceeded} {
+	for _, want := range []string{jobstore.EventQueued, jobstore.EventGranted, jobstore.EventArtifactRegistered, jobstore.EventSucceeded} {
 		if !slices.Contains(types, want) {
 			t.Errorf("stream %v has no %s event", types, want)
 		}
@@ -247,7 +247,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 		var d api.JobDetail
 		p.r.into(t, &d)
-		if p.r.status != 200 || d.Status != coordinator.StatusSucceeded {
+		if p.r.status != 200 || d.Status != jobstore.StatusSucceeded {
 			t.Fatalf("?wait=30s: %d %s", p.r.status, p.r.body)
 		}
 	case <-time.After(40 * time.Second):
@@ -265,7 +265,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var still api.JobDetail
 	r = b.call(t, "GET", "/api/v1/jobs/"+idle.ID+"?wait=1s", tok, "")
 	r.into(t, &still)
-	if r.status != 200 || still.Status != coordinator.StatusQueued {
+	if r.status != 200 || still.Status != jobstore.StatusQueued {
 		t.Errorf("?wait=1s on a job no phone can run: %d %s", r.status, r.body)
 	}
 
@@ -274,7 +274,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var list events.ArtifactList
 	r.into(t, &list)
 	shot := slices.IndexFunc(list.Artifacts, func(a events.Artifact) bool { return a.Name == "screen.png" })
-	if r.status != 200 || list.Status != coordinator.StatusSucceeded || list.Generation != 1 || shot < 0 {
+	if r.status != 200 || list.Status != jobstore.StatusSucceeded || list.Generation != 1 || shot < 0 {
 		t.Fatalf("artifacts: %d %s", r.status, r.body)
 	}
 	a := list.Artifacts[shot]
@@ -327,7 +327,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		if f.data.JobID == job.ID {
 			projectTypes = append(projectTypes, f.event)
 		}
-		if f.event == coordinator.EventSucceeded {
+		if f.event == jobstore.EventSucceeded {
 			break
 		}
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -50,7 +50,7 @@ storage:
 
 	owner := fencing.Owner("pc-a", "boot-1")
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "screen.png"}}}
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "wj", Task: task}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "wj", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := st.Claim(ctx, "wj", owner, time.Minute)
@@ -72,7 +72,7 @@ storage:
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(img.Bytes())
-	if err := st.RegisterArtifact(ctx, l.Token, coordinator.ArtifactRecord{Name: "screen.png", Key: key, Size: int64(img.Len()),
+	if err := st.RegisterArtifact(ctx, l.Token, jobstore.ArtifactRecord{Name: "screen.png", Key: key, Size: int64(img.Len()),
 		SHA256: hex.EncodeToString(sum[:]), ContentType: "image/png"}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +140,14 @@ storage:
 	}
 
 	// A failed job: exit 1 with its end state and reason.
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "fj", Task: task}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "fj", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	lf, err := st.Claim(ctx, "fj", owner, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
+	if err := st.Fail(ctx, lf.Token, jobstore.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
 	if out, errOut, code := c.CLI(t, "job", "wait", "fj"); code != 1 || out != "job fj FAILED: screen locked\n" {
@@ -171,7 +171,7 @@ func TestServePublishesCancels(t *testing.T) {
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\noutbox:\n  subject: results.cancel\n  timeout: 1s", db))
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: cx-job\ndevice: {serial: NONE}\nsteps: [{op: screenshot}]\n"))
 	srv.mustCLI(t, "job", "cancel", "cx-job", "--reason", "wrong phone")
-	key := coordinator.OutboxFailureKey("cx-job", 0)
+	key := jobstore.OutboxFailureKey("cx-job", 0)
 	testenv.Eventually(t, 10*time.Second, "the cancel to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
 	out := srv.mustCLI(t, "effect", "show", key, "--json")
 	if !strings.Contains(out, `"reason": "wrong phone"`) || !strings.Contains(out, `"job_id": "cx-job"`) {

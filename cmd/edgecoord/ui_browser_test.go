@@ -15,8 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/testkit/browsertest"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
@@ -105,7 +105,7 @@ func (l *uiLab) submit(t *testing.T, token, body string) string {
 	return j.ID
 }
 
-func (l *uiLab) agent(t *testing.T, id string) coordinator.Agent {
+func (l *uiLab) agent(t *testing.T, id string) jobstore.Agent {
 	t.Helper()
 	a, err := l.store.GetAgent(t.Context(), id)
 	if err != nil {
@@ -284,7 +284,7 @@ func TestUIBrowser(t *testing.T) {
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 1`) {
 			t.Error("the job list was reloaded")
 		}
-		if j, err := l.store.Get(t.Context(), jobID); err != nil || j.Status != coordinator.StatusSucceeded {
+		if j, err := l.store.Get(t.Context(), jobID); err != nil || j.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job in the store: %+v, %v", j, err)
 		}
 	})
@@ -339,7 +339,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 		testenv.Eventually(t, within, "pc-a's stale renew refused", func() bool {
 			evs, _ := l.store.WriteEvents(t.Context(), held)
-			return slices.ContainsFunc(evs, func(e coordinator.WriteEvent) bool {
+			return slices.ContainsFunc(evs, func(e jobstore.WriteEvent) bool {
 				return !e.Accepted && e.Owner == owner && e.Generation == 1
 			})
 		})
@@ -352,7 +352,7 @@ func TestUIBrowser(t *testing.T) {
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 2`) {
 			t.Error("the job page was reloaded")
 		}
-		if j, err := l.store.Get(t.Context(), held); err != nil || j.Status != coordinator.StatusSucceeded || j.Generation < 3 {
+		if j, err := l.store.Get(t.Context(), held); err != nil || j.Status != jobstore.StatusSucceeded || j.Generation < 3 {
 			t.Fatalf("%s in the store: %+v, %v", held, j, err)
 		}
 		op.Do(t, "open the job page again", chromedp.Navigate(l.Base+"/ui/jobs/"+held))
@@ -422,7 +422,7 @@ func TestUIBrowser(t *testing.T) {
 		cancelled = l.submit(t, operator, `{"device": {"serial": "sim-b1"}, "steps": [{"op": "wait", "duration_ms": 600000}], "timeout": "20m"}`)
 		testenv.Eventually(t, within, cancelled+" running", func() bool {
 			j, err := l.store.Get(t.Context(), cancelled)
-			return err == nil && j.Status == coordinator.StatusInProgress
+			return err == nil && j.Status == jobstore.StatusInProgress
 		})
 		op.Do(t, "open the job page", chromedp.Navigate(l.Base+"/ui/jobs/"+cancelled))
 		if st := browsertest.Eval[string](t, op, jsText(`td#job-status`)); st != "IN_PROGRESS" {
@@ -434,7 +434,7 @@ func TestUIBrowser(t *testing.T) {
 		op.Do(t, "type a reason", chromedp.SendKeys(`form#confirm input[name=text], form#confirm textarea[name=text]`, xssReason))
 		op.Do(t, "confirm cancel", chromedp.Click(`form#confirm button[type=submit]`))
 		op.WaitJS(t, within, cancelled+" shown CANCELLED", `location.pathname === "/ui/jobs/`+cancelled+`" && `+jsText(`td#job-status`)+` === "CANCELLED"`)
-		if j, err := l.store.Get(t.Context(), cancelled); err != nil || j.Status != coordinator.StatusCancelled {
+		if j, err := l.store.Get(t.Context(), cancelled); err != nil || j.Status != jobstore.StatusCancelled {
 			t.Fatalf("%s in the store: %+v, %v", cancelled, j, err)
 		}
 		if gen := browsertest.Eval[string](t, op, jsText(`ol#generations li[data-generation="1"]`)); !strings.Contains(gen, xssReason) {
@@ -445,7 +445,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 		noXSS(t, op, "the page of the cancelled job")
 		// Each action is recorded with the token that took it.
-		acts, err := l.store.UIActions(t.Context(), coordinator.UIActionFilter{})
+		acts, err := l.store.UIActions(t.Context(), jobstore.UIActionFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -469,7 +469,7 @@ func TestUIBrowser(t *testing.T) {
 		running := l.submit(t, operator, `{"device": {"serial": "sim-b2"}, "steps": [{"op": "wait", "duration_ms": 600000}], "timeout": "20m"}`)
 		testenv.Eventually(t, within, running+" running", func() bool {
 			j, err := l.store.Get(t.Context(), running)
-			return err == nil && j.Status == coordinator.StatusInProgress
+			return err == nil && j.Status == jobstore.StatusInProgress
 		})
 		for _, path := range []string{"/ui/fleet", "/ui/jobs", "/ui/jobs/" + held, "/ui/jobs/" + running} {
 			ro.Do(t, "open "+path, chromedp.Navigate(l.Base+path))

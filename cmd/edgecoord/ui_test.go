@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -120,8 +120,8 @@ func TestUIBinary(t *testing.T) {
 	if a, err := st.GetAgent(t.Context(), "pc-1"); err != nil || !a.Draining {
 		t.Errorf("pc-1 after the drain: draining %v, %v", a.Draining, err)
 	}
-	acts, err := st.UIActions(t.Context(), coordinator.UIActionFilter{Target: "pc-1"})
-	if err != nil || len(acts) != 1 || acts[0].TokenName != "ops" || acts[0].Action != coordinator.UIActionDrain {
+	acts, err := st.UIActions(t.Context(), jobstore.UIActionFilter{Target: "pc-1"})
+	if err != nil || len(acts) != 1 || acts[0].TokenName != "ops" || acts[0].Action != jobstore.UIActionDrain {
 		t.Errorf("recorded actions %+v, %v", acts, err)
 	}
 

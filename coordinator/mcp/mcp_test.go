@@ -17,8 +17,8 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
@@ -228,7 +228,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	fails(t, cs, mcp.ToolScreenshot, id, "is closed")
 	job, err := e.store.Get(e.ctx, open.JobID)
-	if err != nil || job.Status != coordinator.StatusSucceeded || job.SubmittedBy != alice || job.Project != "lab" {
+	if err != nil || job.Status != jobstore.StatusSucceeded || job.SubmittedBy != alice || job.Project != "lab" {
 		t.Fatalf("job %+v, %v; want SUCCEEDED, submitted by alice in lab", job, err)
 	}
 	if ps := phones(t, cs); len(ps) != 1 || !ps[0].Free {
@@ -245,7 +245,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "the session closed with its client", func() bool {
 		j, err := e.store.Get(e.ctx, open2.JobID)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if ps := phones(t, cs); len(ps) != 1 || !ps[0].Free {
 		t.Fatalf("list_phones after the client left %+v, want sim-pc-a free", ps)
@@ -337,7 +337,7 @@ func TestMCPAccess(t *testing.T) {
 	// phone is free again.
 	testenv.Eventually(t, 20*time.Second, "the idle session closed", func() bool {
 		j, err := e.store.Get(e.ctx, second.JobID)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	fails(t, a2, mcp.ToolScreenshot, map[string]any{"session_id": second.SessionID}, "is closed")
 	if ps := phones(t, a2); len(ps) != 1 || !ps[0].Free {
@@ -376,7 +376,7 @@ func TestMCPSessionLost(t *testing.T) {
 	fails(t, cs, mcp.ToolCloseSession, id, "lost at generation 1 after step 2")
 	testenv.Eventually(t, 10*time.Second, other.ID+" released the job", func() bool {
 		j, err := e.store.Get(e.ctx, open.JobID)
-		return err == nil && coordinator.Finished(j.Status) && len(other.Agent.Jobs()) == 0
+		return err == nil && jobstore.Finished(j.Status) && len(other.Agent.Jobs()) == 0
 	})
 	if ops := held.Ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
 		t.Fatalf("killed agent's phone ran %v, want 1 screenshot and 1 tap", ops)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -104,7 +105,7 @@ func TestAILoopExample(t *testing.T) {
 		t.Fatalf("no session line in %q", out)
 	}
 	job, err := e.store.Get(e.ctx, m[2])
-	if err != nil || job.Status != coordinator.StatusSucceeded || !job.Task.Interactive || job.Project != "lab" || job.SubmittedBy != "alice" {
+	if err != nil || job.Status != jobstore.StatusSucceeded || !job.Task.Interactive || job.Project != "lab" || job.SubmittedBy != "alice" {
 		t.Fatalf("job %+v, %v; want SUCCEEDED, interactive, project lab, submitted by alice", job, err)
 	}
 	// The capture URL the script printed serves the PNG with its stamps.
@@ -223,7 +224,7 @@ func TestSessionLostWhenAgentKilled(t *testing.T) {
 	// The job is ended and the phone it moved to released, without a step.
 	testenv.Eventually(t, 10*time.Second, other.ID+" released the job", func() bool {
 		j, err := e.store.Get(e.ctx, doc.JobID)
-		return err == nil && coordinator.Finished(j.Status) && len(other.Agent.Jobs()) == 0
+		return err == nil && jobstore.Finished(j.Status) && len(other.Agent.Jobs()) == 0
 	})
 	if ops := held.Ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
 		t.Fatalf("killed agent's phone ran %v, want 1 screenshot and 1 tap", ops)
@@ -283,7 +284,7 @@ func TestSessionAPI(t *testing.T) {
 	// leaves no job behind.
 	code, body = e.call("POST", "/api/v1/sessions", tokenOperator, `{"device": {"serial": "sim-pc-a"}, "wait": "300ms"}`, nil)
 	e.wantProblem("second session on a held phone", 503, body, code, "no matching phone became free within 300ms")
-	queued, err := e.store.ListJobs(e.ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusQueued, coordinator.StatusInProgress}})
+	queued, err := e.store.ListJobs(e.ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusQueued, jobstore.StatusInProgress}})
 	if err != nil || len(queued) != 1 || queued[0].ID != doc.JobID {
 		t.Fatalf("live jobs after a busy open: %v, %v; want only %s", queued, err, doc.JobID)
 	}
@@ -381,13 +382,13 @@ func TestSessionAPI(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "the idle session's job failed", func() bool {
 		j, err := e.store.Get(e.ctx, doc.JobID)
-		return err == nil && j.Status == coordinator.StatusFailed
+		return err == nil && j.Status == jobstore.StatusFailed
 	})
 	code, body = e.call("POST", "/api/v1/sessions/"+doc.ID+"/steps", tokenOperator, `{"steps": [{"op": "tap"}]}`, nil)
 	e.wantProblem("step on an idle-ended session", 410, body, code, `"session_status":"ended"`, "interactive job idle")
 
 	// job submit and every other way in refuse interactive jobs.
-	_, err = e.store.Submit(e.ctx, coordinator.JobSpec{Task: protocol.Task{Interactive: true}})
+	_, err = e.store.Submit(e.ctx, jobstore.JobSpec{Task: protocol.Task{Interactive: true}})
 	if err == nil || !strings.Contains(err.Error(), "/api/v1/sessions") {
 		t.Fatalf("submit of an interactive job: %v, want a refusal pointing to sessions", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -211,7 +212,7 @@ func (o *output) matches(re *regexp.Regexp) bool {
 // ── A coordinator in the test process ───────────────────────────────────
 
 // openSQLite opens a fresh SQLite job store.
-func openSQLite(t *testing.T) coordinator.Store {
+func openSQLite(t *testing.T) jobstore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -222,7 +223,7 @@ func openSQLite(t *testing.T) coordinator.Store {
 }
 
 // openPostgres opens a store on a fresh PostgreSQL database.
-func openPostgres(t *testing.T) coordinator.Store {
+func openPostgres(t *testing.T) jobstore.Store {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), testenv.Postgres(t))
 	if err != nil {
@@ -234,7 +235,7 @@ func openPostgres(t *testing.T) coordinator.Store {
 
 // runCoordinator runs a coordinator on store, connected to url with nopts,
 // until the end of the test, and waits until it serves every verb.
-func runCoordinator(t *testing.T, url string, store coordinator.Store, opts coordinator.Options, nopts ...nats.Option) *coordinator.Server {
+func runCoordinator(t *testing.T, url string, store jobstore.Store, opts coordinator.Options, nopts ...nats.Option) *coordinator.Server {
 	t.Helper()
 	nopts = append([]nats.Option{nats.Name("coordinator"), nats.CustomInboxPrefix(coordinator.InboxPrefix)}, nopts...)
 	nc, err := nats.Connect(url, nopts...)

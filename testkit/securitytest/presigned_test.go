@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -110,15 +111,15 @@ devices:
 		return err == nil && a.BootID != "" && len(a.Devices) == 1
 	})
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "shot"}, {Op: protocol.OpUIDump, Name: "home"}}}
-	if _, err := store.Submit(ctx, coordinator.JobSpec{ID: "presigned-job", Task: task}); err != nil {
+	if _, err := store.Submit(ctx, jobstore.JobSpec{ID: "presigned-job", Task: task}); err != nil {
 		t.Fatal(err)
 	}
-	var job coordinator.Job
+	var job jobstore.Job
 	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "presigned-job")
-		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
+		return err == nil && (job.Status == jobstore.StatusSucceeded || job.Status == jobstore.StatusFailed)
 	})
-	if job.Status != coordinator.StatusSucceeded {
+	if job.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s: %s\n%s", job.Status, job.FailReason, p.Log())
 	}
 	tok := fencing.Token{JobID: job.ID, Owner: job.CompletedBy, Generation: job.Generation}

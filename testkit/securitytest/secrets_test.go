@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -189,12 +189,12 @@ devices:
 	if out, stderr, code := o.run(t, env, edgecoord, "job", "submit", "-c", coordCfg, "-f", jobFile); code != 0 {
 		t.Fatalf("job submit: exit %d: %s%s", code, out, stderr)
 	}
-	var job coordinator.Job
+	var job jobstore.Job
 	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "sec-job")
-		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
+		return err == nil && (job.Status == jobstore.StatusSucceeded || job.Status == jobstore.StatusFailed)
 	})
-	if job.Status != coordinator.StatusSucceeded {
+	if job.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s: %s", job.Status, job.FailReason)
 	}
 	for _, args := range [][]string{
