@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -194,10 +193,7 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	if v := scrapeMetric(t, statusAddr, "edgeagent_hub_drops_total", ""); v != 0 {
 		t.Errorf("edgeagent_hub_drops_total = %v, want 0", v)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // serverEnv returns the environment of the adb server listening on port

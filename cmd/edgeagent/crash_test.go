@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -143,10 +142,7 @@ func TestKill9MidUpload(t *testing.T) {
 	if rec := second.Entries("spool recovered"); len(rec) != 1 || rec[0]["dropped"] != 1.0 {
 		t.Errorf("restarted process: spool recovery %v, want one that dropped the killed upload", rec)
 	}
-	second.Signal(t, syscall.SIGTERM)
-	if code := second.Wait(t); code != 0 {
-		t.Errorf("restarted edgeagent exited %d", code)
-	}
+	second.MustCleanShutdown(t)
 }
 
 // heldCommit is the PostgreSQL store with its first result commit held
@@ -245,8 +241,5 @@ func TestKill9AfterResultSent(t *testing.T) {
 	if accepted != 1 {
 		t.Errorf("%d results accepted, want 1: %+v", accepted, evs)
 	}
-	second.Signal(t, syscall.SIGTERM)
-	if code := second.Wait(t); code != 0 {
-		t.Errorf("restarted edgeagent exited %d", code)
-	}
+	second.MustCleanShutdown(t)
 }

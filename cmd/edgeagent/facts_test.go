@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,8 +121,5 @@ func TestPhoneFactsAndRest(t *testing.T) {
 	if !rest {
 		t.Error(`no "phone resting" log line`)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

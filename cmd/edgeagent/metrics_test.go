@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,8 +137,5 @@ devices:
 			}
 		}
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("exit status %d after SIGTERM", code)
-	}
+	p.MustCleanShutdown(t)
 }

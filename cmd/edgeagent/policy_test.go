@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,11 +106,11 @@ func (l *lab) objects(t *testing.T, prefix string) []minio.ObjectInfo {
 	return out
 }
 
-// TestDeadlineTimesOut: a job with a 5 s deadline
-// and a 60 s wait step on the real agent ends TIMED_OUT no later than its
-// deadline plus one reap interval plus the stop latency, on the database
-// clock; the phone then runs the next job, and nothing of the timed-out
-// job is written afterwards: no accepted write event, no object.
+// TestDeadlineTimesOut: a job with a 5 s deadline and a 60 s wait step on
+// the real agent ends TIMED_OUT no later than its deadline plus one reap
+// interval plus the stop latency, on the database clock; the phone then
+// runs the next job, and nothing of the timed-out job is written
+// afterwards: no accepted write event, no object.
 func TestDeadlineTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -205,10 +204,7 @@ func TestDeadlineTimesOut(t *testing.T) {
 	if !stopped {
 		t.Error(`no "job stopped" log line for the timed-out job`)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // logEvents logs the job's write events when the test failed.
@@ -280,12 +276,11 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	return "", 0
 }
 
-// TestUnpluggedPhoneRetried: phones behind the
-// real adb server are unplugged mid-job; the agent classifies the failure
+// TestUnpluggedPhoneRetried: phones behind the real adb server are
+// unplugged mid-job; the agent classifies the failure
 // infrastructure/phone_unplugged and the coordinator retries the job on
-// another matching phone at the next generation, until max_attempts: a
-// job whose every attempt lost its phone ends FAILED with each cause
-// listed.
+// another matching phone at the next generation, until max_attempts: a job
+// whose every attempt lost its phone ends FAILED with each cause listed.
 func TestUnpluggedPhoneRetried(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -368,16 +363,12 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 		}
 	})
 
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
-// TestAppNotInstalledNoRetry: a job that launches
-// a package the phone (behind the real adb server) has not installed fails
-// once, FAILED with class job and cause app_not_installed, and is not
-// granted again.
+// TestAppNotInstalledNoRetry: a job that launches a package the phone
+// (behind the real adb server) has not installed fails once, FAILED with
+// class job and cause app_not_installed, and is not granted again.
 func TestAppNotInstalledNoRetry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -419,8 +410,5 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	if grants != 1 || fails != 1 {
 		t.Errorf("%d grants and %d accepted fails, want 1 and 1", grants, fails)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -188,10 +187,7 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	if v := scrapeMetric(t, statusAddr, "edgeagent_phone_recovery_total", `result="lifted",rung="quarantine"`); v != 1 {
 		t.Errorf("edgeagent_phone_recovery_total{quarantine,lifted} = %v, want 1", v)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // TestHubDropOneEvent: three phones behind the real adb server drop at
@@ -262,8 +258,5 @@ func TestHubDropOneEvent(t *testing.T) {
 	if !strings.Contains(status, "hub drop: 3 phones dropped within 1s") {
 		t.Errorf("edgecoord agent status does not list the hub drop among the last errors:\n%s", status)
 	}
-	p.Signal(t, syscall.SIGTERM)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

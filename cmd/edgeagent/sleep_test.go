@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -195,9 +194,6 @@ func TestSleepHandsJobBack(t *testing.T) {
 		}
 	}
 	for _, p := range []*e2e.Agent{a, b} {
-		p.Signal(t, syscall.SIGTERM)
-		if code := p.Wait(t); code != 0 {
-			t.Errorf("exit status %d after SIGTERM", code)
-		}
+		p.MustCleanShutdown(t)
 	}
 }

@@ -150,8 +150,8 @@ func frameTypes(fs []sseFrame) []string {
 	return ts
 }
 
-// TestAPIEventsBinary is issue 17's must show 1, on the real edgecoord
-// binary (PostgreSQL, NATS, MinIO) and the real agent with a simulated
+// TestAPIEventsBinary drives the real edgecoord binary (PostgreSQL, NATS,
+// MinIO) and the agent package, in the test process, with a simulated
 // phone, purely over HTTP through the client that checks every exchange
 // against docs/openapi.yaml: a token made with the CLI, a job with a
 // screenshot submitted, its event stream followed to SUCCEEDED (cut once

@@ -107,11 +107,12 @@ func (c *Coordinator) Start() *Process {
 	t.Helper()
 	p := Start(t, Command{Path: testenv.Binary(t, "edgecoord"), Args: []string{"serve", "-c", c.Config}, Name: "edgecoord serve"})
 	c.Process = p
+	client := &http.Client{Timeout: 5 * time.Second} // a probe, polled again when it times out
 	ready := func(url string) bool {
 		if p.Exited() {
 			t.Fatalf("edgecoord serve exited (status %d) before it was ready", p.cmd.ProcessState.ExitCode())
 		}
-		resp, err := http.Get(url)
+		resp, err := client.Get(url)
 		if err != nil {
 			return false
 		}
