@@ -55,13 +55,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 		INSERT INTO api_tokens (name, hash, projects, scopes) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, jobstore.ErrTokenExists)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
-	}
-	return out, nil
+	return sqlstore.Found(out, err, jobstore.ErrTokenExists, "create api token %s", t.Name)
 }
 
 // APITokens lists every token by id.
@@ -88,13 +82,7 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (job
 			   AND (last_used_at IS NULL OR last_used_at < clock_timestamp() - interval '5 seconds')
 		)
 		SELECT `+tokenColumns+` FROM api_tokens WHERE hash = $1`, hash[:]))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", jobstore.ErrTokenNotFound)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "find api token")
 }
 
 // RevokeAPIToken revokes a token by name, or by id.
@@ -107,13 +95,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 		UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, clock_timestamp())
 		 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = $1), $2)
 		RETURNING `+tokenColumns, nameOrID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, jobstore.ErrTokenNotFound)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "revoke api token %s", nameOrID)
 }
 
 // Idempotent returns a stored submit.

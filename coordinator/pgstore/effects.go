@@ -313,13 +313,7 @@ func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tai
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.pool.QueryRow(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = $1`, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, jobstore.ErrEffectNotFound)
-	}
-	if err != nil {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.

@@ -360,13 +360,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.r.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, jobstore.ErrEffectNotFound)
-	}
-	if err != nil {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.
