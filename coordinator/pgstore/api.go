@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,36 +17,9 @@ import (
 
 var _ jobstore.APIStore = (*Store)(nil)
 
-const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row pgx.Row) (jobstore.APIToken, error) {
-	var (
-		t                 jobstore.APIToken
-		hash              []byte
-		projects, scopes  string
-		revoked, lastUsed *time.Time
-	)
-	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &t.CreatedAt, &revoked, &lastUsed); err != nil {
-		return jobstore.APIToken{}, err
-	}
-	copy(t.Hash[:], hash)
-	t.Projects = splitList(projects)
-	t.Scopes = splitList(scopes)
-	if revoked != nil {
-		t.RevokedAt = *revoked
-	}
-	if lastUsed != nil {
-		t.LastUsedAt = *lastUsed
-	}
-	return t, nil
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
+func scanToken(row pgx.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
@@ -108,11 +80,8 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobs
 	var reply []byte
 	err := q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
 		tokenID, key).Scan(&rec.RequestHash, &reply, &rec.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", jobstore.ErrNotFound)
-	}
 	if err != nil {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
 	}
 	rec.Reply = reply
 	return rec, nil

@@ -378,11 +378,8 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		deadline *time.Time
 	)
 	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &deadline)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", jobstore.ErrNoJob)
-	}
 	if err != nil {
-		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, sqlstore.RowErr(err, jobstore.ErrNoJob, "claim next job")
 	}
 	return finishLease(l, jobID, owner, task, deadline)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -158,17 +159,99 @@ func ScanFleetAgent[T any](row Row, times Times[T]) (jobstore.FleetAgent, error)
 	return jobstore.FleetAgent{Agent: a, DevicesJSON: fr.Devices}, nil
 }
 
-// Found is the end of a one-row read: v when err is nil; otherwise err
-// wrapped as fmt.Errorf(format+": %w", args..., err), with notFound in place
-// of the driver's no-rows error (database/sql's sql.ErrNoRows, which pgx's
-// ErrNoRows wraps).
+// Found is the end of a one-row read: v when err is nil, otherwise the zero
+// value and RowErr(err, notFound, format, args...).
 func Found[V any](v V, err, notFound error, format string, args ...any) (V, error) {
-	if err == nil {
-		return v, nil
+	if err != nil {
+		var zero V
+		return zero, RowErr(err, notFound, format, args...)
 	}
+	return v, nil
+}
+
+// RowErr is the error of a one-row read that failed: err wrapped as
+// fmt.Errorf(format+": %w", args..., err), with notFound in place of the
+// driver's no-rows error (database/sql's sql.ErrNoRows, which pgx's
+// ErrNoRows wraps).
+func RowErr(err, notFound error, format string, args ...any) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		err = notFound
 	}
-	var zero V
-	return zero, fmt.Errorf(format+": %w", append(args, err)...)
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// TokenColumns are the columns ScanToken reads, in its order.
+const TokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+
+// ScanToken reads an API token (TokenColumns).
+func ScanToken[T any](row Row, times Times[T]) (jobstore.APIToken, error) {
+	var (
+		t                 jobstore.APIToken
+		hash              []byte
+		projects, scopes  string
+		created           T
+		revoked, lastUsed *T
+	)
+	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &created, &revoked, &lastUsed); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	copy(t.Hash[:], hash)
+	t.Projects = splitList(projects)
+	t.Scopes = splitList(scopes)
+	var err error
+	if t.CreatedAt, err = times(created); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	if t.RevokedAt, err = times.Null(revoked); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	if t.LastUsedAt, err = times.Null(lastUsed); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	return t, nil
+}
+
+// splitList decodes a comma-separated list ("" is none).
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// ScanEffect reads an effect row: key, kind, state, job_id, step, op,
+// owner, generation, attempt, receipt, evidence, payload, attempts,
+// last_error, reservations, resolution, note, created_at, updated_at,
+// done_at.
+func ScanEffect[T any](row Row, times Times[T]) (jobstore.EffectRecord, error) {
+	var (
+		r                          jobstore.EffectRecord
+		receipt, evidence, payload []byte
+		createdAt, updatedAt       T
+		doneAt                     *T
+	)
+	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
+		&payload, &r.Attempts, &r.LastError, &r.Reservations, &r.Resolution, &r.Note, &createdAt, &updatedAt, &doneAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if len(receipt) > 0 {
+		r.Receipt = json.RawMessage(receipt)
+	}
+	if len(payload) > 0 {
+		r.Payload = json.RawMessage(payload)
+	}
+	var err error
+	if r.Evidence, err = DecodeEvidence(evidence); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.CreatedAt, err = times(createdAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.UpdatedAt, err = times(updatedAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.DoneAt, err = times.Null(doneAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	return r, nil
 }
