@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,36 +17,9 @@ import (
 
 var _ jobstore.APIStore = (*Store)(nil)
 
-const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row pgx.Row) (jobstore.APIToken, error) {
-	var (
-		t                 jobstore.APIToken
-		hash              []byte
-		projects, scopes  string
-		revoked, lastUsed *time.Time
-	)
-	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &t.CreatedAt, &revoked, &lastUsed); err != nil {
-		return jobstore.APIToken{}, err
-	}
-	copy(t.Hash[:], hash)
-	t.Projects = splitList(projects)
-	t.Scopes = splitList(scopes)
-	if revoked != nil {
-		t.RevokedAt = *revoked
-	}
-	if lastUsed != nil {
-		t.LastUsedAt = *lastUsed
-	}
-	return t, nil
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
+func scanToken(row pgx.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
@@ -55,13 +27,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 		INSERT INTO api_tokens (name, hash, projects, scopes) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, jobstore.ErrTokenExists)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
-	}
-	return out, nil
+	return sqlstore.Found(out, err, jobstore.ErrTokenExists, "create api token %s", t.Name)
 }
 
 // APITokens lists every token by id.
@@ -88,13 +54,7 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (job
 			   AND (last_used_at IS NULL OR last_used_at < clock_timestamp() - interval '5 seconds')
 		)
 		SELECT `+tokenColumns+` FROM api_tokens WHERE hash = $1`, hash[:]))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", jobstore.ErrTokenNotFound)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "find api token")
 }
 
 // RevokeAPIToken revokes a token by name, or by id.
@@ -107,13 +67,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 		UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, clock_timestamp())
 		 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = $1), $2)
 		RETURNING `+tokenColumns, nameOrID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, jobstore.ErrTokenNotFound)
-	}
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "revoke api token %s", nameOrID)
 }
 
 // Idempotent returns a stored submit.
@@ -126,11 +80,8 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobs
 	var reply []byte
 	err := q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
 		tokenID, key).Scan(&rec.RequestHash, &reply, &rec.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", jobstore.ErrNotFound)
-	}
 	if err != nil {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
 	}
 	rec.Reply = reply
 	return rec, nil

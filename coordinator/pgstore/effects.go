@@ -37,35 +37,7 @@ const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` T
 
 var effectReadColumns = strings.Replace(effectColumns, "e.state", effectiveState+" AS state", 1)
 
-func scanEffect(row pgx.Row) (jobstore.EffectRecord, error) {
-	var (
-		r                          jobstore.EffectRecord
-		receipt, evidence, payload []byte
-		step, attempts, reserv     int32
-		doneAt                     *time.Time
-	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
-		&payload, &attempts, &r.LastError, &reserv, &r.Resolution, &r.Note, &r.CreatedAt, &r.UpdatedAt, &doneAt); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	r.Step, r.Attempts, r.Reservations = int(step), int(attempts), int(reserv)
-	if len(receipt) > 0 {
-		r.Receipt = json.RawMessage(receipt)
-	}
-	if len(payload) > 0 {
-		r.Payload = json.RawMessage(payload)
-	}
-	var err error
-	if r.Evidence, err = sqlstore.DecodeEvidence(evidence); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	r.CreatedAt = r.CreatedAt.UTC()
-	r.UpdatedAt = r.UpdatedAt.UTC()
-	if doneAt != nil {
-		r.DoneAt = doneAt.UTC()
-	}
-	return r, nil
-}
+func scanEffect(row pgx.Row) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
 
 // tokenCurrent reports whether tok is its job's current token. It only
 // classifies a fenced effect write that changed nothing; the write never
@@ -313,13 +285,7 @@ func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tai
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.pool.QueryRow(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = $1`, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, jobstore.ErrEffectNotFound)
-	}
-	if err != nil {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.

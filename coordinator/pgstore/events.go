@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -97,13 +96,7 @@ func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, er
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 		SELECT $1, $2, $3, $4, true, $5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)
 		RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, jobstore.ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, err)
-	}
-	return id, nil
+	return sqlstore.Found(id, err, jobstore.ErrNotFound, "record %s event of job %s", e.Verb, e.JobID)
 }
 
 // publishEndSQL writes the outbox message of an end event: job, generation,

@@ -3,10 +3,8 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,42 +15,9 @@ import (
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
-	coordinator_id, connected_at, last_seen, EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
+const agentColumns = sqlstore.AgentColumns + `EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
 
-func scanAgent(row pgx.Row) (jobstore.Agent, error) {
-	var (
-		a                       jobstore.Agent
-		devices, caps, settings []byte
-		connectedAt, lastSeen   *time.Time
-		seenAgo                 *float64
-		slots                   int32
-	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &slots, &a.Draining, &a.AgentDraining, &settings,
-		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
-		return jobstore.Agent{}, err
-	}
-	a.Slots = int(slots)
-	if err := json.Unmarshal(devices, &a.Devices); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode devices: %w", err)
-	}
-	if err := json.Unmarshal(caps, &a.Capabilities); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode capabilities: %w", err)
-	}
-	if err := json.Unmarshal(settings, &a.Settings); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode settings: %w", err)
-	}
-	if connectedAt != nil {
-		a.ConnectedAt = connectedAt.UTC()
-	}
-	if lastSeen != nil {
-		a.LastSeen = lastSeen.UTC()
-	}
-	if seenAgo != nil {
-		a.SeenAgo = time.Duration(*seenAgo * float64(time.Second))
-	}
-	return a, nil
-}
+func scanAgent(row pgx.Row) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 const helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
@@ -146,13 +111,7 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobs
 		UPDATE agents SET last_seen = clock_timestamp(), devices = COALESCE($3::jsonb, devices), agent_draining = $4
 		WHERE agent_id = $1 AND boot_id = $2 AND boot_id <> ''
 		RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, jobstore.ErrNoSession)
-	}
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrNoSession, "record heartbeat of %s/%s", agentID, bootID)
 }
 
 // Agents lists every registered agent by id.
@@ -171,13 +130,7 @@ func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 // GetAgent returns one agent, or ErrAgentNotFound.
 func (s *Store) GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error) {
 	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = $1`, agentID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Agent{}, fmt.Errorf("get agent %s: %w", agentID, jobstore.ErrAgentNotFound)
-	}
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "get agent %s", agentID)
 }
 
 // SetAgentDraining sets or clears the drain flag. It takes the agent's
@@ -189,13 +142,7 @@ func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining b
 		a, err = scanAgent(tx.QueryRow(ctx, `UPDATE agents SET draining = $2 WHERE agent_id = $1 RETURNING `+agentColumns, agentID, draining))
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, jobstore.ErrAgentNotFound)
-	}
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "set drain of agent %s", agentID)
 }
 
 // SetAgentSettings merges settings into the agent's, creating the agent

@@ -180,53 +180,12 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
-	attempt_ends`
+const jobColumns = sqlstore.JobColumns
 
-func scanJob(row pgx.Row) (jobstore.Job, error) {
-	var (
-		j                    jobstore.Job
-		task, result, ends   []byte
-		worker, by, reason   *string
-		device               *string
-		expires              *time.Time
-		notBefore, deadline  *time.Time
-		createdAt, updatedAt time.Time
-	)
-	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
-		&ends); err != nil {
-		return jobstore.Job{}, err
-	}
-	if err := json.Unmarshal(ends, &j.AttemptEnds); err != nil {
-		return jobstore.Job{}, fmt.Errorf("decode attempt ends: %w", err)
-	}
-	if err := json.Unmarshal(task, &j.Task); err != nil {
-		return jobstore.Job{}, fmt.Errorf("decode task: %w", err)
-	}
-	if len(result) > 0 {
-		j.Result = json.RawMessage(result)
-	}
-	j.WorkerID = deref(worker)
-	j.CompletedBy = deref(by)
-	j.FailReason = deref(reason)
-	j.Device = deref(device)
-	if expires != nil {
-		j.LeaseExpiresAt = expires.UTC()
-	}
-	if notBefore != nil {
-		j.NotBefore = notBefore.UTC()
-	}
-	if deadline != nil {
-		j.DeadlineAt = deadline.UTC()
-	}
-	j.CreatedAt = createdAt.UTC()
-	j.UpdatedAt = updatedAt.UTC()
-	return j, nil
-}
+// times decodes PostgreSQL's timestamptz columns (sqlstore.Times).
+var times = sqlstore.Times[time.Time](func(t time.Time) (time.Time, error) { return t.UTC(), nil })
+
+func scanJob(row pgx.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 func deref(s *string) string {
 	if s == nil {
@@ -277,13 +236,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job
 // Get returns a job, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, jobID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Job{}, fmt.Errorf("get job %s: %w", jobID, jobstore.ErrNotFound)
-	}
-	if err != nil {
-		return jobstore.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
-	}
-	return j, nil
+	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
 // exists reports whether a job exists. It is used only to classify a fenced
@@ -425,11 +378,8 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		deadline *time.Time
 	)
 	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &deadline)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", jobstore.ErrNoJob)
-	}
 	if err != nil {
-		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, sqlstore.RowErr(err, jobstore.ErrNoJob, "claim next job")
 	}
 	return finishLease(l, jobID, owner, task, deadline)
 }

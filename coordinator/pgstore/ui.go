@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
 var _ jobstore.UIStore = (*Store)(nil)
@@ -136,38 +137,12 @@ func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) 
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.FleetAgent, error) {
-		row := &rawDevices{row: r}
-		a, err := scanAgent(row)
-		if err != nil {
-			return jobstore.FleetAgent{}, err
-		}
-		a.Devices = nil
-		return jobstore.FleetAgent{Agent: a, DevicesJSON: row.raw}, nil
+		return sqlstore.ScanFleetAgent(r, times)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
-}
-
-// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
-// for itself and handing the scanner a JSON null in its place.
-type rawDevices struct {
-	row pgx.Row
-	raw []byte
-}
-
-func (d *rawDevices) Scan(dest ...any) error {
-	target, ok := dest[3].(*[]byte)
-	if !ok {
-		return fmt.Errorf("scan agent: devices into %T", dest[3])
-	}
-	dest[3] = &d.raw
-	if err := d.row.Scan(dest...); err != nil {
-		return err
-	}
-	*target = []byte("null")
-	return nil
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.

@@ -16,45 +16,9 @@ import (
 
 var _ jobstore.APIStore = (*Store)(nil)
 
-const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row scanner) (jobstore.APIToken, error) {
-	var (
-		t                 jobstore.APIToken
-		hash              []byte
-		projects, scopes  string
-		created           string
-		revoked, lastUsed sql.NullString
-	)
-	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &created, &revoked, &lastUsed); err != nil {
-		return jobstore.APIToken{}, err
-	}
-	copy(t.Hash[:], hash)
-	t.Projects = splitList(projects)
-	t.Scopes = splitList(scopes)
-	var err error
-	if t.CreatedAt, err = parseTime(created); err != nil {
-		return jobstore.APIToken{}, err
-	}
-	if revoked.Valid {
-		if t.RevokedAt, err = parseTime(revoked.String); err != nil {
-			return jobstore.APIToken{}, err
-		}
-	}
-	if lastUsed.Valid {
-		if t.LastUsedAt, err = parseTime(lastUsed.String); err != nil {
-			return jobstore.APIToken{}, err
-		}
-	}
-	return t, nil
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
+func scanToken(row scanner) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
@@ -102,11 +66,8 @@ func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 // request.
 func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (jobstore.APIToken, error) {
 	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`, hash[:]))
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", jobstore.ErrTokenNotFound)
-	}
 	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("find api token: %w", err)
+		return jobstore.APIToken{}, sqlstore.RowErr(err, jobstore.ErrTokenNotFound, "find api token")
 	}
 	if !t.Revoked() {
 		err := s.write(ctx, func(tx *sql.Tx) error {
@@ -155,11 +116,8 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobs
 	var reply, created string
 	err := q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
 		tokenID, key).Scan(&rec.RequestHash, &reply, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", jobstore.ErrNotFound)
-	}
 	if err != nil {
-		return jobstore.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
 	}
 	rec.Reply = json.RawMessage(reply)
 	if rec.CreatedAt, err = parseTime(created); err != nil {

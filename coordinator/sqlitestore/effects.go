@@ -30,40 +30,7 @@ var effectReadColumns = `e.key, e.kind, CASE WHEN e.state = 'reserved' AND ` + h
 	e.job_id, e.step, e.op, e.owner, e.generation, e.attempt, e.receipt, e.evidence, e.payload, e.attempts, e.last_error,
 	e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
 
-func scanEffect(row scanner) (jobstore.EffectRecord, error) {
-	var (
-		r                        jobstore.EffectRecord
-		receipt, payload, doneAt sql.NullString
-		evidence                 string
-		createdAt, updatedAt     string
-	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
-		&payload, &r.Attempts, &r.LastError, &r.Reservations, &r.Resolution, &r.Note, &createdAt, &updatedAt, &doneAt); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	if receipt.Valid && receipt.String != "" {
-		r.Receipt = json.RawMessage(receipt.String)
-	}
-	if payload.Valid && payload.String != "" {
-		r.Payload = json.RawMessage(payload.String)
-	}
-	var err error
-	if r.Evidence, err = sqlstore.DecodeEvidence([]byte(evidence)); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	if r.CreatedAt, err = parseTime(createdAt); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	if r.UpdatedAt, err = parseTime(updatedAt); err != nil {
-		return jobstore.EffectRecord{}, err
-	}
-	if doneAt.Valid {
-		if r.DoneAt, err = parseTime(doneAt.String); err != nil {
-			return jobstore.EffectRecord{}, err
-		}
-	}
-	return r, nil
-}
+func scanEffect(row scanner) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
 
 // tokenCurrent reports, inside tx, whether tok is its job's current token.
 // It only classifies an effect write that changed nothing.
@@ -360,13 +327,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.r.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, jobstore.ErrEffectNotFound)
-	}
-	if err != nil {
-		return jobstore.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -15,45 +14,9 @@ import (
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
-	coordinator_id, connected_at, last_seen, (julianday('now') - julianday(last_seen)) * 86400.0`
+const agentColumns = sqlstore.AgentColumns + `(julianday('now') - julianday(last_seen)) * 86400.0`
 
-func scanAgent(row scanner) (jobstore.Agent, error) {
-	var (
-		a                       jobstore.Agent
-		devices, caps, settings string
-		connectedAt, lastSeen   sql.NullString
-		seenAgo                 sql.NullFloat64
-	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &a.AgentDraining, &settings,
-		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
-		return jobstore.Agent{}, err
-	}
-	if err := json.Unmarshal([]byte(devices), &a.Devices); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode devices: %w", err)
-	}
-	if err := json.Unmarshal([]byte(caps), &a.Capabilities); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode capabilities: %w", err)
-	}
-	if err := json.Unmarshal([]byte(settings), &a.Settings); err != nil {
-		return jobstore.Agent{}, fmt.Errorf("decode settings: %w", err)
-	}
-	var err error
-	if connectedAt.Valid {
-		if a.ConnectedAt, err = parseTime(connectedAt.String); err != nil {
-			return jobstore.Agent{}, err
-		}
-	}
-	if lastSeen.Valid {
-		if a.LastSeen, err = parseTime(lastSeen.String); err != nil {
-			return jobstore.Agent{}, err
-		}
-	}
-	if seenAgo.Valid {
-		a.SeenAgo = max(0, time.Duration(seenAgo.Float64*float64(time.Second)))
-	}
-	return a, nil
-}
+func scanAgent(row scanner) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 var helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
@@ -156,13 +119,7 @@ func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 // GetAgent returns one agent, or ErrAgentNotFound.
 func (s *Store) GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error) {
 	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = ?`, agentID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.Agent{}, fmt.Errorf("get agent %s: %w", agentID, jobstore.ErrAgentNotFound)
-	}
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "get agent %s", agentID)
 }
 
 // SetAgentDraining sets or clears the drain flag.

@@ -336,64 +336,14 @@ func nullJSON(b json.RawMessage) any {
 	return string(b)
 }
 
-const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
-	attempt_ends`
+const jobColumns = sqlstore.JobColumns
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = sqlstore.Row
 
-func scanJob(row scanner) (jobstore.Job, error) {
-	var (
-		j                                   jobstore.Job
-		task, ends                          string
-		worker, expires, result, by, reason sql.NullString
-		device, notBefore, deadline         sql.NullString
-		createdAt, updatedAt                string
-	)
-	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
-		&ends); err != nil {
-		return jobstore.Job{}, err
-	}
-	if err := json.Unmarshal([]byte(ends), &j.AttemptEnds); err != nil {
-		return jobstore.Job{}, fmt.Errorf("decode attempt ends: %w", err)
-	}
-	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
-		return jobstore.Job{}, fmt.Errorf("decode task: %w", err)
-	}
-	if result.Valid && result.String != "" {
-		j.Result = json.RawMessage(result.String)
-	}
-	j.WorkerID = nullString(worker)
-	j.CompletedBy = nullString(by)
-	j.FailReason = nullString(reason)
-	j.Device = nullString(device)
-	var err error
-	if expires.Valid {
-		if j.LeaseExpiresAt, err = parseTime(expires.String); err != nil {
-			return jobstore.Job{}, err
-		}
-	}
-	if notBefore.Valid {
-		if j.NotBefore, err = parseTime(notBefore.String); err != nil {
-			return jobstore.Job{}, err
-		}
-	}
-	if deadline.Valid {
-		if j.DeadlineAt, err = parseTime(deadline.String); err != nil {
-			return jobstore.Job{}, err
-		}
-	}
-	if j.CreatedAt, err = parseTime(createdAt); err != nil {
-		return jobstore.Job{}, err
-	}
-	if j.UpdatedAt, err = parseTime(updatedAt); err != nil {
-		return jobstore.Job{}, err
-	}
-	return j, nil
-}
+// times decodes the timestamps SQLite keeps as text (sqlstore.Times).
+var times = sqlstore.Times[string](parseTime)
+
+func scanJob(row scanner) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
@@ -434,13 +384,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job
 // Get returns a job, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return jobstore.Job{}, fmt.Errorf("get job %s: %w", jobID, jobstore.ErrNotFound)
-	}
-	if err != nil {
-		return jobstore.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
-	}
-	return j, nil
+	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
 // scanLease reads generation, expiry, task and deadline of a granted job.

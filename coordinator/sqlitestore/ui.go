@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
 var _ jobstore.UIStore = (*Store)(nil)
@@ -190,38 +191,16 @@ func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) 
 	defer rows.Close()
 	var out []jobstore.FleetAgent
 	for rows.Next() {
-		row := &rawDevices{row: rows}
-		a, err := scanAgent(row)
+		a, err := sqlstore.ScanFleetAgent(rows, times)
 		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
-		a.Devices = nil
-		out = append(out, jobstore.FleetAgent{Agent: a, DevicesJSON: []byte(row.raw)})
+		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
-}
-
-// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
-// for itself and handing the scanner a JSON null in its place.
-type rawDevices struct {
-	row scanner
-	raw string
-}
-
-func (d *rawDevices) Scan(dest ...any) error {
-	target, ok := dest[3].(*string)
-	if !ok {
-		return fmt.Errorf("scan agent: devices into %T", dest[3])
-	}
-	dest[3] = &d.raw
-	if err := d.row.Scan(dest...); err != nil {
-		return err
-	}
-	*target = "null"
-	return nil
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
