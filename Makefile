@@ -49,7 +49,7 @@ vet:
 # Every fuzz target, as package:Target (`go test -fuzz` takes one target per
 # run). testkit/securitytest checks that the list is complete.
 FUZZ_TARGETS := \
-	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol:FuzzDecodeReply \
+	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol/natsrpc:FuzzDecodeReply \
 	./config:FuzzParseAgent ./config:FuzzParseCoordinator \
 	./coordinator:FuzzHandlers ./coordinator/api:FuzzHandlers ./coordinator/session:FuzzSessionHandler ./coordinator/mcp:FuzzParseElements \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \

@@ -19,7 +19,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
@@ -85,7 +85,7 @@ func TestEndToEndCaptureExtras(t *testing.T) {
 	}})
 	phone.Log("Before", "logged before the job")
 
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{
 		Capture: protocol.CaptureBeforeAfter, Logcat: true,
 		Steps: []protocol.Step{
 			{Op: protocol.OpLaunch, Package: "com.example.app"},
@@ -98,10 +98,10 @@ func TestEndToEndCaptureExtras(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool {
+		return j.Status != jobstore.StatusQueued && j.Status != jobstore.StatusInProgress
 	}, "completion")
-	if done.Status != coordinator.StatusSucceeded {
+	if done.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job status %s (%s), want SUCCEEDED", done.Status, done.FailReason)
 	}
 	phone.Log("After", "logged after the job")
@@ -228,16 +228,16 @@ func TestManifestFacts(t *testing.T) {
 	}})
 	manifest := func(serial string) map[string]any {
 		t.Helper()
-		job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{
+		job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{
 			Device: protocol.DeviceSelector{Serial: serial},
 			Steps:  []protocol.Step{{Op: protocol.OpKey, Key: "KEYCODE_HOME"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-			return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
+		done := sys.waitJob(job.ID, func(j jobstore.Job) bool {
+			return j.Status != jobstore.StatusQueued && j.Status != jobstore.StatusInProgress
 		}, "completion")
-		if done.Status != coordinator.StatusSucceeded {
+		if done.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job status %s (%s)", done.Status, done.FailReason)
 		}
 		obj, err := sys.mio.Client(t).GetObject(sys.ctx, sys.mio.Bucket, "jobs/"+job.ID+"/g1/"+agent.ManifestName, minio.GetObjectOptions{})

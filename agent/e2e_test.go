@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -155,7 +156,7 @@ func (s *system) startAgentWith(id string, st agentSetup) (*agent.Agent, *captur
 	return a, phone
 }
 
-func (s *system) waitJob(id string, cond func(coordinator.Job) bool, what string) coordinator.Job {
+func (s *system) waitJob(id string, cond func(jobstore.Job) bool, what string) jobstore.Job {
 	s.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -176,7 +177,7 @@ func TestEndToEndScreenshot(t *testing.T) {
 	leakCheck(t)
 	sys := newSystem(t, 3*time.Second)
 	sys.startAgent("pc-a")
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpLaunch, Package: "com.example.app"},
 		{Op: protocol.OpTap, X: 10, Y: 20},
 		{Op: protocol.OpScreenshot, Name: "home.png"},
@@ -185,10 +186,10 @@ func TestEndToEndScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return j.Status != coordinator.StatusQueued && j.Status != coordinator.StatusInProgress
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool {
+		return j.Status != jobstore.StatusQueued && j.Status != jobstore.StatusInProgress
 	}, "completion")
-	if done.Status != coordinator.StatusSucceeded {
+	if done.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job status %s (%s), want SUCCEEDED", done.Status, done.FailReason)
 	}
 	tok := fencing.Token{JobID: job.ID, Owner: done.CompletedBy, Generation: done.Generation}
@@ -259,7 +260,7 @@ func TestStaleAgentStops(t *testing.T) {
 	for i := 2; i <= 5; i++ {
 		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 700}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
 	}
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: steps}})
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: steps}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestStaleAgentStops(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sys.startAgent("pc-b")
-	var lease coordinator.Lease
+	var lease jobstore.Lease
 	for {
 		lease, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", false)
 		if err == nil {
@@ -310,7 +311,7 @@ func TestStaleAgentStops(t *testing.T) {
 	}
 	t.Logf("A stopped %v after the reassignment (cut short: %s)", stop.At.Sub(reassignedAt), stop.CutShort)
 
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status == coordinator.StatusSucceeded }, "B's result")
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool { return j.Status == jobstore.StatusSucceeded }, "B's result")
 	if done.Generation != 2 || !strings.HasPrefix(done.CompletedBy, "pc-b/") {
 		t.Fatalf("accepted result from %s at g%d, want pc-b at g2", done.CompletedBy, done.Generation)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -36,7 +36,7 @@ func effectCount(phones ...*capture.Simulated) int {
 	return n
 }
 
-func (s *system) effect(key string) coordinator.EffectRecord {
+func (s *system) effect(key string) jobstore.EffectRecord {
 	s.t.Helper()
 	r, err := s.store.GetEffect(s.ctx, key)
 	if err != nil {
@@ -69,7 +69,7 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 	_, phoneA := sys.startAgentWith("pc-a", agentSetup{})
 	// The screenshot A takes after the step, for its receipt, hangs.
 	phoneA.SetLatency(protocol.OpScreenshot, time.Minute)
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: effectTask()})
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: effectTask()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +81,13 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 	}
 
 	_, phoneB := sys.startAgentWith("pc-b", agentSetup{})
-	var lb coordinator.Lease
+	var lb jobstore.Lease
 	testenv.Eventually(t, 10*time.Second, "reassignment to B", func() bool {
 		lb, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", true)
 		return err == nil
 	})
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool { return coordinator.Finished(j.Status) }, "the job to stop")
-	if !coordinator.NeedsDecision(done) || !strings.Contains(done.FailReason, effectKey) || done.Generation != lb.Token.Generation {
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool { return jobstore.Finished(j.Status) }, "the job to stop")
+	if !jobstore.NeedsDecision(done) || !strings.Contains(done.FailReason, effectKey) || done.Generation != lb.Token.Generation {
 		t.Fatalf("job %s (%s) at g%d, want NEEDS_DECISION at g%d", done.Status, done.FailReason, done.Generation, lb.Token.Generation)
 	}
 	if n := effectCount(phoneA, phoneB); n != 1 {
@@ -122,11 +122,11 @@ func TestEffectReassignedBeforeReceipt(t *testing.T) {
 	}
 
 	// A person decides it happened: the job runs again and skips the step.
-	if _, requeued, err := sys.store.ResolveEffect(sys.ctx, effectKey, coordinator.ResolveDone, "the order is in the shop"); err != nil || !requeued {
+	if _, requeued, err := sys.store.ResolveEffect(sys.ctx, effectKey, jobstore.ResolveDone, "the order is in the shop"); err != nil || !requeued {
 		t.Fatalf("resolve: requeued=%v, %v", requeued, err)
 	}
 	sys.coord.Kick()
-	final := sys.waitJob(job.ID, func(j coordinator.Job) bool { return j.Status == coordinator.StatusSucceeded }, "the job to finish")
+	final := sys.waitJob(job.ID, func(j jobstore.Job) bool { return j.Status == jobstore.StatusSucceeded }, "the job to finish")
 	if n := effectCount(phoneA, phoneB); n != 1 {
 		t.Fatalf("after the decision the effect step reached the phones %d times, want 1", n)
 	}
@@ -147,11 +147,11 @@ func TestEffectReassignedAfterReceipt(t *testing.T) {
 	_, phoneA := sys.startAgentWith("pc-a", agentSetup{})
 	// The step after the effect hangs on A.
 	phoneA.SetLatency(protocol.OpKey, time.Minute)
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: effectTask()})
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: effectTask()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r coordinator.EffectRecord
+	var r jobstore.EffectRecord
 	testenv.Eventually(t, 20*time.Second, "A's receipt", func() bool {
 		rec, err := sys.store.GetEffect(sys.ctx, effectKey)
 		r = rec
@@ -170,15 +170,15 @@ func TestEffectReassignedAfterReceipt(t *testing.T) {
 	}
 
 	_, phoneB := sys.startAgentWith("pc-b", agentSetup{})
-	var lb coordinator.Lease
+	var lb jobstore.Lease
 	testenv.Eventually(t, 10*time.Second, "reassignment to B", func() bool {
 		lb, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", true)
 		return err == nil
 	})
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return coordinator.Finished(j.Status)
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool {
+		return jobstore.Finished(j.Status)
 	}, "the job to end")
-	if done.Status != coordinator.StatusSucceeded || done.CompletedBy != lb.Token.Owner || done.Generation != lb.Token.Generation {
+	if done.Status != jobstore.StatusSucceeded || done.CompletedBy != lb.Token.Owner || done.Generation != lb.Token.Generation {
 		t.Fatalf("job %s (%s) by %s at g%d, want SUCCEEDED by B at g%d", done.Status, done.FailReason, done.CompletedBy, done.Generation, lb.Token.Generation)
 	}
 	if a, b := phoneA.EffectCounts()[effectKey], phoneB.EffectCounts()[effectKey]; a != 1 || b != 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -167,7 +168,7 @@ func (f *fakeCoord) verbs(jobID string) []string {
 func (f *fakeCoord) assign(agentID string, tok fencing.Token, task protocol.Task) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return protocol.Request(ctx, f.nc, protocol.AgentSubject(agentID, protocol.VerbAssign),
+	return natsrpc.Request(ctx, f.nc, protocol.AgentSubject(agentID, protocol.VerbAssign),
 		protocol.Assign{Token: tok, LeaseTTLMS: f.ttl.Milliseconds(), Task: task}, &protocol.Ack{})
 }
 
@@ -175,7 +176,7 @@ func (f *fakeCoord) assign(agentID string, tok fencing.Token, task protocol.Task
 func (f *fakeCoord) assignOn(agentID string, tok fencing.Token, task protocol.Task, serial string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return protocol.Request(ctx, f.nc, protocol.AgentSubject(agentID, protocol.VerbAssign),
+	return natsrpc.Request(ctx, f.nc, protocol.AgentSubject(agentID, protocol.VerbAssign),
 		protocol.Assign{Token: tok, LeaseTTLMS: f.ttl.Milliseconds(), Task: task, Serial: serial}, &protocol.Ack{})
 }
 
@@ -183,7 +184,7 @@ func (f *fakeCoord) assignOn(agentID string, tok fencing.Token, task protocol.Ta
 func (f *fakeCoord) send(agentID, verb string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return protocol.Request(ctx, f.nc, protocol.AgentSubject(agentID, verb), req, resp)
+	return natsrpc.Request(ctx, f.nc, protocol.AgentSubject(agentID, verb), req, resp)
 }
 
 func (f *fakeCoord) revoke(tok fencing.Token) {

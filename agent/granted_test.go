@@ -7,7 +7,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -58,17 +58,17 @@ func TestAssignRunsOnGrantedPhone(t *testing.T) {
 		o.Phones = staleViewPhones{Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}), hidden: "sim-1"}
 	}})
 	const pkg = "com.example.granted"
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Model: "M"},
 		Steps:  []protocol.Step{{Op: protocol.OpLaunch, Package: pkg}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(job.ID, func(j coordinator.Job) bool {
-		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+	done := sys.waitJob(job.ID, func(j jobstore.Job) bool {
+		return j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed
 	}, "completion")
-	if done.Status != coordinator.StatusSucceeded || done.Device != "sim-2" {
+	if done.Status != jobstore.StatusSucceeded || done.Device != "sim-2" {
 		t.Fatalf("job %s on %q (%s), want SUCCEEDED on sim-2", done.Status, done.Device, done.FailReason)
 	}
 	if launched(p1, pkg) || !launched(p2, pkg) {

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // coordinatorInbox returns the inbox prefix docs/protocol.md section 3
@@ -94,7 +95,7 @@ func startPageCoordinator(t *testing.T, url, inbox string) *pageCoordinator {
 func (c *pageCoordinator) send(agentID, verb string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return protocol.Request(ctx, c.nc, protocol.AgentSubject(agentID, verb), req, resp)
+	return natsrpc.Request(ctx, c.nc, protocol.AgentSubject(agentID, verb), req, resp)
 }
 
 // TestExamplePermissionsWithPageCoordinator: with
@@ -185,7 +186,7 @@ func TestExamplePermissionsWithPageCoordinator(t *testing.T) {
 	def := startPageCoordinator(t, url, "")
 	rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 	defer rcancel()
-	if err := protocol.Request(rctx, def.nc, protocol.AgentSubject("pc-kitchen", protocol.VerbControl), protocol.Control{Command: "status"}, &st); err == nil {
+	if err := natsrpc.Request(rctx, def.nc, protocol.AgentSubject("pc-kitchen", protocol.VerbControl), protocol.Control{Command: "status"}, &st); err == nil {
 		t.Fatal("a coordinator on the default inbox got a reply: the example permits it, update docs/protocol.md section 3")
 	}
 	select {

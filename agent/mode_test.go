@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -56,7 +57,7 @@ func TestStorageModeMismatchRefusedAtHello(t *testing.T) {
 		return st
 	}
 	st := startCoord("c-direct", nil)
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "waiting", Task: screenshotTask(1, 0)}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "waiting", Task: screenshotTask(1, 0)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -109,7 +110,7 @@ func TestStorageModeMismatchRefusedAtHello(t *testing.T) {
 	if !logged {
 		t.Errorf("no error logged for the refusal:\n%s", mis.logs.String())
 	}
-	if _, err := st.GetAgent(ctx, "pc-pre"); !errors.Is(err, coordinator.ErrAgentNotFound) {
+	if _, err := st.GetAgent(ctx, "pc-pre"); !errors.Is(err, jobstore.ErrAgentNotFound) {
 		t.Errorf("the refused agent has a session: %v", err)
 	}
 	if mis.a.Ready() {
@@ -123,7 +124,7 @@ func TestStorageModeMismatchRefusedAtHello(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the session of the agent that says no mode", unsaid.a.Ready)
 	testenv.Eventually(t, 20*time.Second, "the waiting job to run", func() bool {
 		j, err := st.Get(ctx, "waiting")
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 
 	// A coordinator that presigns accepts the presigned agent.

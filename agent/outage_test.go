@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -57,7 +57,7 @@ func TestNATSOutageSelfFences(t *testing.T) {
 		}
 	})
 	w := sys.watch("pc-a")
-	long, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+	long, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpScreenshot, Name: "before"},
 		{Op: protocol.OpWait, DurationMS: 60_000},
 		{Op: protocol.OpScreenshot, Name: "after"},
@@ -94,11 +94,11 @@ func TestNATSOutageSelfFences(t *testing.T) {
 		return a.Ready() && a.Status().Connection.LastHello.After(down)
 	})
 
-	fresh, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "fresh"}}}})
+	fresh, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "fresh"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sys.waitJob(fresh.ID, func(j coordinator.Job) bool { return j.Status == coordinator.StatusSucceeded }, "new work after the outage")
+	done := sys.waitJob(fresh.ID, func(j jobstore.Job) bool { return j.Status == jobstore.StatusSucceeded }, "new work after the outage")
 	if done.CompletedBy != a.Owner() {
 		t.Fatalf("new job completed by %q, want %q", done.CompletedBy, a.Owner())
 	}

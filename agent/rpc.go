@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // rpc sends the agent's requests and routes their replies, from one
@@ -81,7 +81,7 @@ func (r *rpc) request(ctx context.Context, subj string, req, resp any, publish f
 	}
 	select {
 	case msg := <-ch:
-		return protocol.DecodeReply(msg, subj, resp)
+		return natsrpc.DecodeReply(msg, subj, resp)
 	case <-ctx.Done():
 		return fmt.Errorf("request %s: %w", subj, ctx.Err())
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -188,7 +188,7 @@ func staleReplyAbortsLargeUpload(t *testing.T, useSpool bool) {
 		},
 	})
 	w := sys.watch("pc-a")
-	job, err := sys.store.Submit(sys.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpRecordStart, Name: "scroll"},
 		{Op: protocol.OpWait, DurationMS: 50},
 		{Op: protocol.OpRecordStop},
@@ -258,7 +258,7 @@ func staleReplyAbortsLargeUpload(t *testing.T, useSpool bool) {
 	if len(sent) > stop.Calls {
 		t.Errorf("NATS carried %d requests for the job, the agent had sent %d when it stopped", len(sent), stop.Calls)
 	}
-	if j, err := sys.store.Get(sys.ctx, job.ID); err != nil || j.Status != coordinator.StatusInProgress || j.Generation != 2 {
+	if j, err := sys.store.Get(sys.ctx, job.ID); err != nil || j.Status != jobstore.StatusInProgress || j.Generation != 2 {
 		t.Errorf("job after the stop: %+v (%v), want IN_PROGRESS at generation 2", j, err)
 	}
 	// The spooled recording of the stopped generation is gone, and the

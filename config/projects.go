@@ -51,7 +51,7 @@ func (c *Coordinator) validateProjects(ps *Problems) {
 
 // projectNameProblem describes what is wrong with a project name, "" when
 // nothing is: 1 to 64 characters from A-Z, a-z, 0-9, _, . and -, starting
-// with a letter or digit (the rule of coordinator.CheckProject, which jobs
+// with a letter or digit (the rule of jobstore.CheckProject, which jobs
 // are submitted under).
 func projectNameProblem(p string) string {
 	if len(p) == 0 || len(p) > 64 {

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -101,7 +102,7 @@ func TestDaemonServesAPIOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.(coordinator.APIStore).CreateAPIToken(t.Context(), coordinator.APIToken{Name: "t", Hash: hash, Projects: []string{"p"}, Scopes: []string{"read"}}); err != nil {
+	if _, err := store.(jobstore.APIStore).CreateAPIToken(t.Context(), jobstore.APIToken{Name: "t", Hash: hash, Projects: []string{"p"}, Scopes: []string{"read"}}); err != nil {
 		t.Fatal(err)
 	}
 	base := "https://" + d.APIAddr().String()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -16,7 +17,7 @@ import (
 // the coordinator configuration: the task's timeout (jobs.default_timeout)
 // and the attempt limit (jobs.max_attempts). Every way of submitting a job
 // applies it before Store.Submit.
-func ApplyJobDefaults(spec JobSpec, cfg config.CoordinatorJobs) JobSpec {
+func ApplyJobDefaults(spec jobstore.JobSpec, cfg config.CoordinatorJobs) jobstore.JobSpec {
 	if spec.Task.TimeoutMS == 0 && cfg.DefaultTimeout > 0 {
 		spec.Task.TimeoutMS = max(1, cfg.DefaultTimeout.Duration().Milliseconds())
 	}
@@ -27,15 +28,15 @@ func ApplyJobDefaults(spec JobSpec, cfg config.CoordinatorJobs) JobSpec {
 }
 
 // RetryPolicyOf is the retry backoff the jobs section configures.
-func RetryPolicyOf(cfg config.CoordinatorJobs) RetryPolicy {
-	return RetryPolicy{Backoff: cfg.RetryBackoff.Duration(), BackoffMax: cfg.RetryBackoffMax.Duration()}
+func RetryPolicyOf(cfg config.CoordinatorJobs) jobstore.RetryPolicy {
+	return jobstore.RetryPolicy{Backoff: cfg.RetryBackoff.Duration(), BackoffMax: cfg.RetryBackoffMax.Duration()}
 }
 
 // DeadlineMS is the time left to a lease's deadline as an assign carries
 // it (protocol.Assign.DeadlineMS): DeadlineAt − ExpiresAt + ttl, both on
 // the database clock, so the agent counts it from when it receives the
 // assign; at least 1 ms when the deadline has passed, 0 without deadline.
-func DeadlineMS(l Lease, ttl time.Duration) int64 {
+func DeadlineMS(l jobstore.Lease, ttl time.Duration) int64 {
 	if l.DeadlineAt.IsZero() {
 		return 0
 	}
@@ -48,7 +49,7 @@ func DeadlineMS(l Lease, ttl time.Duration) int64 {
 // raises the generation) or the job could not be read.
 func (s *Server) endedState(ctx context.Context, tok fencing.Token) string {
 	j, err := s.store.Get(ctx, tok.JobID)
-	if err != nil || j.Generation != tok.Generation || !Finished(j.Status) {
+	if err != nil || j.Generation != tok.Generation || !jobstore.Finished(j.Status) {
 		return ""
 	}
 	return j.Status
@@ -78,7 +79,7 @@ func (s *Server) expireOnce(ctx context.Context) {
 	// counts them, jobs_ended_total counts those taken from an agent.
 	for _, t := range toks {
 		s.metrics.attemptEnded(protocol.FailClassJob, protocol.CauseDeadline)
-		s.metrics.jobEnded(StatusTimedOut)
+		s.metrics.jobEnded(jobstore.StatusTimedOut)
 		s.jobLog(t).Info().Msg("deadline passed; job timed out")
 		s.Revoke(t, "deadline passed")
 	}

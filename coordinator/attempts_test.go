@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -63,7 +62,7 @@ func TestDeadlineTimedOutByReaper(t *testing.T) {
 	})
 	tk := task(protocol.DeviceSelector{})
 	tk.TimeoutMS = 2000
-	if _, err := store.Submit(t.Context(), coordinator.JobSpec{ID: "slow", Task: tk}); err != nil {
+	if _, err := store.Submit(t.Context(), jobstore.JobSpec{ID: "slow", Task: tk}); err != nil {
 		t.Fatal(err)
 	}
 	waitAssign(t, a, "slow", 5*time.Second)
@@ -73,17 +72,17 @@ func TestDeadlineTimedOutByReaper(t *testing.T) {
 	}
 	tok := msgs[0].Token
 
-	j := waitStatus(t, store, "slow", coordinator.StatusTimedOut, 10*time.Second)
-	if j.FailReason != sqlstore.DetailDeadline || j.Generation != tok.Generation || j.DeadlineAt.IsZero() {
+	j := waitStatus(t, store, "slow", jobstore.StatusTimedOut, 10*time.Second)
+	if j.FailReason != jobstore.DetailDeadline || j.Generation != tok.Generation || j.DeadlineAt.IsZero() {
 		t.Fatalf("timed-out job %+v", j)
 	}
 	evs, err := store.WriteEvents(t.Context(), "slow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var timeout coordinator.WriteEvent
+	var timeout jobstore.WriteEvent
 	for _, e := range evs {
-		if e.Verb == sqlstore.VerbTimeout {
+		if e.Verb == jobstore.VerbTimeout {
 			timeout = e
 		}
 	}
@@ -120,7 +119,7 @@ func TestFailClassesThroughService(t *testing.T) {
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	opts := fastOptions(t, "c1")
-	opts.Retry = coordinator.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+	opts.Retry = jobstore.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 	c := startCoordinator(t, ns.ClientURL(), store, opts)
 	failures := map[string]protocol.Fail{
 		"bad":   {Reason: "package com.nope is not installed", Class: protocol.FailClassJob, Cause: protocol.CauseAppNotInstalled},
@@ -134,27 +133,27 @@ func TestFailClassesThroughService(t *testing.T) {
 	})
 	submitMax := func(id string, maxAttempts int) {
 		t.Helper()
-		if _, err := store.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: task(protocol.DeviceSelector{}), MaxAttempts: maxAttempts}); err != nil {
+		if _, err := store.Submit(t.Context(), jobstore.JobSpec{ID: id, Task: task(protocol.DeviceSelector{}), MaxAttempts: maxAttempts}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	// A job error: FAILED at once, never assigned again.
 	submitMax("bad", 3)
-	if j := waitStatus(t, store, "bad", coordinator.StatusFailed, 5*time.Second); j.Attempts != 1 || j.FailReason != failures["bad"].Reason {
+	if j := waitStatus(t, store, "bad", jobstore.StatusFailed, 5*time.Second); j.Attempts != 1 || j.FailReason != failures["bad"].Reason {
 		t.Fatalf("job error: %+v", j)
 	}
 
 	// Infrastructure: retried at a higher generation, then exhausted.
 	submitMax("flaky", 2)
-	j := waitStatus(t, store, "flaky", coordinator.StatusFailed, 5*time.Second)
+	j := waitStatus(t, store, "flaky", jobstore.StatusFailed, 5*time.Second)
 	if want := "attempts exhausted (2 of 2): g1 phone_unplugged: adb: device offline; g3 phone_unplugged: adb: device offline"; j.FailReason != want {
 		t.Fatalf("fail reason %q, want %q", j.FailReason, want)
 	}
 
 	// The agent's own deadline.
 	submitMax("late", 3)
-	waitStatus(t, store, "late", coordinator.StatusTimedOut, 5*time.Second)
+	waitStatus(t, store, "late", jobstore.StatusTimedOut, 5*time.Second)
 
 	want := []fencing.Token{
 		{JobID: "bad", Owner: a.Owner(), Generation: 1},

@@ -12,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
 )
 
@@ -22,12 +24,12 @@ type NATSDialer func(opts ...nats.Option) (*nats.Conn, error)
 
 // System is what a Daemon is built from besides its config: the
 // dependencies a caller provides or injects in place of those the config
-// describes. `edgecoord serve` opens the configured store (package
-// coordinator/coordstore) and leaves the rest to the config; the chaos
-// harness, the benchmarks and the lab inject their stores and links.
+// describes. `edgecoord serve` opens the configured store (OpenStore) and
+// leaves the rest to the config; the chaos harness, the benchmarks and the
+// lab inject their stores and links.
 type System struct {
 	// Store is the job store. Required; the daemon does not close it.
-	Store Store
+	Store jobstore.Store
 	// DialNATS connects to NATS; default natsconn.Connect with cfg.NATS.
 	DialNATS NATSDialer
 	// Presigner, when set, replaces the one cfg.Storage describes.
@@ -137,15 +139,15 @@ func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 // coordinator's options: results are published to the NATS subject (over
 // the coordinator's own connection nc) or the HTTP endpoint; nothing when
 // neither is set.
-func outboxOptions(o config.CoordinatorOutbox, nc *nats.Conn) OutboxOptions {
+func outboxOptions(o config.CoordinatorOutbox, nc *nats.Conn) outbox.Options {
 	timeout := o.Timeout.Duration()
 	switch {
 	case o.Subject != "":
-		return OutboxOptions{Sender: NATSSender{Conn: nc, Subject: o.Subject}, Timeout: timeout}
+		return outbox.Options{Sender: outbox.NATSSender{Conn: nc, Subject: o.Subject}, Timeout: timeout}
 	case o.URL != "":
-		return OutboxOptions{Sender: HTTPSender{URL: o.URL, Client: &http.Client{Timeout: timeout}}, Timeout: timeout}
+		return outbox.Options{Sender: outbox.HTTPSender{URL: o.URL, Client: &http.Client{Timeout: timeout}}, Timeout: timeout}
 	}
-	return OutboxOptions{}
+	return outbox.Options{}
 }
 
 // Server returns the coordinator's server.

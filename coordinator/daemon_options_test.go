@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 )
 
 // TestServerOptionsWiring: every coordinator key that shapes the server
@@ -63,12 +64,12 @@ func TestServerOptionsWiring(t *testing.T) {
 func TestOutboxOptionsWiring(t *testing.T) {
 	o := config.CoordinatorOutbox{Subject: "results.published", Timeout: config.Duration(7 * time.Second)}
 	got := outboxOptions(o, nil)
-	if s, ok := got.Sender.(NATSSender); !ok || s.Subject != "results.published" || got.Timeout != 7*time.Second {
+	if s, ok := got.Sender.(outbox.NATSSender); !ok || s.Subject != "results.published" || got.Timeout != 7*time.Second {
 		t.Errorf("outbox.subject: got %+v", got)
 	}
 	o = config.CoordinatorOutbox{URL: "https://results.example.com/edge", Timeout: config.Duration(7 * time.Second)}
 	got = outboxOptions(o, nil)
-	s, ok := got.Sender.(HTTPSender)
+	s, ok := got.Sender.(outbox.HTTPSender)
 	if !ok || s.URL != o.URL || got.Timeout != 7*time.Second {
 		t.Fatalf("outbox.url: got %+v", got)
 	}

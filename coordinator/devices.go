@@ -3,6 +3,7 @@ package coordinator
 import (
 	"time"
 
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -20,11 +21,11 @@ func DescribeSelector(sel protocol.DeviceSelector) string {
 // a matching phone ("waiting for phone serial=X"), every matching phone is
 // busy, or the agents with matching phones are draining. It returns "" when
 // a matching phone is free, so the job is about to be granted.
-func WaitReason(sel protocol.DeviceSelector, agents []Agent, running []Job, offlineAfter time.Duration) string {
+func WaitReason(sel protocol.DeviceSelector, agents []jobstore.Agent, running []jobstore.Job, offlineAfter time.Duration) string {
 	busy := map[string]bool{} // owner + " " + serial
 	load := map[string]int{}  // owner → in-progress jobs
 	for _, j := range running {
-		if j.Status != StatusInProgress {
+		if j.Status != jobstore.StatusInProgress {
 			continue
 		}
 		load[j.WorkerID]++

@@ -1,8 +1,9 @@
-// Package coordinator is the VPS side of edgeagent: the job store interface
-// (implemented by pgstore and sqlitestore), the agent-facing NATS service,
-// the scheduler that hands queued jobs to agents with a free matching phone,
-// the lease reaper, presigned uploads, metrics and health endpoints. The
-// coordinator alone grants generations and checks them.
+// Package coordinator is the VPS side of edgeagent: the agent-facing NATS
+// service over a job store (the contract in package jobstore, implemented
+// by pgstore and sqlitestore), the scheduler that hands queued jobs to
+// agents with a free matching phone, the lease reaper, presigned uploads,
+// metrics and health endpoints. The coordinator alone grants generations
+// and checks them.
 //
 // Everything a coordinator decides from lives in the store: jobs and their
 // leases, and the agent registry (sessions, phones, slots, drain flags,
@@ -18,5 +19,5 @@
 // the outbox the config describes, the NATS connection, and, in
 // Daemon.Run, the metrics and health endpoint. `edgecoord serve`, the
 // benchmarks, the chaos harness and the lab all build their coordinators
-// with it; package coordstore opens the store the config names.
+// with it; OpenStore opens the store the config names.
 package coordinator

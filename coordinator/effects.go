@@ -6,10 +6,11 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -18,8 +19,8 @@ import (
 // in-doubt sweep and, when configured, the outbox dispatcher.
 type effects struct {
 	s          *Server
-	dispatcher *Dispatcher // nil: this coordinator delivers nothing
-	publish    bool        // accepted results are written to the outbox
+	dispatcher *outbox.Dispatcher // nil: this coordinator delivers nothing
+	publish    bool               // accepted results are written to the outbox
 
 	requests *prometheus.CounterVec // action, state
 	inDoubt  prometheus.Counter
@@ -42,8 +43,8 @@ func newEffects(s *Server) *effects {
 	s.metrics.stale.WithLabelValues(protocol.VerbEffect)
 	s.metrics.forbidden.WithLabelValues(protocol.VerbEffect)
 	if s.opts.Outbox.Sender != nil {
-		fx.dispatcher = NewDispatcher(s.store, s.opts.Outbox, s.log)
-		s.metrics.reg.MustRegister(fx.dispatcher.collectors()...)
+		fx.dispatcher = outbox.NewDispatcher(s.store, s.opts.Outbox, s.log)
+		s.metrics.reg.MustRegister(fx.dispatcher.Collectors()...)
 	}
 	return fx
 }
@@ -81,7 +82,7 @@ func (s *Server) commit(ctx context.Context, tok fencing.Token, result json.RawM
 	if !s.fx.publish {
 		return s.store.Commit(ctx, tok, result)
 	}
-	if err := s.store.CommitOutbox(ctx, tok, result, OutboxKey(tok.JobID)); err != nil {
+	if err := s.store.CommitOutbox(ctx, tok, result, jobstore.OutboxKey(tok.JobID)); err != nil {
 		return err
 	}
 	if s.fx.dispatcher != nil {
@@ -93,11 +94,11 @@ func (s *Server) commit(ctx context.Context, tok fencing.Token, result json.RawM
 // failJob records a failure: through the outbox when results are
 // published, so receivers learn of jobs that end without a result as of
 // succeeded ones (a retried attempt publishes nothing).
-func (s *Server) failJob(ctx context.Context, tok fencing.Token, f Failure) error {
+func (s *Server) failJob(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	if !s.fx.publish {
 		return s.store.Fail(ctx, tok, f)
 	}
-	if err := s.store.FailOutbox(ctx, tok, f, OutboxFailureKey(tok.JobID, tok.Generation)); err != nil {
+	if err := s.store.FailOutbox(ctx, tok, f, jobstore.OutboxFailureKey(tok.JobID, tok.Generation)); err != nil {
 		return err
 	}
 	if s.fx.dispatcher != nil {
@@ -123,12 +124,12 @@ func (s *Server) effect(ctx context.Context, agentID string, data []byte) (any, 
 	}
 	tok := e.Token
 	var (
-		rec EffectRecord
+		rec jobstore.EffectRecord
 		err error
 	)
 	switch e.Action {
 	case protocol.EffectActionReserve:
-		rec, err = s.store.ReserveEffect(ctx, tok, EffectIntent{Key: e.Key, Step: e.Step, Op: e.Op, Attempt: e.Attempt})
+		rec, err = s.store.ReserveEffect(ctx, tok, jobstore.EffectIntent{Key: e.Key, Step: e.Step, Op: e.Op, Attempt: e.Attempt})
 	case protocol.EffectActionReceipt:
 		if e.Receipt == nil {
 			return nil, badRequest("receipt is missing")
@@ -151,7 +152,7 @@ func (s *Server) effect(ctx context.Context, agentID string, data []byte) (any, 
 	default:
 		return nil, badRequest("unknown effect action %q", e.Action)
 	}
-	if errors.Is(err, ErrEffectNotFound) {
+	if errors.Is(err, jobstore.ErrEffectNotFound) {
 		return nil, badRequest("no effect intent %q", e.Key)
 	}
 	if err != nil {
@@ -183,13 +184,3 @@ func ownKeys(tok fencing.Token, keys []string) error {
 	}
 	return nil
 }
-
-// defaultOutboxInterval and friends are the dispatcher's defaults.
-const (
-	defaultOutboxInterval = time.Second
-	defaultOutboxLease    = 30 * time.Second
-	defaultOutboxBatch    = 16
-	defaultOutboxTimeout  = 5 * time.Second
-	defaultOutboxBackoff  = 500 * time.Millisecond
-	defaultOutboxMaxWait  = time.Minute
-)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -47,7 +48,7 @@ func openSQLite(t testing.TB) sqlstore.Lab {
 
 // openPostgres opens a store on dsn with its own pool, as a separate
 // coordinator process would.
-func openPostgres(t testing.TB, dsn string) coordinator.Store {
+func openPostgres(t testing.TB, dsn string) jobstore.Store {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), dsn)
 	if err != nil {
@@ -65,7 +66,7 @@ type running struct {
 }
 
 // startCoordinator runs a Server on store, connected to url with opts.
-func startCoordinator(t testing.TB, url string, store coordinator.Store, opts coordinator.Options, nopts ...nats.Option) *running {
+func startCoordinator(t testing.TB, url string, store jobstore.Store, opts coordinator.Options, nopts ...nats.Option) *running {
 	t.Helper()
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("coordinator " + opts.ID)}, nopts...)...)
 	if err != nil {
@@ -115,16 +116,16 @@ func task(sel protocol.DeviceSelector) protocol.Task {
 	return protocol.Task{Device: sel, Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "shot.png"}}}
 }
 
-func submit(t testing.TB, s coordinator.Store, id string, sel protocol.DeviceSelector) coordinator.Job {
+func submit(t testing.TB, s jobstore.Store, id string, sel protocol.DeviceSelector) jobstore.Job {
 	t.Helper()
-	j, err := s.Submit(context.Background(), coordinator.JobSpec{ID: id, Task: task(sel)})
+	j, err := s.Submit(context.Background(), jobstore.JobSpec{ID: id, Task: task(sel)})
 	if err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
 	return j
 }
 
-func getJob(t testing.TB, s coordinator.Store, id string) coordinator.Job {
+func getJob(t testing.TB, s jobstore.Store, id string) jobstore.Job {
 	t.Helper()
 	j, err := s.Get(context.Background(), id)
 	if err != nil {
@@ -133,9 +134,9 @@ func getJob(t testing.TB, s coordinator.Store, id string) coordinator.Job {
 	return j
 }
 
-func waitStatus(t testing.TB, s coordinator.Store, id, status string, timeout time.Duration) coordinator.Job {
+func waitStatus(t testing.TB, s jobstore.Store, id, status string, timeout time.Duration) jobstore.Job {
 	t.Helper()
-	var j coordinator.Job
+	var j jobstore.Job
 	testenv.Eventually(t, timeout, "job "+id+" "+status, func() bool {
 		j = getJob(t, s, id)
 		return j.Status == status

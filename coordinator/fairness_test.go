@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -31,26 +32,26 @@ import (
 func TestProjectLimitOneRound(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		store func(t *testing.T) coordinator.Store
+		store func(t *testing.T) jobstore.Store
 	}{
-		{"sqlite", func(t *testing.T) coordinator.Store { return openSQLite(t) }},
-		{"postgres", func(t *testing.T) coordinator.Store { return openPostgres(t, testenv.Postgres(t)) }},
+		{"sqlite", func(t *testing.T) jobstore.Store { return openSQLite(t) }},
+		{"postgres", func(t *testing.T) jobstore.Store { return openPostgres(t, testenv.Postgres(t)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testProjectLimitOneRound(t, tc.store(t)) })
 	}
 }
 
-func testProjectLimitOneRound(t *testing.T, store coordinator.Store) {
+func testProjectLimitOneRound(t *testing.T, store jobstore.Store) {
 	ctx := t.Context()
 	const queuedA, queuedB, agents, phonesEach = 1000, 5, 4, 2
 	for i := range queuedA {
-		if _, err := store.Submit(ctx, coordinator.JobSpec{ID: fmt.Sprintf("a-%04d", i), Project: "survey-a", Task: task(protocol.DeviceSelector{})}); err != nil {
+		if _, err := store.Submit(ctx, jobstore.JobSpec{ID: fmt.Sprintf("a-%04d", i), Project: "survey-a", Task: task(protocol.DeviceSelector{})}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(2 * time.Millisecond) // survey-b's jobs are younger on millisecond clocks too
 	for i := range queuedB {
-		if _, err := store.Submit(ctx, coordinator.JobSpec{ID: fmt.Sprintf("b-%d", i), Project: "survey-b", Task: task(protocol.DeviceSelector{})}); err != nil {
+		if _, err := store.Submit(ctx, jobstore.JobSpec{ID: fmt.Sprintf("b-%d", i), Project: "survey-b", Task: task(protocol.DeviceSelector{})}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +85,7 @@ func testProjectLimitOneRound(t *testing.T, store coordinator.Store) {
 		for p := range phonesEach {
 			devs = append(devs, phone(fmt.Sprintf("%s-P%d", id, p)))
 		}
-		if _, _, err := store.AgentHello(ctx, coordinator.AgentHello{AgentID: id, BootID: "boot-1", Devices: devs, Slots: phonesEach, CoordinatorID: "c1"}); err != nil {
+		if _, _, err := store.AgentHello(ctx, jobstore.AgentHello{AgentID: id, BootID: "boot-1", Devices: devs, Slots: phonesEach, CoordinatorID: "c1"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := nc.Subscribe(protocol.AgentSubject(id, protocol.VerbAssign), func(m *nats.Msg) {
@@ -107,7 +108,7 @@ func testProjectLimitOneRound(t *testing.T, store coordinator.Store) {
 	srv.ScheduleOnce(ctx)
 	running := func(project string) []string {
 		t.Helper()
-		js, err := store.ListJobs(ctx, coordinator.JobFilter{Project: project, Statuses: []string{coordinator.StatusInProgress}})
+		js, err := store.ListJobs(ctx, jobstore.JobFilter{Project: project, Statuses: []string{jobstore.StatusInProgress}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -43,14 +44,14 @@ const fuzzOwner = "pc-a/boot-1"
 func (h *handlerFuzz) next(t testing.TB) {
 	ctx := context.Background()
 	if h.cur.JobID != "" {
-		if _, err := h.store.Cancel(ctx, h.cur.JobID, "fuzz: next job"); err != nil && !errors.Is(err, coordinator.ErrConflict) {
+		if _, err := h.store.Cancel(ctx, h.cur.JobID, "fuzz: next job"); err != nil && !errors.Is(err, jobstore.ErrConflict) {
 			t.Fatalf("cancel %s: %v", h.cur.JobID, err)
 		}
 	}
 	h.n++
 	id := fmt.Sprintf("job-%d", h.n)
 	task := protocol.Task{Device: protocol.DeviceSelector{Serial: h.serial}, Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}
-	if _, err := h.store.Submit(ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+	if _, err := h.store.Submit(ctx, jobstore.JobSpec{ID: id, Task: task}); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	l, err := h.store.Claim(ctx, id, fuzzOwner, time.Hour)
@@ -66,7 +67,7 @@ func (h *handlerFuzz) current(t testing.TB) bool {
 	if err != nil {
 		t.Fatalf("get %s: %v", h.cur.JobID, err)
 	}
-	return j.Status == coordinator.StatusInProgress && j.WorkerID == h.cur.Owner && j.Generation == h.cur.Generation
+	return j.Status == jobstore.StatusInProgress && j.WorkerID == h.cur.Owner && j.Generation == h.cur.Generation
 }
 
 // events counts the recorded attempts of verb with tok that were accepted
@@ -99,7 +100,7 @@ func (h *handlerFuzz) replayed(t testing.TB, verb string, tok fencing.Token, bod
 		return false
 	}
 	j, err := h.store.Get(context.Background(), tok.JobID)
-	if err != nil || j.Status != coordinator.StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation {
+	if err != nil || j.Status != jobstore.StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation {
 		return false
 	}
 	value := func(m json.RawMessage) (any, bool) {
@@ -314,7 +315,7 @@ func FuzzHandlers(f *testing.F) {
 					t.Fatalf("%s: %d recorded %d times", verb, code, refusedAfter-refusedBefore)
 				}
 				_, err := h.store.Get(ctx, req.Token.JobID)
-				if (code == protocol.CodeUnknownJob) != errors.Is(err, coordinator.ErrNotFound) {
+				if (code == protocol.CodeUnknownJob) != errors.Is(err, jobstore.ErrNotFound) {
 					t.Fatalf("%s: %d for job %q whose lookup says %v", verb, code, req.Token.JobID, err)
 				}
 			}
@@ -331,11 +332,11 @@ func FuzzHandlers(f *testing.F) {
 		retried := verb == protocol.VerbHello || verb == protocol.VerbFail && code == 200
 		switch {
 		case j.Generation == before.Generation:
-		case j.Generation == before.Generation+1 && retried && j.Status == coordinator.StatusQueued:
+		case j.Generation == before.Generation+1 && retried && j.Status == jobstore.StatusQueued:
 		default:
 			t.Fatalf("after %s on %q (%d) job is %s at generation %d, was %v", verb, agent, code, j.Status, j.Generation, before)
 		}
-		if j.Status != coordinator.StatusInProgress && j.Generation == before.Generation && code != 200 {
+		if j.Status != jobstore.StatusInProgress && j.Generation == before.Generation && code != 200 {
 			t.Fatalf("refused %s (%d) ended the job: %s", verb, code, j.Status)
 		}
 	})

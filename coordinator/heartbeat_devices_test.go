@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestHeartbeatNoPhones(t *testing.T) {
 	defer cancel()
 	send := func(verb string, req, resp any) {
 		t.Helper()
-		if err := protocol.Request(ctx, nc, protocol.CoordSubject("pc-h", verb), req, resp); err != nil {
+		if err := natsrpc.Request(ctx, nc, protocol.CoordSubject("pc-h", verb), req, resp); err != nil {
 			t.Fatalf("%s: %v", verb, err)
 		}
 	}

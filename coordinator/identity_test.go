@@ -14,9 +14,10 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -98,7 +99,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	waitAssign(t, b, "job-b", 5*time.Second)
 	tokB := b.Assigns()[0]
 	ctx := context.Background()
-	eventsOfB := func() []coordinator.WriteEvent {
+	eventsOfB := func() []jobstore.WriteEvent {
 		evs, err := store.WriteEvents(ctx, "job-b")
 		if err != nil {
 			t.Fatal(err)
@@ -118,7 +119,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	// 1. A cannot publish as B: the server drops the request and tells A.
 	nc := a.Conn()
 	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err := protocol.Request(rctx, nc, protocol.CoordSubject("pc-garage", protocol.VerbResult), protocol.Result{Token: tokB}, nil)
+	err := natsrpc.Request(rctx, nc, protocol.CoordSubject("pc-garage", protocol.VerbResult), protocol.Result{Token: tokB}, nil)
 	cancel()
 	if err == nil {
 		t.Fatal("A's request on B's subject was answered")
@@ -129,7 +130,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if n := refusedOfB(); n != 0 {
 		t.Fatalf("the coordinator saw A's request on B's subject: %+v", eventsOfB())
 	}
-	if j := getJob(t, store, "job-b"); j.Status != coordinator.StatusInProgress || j.WorkerID != tokB.Owner {
+	if j := getJob(t, store, "job-b"); j.Status != jobstore.StatusInProgress || j.WorkerID != tokB.Owner {
 		t.Fatalf("job-b changed: %+v", j)
 	}
 
@@ -168,13 +169,13 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if !errors.Is(err, protocol.ErrForbidden) {
 		t.Fatalf("result with B's token on A's subject: %v, want 403", err)
 	}
-	var forbidden []coordinator.WriteEvent
+	var forbidden []jobstore.WriteEvent
 	for _, e := range eventsOfB() {
 		if !e.Accepted && strings.HasPrefix(e.Detail, "forbidden:") {
 			forbidden = append(forbidden, e)
 		}
 	}
-	if len(forbidden) != 2 || forbidden[0].Verb != sqlstore.VerbRenew || forbidden[1].Verb != sqlstore.VerbResult ||
+	if len(forbidden) != 2 || forbidden[0].Verb != jobstore.VerbRenew || forbidden[1].Verb != jobstore.VerbResult ||
 		forbidden[0].Owner != tokB.Owner || forbidden[0].Generation != tokB.Generation ||
 		!strings.Contains(forbidden[0].Detail, "pc-kitchen") {
 		t.Fatalf("recorded forbidden attempts %+v", forbidden)
@@ -184,7 +185,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 			t.Errorf("forbidden_requests_total{verb=%q} = %v, want %v", verb, got, want)
 		}
 	}
-	if j := getJob(t, store, "job-b"); j.Status != coordinator.StatusInProgress || j.WorkerID != tokB.Owner || j.Generation != 1 {
+	if j := getJob(t, store, "job-b"); j.Status != jobstore.StatusInProgress || j.WorkerID != tokB.Owner || j.Generation != 1 {
 		t.Fatalf("job-b changed: %+v", j)
 	}
 	// A's own lease is untouched by all this.

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -43,7 +42,7 @@ func TestExpiredLeaseReclaimedWithinTTLPlusSweep(t *testing.T) {
 	// B joins only now, so the job went to A.
 	b := coordtest.Start(t, coordtest.Options{ID: "pc-b", URL: ns.ClientURL(), Devices: []protocol.Device{phone("B1")}})
 
-	done := waitStatus(t, store, "job-1", coordinator.StatusSucceeded, 3*opts.LeaseTTL)
+	done := waitStatus(t, store, "job-1", jobstore.StatusSucceeded, 3*opts.LeaseTTL)
 	if done.CompletedBy != b.Owner() || done.Generation != 2 {
 		t.Fatalf("job finished by %s at generation %d, want %s at generation 2", done.CompletedBy, done.Generation, b.Owner())
 	}
@@ -70,19 +69,19 @@ func TestExpiredLeaseReclaimedWithinTTLPlusSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reclaim, reassign coordinator.WriteEvent
+	var reclaim, reassign jobstore.WriteEvent
 	var lastRenew time.Time
 	for _, e := range evs {
 		switch {
-		case e.Verb == sqlstore.VerbRenew && e.Owner == tokA.Owner && e.Accepted:
+		case e.Verb == jobstore.VerbRenew && e.Owner == tokA.Owner && e.Accepted:
 			lastRenew = e.At
-		case e.Verb == sqlstore.VerbReclaim:
+		case e.Verb == jobstore.VerbReclaim:
 			reclaim = e
-		case e.Verb == sqlstore.VerbReassign:
+		case e.Verb == jobstore.VerbReassign:
 			reassign = e
 		}
 	}
-	if reclaim.Owner != tokA.Owner || reclaim.Generation != 1 || !reclaim.Accepted || reclaim.Detail != sqlstore.DetailLeaseExpired {
+	if reclaim.Owner != tokA.Owner || reclaim.Generation != 1 || !reclaim.Accepted || reclaim.Detail != jobstore.DetailLeaseExpired {
 		t.Fatalf("reclaim event %+v; events %+v", reclaim, evs)
 	}
 	if d := reassign.At.Sub(reclaim.At); reassign.Owner != b.Owner() || reassign.Generation != 2 || d < 0 || d > 10*time.Millisecond {

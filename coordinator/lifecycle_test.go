@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -41,7 +41,7 @@ func TestServerLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	submit(t, store, "j1", protocol.DeviceSelector{})
-	waitStatus(t, store, "j1", coordinator.StatusSucceeded, 5*time.Second)
+	waitStatus(t, store, "j1", jobstore.StatusSucceeded, 5*time.Second)
 	a.Stop()
 	c.stop()
 	store.Close()

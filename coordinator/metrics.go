@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -30,7 +31,7 @@ type metrics struct {
 	jobsEnded      *prometheus.CounterVec // state
 }
 
-func newMetrics(store Store, offlineAfter time.Duration) *metrics {
+func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -81,7 +82,7 @@ func newMetrics(store Store, offlineAfter time.Duration) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	// Verbs appear at zero before the first refusal, so rate() works.
-	for _, v := range []string{verbRenew, verbUpload, verbArtifact, verbResult, verbFail} {
+	for _, v := range []string{jobstore.VerbRenew, jobstore.VerbUpload, jobstore.VerbArtifact, jobstore.VerbResult, jobstore.VerbFail} {
 		m.stale.WithLabelValues(v)
 		m.forbidden.WithLabelValues(v)
 	}
@@ -90,7 +91,7 @@ func newMetrics(store Store, offlineAfter time.Duration) *metrics {
 		m.attemptEnds.WithLabelValues(protocol.FailClassInfrastructure, r)
 	}
 	m.attemptEnds.WithLabelValues(protocol.FailClassJob, protocol.CauseDeadline)
-	for _, st := range []string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusNeedsDecision} {
+	for _, st := range []string{jobstore.StatusSucceeded, jobstore.StatusFailed, jobstore.StatusTimedOut, jobstore.StatusNeedsDecision} {
 		m.jobsEnded.WithLabelValues(st)
 	}
 	return m
@@ -104,7 +105,7 @@ func (m *metrics) attemptEnded(class, cause string) {
 // jobEnded counts a job brought to state; a state that is not an end
 // (QUEUED after a retry, "" when unknown) is not counted.
 func (m *metrics) jobEnded(state string) {
-	if slices.Contains(Statuses, state) && Finished(state) {
+	if slices.Contains(jobstore.Statuses, state) && jobstore.Finished(state) {
 		m.jobsEnded.WithLabelValues(state).Inc()
 	}
 }
@@ -116,7 +117,7 @@ func (m *metrics) request(verb string, code int) {
 // storeCollector reads the job and agent gauges from the store at scrape
 // time.
 type storeCollector struct {
-	store        Store
+	store        jobstore.Store
 	offlineAfter time.Duration
 }
 
@@ -143,13 +144,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	failed := 0.0
 	if counts, err := c.store.JobCounts(ctx); err == nil {
-		for _, st := range Statuses {
+		for _, st := range jobstore.Statuses {
 			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[st]), st)
 		}
 	} else {
 		failed = 1
 	}
-	if pc, ok := c.store.(ProjectCounter); ok {
+	if pc, ok := c.store.(jobstore.ProjectCounter); ok {
 		if counts, err := pc.ProjectJobCounts(ctx); err == nil {
 			for _, n := range counts {
 				ch <- prometheus.MustNewConstMetric(projectDesc, prometheus.GaugeValue, float64(n.N), n.Project, n.Status)

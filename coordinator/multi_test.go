@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -70,7 +69,7 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 	// assigns an agent refuses (busy with a job moved away) included:
 	// attempts enough that this churn never uses them up.
 	for i := range jobs {
-		if _, err := store.Submit(ctx, coordinator.JobSpec{ID: fmt.Sprintf("job-%03d", i), Task: task(protocol.DeviceSelector{}), MaxAttempts: 100}); err != nil {
+		if _, err := store.Submit(ctx, jobstore.JobSpec{ID: fmt.Sprintf("job-%03d", i), Task: task(protocol.DeviceSelector{}), MaxAttempts: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +83,7 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 	chaosWG.Go(func() {
 		for moved < reassignments && chaosCtx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
-			running, err := store.ListJobs(chaosCtx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+			running, err := store.ListJobs(chaosCtx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 			if err != nil || len(running) == 0 {
 				continue
 			}
@@ -105,7 +104,7 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return counts[coordinator.StatusSucceeded] == jobs
+		return counts[jobstore.StatusSucceeded] == jobs
 	})
 	stopChaos()
 	chaosWG.Wait()
@@ -127,25 +126,25 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 		accepted := 0
 		for _, e := range evs {
 			if !e.Accepted {
-				if e.Verb == sqlstore.VerbResult {
+				if e.Verb == jobstore.VerbResult {
 					staleRefused++
 				}
 				continue
 			}
-			if e.Verb == sqlstore.VerbReclaim && e.Detail == sqlstore.DetailLeaseExpired {
+			if e.Verb == jobstore.VerbReclaim && e.Detail == jobstore.DetailLeaseExpired {
 				expired++
 			}
 			switch e.Verb {
-			case sqlstore.VerbClaim, sqlstore.VerbReassign:
+			case jobstore.VerbClaim, jobstore.VerbReassign:
 				if prev, dup := ownerOf[e.Generation]; dup {
 					t.Errorf("%s: generation %d granted twice (%s, %s)", id, e.Generation, prev, e.Owner)
 				}
 				ownerOf[e.Generation] = e.Owner
-			case sqlstore.VerbRenew, sqlstore.VerbArtifact, sqlstore.VerbResult, sqlstore.VerbFail:
+			case jobstore.VerbRenew, jobstore.VerbArtifact, jobstore.VerbResult, jobstore.VerbFail:
 				if ownerOf[e.Generation] != e.Owner {
 					t.Errorf("%s: %s accepted from %s at generation %d, granted to %q", id, e.Verb, e.Owner, e.Generation, ownerOf[e.Generation])
 				}
-				if e.Verb == sqlstore.VerbResult {
+				if e.Verb == jobstore.VerbResult {
 					accepted++
 					if e.Owner != j.CompletedBy || e.Generation != j.Generation {
 						t.Errorf("%s: accepted result %s g%d, job completed by %s g%d", id, e.Owner, e.Generation, j.CompletedBy, j.Generation)

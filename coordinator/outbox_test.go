@@ -9,10 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -23,11 +25,11 @@ const resultsSubject = "results.published"
 // With send set it delivers first (so the message arrives, but its receipt
 // is never stored); without, it dies before sending.
 type crashingSender struct {
-	send    coordinator.OutboxSender // nil: die before sending
+	send    outbox.Sender // nil: die before sending
 	entered chan string
 }
 
-func (c crashingSender) Send(ctx context.Context, m coordinator.OutboxMessage) (json.RawMessage, error) {
+func (c crashingSender) Send(ctx context.Context, m outbox.Message) (json.RawMessage, error) {
 	if c.send != nil {
 		if _, err := c.send.Send(ctx, m); err != nil {
 			return nil, err
@@ -41,38 +43,38 @@ func (c crashingSender) Send(ctx context.Context, m coordinator.OutboxMessage) (
 	return nil, ctx.Err()
 }
 
-func outboxOptions(sender coordinator.OutboxSender) coordinator.OutboxOptions {
-	return coordinator.OutboxOptions{
+func outboxOptions(sender outbox.Sender) outbox.Options {
+	return outbox.Options{
 		Sender: sender, Interval: 100 * time.Millisecond, Timeout: 500 * time.Millisecond,
 		Lease: time.Second, Backoff: 50 * time.Millisecond,
 	}
 }
 
-func natsSender(t *testing.T, url string) coordinator.NATSSender {
+func natsSender(t *testing.T, url string) outbox.NATSSender {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.Name("outbox sender"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return coordinator.NATSSender{Conn: nc, Subject: resultsSubject}
+	return outbox.NATSSender{Conn: nc, Subject: resultsSubject}
 }
 
 // runJob submits a job that a test agent finishes, and waits for its result.
-func runJob(t *testing.T, url string, store coordinator.Store, id string) {
+func runJob(t *testing.T, url string, store jobstore.Store, id string) {
 	t.Helper()
 	coordtest.Start(t, coordtest.Options{ID: "pc-" + id, URL: url, Devices: []protocol.Device{phone("P-" + id)}, Artifacts: 2})
 	submit(t, store, id, protocol.DeviceSelector{Serial: "P-" + id})
-	waitStatus(t, store, id, coordinator.StatusSucceeded, 10*time.Second)
+	waitStatus(t, store, id, jobstore.StatusSucceeded, 10*time.Second)
 }
 
 // wantDeliveredOnce checks that the receiver applied the job's message
 // exactly once, that every delivery carried the job's one key, and that the
 // stored receipt is the receiver's.
-func wantDeliveredOnce(t *testing.T, store coordinator.Store, recv *coordtest.Receiver, jobID string, minDeliveries int) coordinator.EffectRecord {
+func wantDeliveredOnce(t *testing.T, store jobstore.Store, recv *coordtest.Receiver, jobID string, minDeliveries int) jobstore.EffectRecord {
 	t.Helper()
-	key := coordinator.OutboxKey(jobID)
-	var r coordinator.EffectRecord
+	key := jobstore.OutboxKey(jobID)
+	var r jobstore.EffectRecord
 	testenv.Eventually(t, 10*time.Second, "outbox "+key+" done", func() bool {
 		var err error
 		r, err = store.GetEffect(context.Background(), key)
@@ -140,7 +142,7 @@ func TestOutboxCoordinatorCrash(t *testing.T) {
 			opts.Outbox.Lease = 2 * time.Second
 			c1 := startCoordinator(t, ns.ClientURL(), openPostgres(t, dsn), opts)
 			runJob(t, ns.ClientURL(), store, "job-1")
-			key := coordinator.OutboxKey("job-1")
+			key := jobstore.OutboxKey("job-1")
 			select {
 			case k := <-crash.entered:
 				if k != key {
@@ -211,7 +213,7 @@ func TestOutboxPublishesFailures(t *testing.T) {
 	coordtest.Start(t, coordtest.Options{ID: "pc-f", URL: ns.ClientURL(), Devices: []protocol.Device{phone("P-f")},
 		Behavior: func(fencing.Token) coordtest.Behavior { return coordtest.Hold }})
 	submit(t, store, "job-f", protocol.DeviceSelector{Serial: "P-f"})
-	j := waitStatus(t, store, "job-f", coordinator.StatusInProgress, 10*time.Second)
+	j := waitStatus(t, store, "job-f", jobstore.StatusInProgress, 10*time.Second)
 	tok := fencing.Token{JobID: j.ID, Owner: j.WorkerID, Generation: j.Generation}
 
 	// The agent reports the failure, as the real agent does after a step
@@ -222,14 +224,14 @@ func TestOutboxPublishesFailures(t *testing.T) {
 	}
 	defer nc.Close()
 	const reason = "step 1 (screenshot): phone unplugged"
-	if err := protocol.Request(t.Context(), nc, protocol.CoordSubject("pc-f", protocol.VerbFail),
+	if err := natsrpc.Request(t.Context(), nc, protocol.CoordSubject("pc-f", protocol.VerbFail),
 		protocol.Fail{Token: tok, Reason: reason}, &protocol.Ack{}); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
-	waitStatus(t, store, "job-f", coordinator.StatusFailed, 10*time.Second)
+	waitStatus(t, store, "job-f", jobstore.StatusFailed, 10*time.Second)
 
-	key := coordinator.OutboxFailureKey("job-f", tok.Generation)
-	var r coordinator.EffectRecord
+	key := jobstore.OutboxFailureKey("job-f", tok.Generation)
+	var r jobstore.EffectRecord
 	testenv.Eventually(t, 10*time.Second, "outbox "+key+" delivered", func() bool {
 		r, err = store.GetEffect(context.Background(), key)
 		return err == nil && r.State == protocol.EffectDone
@@ -245,7 +247,7 @@ func TestOutboxPublishesFailures(t *testing.T) {
 	if err := json.Unmarshal(r.Payload, &p); err != nil {
 		t.Fatalf("payload %s: %v", r.Payload, err)
 	}
-	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.Reason != reason || p.Generation != tok.Generation || p.Owner != tok.Owner {
+	if p.Key != key || p.Event != jobstore.OutboxEventFailed || p.Reason != reason || p.Generation != tok.Generation || p.Owner != tok.Owner {
 		t.Fatalf("payload %s", r.Payload)
 	}
 }

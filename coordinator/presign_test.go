@@ -18,7 +18,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -183,7 +183,7 @@ func TestPresignedUpload(t *testing.T) {
 	evs, _ := store.WriteEvents(ctx, "job-p")
 	var ups []string
 	for _, e := range evs {
-		if e.Verb == sqlstore.VerbUpload {
+		if e.Verb == jobstore.VerbUpload {
 			ups = append(ups, e.Detail+map[bool]string{true: " accepted", false: " refused"}[e.Accepted])
 		}
 	}

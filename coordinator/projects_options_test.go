@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // TestProjectLimitsWiring: jobs.default_max_running and
@@ -24,11 +25,11 @@ func TestProjectLimitsWiring(t *testing.T) {
 		t.Fatalf("options: default %d, limits %v; want 4, %v", opts.DefaultProjectLimit, opts.ProjectLimits, want)
 	}
 	s := &Server{opts: opts}
-	req := s.claimRequest(Agent{ID: "pc", BootID: "b", Slots: 1})
+	req := s.claimRequest(jobstore.Agent{ID: "pc", BootID: "b", Slots: 1})
 	if req.DefaultProjectLimit != 4 || !maps.Equal(req.ProjectLimits, want) || !req.Limited() {
 		t.Fatalf("claim request: %+v", req)
 	}
-	if (ClaimRequest{ProjectLimits: map[string]int{"open": 0}}).Limited() {
+	if (jobstore.ClaimRequest{ProjectLimits: map[string]int{"open": 0}}).Limited() {
 		t.Fatal("a request whose only limit is 0 counts as limited")
 	}
 }

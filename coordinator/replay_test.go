@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -68,7 +68,7 @@ func TestResultReplayedAfterLostReply(t *testing.T) {
 			t.Fatalf("older generation: %v, want stale", err)
 		}
 	}
-	if j, _ := store.Get(ctx, job.ID); j.Status != coordinator.StatusSucceeded {
+	if j, _ := store.Get(ctx, job.ID); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s", j.Status)
 	}
 }

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -72,12 +71,12 @@ func TestAgentRestartReclaimsAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(evs, func(e coordinator.WriteEvent) bool { return e.Verb == sqlstore.VerbReclaim })
+		i := slices.IndexFunc(evs, func(e jobstore.WriteEvent) bool { return e.Verb == jobstore.VerbReclaim })
 		if i < 0 {
 			t.Fatalf("%s: no reclaim by the time the hello was answered: %+v", id, evs)
 		}
 		e := evs[i]
-		if e.Owner != oldOwner || e.Generation != 1 || !e.Accepted || e.Detail != sqlstore.DetailAgentRestarted {
+		if e.Owner != oldOwner || e.Generation != 1 || !e.Accepted || e.Detail != jobstore.DetailAgentRestarted {
 			t.Fatalf("%s: reclaim event %+v", id, e)
 		}
 		if !e.At.Before(expiry[id]) {
@@ -94,7 +93,7 @@ func TestAgentRestartReclaimsAtOnce(t *testing.T) {
 
 	// The new boot gets the jobs again and finishes them.
 	for _, id := range []string{"j1", "j2"} {
-		j := waitStatus(t, store, id, coordinator.StatusSucceeded, 10*time.Second)
+		j := waitStatus(t, store, id, jobstore.StatusSucceeded, 10*time.Second)
 		if j.CompletedBy != a.Owner() || j.Generation != 3 {
 			t.Fatalf("%s finished by %s at generation %d, want %s at 3 (reclaim 2, claim 3)", id, j.CompletedBy, j.Generation, a.Owner())
 		}
@@ -106,7 +105,7 @@ func TestAgentRestartReclaimsAtOnce(t *testing.T) {
 	if err := a.Hello(); err != nil {
 		t.Fatal(err)
 	}
-	if j := getJob(t, store, "j3"); j.Status != coordinator.StatusInProgress || j.Generation != 1 || j.WorkerID != a.Owner() {
+	if j := getJob(t, store, "j3"); j.Status != jobstore.StatusInProgress || j.Generation != 1 || j.WorkerID != a.Owner() {
 		t.Fatalf("reconnect hello touched j3: %+v", j)
 	}
 }
@@ -136,7 +135,7 @@ func TestHelloProbe(t *testing.T) {
 	if err != nil || ag.Owner() != a.Owner() || ag.AgentDraining {
 		t.Fatalf("probe changed the session: %+v, %v", ag, err)
 	}
-	if j := getJob(t, store, "j"); j.Status != coordinator.StatusInProgress || j.WorkerID != a.Owner() || j.Generation != 1 {
+	if j := getJob(t, store, "j"); j.Status != jobstore.StatusInProgress || j.WorkerID != a.Owner() || j.Generation != 1 {
 		t.Fatalf("probe released the job: %+v", j)
 	}
 }

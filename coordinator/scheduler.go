@@ -10,8 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // reapLimit bounds the leases one sweep returns to the queue.
@@ -29,12 +31,12 @@ const reapLimit = 100
 // late; the grant statement checks the agent's session, drain flags and
 // load itself. The reaper, which reads the list only when a lease has
 // expired, asks for a fresh one.
-func (s *Server) schedulable(ctx context.Context, fresh bool) ([]Agent, error) {
+func (s *Server) schedulable(ctx context.Context, fresh bool) ([]jobstore.Agent, error) {
 	all, age, err := s.agentList(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
-	var out []Agent
+	var out []jobstore.Agent
 	s.mu.Lock()
 	for _, a := range all {
 		a.SeenAgo += age
@@ -56,7 +58,7 @@ func (s *Server) agentsMaxAge() time.Duration {
 
 // agentList returns every agent as read from the store at most
 // agentsMaxAge ago (now when fresh), and how long ago.
-func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Duration, error) {
+func (s *Server) agentList(ctx context.Context, fresh bool) ([]jobstore.Agent, time.Duration, error) {
 	s.agentsMu.Lock()
 	defer s.agentsMu.Unlock()
 	if age := time.Since(s.agentsAt); !fresh && s.agents != nil && age < s.agentsMaxAge() {
@@ -70,8 +72,8 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]Agent, time.Durat
 	return all, 0, nil
 }
 
-func (s *Server) claimRequest(a Agent) ClaimRequest {
-	return ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities,
+func (s *Server) claimRequest(a jobstore.Agent) jobstore.ClaimRequest {
+	return jobstore.ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities,
 		ProjectLimits: s.opts.ProjectLimits, DefaultProjectLimit: s.opts.DefaultProjectLimit}
 }
 
@@ -89,7 +91,7 @@ func (s *Server) claimRequest(a Agent) ClaimRequest {
 // slots are all taken are skipped without a grant attempt (the grant
 // statement checks the load again in any case).
 func (s *Server) scheduleOnce(ctx context.Context) {
-	wc, fast := s.store.(WorkCounter)
+	wc, fast := s.store.(jobstore.WorkCounter)
 	var queued int64
 	if fast {
 		n, err := wc.QueuedJobs(ctx)
@@ -104,7 +106,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 			s.log.Error().Err(err).Msg("count jobs")
 			return
 		}
-		queued = counts[StatusQueued]
+		queued = counts[jobstore.StatusQueued]
 	}
 	if queued == 0 {
 		return
@@ -130,7 +132,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 		}
 		for queued > 0 {
 			lease, err := s.store.ClaimFor(ctx, s.claimRequest(a))
-			if errors.Is(err, ErrNoJob) {
+			if errors.Is(err, jobstore.ErrNoJob) {
 				break
 			}
 			if err != nil {
@@ -159,7 +161,7 @@ func (s *Server) scheduleOnce(ctx context.Context) {
 func (s *Server) reapOnce(ctx context.Context) {
 	s.expireOnce(ctx)
 	var load map[string]int
-	if wc, ok := s.store.(WorkCounter); ok {
+	if wc, ok := s.store.(jobstore.WorkCounter); ok {
 		n, err := wc.ExpiredLeases(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -188,7 +190,7 @@ func (s *Server) reapOnce(ctx context.Context) {
 		}
 		for {
 			lease, old, err := s.store.TakeOverExpired(ctx, s.claimRequest(a))
-			if errors.Is(err, ErrNoJob) {
+			if errors.Is(err, jobstore.ErrNoJob) {
 				break
 			}
 			if err != nil {
@@ -224,20 +226,20 @@ func (s *Server) reapOnce(ctx context.Context) {
 	}
 }
 
-func (s *Server) assignAsync(ctx context.Context, agentID string, lease Lease) {
+func (s *Server) assignAsync(ctx context.Context, agentID string, lease jobstore.Lease) {
 	s.bg.Go(func() { _ = s.sendAssign(ctx, agentID, lease) })
 }
 
 // sendAssign offers a granted lease to its agent. When the agent does not
 // take it (error reply or no reply), the job is released at once with a
 // fenced requeue rather than left to expire.
-func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) error {
+func (s *Server) sendAssign(ctx context.Context, agentID string, lease jobstore.Lease) error {
 	log := s.jobLog(lease.Token)
 	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device,
 		DeadlineMS: DeadlineMS(lease, s.opts.LeaseTTL)}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
-	if err := protocol.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
+	if err := natsrpc.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
 		log.Warn().Err(err).Str("agent_id", agentID).Msg("assign not accepted; releasing")
 		s.metrics.assignFailures.Inc()
 		// Release even when the assign ended because the coordinator is
@@ -249,7 +251,7 @@ func (s *Server) sendAssign(ctx context.Context, agentID string, lease Lease) er
 			// until it reports free slots again.
 			s.setFull(agentID, true)
 		}
-		f := Failure{Reason: "assign not accepted: " + err.Error(), Class: protocol.FailClassInfrastructure, Cause: CauseAssignRefused}
+		f := jobstore.Failure{Reason: "assign not accepted: " + err.Error(), Class: protocol.FailClassInfrastructure, Cause: jobstore.CauseAssignRefused}
 		if ferr := s.store.Fail(ctx, lease.Token, f); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
 			log.Error().Err(ferr).Msg("release job")
 		} else if ferr == nil {
@@ -289,7 +291,7 @@ func PublishRevoke(nc *nats.Conn, tok fencing.Token, reason string) error {
 // body.
 func PushControl(ctx context.Context, nc *nats.Conn, agentID string, c protocol.Control) (json.RawMessage, error) {
 	var reply json.RawMessage
-	if err := protocol.Request(ctx, nc, protocol.AgentSubject(agentID, protocol.VerbControl), c, &reply); err != nil {
+	if err := natsrpc.Request(ctx, nc, protocol.AgentSubject(agentID, protocol.VerbControl), c, &reply); err != nil {
 		return nil, fmt.Errorf("push %s to agent %s: %w", c.Command, agentID, err)
 	}
 	return reply, nil
@@ -310,21 +312,21 @@ func (s *Server) pushAsync(agentID string, c protocol.Control) {
 // generation in one statement, the old owner is sent a revoke (when
 // revokeOld) and the new one an assign. It returns the granted lease once
 // the store has granted it, whether or not the agent took the assign.
-func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld bool) (Lease, error) {
+func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld bool) (jobstore.Lease, error) {
 	a, err := s.store.GetAgent(ctx, agentID)
 	if err != nil {
-		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
 	}
 	if !a.Online(s.opts.OfflineAfter) {
-		return Lease{}, fmt.Errorf("reassign job %s: agent %s is not connected", jobID, agentID)
+		return jobstore.Lease{}, fmt.Errorf("reassign job %s: agent %s is not connected", jobID, agentID)
 	}
 	before, err := s.store.Get(ctx, jobID)
 	if err != nil {
-		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
 	}
 	lease, err := s.store.Reassign(ctx, jobID, a.Owner(), s.opts.LeaseTTL)
 	if err != nil {
-		return Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
 	}
 	s.metrics.granted.WithLabelValues("reassign").Inc()
 	// The previous holder is the one the reassignment took the job from:

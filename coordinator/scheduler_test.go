@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -71,7 +72,7 @@ func TestSchedulerMatchesPhones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+	running, err := store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestSchedulerMatchesPhones(t *testing.T) {
 		"x-1":  "waiting for phone serial=X1",
 	} {
 		j := getJob(t, store, id)
-		if j.Status != coordinator.StatusQueued {
+		if j.Status != jobstore.StatusQueued {
 			t.Fatalf("%s: %+v", id, j)
 		}
 		if got := coordinator.WaitReason(j.Task.Device, agents, running, opts.OfflineAfter); got != want {
@@ -91,7 +92,7 @@ func TestSchedulerMatchesPhones(t *testing.T) {
 
 	// The phone appears: the job starts.
 	x := coordtest.Start(t, coordtest.Options{ID: "pc-x", URL: ns.ClientURL(), Devices: []protocol.Device{phone("X1")}})
-	waitStatus(t, store, "x-1", coordinator.StatusSucceeded, 5*time.Second)
+	waitStatus(t, store, "x-1", jobstore.StatusSucceeded, 5*time.Second)
 	if got := x.Assigns(); len(got) != 1 || got[0].JobID != "x-1" {
 		t.Fatalf("pc-x assigns %v", got)
 	}
@@ -119,13 +120,13 @@ func TestAgentOfflineAndDraining(t *testing.T) {
 	})
 	submit(t, store, "j1", protocol.DeviceSelector{})
 	time.Sleep(5 * opts.ScheduleInterval)
-	if j := getJob(t, store, "j1"); j.Status != coordinator.StatusQueued {
+	if j := getJob(t, store, "j1"); j.Status != jobstore.StatusQueued {
 		t.Fatalf("a draining agent got a job: %+v", j)
 	}
 	if _, err := coordinator.PushControl(ctx, a.Conn(), "pc-a", protocol.Control{Command: protocol.ControlResume}); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, store, "j1", coordinator.StatusSucceeded, 5*time.Second)
+	waitStatus(t, store, "j1", jobstore.StatusSucceeded, 5*time.Second)
 
 	// Offline: silent for longer than OfflineAfter.
 	a.Stop()
@@ -135,7 +136,7 @@ func TestAgentOfflineAndDraining(t *testing.T) {
 	})
 	submit(t, store, "j2", protocol.DeviceSelector{})
 	time.Sleep(5 * opts.ScheduleInterval)
-	if j := getJob(t, store, "j2"); j.Status != coordinator.StatusQueued {
+	if j := getJob(t, store, "j2"); j.Status != jobstore.StatusQueued {
 		t.Fatalf("an offline agent got a job: %+v", j)
 	}
 }
@@ -150,7 +151,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	a := coordtest.Start(t, coordtest.Options{ID: "pc-a", URL: ns.ClientURL(), Devices: []protocol.Device{phone("A1")}})
 	submit(t, store, "j1", protocol.DeviceSelector{})
 	submit(t, store, "j2", protocol.DeviceSelector{Serial: "none"})
-	waitStatus(t, store, "j1", coordinator.StatusSucceeded, 5*time.Second)
+	waitStatus(t, store, "j1", jobstore.StatusSucceeded, 5*time.Second)
 	// A token the job does not hold (a resend of the accepted token would be
 	// answered as accepted again) is refused and counted.
 	tok := a.Assigns()[0]

@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -32,16 +34,6 @@ const ServiceName = "edgecoord"
 // outside every agent's _INBOX.<agent_id>, so NATS permissions can give the
 // coordinator its own inbox without the agents' (examples/nats-server.conf).
 const InboxPrefix = "_INBOX_edgecoord"
-
-// Verbs recorded for attempts that the service refuses before the store
-// (403): the same names as the protocol verbs.
-const (
-	verbRenew    = protocol.VerbRenew
-	verbUpload   = protocol.VerbUpload
-	verbArtifact = protocol.VerbArtifact
-	verbResult   = protocol.VerbResult
-	verbFail     = protocol.VerbFail
-)
 
 // Options configures a Server.
 type Options struct {
@@ -64,7 +56,7 @@ type Options struct {
 
 	// Outbox publishes accepted results through the transactional outbox
 	// (outbox.go); zero publishes nothing.
-	Outbox OutboxOptions
+	Outbox outbox.Options
 
 	// ProjectLimits and DefaultProjectLimit bound the jobs of a project in
 	// progress at once (ClaimRequest); zero means no limit.
@@ -72,7 +64,7 @@ type Options struct {
 	DefaultProjectLimit int
 	// Retry is the backoff of retried attempts, set on the store by New
 	// (zero: the store keeps its policy, DefaultRetryPolicy unless set).
-	Retry RetryPolicy
+	Retry jobstore.RetryPolicy
 }
 
 func (o *Options) defaults() {
@@ -122,7 +114,7 @@ var semver = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-
 // pass of any of them sees every agent and every job.
 type Server struct {
 	nc      *nats.Conn
-	store   Store
+	store   jobstore.Store
 	opts    Options
 	log     zerolog.Logger
 	metrics *metrics
@@ -141,14 +133,14 @@ type Server struct {
 	full map[string]bool
 
 	agentsMu sync.Mutex // the agent list of the scheduler and the reaper (scheduler.go)
-	agents   []Agent
+	agents   []jobstore.Agent
 	agentsAt time.Time
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 }
 
 // New returns a Server that uses nc and store.
-func New(nc *nats.Conn, store Store, opts Options) *Server {
+func New(nc *nats.Conn, store jobstore.Store, opts Options) *Server {
 	opts.defaults()
 	s := &Server{
 		nc:    nc,
@@ -158,7 +150,7 @@ func New(nc *nats.Conn, store Store, opts Options) *Server {
 		kick:  make(chan struct{}, 1),
 		full:  map[string]bool{},
 	}
-	if opts.Retry != (RetryPolicy{}) {
+	if opts.Retry != (jobstore.RetryPolicy{}) {
 		store.SetRetryPolicy(opts.Retry)
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
@@ -375,11 +367,11 @@ func classify(err error) (int, string) {
 		return he.code, he.msg
 	case errors.Is(err, fencing.ErrStale):
 		return protocol.CodeStale, "stale token"
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, jobstore.ErrNotFound):
 		return protocol.CodeUnknownJob, "unknown job"
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, jobstore.ErrConflict):
 		return protocol.CodeStale, "job not in progress under this token"
-	case errors.Is(err, ErrNoSession):
+	case errors.Is(err, jobstore.ErrNoSession):
 		return protocol.CodeUnavailable, "unknown agent session: send hello"
 	}
 	return protocol.CodeUnavailable, "coordinator unavailable"
@@ -423,7 +415,7 @@ func (s *Server) fenced(verb string, err error) error {
 	return err
 }
 
-func (s *Server) helloReply(a Agent) protocol.HelloReply {
+func (s *Server) helloReply(a jobstore.Agent) protocol.HelloReply {
 	mode := protocol.UploadModeDirect
 	if s.opts.Presigner != nil {
 		mode = protocol.UploadModePresigned
@@ -477,13 +469,13 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		// A connectivity check (edgeagent doctor): answered like a hello,
 		// but it opens no session and releases nothing.
 		a, err := s.store.GetAgent(ctx, agentID)
-		if err != nil && !errors.Is(err, ErrAgentNotFound) {
+		if err != nil && !errors.Is(err, jobstore.ErrAgentNotFound) {
 			return nil, err
 		}
 		s.log.Debug().Str("agent_id", agentID).Msg("hello probe")
 		return s.helloReply(a), nil
 	}
-	a, released, err := s.store.AgentHello(ctx, AgentHello{
+	a, released, err := s.store.AgentHello(ctx, jobstore.AgentHello{
 		AgentID: agentID, BootID: h.BootID, Version: h.Version, Devices: h.Devices,
 		Capabilities: h.Capabilities, Slots: h.Slots, Draining: h.Draining, CoordinatorID: s.opts.ID,
 	})
@@ -516,7 +508,7 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	if hb.BootID == "" {
 		return nil, badRequest("boot_id is empty")
 	}
-	a, err := s.store.AgentHeartbeat(ctx, AgentBeat{AgentID: agentID, BootID: hb.BootID, Devices: hb.Devices, Draining: hb.Draining})
+	a, err := s.store.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: agentID, BootID: hb.BootID, Devices: hb.Devices, Draining: hb.Draining})
 	if err != nil {
 		return nil, err
 	}
@@ -534,12 +526,12 @@ func (s *Server) renew(ctx context.Context, agentID string, data []byte) (any, e
 	if err := decode(data, &r); err != nil {
 		return nil, err
 	}
-	if err := s.checkToken(ctx, verbRenew, agentID, r.Token); err != nil {
+	if err := s.checkToken(ctx, jobstore.VerbRenew, agentID, r.Token); err != nil {
 		return nil, err
 	}
 	exp, err := s.store.Renew(ctx, r.Token, s.opts.LeaseTTL)
 	if err != nil {
-		return nil, s.fenced(verbRenew, err)
+		return nil, s.fenced(jobstore.VerbRenew, err)
 	}
 	return protocol.RenewReply{LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), ExpiresAt: exp}, nil
 }
@@ -572,7 +564,7 @@ func (s *Server) upload(ctx context.Context, agentID string, data []byte) (any, 
 	if s.opts.Presigner == nil {
 		return nil, unavailable("presigned uploads are not enabled on this coordinator (no storage configured)")
 	}
-	if err := s.checkToken(ctx, verbUpload, agentID, u.Token); err != nil {
+	if err := s.checkToken(ctx, jobstore.VerbUpload, agentID, u.Token); err != nil {
 		return nil, err
 	}
 	if err := protocol.ValidateArtifactName(u.Name); err != nil {
@@ -590,7 +582,7 @@ func (s *Server) upload(ctx context.Context, agentID string, data []byte) (any, 
 	if !headerSafe(u.ContentType) || !headerSafe(u.Token.Owner) {
 		return nil, badRequest("content type and owner must be printable ASCII")
 	}
-	if err := s.fenced(verbUpload, s.store.AuthorizeUpload(ctx, u.Token, u.Name)); err != nil {
+	if err := s.fenced(jobstore.VerbUpload, s.store.AuthorizeUpload(ctx, u.Token, u.Name)); err != nil {
 		return nil, err
 	}
 	key := u.Token.ObjectKey(u.Name)
@@ -631,7 +623,7 @@ func (s *Server) artifact(ctx context.Context, agentID string, data []byte) (any
 	if err := decode(data, &a); err != nil {
 		return nil, err
 	}
-	if err := s.checkToken(ctx, verbArtifact, agentID, a.Token); err != nil {
+	if err := s.checkToken(ctx, jobstore.VerbArtifact, agentID, a.Token); err != nil {
 		return nil, err
 	}
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
@@ -640,12 +632,12 @@ func (s *Server) artifact(ctx context.Context, agentID string, data []byte) (any
 	if want := a.Token.ObjectKey(a.Name); a.Key != want {
 		return nil, badRequest("artifact key %q: want %q", a.Key, want)
 	}
-	err := s.store.RegisterArtifact(ctx, a.Token, ArtifactRecord{
+	err := s.store.RegisterArtifact(ctx, a.Token, jobstore.ArtifactRecord{
 		JobID: a.Token.JobID, Generation: a.Token.Generation, Owner: a.Token.Owner,
 		Name: a.Name, Key: a.Key, Size: a.Size, SHA256: a.SHA256, ContentType: a.ContentType, ETag: a.ETag,
 	})
 	if err != nil {
-		return nil, s.fenced(verbArtifact, err)
+		return nil, s.fenced(jobstore.VerbArtifact, err)
 	}
 	return protocol.Ack{OK: true}, nil
 }
@@ -655,7 +647,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	if err := decode(data, &r); err != nil {
 		return nil, err
 	}
-	if err := s.checkToken(ctx, verbResult, agentID, r.Token); err != nil {
+	if err := s.checkToken(ctx, jobstore.VerbResult, agentID, r.Token); err != nil {
 		return nil, err
 	}
 	if len(r.Result) == 0 {
@@ -675,10 +667,10 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		}
 	}
 	if err != nil {
-		return nil, s.fenced(verbResult, err)
+		return nil, s.fenced(jobstore.VerbResult, err)
 	}
 	s.metrics.commits.Inc()
-	s.metrics.jobEnded(StatusSucceeded)
+	s.metrics.jobEnded(jobstore.StatusSucceeded)
 	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).
 		Int("artifacts", len(manifest)).Msg("result accepted")
 	s.Kick()
@@ -690,7 +682,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 // result under the same token is not a retry: it stays refused.
 func (s *Server) replayedResult(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, bool) {
 	j, err := s.store.Get(ctx, tok.JobID)
-	if err != nil || j.Status != StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation || !sameJSON(j.Result, result) {
+	if err != nil || j.Status != jobstore.StatusSucceeded || j.CompletedBy != tok.Owner || j.Generation != tok.Generation || !sameJSON(j.Result, result) {
 		return nil, false
 	}
 	arts, err := s.store.Artifacts(ctx, tok.JobID, tok.Generation)
@@ -730,17 +722,17 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	if err := decode(data, &f); err != nil {
 		return nil, err
 	}
-	if err := s.checkToken(ctx, verbFail, agentID, f.Token); err != nil {
+	if err := s.checkToken(ctx, jobstore.VerbFail, agentID, f.Token); err != nil {
 		return nil, err
 	}
-	fl := Failure{Reason: f.Reason, Class: f.Class, Cause: f.Cause, Requeue: f.Requeue}
+	fl := jobstore.Failure{Reason: f.Reason, Class: f.Class, Cause: f.Cause, Requeue: f.Requeue}
 	if err := s.failJob(ctx, f.Token, fl); err != nil {
-		return nil, s.fenced(verbFail, err)
+		return nil, s.fenced(jobstore.VerbFail, err)
 	}
 	s.metrics.attemptEnded(fl.RecordedClass(), fl.Cause)
 	state := fl.Outcome()
 	if fl.Retried() {
-		state = StatusQueued
+		state = jobstore.StatusQueued
 		if st := s.endedState(ctx, f.Token); st != "" {
 			state = st // no attempt left
 		}

@@ -3,15 +3,10 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/edgeagent/edgeagent/fencing"
 )
@@ -239,57 +234,6 @@ func FuzzParseCoordSubject(f *testing.F) {
 		}
 		if InboxPrefix(agentID) != "_INBOX."+agentID || AgentSubject(agentID, verb) != "edge.v1.agent."+agentID+"."+verb {
 			t.Fatalf("subjects of %q", agentID)
-		}
-	})
-}
-
-// FuzzDecodeReply decodes a reply as the agent does: any error code header
-// makes it an error whatever the body; a stale-token code is always
-// fencing.ErrStale; a body is decoded only without one.
-func FuzzDecodeReply(f *testing.F) {
-	f.Add([]byte(`{"accepted":true,"manifest":["k"]}`), "", "", "")
-	f.Add([]byte(``), "409", "stale token", "")
-	f.Add([]byte(`{"accepted":true}`), "409", "", "")
-	f.Add([]byte(``), "", "", "503")
-	f.Add([]byte(``), "abc", "x", "")
-	f.Add([]byte(`{"accepted":"yes"}`), "", "", "")
-	f.Add([]byte(`{`), " 409", "", "200")
-	f.Fuzz(func(t *testing.T, data []byte, code, desc, status string) {
-		msg := &nats.Msg{Subject: "_INBOX.a.x", Data: data, Header: nats.Header{}}
-		if code != "" {
-			msg.Header.Set(micro.ErrorCodeHeader, code)
-			msg.Header.Set(micro.ErrorHeader, desc)
-		}
-		if status != "" {
-			msg.Header.Set("Status", status)
-		}
-		var rep ResultReply
-		err := DecodeReply(msg, "edge.v1.coord.a.result", &rep)
-		hasCode := msg.Header.Get(micro.ErrorCodeHeader) != ""
-		var pe *Error
-		switch {
-		case len(data) == 0 && msg.Header.Get("Status") == "503":
-			if !errors.Is(err, nats.ErrNoResponders) {
-				t.Fatalf("no responders: %v", err)
-			}
-		case hasCode:
-			if !errors.As(err, &pe) {
-				t.Fatalf("code %q: err %v, want *Error", code, err)
-			}
-			if rep.Accepted {
-				t.Fatalf("code %q: body decoded into the reply", code)
-			}
-			if n, convErr := strconv.Atoi(msg.Header.Get(micro.ErrorCodeHeader)); convErr == nil && n == CodeStale && !errors.Is(err, fencing.ErrStale) {
-				t.Fatalf("409 is not ErrStale: %v", err)
-			}
-			if errors.Is(err, fencing.ErrStale) && pe.Code != CodeStale {
-				t.Fatalf("code %d reads as stale", pe.Code)
-			}
-		case err == nil:
-			var want ResultReply
-			if json.Unmarshal(data, &want) != nil || !reflect.DeepEqual(want, rep) {
-				t.Fatalf("reply %q decoded as %+v", data, rep)
-			}
 		}
 	})
 }

@@ -1,19 +1,11 @@
 package protocol_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
-
-	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
-	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func TestSubjects(t *testing.T) {
@@ -147,64 +139,6 @@ func TestStepValidateNewOps(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", name, err, c.want)
 		}
 	}
-}
-
-func TestRequestErrorCodes(t *testing.T) {
-	s := testenv.NATS(t)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	svc, err := micro.AddService(nc, micro.Config{Name: "t", Version: "0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
-	err = svc.AddEndpoint("e", micro.HandlerFunc(func(r micro.Request) {
-		code := string(r.Data())
-		if code == "200" {
-			_ = r.RespondJSON(protocol.Ack{OK: true})
-			return
-		}
-		_ = r.Error(code, "because", nil)
-	}), micro.WithEndpointSubject("t.e"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cases := map[string]error{
-		"409": fencing.ErrStale,
-		"400": protocol.ErrBadRequest,
-		"403": protocol.ErrForbidden,
-		"404": protocol.ErrUnknownJob,
-		"503": protocol.ErrUnavailable,
-	}
-	for code, want := range cases {
-		err := requestRaw(ctx, nc, code)
-		if !errors.Is(err, want) {
-			t.Errorf("code %s: err = %v, want %v", code, err, want)
-		}
-		var pe *protocol.Error
-		if !errors.As(err, &pe) || pe.Description != "because" {
-			t.Errorf("code %s: not a *protocol.Error with description: %v", code, err)
-		}
-	}
-	var ack protocol.Ack
-	if err := protocol.Request(ctx, nc, "t.e", rawJSON("200"), &ack); err != nil || !ack.OK {
-		t.Fatalf("success reply: %v %+v", err, ack)
-	}
-}
-
-// rawJSON marshals to the bytes of s, so the handler sees s verbatim
-// after the JSON encoding of a json.Number-like string.
-type rawJSON string
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
-
-func requestRaw(ctx context.Context, nc *nats.Conn, code string) error {
-	return protocol.Request(ctx, nc, "t.e", rawJSON(code), nil)
 }
 
 // TestHeartbeatDevicesEncoding: an empty devices list is sent as [] (no

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/agent"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -45,7 +46,7 @@ func runADB(t *testing.T, path string, env []string, args ...string) string {
 	return string(out)
 }
 
-// TestOwnADBServerSurvivesKillServer (issue 20, must show 5): with
+// TestOwnADBServerSurvivesKillServer: with
 // adb.server_port the agent starts its own adb server (`adb -P PORT
 // start-server`) and every adb call of the agent goes there. Another adb
 // running `adb kill-server` against the default port 5037 kills the
@@ -77,16 +78,12 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		phones = append(phones, fakePhone{Phone: p, tags: "[lab]"})
+		phones = append(phones, fakePhone{Phone: p, tags: []string{"lab"}})
 	}
-	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
-	devs := "adb:\n  path: " + adbPath + "\n  server_port: " + strconv.Itoa(port) + "\n  keys_dir: " + home + "\ndevices:\n"
-	for _, p := range phones {
-		devs += "  - serial: " + p.Serial() + "\n    tags: " + p.tags + "\n"
-	}
-	cfg, statusAddr := l.agentConfig(t.TempDir(), 5*time.Second, devs)
-	p := startAgentBinaryEnv(t, bin, adbEnv(home, 0), "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{Phones: devices(phones), Env: adbEnv(home, 0),
+		Extra: "adb:\n  path: " + adbPath + "\n  server_port: " + strconv.Itoa(port) + "\n  keys_dir: " + home + "\n"})
+	statusAddr := p.StatusAddr
 	testenv.Eventually(t, 30*time.Second, "the agent's own adb server to answer", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
@@ -108,10 +105,10 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "both phones ready at the coordinator", ready)
 	runJob := func(what string) {
 		t.Helper()
-		id := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 1, Task: protocol.Task{
+		id := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 1, Task: protocol.Task{
 			Device: protocol.DeviceSelector{Tags: []string{"lab"}}, Steps: []protocol.Step{screenshot},
 		}})
-		if j := l.ended(t, id, 60*time.Second); j.Status != coordinator.StatusSucceeded {
+		if j := l.ended(t, id, 60*time.Second); j.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job %s: %s (%s), want SUCCEEDED", what, j.Status, j.FailReason)
 		}
 	}
@@ -140,7 +137,7 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 		t.Error("the coordinator no longer lists both phones ready after kill-server on 5037")
 	}
 	runJob("after kill-server on the default port")
-	if n := len(p.logEntries("own adb server restarted")); n != 0 {
+	if n := len(p.Entries("own adb server restarted")); n != 0 {
 		t.Errorf("the agent restarted its own server %d times after a kill-server on another port", n)
 	}
 
@@ -148,7 +145,7 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	// connects its network phones again.
 	runADB(t, adbPath, own, "kill-server")
 	testenv.Eventually(t, 30*time.Second, "the agent to restart its own adb server", func() bool {
-		return len(p.logEntries("own adb server restarted")) > 0
+		return len(p.Entries("own adb server restarted")) > 0
 	})
 	// The agent lists both phones ready again, and so does the
 	// coordinator once it has heard of it (its list may lag a heartbeat).
@@ -172,7 +169,7 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	})
 	testenv.Eventually(t, 30*time.Second, "both phones ready again at the coordinator", ready)
 	runJob("after the agent's own server was restarted")
-	if e := p.logEntries("own adb server running"); len(e) != 1 || e[0]["keys_dir"] != true {
+	if e := p.Entries("own adb server running"); len(e) != 1 || e[0]["keys_dir"] != true {
 		t.Errorf("own adb server running log lines %v, want one with keys_dir true", e)
 	}
 	// ADB_VENDOR_KEYS reached the server the agent started.
@@ -183,23 +180,20 @@ func TestOwnADBServerSurvivesKillServer(t *testing.T) {
 	}
 	// The phones dropped with the server, not with a hub: no hub event
 	// once the hub window after the restart has passed.
-	restarted, err := time.Parse(time.RFC3339Nano, fmt.Sprint(p.logEntries("own adb server restarted")[0]["time"]))
+	restarted, err := time.Parse(time.RFC3339Nano, fmt.Sprint(p.Entries("own adb server restarted")[0]["time"]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the hub window after the restart to pass", func() bool {
 		return time.Since(restarted) > 2*agent.HubWindow
 	})
-	if e := p.logEntries("hub drop: several phones dropped at once (USB hub or its power?)"); len(e) != 0 {
+	if e := p.Entries("hub drop: several phones dropped at once (USB hub or its power?)"); len(e) != 0 {
 		t.Errorf("the server's death was reported as a hub drop: %v", e)
 	}
 	if v := scrapeMetric(t, statusAddr, "edgeagent_hub_drops_total", ""); v != 0 {
 		t.Errorf("edgeagent_hub_drops_total = %v, want 0", v)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // serverEnv returns the environment of the adb server listening on port
@@ -224,31 +218,4 @@ func serverEnv(port int) (string, error) {
 		}
 	}
 	return "", os.ErrNotExist
-}
-
-// startAgentBinaryEnv is startAgentBinary with the process's environment.
-func startAgentBinaryEnv(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = env
-	p.cmd.Stderr = lockedWriter{p}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("edgeagent %s log:\n%s", strings.Join(args, " "), p.log())
-		}
-	})
-	return p
 }

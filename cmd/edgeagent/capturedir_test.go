@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -17,7 +18,6 @@ func TestStaleCapturesRemoved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
 	state := filepath.Join(t.TempDir(), "state")
 	dir := filepath.Join(state, "spool", "capture")
@@ -31,12 +31,11 @@ func TestStaleCapturesRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, _ := l.agentConfig(state, time.Second, "")
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{StateDir: state, ShutdownTimeout: time.Second})
 	job := l.submit(t, screenshot)
 	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
 		j, err := l.store.Get(l.ctx, job)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("stale capture still there: %v", err)
@@ -47,8 +46,5 @@ func TestStaleCapturesRemoved(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "capture-*")); len(left) != 0 {
 		t.Errorf("captures left after the job: %q", left)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("exit status %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,11 +12,11 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -45,21 +44,11 @@ func TestKill9MidUpload(t *testing.T) {
 	if out, err := adb.Run("connect", phone.Addr()); err != nil {
 		t.Fatalf("adb connect: %v: %s", err, out)
 	}
-	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
 	stateDir := t.TempDir()
-	cfgPath, _ := l.agentConfig(stateDir, 5*time.Second, "adb:\n  address: "+adb.Addr+"\n  path: "+adb.Path+
-		"\ndevices:\n  - serial: "+phone.Serial()+"\n    tags: [lab]\n")
-	b, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), "  part_size: 5MiB\n", "  part_size: 5MiB\n  bandwidth_limit: 2MiB\n", 1))
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	first := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	a := l.env.NewAgent(e2e.AgentOptions{StateDir: stateDir, ADB: adb, Phones: []e2e.Phone{{Serial: phone.Serial(), Tags: []string{"lab"}}},
+		Extra: "storage:\n  bandwidth_limit: 2MiB\n"})
+	first := a.Start()
 	jobID := l.submit(t,
 		protocol.Step{Op: protocol.OpRecordStart},
 		wait(50),
@@ -93,27 +82,24 @@ func TestKill9MidUpload(t *testing.T) {
 		return len(incomplete(killedPrefix)) > 0
 	})
 	time.Sleep(time.Second) // a part or two on the way (2 MiB/s)
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	first.wait(t, 10*time.Second)
+	first.Kill()
 	open := incomplete(killedPrefix)
 	if len(open) == 0 {
 		t.Fatalf("no multipart upload open after the kill: it did not land mid-upload")
 	}
 	t.Logf("killed %s holding %s with %v open", owner, tok, open)
 
-	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
-	var final coordinator.Job
+	second := a.Start()
+	var final jobstore.Job
 	testenv.Eventually(t, 90*time.Second, "the job to end", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		if err != nil {
 			return false
 		}
 		final = j
-		return j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed
+		return j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed
 	})
-	if final.Status != coordinator.StatusSucceeded {
+	if final.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job ended %s (%s), want SUCCEEDED", final.Status, final.FailReason)
 	}
 	if final.CompletedBy == owner || final.Generation <= tok.Generation {
@@ -129,12 +115,12 @@ func TestKill9MidUpload(t *testing.T) {
 	var accepted, reclaimed int
 	for _, e := range evs {
 		switch {
-		case e.Accepted && e.Verb == sqlstore.VerbResult:
+		case e.Accepted && e.Verb == jobstore.VerbResult:
 			accepted++
-		case e.Accepted && e.Verb == sqlstore.VerbReclaim && e.Owner == owner && e.Generation == tok.Generation:
+		case e.Accepted && e.Verb == jobstore.VerbReclaim && e.Owner == owner && e.Generation == tok.Generation:
 			reclaimed++
 		}
-		if e.Accepted && e.Owner == owner && e.Verb == sqlstore.VerbResult {
+		if e.Accepted && e.Owner == owner && e.Verb == jobstore.VerbResult {
 			t.Errorf("the killed process's result was accepted: %+v", e)
 		}
 	}
@@ -153,13 +139,10 @@ func TestKill9MidUpload(t *testing.T) {
 		}
 		t.Errorf("object %s of the killed generation exists", o.Key)
 	}
-	if rec := second.logEntries("spool recovered"); len(rec) != 1 || rec[0]["dropped"] != 1.0 {
+	if rec := second.Entries("spool recovered"); len(rec) != 1 || rec[0]["dropped"] != 1.0 {
 		t.Errorf("restarted process: spool recovery %v, want one that dropped the killed upload", rec)
 	}
-	second.signal(t)
-	if code := second.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("restarted edgeagent exited %d", code)
-	}
+	second.MustCleanShutdown(t)
 }
 
 // heldCommit is the PostgreSQL store with its first result commit held
@@ -198,16 +181,15 @@ func TestKill9AfterResultSent(t *testing.T) {
 	held := &heldCommit{entered: make(chan fencing.Token, 1), release: make(chan struct{})}
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(held.release) }) }
-	bin := buildAgent(t)
-	l := newLabStore(t, 3*time.Second, nil, func(st *pgstore.Store) coordinator.Store {
+	l := newLabStore(t, 3*time.Second, nil, func(st *pgstore.Store) jobstore.Store {
 		held.Store = st
 		return held
 	})
 	t.Cleanup(release)
-	cfgPath, _ := l.agentConfig(t.TempDir(), 5*time.Second, "")
 	// The state directory must outlive the first process: reuse the
 	// config's.
-	first := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	a := l.env.NewAgent(e2e.AgentOptions{})
+	first := a.Start()
 	jobID := l.submit(t, screenshot, wait(20))
 	var tok fencing.Token
 	select {
@@ -218,32 +200,29 @@ func TestKill9AfterResultSent(t *testing.T) {
 	if tok.JobID != jobID {
 		t.Fatalf("held the result of %s, want %s", tok, jobID)
 	}
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	first.wait(t, 10*time.Second)
+	first.Kill()
 	release()
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the held commit to land", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		final = j
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if final.CompletedBy != tok.Owner || final.Generation != tok.Generation {
 		t.Fatalf("job completed by %s at generation %d, want the killed %s", final.CompletedBy, final.Generation, tok)
 	}
 
-	second := startAgentBinary(t, bin, "run", "-c", cfgPath)
+	second := a.Start()
 	next := l.submit(t, screenshot)
 	testenv.Eventually(t, 60*time.Second, "the restarted process to finish the next job", func() bool {
 		j, err := l.store.Get(l.ctx, next)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	j, err := l.store.Get(l.ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Status != coordinator.StatusSucceeded || j.Generation != tok.Generation || j.CompletedBy != tok.Owner {
+	if j.Status != jobstore.StatusSucceeded || j.Generation != tok.Generation || j.CompletedBy != tok.Owner {
 		t.Errorf("after the restart the job is %s at generation %d by %s, want SUCCEEDED by %s", j.Status, j.Generation, j.CompletedBy, tok)
 	}
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
@@ -252,7 +231,7 @@ func TestKill9AfterResultSent(t *testing.T) {
 	}
 	accepted := 0
 	for _, e := range evs {
-		if e.Accepted && (e.Verb == sqlstore.VerbResult || e.Verb == sqlstore.VerbResultUnfenced) {
+		if e.Accepted && (e.Verb == jobstore.VerbResult || e.Verb == jobstore.VerbResultUnfenced) {
 			accepted++
 		}
 		if e.Accepted && e.Generation > tok.Generation {
@@ -262,8 +241,5 @@ func TestKill9AfterResultSent(t *testing.T) {
 	if accepted != 1 {
 		t.Errorf("%d results accepted, want 1: %+v", accepted, evs)
 	}
-	second.signal(t)
-	if code := second.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("restarted edgeagent exited %d", code)
-	}
+	second.MustCleanShutdown(t)
 }

@@ -1,14 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -23,17 +17,21 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// lab is a coordinator (PostgreSQL store) on an embedded NATS server and a
-// MinIO bucket, for runs of the real edgeagent binary.
+// lab is a coordinator (PostgreSQL store) in the test process on the
+// servers of env (embedded NATS, PostgreSQL, MinIO), for runs of the real
+// edgeagent binary (env.StartAgent).
 type lab struct {
 	t     *testing.T
+	env   *e2e.Env
 	ns    *server.Server
 	mio   testenv.MinIOServer
 	store *pgstore.Store
@@ -55,11 +53,10 @@ func newLabWith(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options
 
 // newLabStore is newLabWith with the coordinator's store wrapped by wrap
 // (nil: the PostgreSQL store itself).
-func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer), wrap func(*pgstore.Store) coordinator.Store) *lab {
+func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Options, testenv.MinIOServer), wrap func(*pgstore.Store) jobstore.Store) *lab {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
+	env := e2e.NewEnv(t)
+	ns, dsn, mio := env.NATS(), env.Postgres(), env.MinIO()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := pgstore.Open(ctx, dsn)
 	if err != nil {
@@ -69,7 +66,7 @@ func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lab{t: t, ns: ns, mio: mio, store: st, ctx: ctx, dsn: dsn}
+	l := &lab{t: t, env: env, ns: ns, mio: mio, store: st, ctx: ctx, dsn: dsn}
 	opts := coordinator.Options{
 		LeaseTTL: ttl, ReapInterval: 100 * time.Millisecond, ScheduleInterval: 50 * time.Millisecond,
 		HeartbeatEvery: 200 * time.Millisecond, Log: zerolog.Nop(),
@@ -77,7 +74,7 @@ func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Option
 	if tweak != nil {
 		tweak(&opts, mio)
 	}
-	var cs coordinator.Store = st
+	var cs jobstore.Store = st
 	if wrap != nil {
 		cs = wrap(st)
 	}
@@ -97,135 +94,22 @@ func newLabStore(t *testing.T, ttl time.Duration, tweak func(*coordinator.Option
 	return l
 }
 
-func freePort(t *testing.T) int {
+// edgecoord returns an edgecoord config on the lab's servers (store,
+// storage), for its management commands.
+func (l *lab) edgecoord() *e2e.Coordinator {
+	l.t.Helper()
+	return l.env.NewCoordinator(e2e.CoordinatorOptions{ID: "agent-test", Storage: true, Extra: "agents:\n  offline_after: 30s\n"})
+}
+
+// edgecoord runs `edgecoord <args>` with c's config and returns its
+// standard output; the command must exit 0.
+func edgecoord(t *testing.T, c *e2e.Coordinator, args ...string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// agentConfig writes a config for the binary with one simulated phone and
-// returns its path; extra is appended (YAML).
-func (l *lab) agentConfig(stateDir string, shutdownTimeout time.Duration, extra string) (path, statusAddr string) {
-	statusAddr = fmt.Sprintf("127.0.0.1:%d", freePort(l.t))
-	cfg := fmt.Sprintf(`agent_id: pc-bin
-state_dir: %s
-log:
-  level: debug
-nats:
-  url: %s
-  reconnect_wait: 100ms
-  request_timeout: 1s
-lease:
-  safety_margin: 300ms
-jobs:
-  shutdown_timeout: %s
-storage:
-  endpoint: %s
-  secure: false
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-  part_size: 5MiB
-status:
-  listen: %s
-%s`, stateDir, l.ns.ClientURL(), shutdownTimeout, l.mio.Endpoint, l.mio.Bucket, l.mio.AccessKey, l.mio.SecretKey, statusAddr, extra)
-	if !strings.Contains(extra, "devices:") {
-		cfg += "devices:\n  - serial: sim-1\n    simulated: true\n    tags: [lab]\n"
-	}
-	path = filepath.Join(l.t.TempDir(), "agent.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		l.t.Fatal(err)
-	}
-	return path, statusAddr
-}
-
-// buildAgent builds the edgeagent binary.
-func buildAgent(t *testing.T) string {
-	t.Helper()
-	return testenv.Binary(t, "edgeagent")
-}
-
-// proc is a running edgeagent binary.
-type proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	done   chan struct{}
-	err    error
-}
-
-type lockedWriter struct{ p *proc }
-
-func (w lockedWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	return w.p.stderr.Write(b)
-}
-
-func startAgentBinary(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Stderr = lockedWriter{p}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("edgeagent %s log:\n%s", strings.Join(args, " "), p.log())
-		}
-	})
-	return p
-}
-
-func (p *proc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
-
-// logEntries returns the JSON log lines with message msg.
-func (p *proc) logEntries(msg string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(p.log()))
-	for sc.Scan() {
-		var e map[string]any
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e["message"] == msg {
-			out = append(out, e)
-		}
+	out, errOut, code := c.CLI(t, args...)
+	if code != 0 {
+		t.Fatalf("edgecoord %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 	}
 	return out
-}
-
-func (p *proc) signal(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wait waits for the process to exit and returns its exit status.
-func (p *proc) wait(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("edgeagent did not exit within %v", within)
-	}
-	return p.cmd.ProcessState.ExitCode()
 }
 
 // leased waits until the job runs under a lease its owner renewed, and
@@ -248,7 +132,7 @@ func (l *lab) leased(t *testing.T, jobID string) string {
 
 func (l *lab) submit(t *testing.T, steps ...protocol.Step) string {
 	t.Helper()
-	j, err := l.store.Submit(l.ctx, coordinator.JobSpec{Task: protocol.Task{Steps: steps}})
+	j, err := l.store.Submit(l.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: steps}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,13 +140,13 @@ func (l *lab) submit(t *testing.T, steps ...protocol.Step) string {
 }
 
 // events returns the write events of a job made by owner.
-func (l *lab) events(t *testing.T, jobID, owner string) []coordinator.WriteEvent {
+func (l *lab) events(t *testing.T, jobID, owner string) []jobstore.WriteEvent {
 	t.Helper()
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []coordinator.WriteEvent
+	var out []jobstore.WriteEvent
 	for _, e := range evs {
 		if e.Owner == owner {
 			out = append(out, e)
@@ -276,7 +160,7 @@ var (
 	wait       = func(ms int64) protocol.Step { return protocol.Step{Op: protocol.OpWait, DurationMS: ms} }
 )
 
-// TestDrainOnSIGTERM (issue 4, must show 3) runs the real binary against a
+// TestDrainOnSIGTERM runs the real binary against a
 // coordinator, NATS and MinIO:
 //
 //   - finish: on SIGTERM the running job finishes and its result is
@@ -293,29 +177,27 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("SIGTERM: Unix")
 	}
-	bin := buildAgent(t)
-
 	t.Run("finish", func(t *testing.T) {
 		l := newLab(t, 2*time.Second)
 		state := t.TempDir()
-		cfg, _ := l.agentConfig(state, 30*time.Second, "")
-		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		a := l.env.StartAgent(e2e.AgentOptions{StateDir: state, ShutdownTimeout: 30 * time.Second})
+		p := a.Process
 		job := l.submit(t, screenshot, wait(1500), screenshot)
 		owner := l.leased(t, job)
 
-		second := startAgentBinary(t, bin, "run", "-c", cfg)
-		if code := second.wait(t, 30*time.Second); code != 1 || !strings.Contains(second.log(), "state directory is in use by another edgeagent") {
-			t.Fatalf("second instance: exit %d, log:\n%s", code, second.log())
+		second := a.Start()
+		if code := second.Wait(t); code != 1 || !strings.Contains(second.Log(), "state directory is in use by another edgeagent") {
+			t.Fatalf("second instance: exit %d, log:\n%s", code, second.Log())
 		}
 
-		p.signal(t)
-		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
+		p.Signal(t, syscall.SIGTERM)
+		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.Entries("shutting down: taking no new jobs")) > 0 })
 		late := l.submit(t, screenshot)
-		if code := p.wait(t, 30*time.Second); code != 0 {
+		if code := p.Wait(t); code != 0 {
 			t.Fatalf("exit status %d, want 0", code)
 		}
 		j, err := l.store.Get(l.ctx, job)
-		if err != nil || j.Status != coordinator.StatusSucceeded || j.CompletedBy != owner {
+		if err != nil || j.Status != jobstore.StatusSucceeded || j.CompletedBy != owner {
 			t.Fatalf("running job after the drain: %+v %v, want SUCCEEDED by %s", j, err, owner)
 		}
 		for _, e := range l.events(t, late, owner) {
@@ -323,7 +205,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 				t.Errorf("the draining agent took the late job: %+v", e)
 			}
 		}
-		for _, e := range p.logEntries("job assigned") {
+		for _, e := range p.Entries("job assigned") {
 			if e["job_id"] == late {
 				t.Errorf("the draining agent started the late job")
 			}
@@ -332,18 +214,14 @@ func TestDrainOnSIGTERM(t *testing.T) {
 
 	t.Run("release", func(t *testing.T) {
 		l := newLab(t, 2*time.Second)
-		cfg, _ := l.agentConfig(t.TempDir(), 300*time.Millisecond, "")
-		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		p := l.env.StartAgent(e2e.AgentOptions{ShutdownTimeout: 300 * time.Millisecond})
 		job := l.submit(t, screenshot, wait(60_000), screenshot)
 		owner := l.leased(t, job)
-		p.signal(t)
-		if code := p.wait(t, 30*time.Second); code != 0 {
-			t.Fatalf("exit status %d, want 0", code)
-		}
+		p.MustCleanShutdown(t)
 		// The release is the agent's last write of its generation (later
 		// generations are the coordinator granting the job again and
 		// releasing it when the exiting agent refuses the assign).
-		var evs []coordinator.WriteEvent
+		var evs []jobstore.WriteEvent
 		for _, e := range l.events(t, job, owner) {
 			if e.Generation == 1 {
 				evs = append(evs, e)
@@ -354,11 +232,11 @@ func TestDrainOnSIGTERM(t *testing.T) {
 			t.Fatalf("last write of the agent %+v, want its accepted fail (release) at generation 1; all: %+v", last, evs)
 		}
 		j, err := l.store.Get(l.ctx, job)
-		if err != nil || j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed {
+		if err != nil || j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed {
 			t.Fatalf("released job %+v %v: want it back in the queue", j, err)
 		}
 		var released bool
-		for _, e := range p.logEntries("job stopped") {
+		for _, e := range p.Entries("job stopped") {
 			released = released || (e["job_id"] == job && strings.HasPrefix(fmt.Sprint(e["cause"]), "released"))
 		}
 		if !released {
@@ -368,16 +246,15 @@ func TestDrainOnSIGTERM(t *testing.T) {
 
 	t.Run("second signal", func(t *testing.T) {
 		l := newLab(t, 2*time.Second)
-		cfg, _ := l.agentConfig(t.TempDir(), 60*time.Second, "")
-		p := startAgentBinary(t, bin, "run", "-c", cfg)
+		p := l.env.StartAgent(e2e.AgentOptions{ShutdownTimeout: 60 * time.Second})
 		job := l.submit(t, screenshot, wait(60_000), screenshot)
 		owner := l.leased(t, job)
-		p.signal(t)
-		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.logEntries("shutting down: taking no new jobs")) > 0 })
-		p.signal(t)
+		p.Signal(t, syscall.SIGTERM)
+		testenv.Eventually(t, 10*time.Second, "the drain to begin", func() bool { return len(p.Entries("shutting down: taking no new jobs")) > 0 })
+		p.Signal(t, syscall.SIGTERM)
 		// The job has a minute to go and the drain a minute to wait: an exit
 		// now is the second signal's doing.
-		if code := p.wait(t, 20*time.Second); code != 0 {
+		if code := p.WaitWithin(t, 20*time.Second); code != 0 {
 			t.Fatalf("exit status %d, want 0", code)
 		}
 		for _, e := range l.events(t, job, owner) {
@@ -386,7 +263,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 			}
 		}
 		var stopped bool
-		for _, e := range p.logEntries("job stopped") {
+		for _, e := range p.Entries("job stopped") {
 			stopped = stopped || (e["job_id"] == job && e["cause"] == "agent shutting down" && e["owner"] == owner && e["generation"] == float64(1))
 		}
 		if !stopped {
@@ -403,7 +280,6 @@ func TestPresignedMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, m testenv.MinIOServer) {
 		p, err := coordinator.NewS3Presigner(coordinator.S3Options{Endpoint: m.Endpoint, Region: "us-east-1", Bucket: m.Bucket, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
 		if err != nil {
@@ -411,20 +287,16 @@ func TestPresignedMode(t *testing.T) {
 		}
 		o.Presigner = p
 	})
-	cfg, _ := l.agentConfig(filepath.Join(t.TempDir(), "state"), time.Second, "")
-	// The same config without any storage credentials.
-	text := readFile(t, cfg)
-	i, j := strings.Index(text, "storage:\n"), strings.Index(text, "status:\n")
-	cfg = writeConfig(t, text[:i]+"storage:\n  mode: presigned\n"+text[j:])
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	// The agent's config has no storage credentials.
+	p := l.env.StartAgent(e2e.AgentOptions{StateDir: filepath.Join(t.TempDir(), "state"), ShutdownTimeout: time.Second, Storage: e2e.StoragePresigned})
 	job := l.submit(t, screenshot, protocol.Step{Op: protocol.OpUIDump, Name: "home"})
-	var done coordinator.Job
+	var done jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the job to succeed", func() bool {
 		j, err := l.store.Get(l.ctx, job)
 		done = j
-		return err == nil && (j.Status == coordinator.StatusSucceeded || j.Status == coordinator.StatusFailed)
+		return err == nil && (j.Status == jobstore.StatusSucceeded || j.Status == jobstore.StatusFailed)
 	})
-	if done.Status != coordinator.StatusSucceeded {
+	if done.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s: %s", done.Status, done.FailReason)
 	}
 	mc := l.mio.Client(t)
@@ -447,8 +319,5 @@ func TestPresignedMode(t *testing.T) {
 	if authorised != 4 {
 		t.Errorf("%d accepted upload authorisations, want 4", authorised)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("exit status %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

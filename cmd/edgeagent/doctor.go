@@ -25,6 +25,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
@@ -321,7 +322,7 @@ func (d *doctor) checkCoordinator(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	sent := time.Now()
-	err := protocol.Request(rctx, d.nc, protocol.CoordSubject(d.cfg.AgentID, protocol.VerbHello), hello, &rep)
+	err := natsrpc.Request(rctx, d.nc, protocol.CoordSubject(d.cfg.AgentID, protocol.VerbHello), hello, &rep)
 	rtt := time.Since(sent)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestDoctorNATSAuth: a NATS server that refuses the agent's password is
@@ -33,8 +35,8 @@ devices:
   - serial: sim-1
     simulated: true
 status:
-  listen: 127.0.0.1:%d
-`, t.TempDir(), s.ClientURL(), freePort(t)))
+  listen: %s
+`, t.TempDir(), s.ClientURL(), testenv.FreeAddr(t)))
 	code, out, _ := runCLI(t, "doctor", "-c", cfg, "-timeout", "3s")
 	if code != 1 || !strings.Contains(out, "[FAIL] nats") || !strings.Contains(out, "refused this agent's credentials") {
 		t.Fatalf("doctor with a wrong NATS password: exit %d\n%s", code, out)

@@ -81,8 +81,8 @@ adb:
   - serial: %s
   - serial: %s
 status:
-  listen: 127.0.0.1:%d
-`, tmp, srv.Path, srv.Port, extra, serials[0], serials[1], freePort(t)))
+  listen: %s
+`, tmp, srv.Path, srv.Port, extra, serials[0], serials[1], testenv.FreeAddr(t)))
 	}
 	_, out, _ := runCLI(t, "doctor", "-c", config(""), "-timeout", "3s")
 	for _, s := range serials {

@@ -54,8 +54,8 @@ devices:
   - serial: sim-1
     simulated: true
 status:
-  listen: 127.0.0.1:%d
-`, t.TempDir(), ns.ClientURL(), storage, freePort(t)))
+  listen: %s
+`, t.TempDir(), ns.ClientURL(), storage, testenv.FreeAddr(t)))
 	}
 	var out string
 	testenv.Eventually(t, 10*time.Second, "doctor to reach the coordinator", func() bool {

@@ -23,7 +23,7 @@ func TestDoctorModelSpaces(t *testing.T) {
 	cfg := writeConfig(t, fmt.Sprintf(`agent_id: pc-model
 state_dir: %s/state
 nats:
-  url: nats://127.0.0.1:%d
+  url: nats://%s
 storage:
   mode: presigned
 adb:
@@ -31,7 +31,7 @@ adb:
   path: %s
 devices:
   - serial: %s
-`, t.TempDir(), freePort(t), srv.Addr, srv.Path, p.Serial()))
+`, t.TempDir(), testenv.FreeAddr(t), srv.Addr, srv.Path, p.Serial()))
 	_, out, _ := runCLI(t, "doctor", "-c", cfg, "-timeout", "2s")
 	want := "[ok  ] phone " + p.Serial()
 	for line := range strings.Lines(out) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -73,7 +74,7 @@ func docsOut(t *testing.T, title, out string) {
 	}
 }
 
-// TestStatusAndDoctor (issue 4, must show 4): edgeagent status renders the
+// TestStatusAndDoctor: edgeagent status renders the
 // running agent's status document; edgeagent doctor passes on a working
 // setup and, on a deliberately broken one, names every broken part with
 // its fix and exits 1.
@@ -81,10 +82,10 @@ func TestStatusAndDoctor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
-	cfg, statusAddr := l.agentConfig(filepath.Join(t.TempDir(), "state"), 300*time.Millisecond, "")
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	state := filepath.Join(t.TempDir(), "state")
+	p := l.env.StartAgent(e2e.AgentOptions{StateDir: state, ShutdownTimeout: 300 * time.Millisecond})
+	cfg, statusAddr := p.Config, p.StatusAddr
 	job := l.submit(t, screenshot, wait(60_000))
 	l.leased(t, job)
 	testenv.Eventually(t, 10*time.Second, "the job's wait step in the status document", func() bool {
@@ -120,10 +121,7 @@ func TestStatusAndDoctor(t *testing.T) {
 			t.Errorf("doctor output lacks %q", want)
 		}
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("agent exit status %d", code)
-	}
+	p.MustCleanShutdown(t)
 
 	// doctor without a running agent sends a probe hello itself.
 	code, out, _ = runCLI(t, "doctor", "-c", cfg)
@@ -140,14 +138,14 @@ func TestStatusAndDoctor(t *testing.T) {
 	}
 	defer busy.Close()
 	adb := fakeADBServer(t, "R58M123ABC unauthorized usb:1-1 transport_id:3", "emulator-5554 device product:sdk model:Pixel_7 device:emu transport_id:4")
-	broken := strings.NewReplacer(
-		l.ns.ClientURL(), fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)),
-		"secret_key: "+l.mio.SecretKey, "secret_key: wrong-secret",
-		statusAddr, busy.Addr().String(),
-	).Replace(readFile(t, cfg))
-	broken += fmt.Sprintf("adb:\n  address: %s\n  path: /nonexistent/adb\ndevices:\n  - serial: R58M123ABC\n  - serial: emulator-5554\n  - serial: 0A1B2C3D\n", adb)
-	broken = strings.Replace(broken, "devices:\n  - serial: sim-1\n    simulated: true\n    tags: [lab]\n", "", 1)
-	brokenPath := writeConfig(t, broken)
+	// The working config but for those parts.
+	broken := func(adbAddr string) string {
+		return l.env.NewAgent(e2e.AgentOptions{StateDir: state, ShutdownTimeout: 300 * time.Millisecond,
+			Phones: []e2e.Phone{{Serial: "R58M123ABC"}, {Serial: "emulator-5554"}, {Serial: "0A1B2C3D"}},
+			Extra: fmt.Sprintf("nats:\n  url: nats://%s\nstorage:\n  secret_key: wrong-secret\nstatus:\n  listen: %s\nadb:\n  address: %s\n  path: /nonexistent/adb\n",
+				testenv.FreeAddr(t), busy.Addr(), adbAddr)}).Config
+	}
+	brokenPath := broken(adb)
 	code, out, _ = runCLI(t, "doctor", "-c", brokenPath, "-timeout", "2s")
 	docsOut(t, "edgeagent doctor (broken setup)", out)
 	if code != 1 {
@@ -168,8 +166,7 @@ func TestStatusAndDoctor(t *testing.T) {
 		}
 	}
 	// Without an adb server, the missing binary is named.
-	noADB := strings.Replace(broken, "address: "+adb, fmt.Sprintf("address: 127.0.0.1:%d", freePort(t)), 1)
-	code, out, _ = runCLI(t, "doctor", "-c", writeConfig(t, noADB), "-timeout", "2s")
+	code, out, _ = runCLI(t, "doctor", "-c", broken(testenv.FreeAddr(t)), "-timeout", "2s")
 	if code != 1 || !strings.Contains(out, "[FAIL] adb") || !strings.Contains(out, "install adb") {
 		t.Errorf("doctor without adb: exit %d\n%s", code, out)
 	}
@@ -178,13 +175,4 @@ func TestStatusAndDoctor(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "[FAIL] config") || !strings.Contains(out, `unknown field "bogus"`) {
 		t.Errorf("doctor with an invalid config: exit %d\n%s", code, out)
 	}
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -60,7 +61,7 @@ func TestMetricsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s3.Close() })
-	statusAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	statusAddr := testenv.FreeAddr(t)
 	cfg := fmt.Sprintf(`agent_id: pc-metrics
 state_dir: %s
 nats:
@@ -82,13 +83,13 @@ devices:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startAgentBinary(t, buildAgent(t), "run", "-c", path)
+	p := e2e.Start(t, e2e.Command{Path: testenv.Binary(t, "edgeagent"), Args: []string{"run", "-c", path}})
 
 	var body string
 	testenv.Eventually(t, 30*time.Second, "the status endpoint to serve /metrics", func() bool {
 		select {
-		case <-p.done:
-			t.Fatalf("edgeagent exited: %v\n%s", p.err, p.log())
+		case <-p.Done():
+			t.Fatalf("edgeagent exited\n%s", p.Log())
 		default:
 		}
 		resp, err := http.Get("http://" + statusAddr + "/metrics")
@@ -136,8 +137,5 @@ devices:
 			}
 		}
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("exit status %d after SIGTERM", code)
-	}
+	p.MustCleanShutdown(t)
 }

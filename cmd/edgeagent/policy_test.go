@@ -9,8 +9,9 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -25,7 +26,7 @@ const reapInterval = 100 * time.Millisecond
 // agent's config gives it.
 type fakePhone struct {
 	*fakeadbd.Phone
-	tags string
+	tags []string
 }
 
 // startPhones starts fake phones and connects them to adb; each phone i
@@ -42,21 +43,21 @@ func startPhones(t *testing.T, adb *testenv.ADBServer, opts fakeadbd.Options, ta
 		if o, err := adb.Run("connect", p.Addr()); err != nil {
 			t.Fatalf("adb connect: %v: %s", err, o)
 		}
-		out = append(out, fakePhone{Phone: p, tags: tg})
+		out = append(out, fakePhone{Phone: p, tags: strings.Split(strings.Trim(tg, "[]"), ", ")})
 	}
 	return out
 }
 
-// adbDevices is the agent config for phones behind adb.
-func adbDevices(adb *testenv.ADBServer, phones []fakePhone) string {
-	s := "adb:\n  address: " + adb.Addr + "\n  path: " + adb.Path + "\ndevices:\n"
+// devices are the agent's devices for phones behind adb.
+func devices(phones []fakePhone) []e2e.Phone {
+	var out []e2e.Phone
 	for _, p := range phones {
-		s += "  - serial: " + p.Serial() + "\n    tags: " + p.tags + "\n"
+		out = append(out, e2e.Phone{Serial: p.Serial(), Tags: p.tags})
 	}
-	return s
+	return out
 }
 
-func (l *lab) submitSpec(t *testing.T, spec coordinator.JobSpec) string {
+func (l *lab) submitSpec(t *testing.T, spec jobstore.JobSpec) string {
 	t.Helper()
 	j, err := l.store.Submit(l.ctx, spec)
 	if err != nil {
@@ -66,19 +67,19 @@ func (l *lab) submitSpec(t *testing.T, spec coordinator.JobSpec) string {
 }
 
 // ended waits for the job to reach an end state and returns it.
-func (l *lab) ended(t *testing.T, jobID string, within time.Duration) coordinator.Job {
+func (l *lab) ended(t *testing.T, jobID string, within time.Duration) jobstore.Job {
 	t.Helper()
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, within, "job "+jobID+" to end", func() bool {
 		j, err := l.store.Get(l.ctx, jobID)
 		final = j
-		return err == nil && coordinator.Finished(j.Status)
+		return err == nil && jobstore.Finished(j.Status)
 	})
 	return final
 }
 
 // allEvents returns every write event of a job, oldest first.
-func (l *lab) allEvents(t *testing.T, jobID string) []coordinator.WriteEvent {
+func (l *lab) allEvents(t *testing.T, jobID string) []jobstore.WriteEvent {
 	t.Helper()
 	evs, err := l.store.WriteEvents(l.ctx, jobID)
 	if err != nil {
@@ -105,11 +106,11 @@ func (l *lab) objects(t *testing.T, prefix string) []minio.ObjectInfo {
 	return out
 }
 
-// TestDeadlineTimesOut (issue 16, must show 1): a job with a 5 s deadline
-// and a 60 s wait step on the real agent ends TIMED_OUT no later than its
-// deadline plus one reap interval plus the stop latency, on the database
-// clock; the phone then runs the next job, and nothing of the timed-out
-// job is written afterwards: no accepted write event, no object.
+// TestDeadlineTimesOut: a job with a 5 s deadline and a 60 s wait step on
+// the real agent ends TIMED_OUT no later than its deadline plus one reap
+// interval plus the stop latency, on the database clock; the phone then
+// runs the next job, and nothing of the timed-out job is written
+// afterwards: no accepted write event, no object.
 func TestDeadlineTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -118,26 +119,24 @@ func TestDeadlineTimesOut(t *testing.T) {
 	// recorded end: one database round trip of the reaper's or the agent's.
 	const stopLatency = time.Second
 	const deadline = 5 * time.Second
-	bin := buildAgent(t)
 	l := newLab(t, 2*time.Second)
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, "")
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
-	jobID := l.submitSpec(t, coordinator.JobSpec{Task: protocol.Task{
+	p := l.env.StartAgent(e2e.AgentOptions{})
+	jobID := l.submitSpec(t, jobstore.JobSpec{Task: protocol.Task{
 		TimeoutMS: deadline.Milliseconds(),
 		Steps:     []protocol.Step{screenshot, wait(60_000), screenshot},
 	}})
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusTimedOut {
+	if final.Status != jobstore.StatusTimedOut {
 		t.Fatalf("job ended %s (%s), want TIMED_OUT", final.Status, final.FailReason)
 	}
 	evs := l.allEvents(t, jobID)
-	var grant, end *coordinator.WriteEvent
+	var grant, end *jobstore.WriteEvent
 	endIdx := -1
 	for i, e := range evs {
-		if grant == nil && e.Accepted && e.Verb == sqlstore.VerbClaim {
+		if grant == nil && e.Accepted && e.Verb == jobstore.VerbClaim {
 			grant = &evs[i]
 		}
-		if endIdx < 0 && e.Accepted && (e.Verb == sqlstore.VerbTimeout || e.Verb == sqlstore.VerbFail) {
+		if endIdx < 0 && e.Accepted && (e.Verb == jobstore.VerbTimeout || e.Verb == jobstore.VerbFail) {
 			end, endIdx = &evs[i], i
 		}
 	}
@@ -167,7 +166,7 @@ func TestDeadlineTimesOut(t *testing.T) {
 
 	// The phone is free again: the next job runs on it.
 	next := l.submit(t, screenshot)
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded || j.Device != "sim-1" {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded || j.Device != "sim-1" {
 		t.Fatalf("next job %s on %q (%s), want SUCCEEDED on sim-1", j.Status, j.Device, j.FailReason)
 	}
 
@@ -199,16 +198,13 @@ func TestDeadlineTimesOut(t *testing.T) {
 		t.Errorf("the screenshot before the wait was not stored: %v", objs)
 	}
 	var stopped bool
-	for _, e := range p.logEntries("job stopped") {
+	for _, e := range p.Entries("job stopped") {
 		stopped = stopped || e["job_id"] == jobID
 	}
 	if !stopped {
 		t.Error(`no "job stopped" log line for the timed-out job`)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // logEvents logs the job's write events when the test failed.
@@ -224,10 +220,10 @@ func logEvents(t *testing.T, l *lab, jobID string) {
 
 // grants returns the generations of the job's accepted grants, oldest
 // first.
-func grants(evs []coordinator.WriteEvent) []int64 {
+func grants(evs []jobstore.WriteEvent) []int64 {
 	var out []int64
 	for _, e := range evs {
-		if e.Accepted && (e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign) {
+		if e.Accepted && (e.Verb == jobstore.VerbClaim || e.Verb == jobstore.VerbReassign) {
 			out = append(out, e.Generation)
 		}
 	}
@@ -242,12 +238,12 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	var (
 		serial string
 		gen    int64
-		ended  coordinator.Job
+		ended  jobstore.Job
 	)
 	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("attempt %d of job %s to store a screenshot", n, jobID), func() bool {
 		evs := l.allEvents(t, jobID)
 		j, err := l.store.Get(l.ctx, jobID)
-		if err == nil && coordinator.Finished(j.Status) {
+		if err == nil && jobstore.Finished(j.Status) {
 			ended = j
 			return true
 		}
@@ -256,11 +252,11 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 			return false
 		}
 		gen = g[n-1]
-		if err != nil || j.Generation != gen || j.Status != coordinator.StatusInProgress {
+		if err != nil || j.Generation != gen || j.Status != jobstore.StatusInProgress {
 			return false
 		}
 		for _, e := range evs {
-			if e.Accepted && e.Verb == sqlstore.VerbArtifact && e.Generation == gen {
+			if e.Accepted && e.Verb == jobstore.VerbArtifact && e.Generation == gen {
 				serial = j.Device
 				return true
 			}
@@ -280,31 +276,28 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 	return "", 0
 }
 
-// TestUnpluggedPhoneRetried (issue 16, must show 2): phones behind the
-// real adb server are unplugged mid-job; the agent classifies the failure
+// TestUnpluggedPhoneRetried: phones behind the real adb server are
+// unplugged mid-job; the agent classifies the failure
 // infrastructure/phone_unplugged and the coordinator retries the job on
-// another matching phone at the next generation, until max_attempts: a
-// job whose every attempt lost its phone ends FAILED with each cause
-// listed.
+// another matching phone at the next generation, until max_attempts: a job
+// whose every attempt lost its phone ends FAILED with each cause listed.
 func TestUnpluggedPhoneRetried(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{}, "[lab, retry]", "[lab, retry]", "[lab, exhaust]", "[lab, exhaust]")
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
 	})
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
 	task := func(tag string) protocol.Task {
 		return protocol.Task{
 			Device: protocol.DeviceSelector{Tags: []string{tag}},
 			Steps:  []protocol.Step{screenshot, wait(4000), screenshot},
 		}
 	}
-	unplugEnd := func(t *testing.T, a coordinator.AttemptEnd, gen int64) {
+	unplugEnd := func(t *testing.T, a jobstore.AttemptEnd, gen int64) {
 		t.Helper()
 		if a.Generation != gen || a.Class != protocol.FailClassInfrastructure || a.Cause != protocol.CausePhoneUnplugged {
 			t.Errorf("attempt end %+v, want generation %d infrastructure/phone_unplugged", a, gen)
@@ -312,11 +305,11 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	}
 
 	t.Run("retried on another phone", func(t *testing.T) {
-		jobID := l.submitSpec(t, coordinator.JobSpec{Task: task("retry"), MaxAttempts: 3})
+		jobID := l.submitSpec(t, jobstore.JobSpec{Task: task("retry"), MaxAttempts: 3})
 		logEvents(t, l, jobID)
 		lost, gen := unplugRun(t, l, phones[:2], jobID, 1)
 		final := l.ended(t, jobID, 90*time.Second)
-		if final.Status != coordinator.StatusSucceeded {
+		if final.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job ended %s (%s), want SUCCEEDED", final.Status, final.FailReason)
 		}
 		// A retry raises the generation when the job goes back to the
@@ -332,7 +325,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 		unplugEnd(t, final.AttemptEnds[0], gen)
 		var fails int
 		for _, e := range l.allEvents(t, jobID) {
-			if e.Verb == sqlstore.VerbFail && e.Accepted {
+			if e.Verb == jobstore.VerbFail && e.Accepted {
 				fails++
 				if e.Generation != gen || e.Class != protocol.FailClassInfrastructure || e.Cause != protocol.CausePhoneUnplugged {
 					t.Errorf("fail event %+v, want generation %d infrastructure/phone_unplugged", e, gen)
@@ -345,7 +338,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 	})
 
 	t.Run("attempts exhausted", func(t *testing.T) {
-		jobID := l.submitSpec(t, coordinator.JobSpec{Task: task("exhaust"), MaxAttempts: 2})
+		jobID := l.submitSpec(t, jobstore.JobSpec{Task: task("exhaust"), MaxAttempts: 2})
 		logEvents(t, l, jobID)
 		first, gen1 := unplugRun(t, l, phones[2:], jobID, 1)
 		second, gen2 := unplugRun(t, l, phones[2:], jobID, 2)
@@ -353,7 +346,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 			t.Fatalf("both attempts on %s, which was unplugged", first)
 		}
 		final := l.ended(t, jobID, 60*time.Second)
-		if final.Status != coordinator.StatusFailed || final.Attempts != 2 || final.Generation != gen2 {
+		if final.Status != jobstore.StatusFailed || final.Attempts != 2 || final.Generation != gen2 {
 			t.Fatalf("job %s after %d attempts at generation %d (%s), want FAILED after 2 at generation %d",
 				final.Status, final.Attempts, final.Generation, final.FailReason, gen2)
 		}
@@ -370,33 +363,27 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 		}
 	})
 
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
-// TestAppNotInstalledNoRetry (issue 16, must show 3): a job that launches
-// a package the phone (behind the real adb server) has not installed fails
-// once, FAILED with class job and cause app_not_installed, and is not
-// granted again.
+// TestAppNotInstalledNoRetry: a job that launches a package the phone
+// (behind the real adb server) has not installed fails once, FAILED with
+// class job and cause app_not_installed, and is not granted again.
 func TestAppNotInstalledNoRetry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{Packages: []string{"com.example.survey"}}, "[lab]")
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
 	})
-	cfg, _ := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
-	jobID := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 3, Task: protocol.Task{Steps: []protocol.Step{
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
+	jobID := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 3, Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpLaunch, Package: "com.example.absent"}, screenshot,
 	}}})
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusFailed || final.Attempts != 1 || final.Generation != 1 {
+	if final.Status != jobstore.StatusFailed || final.Attempts != 1 || final.Generation != 1 {
 		t.Fatalf("job %s after %d attempts at generation %d (%s), want FAILED after 1 at generation 1",
 			final.Status, final.Attempts, final.Generation, final.FailReason)
 	}
@@ -405,15 +392,15 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	}
 	// The phone is free and the job is not granted again.
 	next := l.submit(t, protocol.Step{Op: protocol.OpLaunch, Package: "com.example.survey"}, screenshot)
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("next job %s (%s), want SUCCEEDED", j.Status, j.FailReason)
 	}
 	var grants, fails int
 	for _, e := range l.allEvents(t, jobID) {
 		switch {
-		case e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign:
+		case e.Verb == jobstore.VerbClaim || e.Verb == jobstore.VerbReassign:
 			grants++
-		case e.Verb == sqlstore.VerbFail && e.Accepted:
+		case e.Verb == jobstore.VerbFail && e.Accepted:
 			fails++
 			if e.Class != protocol.FailClassJob || e.Cause != protocol.CauseAppNotInstalled {
 				t.Errorf("fail event %+v, want job/app_not_installed", e)
@@ -423,8 +410,5 @@ func TestAppNotInstalledNoRetry(t *testing.T) {
 	if grants != 1 || fails != 1 {
 		t.Errorf("%d grants and %d accepted fails, want 1 and 1", grants, fails)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

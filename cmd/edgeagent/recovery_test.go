@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +10,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -49,39 +46,7 @@ func scrapeMetric(t *testing.T, statusAddr, name, labels string) float64 {
 	return -1
 }
 
-// edgecoordCLI runs the real edgecoord binary's management command args
-// on the lab's store and returns its output.
-func (l *lab) edgecoordCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	bin := testenv.Binary(t, "edgecoord")
-	cfg := filepath.Join(t.TempDir(), "edgecoord.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `coordinator_id: recovery-test
-nats:
-  url: %s
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-agents:
-  offline_after: 30s
-`, l.ns.ClientURL(), l.dsn, l.mio.Endpoint, l.mio.Bucket, l.mio.AccessKey, l.mio.SecretKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(l.ctx, bin, append(args, "-c", cfg)...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("edgecoord %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
-	}
-	return out.String()
-}
-
-// TestHungPhoneRecoveryLadder (issue 20, must show 2): of two phones
+// TestHungPhoneRecoveryLadder: of two phones
 // behind the real adb server matching a job's selector, the one the
 // coordinator grants first stops answering while adb still lists it as
 // "device". The agent's probe before the job finds it, the job's attempt
@@ -102,20 +67,19 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	if other.Serial() < hung.Serial() {
 		hung, other = other, hung
 	}
-	bin := buildAgent(t)
 	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
-		o.Retry = coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
+		o.Retry = jobstore.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
 	})
 	// probe_interval 0: probes before jobs only, so it is the job's probe
 	// that finds the hung phone; the ladder then probes it on its own.
-	cfg, statusAddr := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones)+`phones:
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones), Extra: `phones:
   recovery:
     probe_timeout: 500ms
     probe_interval: 0s
     quarantine_after: 3
     window: 10m
-`)
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+`})
+	statusAddr := p.StatusAddr
 	ready := func(serial string) bool {
 		a, err := l.store.GetAgent(l.ctx, "pc-bin")
 		if err != nil {
@@ -133,13 +97,13 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	})
 
 	hung.Hang()
-	jobID := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 4, Task: protocol.Task{
+	jobID := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 4, Task: protocol.Task{
 		Device: protocol.DeviceSelector{Tags: []string{"pair"}},
 		Steps:  []protocol.Step{screenshot},
 	}})
 	logEvents(t, l, jobID)
 	final := l.ended(t, jobID, 60*time.Second)
-	if final.Status != coordinator.StatusSucceeded || final.Device != other.Serial() {
+	if final.Status != jobstore.StatusSucceeded || final.Device != other.Serial() {
 		t.Fatalf("job %s on %s (%s), want SUCCEEDED on %s", final.Status, final.Device, final.FailReason, other.Serial())
 	}
 	if len(final.AttemptEnds) == 0 {
@@ -187,14 +151,14 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	}
 	for _, msg := range []string{"phone did not answer the probe", "phone recovery rung", "phone quarantined: not offered jobs until it answers a probe again"} {
 		found := false
-		for _, e := range p.logEntries(msg) {
+		for _, e := range p.Entries(msg) {
 			found = found || e["serial"] == hung.Serial()
 		}
 		if !found {
 			t.Errorf("no %q log line for %s", msg, hung.Serial())
 		}
 	}
-	show := l.edgecoordCLI(t, "agent", "show", "pc-bin")
+	show := edgecoord(t, l.edgecoord(), "agent", "show", "pc-bin")
 	t.Logf("edgecoord agent show:\n%s", show)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(regexp.QuoteMeta(hung.Serial()) + `  quarantined: [3-9] failed probes within 10m0s \(quarantine_after 3\)`),
@@ -206,10 +170,10 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	}
 
 	// A quarantined phone gets no job: the next one runs on the other.
-	next := l.submitSpec(t, coordinator.JobSpec{MaxAttempts: 1, Task: protocol.Task{
+	next := l.submitSpec(t, jobstore.JobSpec{MaxAttempts: 1, Task: protocol.Task{
 		Device: protocol.DeviceSelector{Tags: []string{"pair"}}, Steps: []protocol.Step{screenshot},
 	}})
-	if j := l.ended(t, next, 60*time.Second); j.Status != coordinator.StatusSucceeded || j.Device != other.Serial() {
+	if j := l.ended(t, next, 60*time.Second); j.Status != jobstore.StatusSucceeded || j.Device != other.Serial() {
 		t.Fatalf("next job %s on %s (%s), want SUCCEEDED on %s", j.Status, j.Device, j.FailReason, other.Serial())
 	}
 
@@ -223,10 +187,7 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 	if v := scrapeMetric(t, statusAddr, "edgeagent_phone_recovery_total", `result="lifted",rung="quarantine"`); v != 1 {
 		t.Errorf("edgeagent_phone_recovery_total{quarantine,lifted} = %v, want 1", v)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }
 
 // TestHubDropOneEvent: three phones behind the real adb server drop at
@@ -241,10 +202,9 @@ func TestHubDropOneEvent(t *testing.T) {
 	}
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{}, "[hub]", "[hub]", "[hub]", "[loose]")
-	bin := buildAgent(t)
 	l := newLab(t, 3*time.Second)
-	cfg, statusAddr := l.agentConfig(t.TempDir(), 5*time.Second, adbDevices(adb, phones))
-	p := startAgentBinary(t, bin, "run", "-c", cfg)
+	p := l.env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices(phones)})
+	statusAddr := p.StatusAddr
 	readyAll := func() bool {
 		a, err := l.store.GetAgent(l.ctx, "pc-bin")
 		return err == nil && len(protocol.ReadyDevices(a.Devices)) == len(phones)
@@ -263,12 +223,12 @@ func TestHubDropOneEvent(t *testing.T) {
 	hub := []*fakeadbd.Phone{phones[0].Phone, phones[1].Phone, phones[2].Phone}
 	fakeadbd.HubDrop(hub...)
 	const msg = "hub drop: several phones dropped at once (USB hub or its power?)"
-	testenv.Eventually(t, 30*time.Second, "a hub drop log line", func() bool { return len(p.logEntries(msg)) > 0 })
+	testenv.Eventually(t, 30*time.Second, "a hub drop log line", func() bool { return len(p.Entries(msg)) > 0 })
 	for _, ph := range hub {
 		ph.Replug()
 	}
 	testenv.Eventually(t, 60*time.Second, "every phone ready after the hub is back", readyAll)
-	if e := p.logEntries(msg); len(e) != 1 || e[0]["phones"] != float64(3) {
+	if e := p.Entries(msg); len(e) != 1 || e[0]["phones"] != float64(3) {
 		t.Errorf("hub drop log lines %v, want one naming 3 phones", e)
 	}
 	if v := scrapeMetric(t, statusAddr, "edgeagent_hub_drops_total", ""); v != 1 {
@@ -287,19 +247,16 @@ func TestHubDropOneEvent(t *testing.T) {
 		}
 		return n == 3
 	})
-	show := l.edgecoordCLI(t, "agent", "show", "pc-bin")
+	show := edgecoord(t, l.edgecoord(), "agent", "show", "pc-bin")
 	if c := strings.Count(show, "hub drops 1"); c != 3 {
 		t.Errorf("edgecoord agent show names %d phones with hub drops 1, want 3:\n%s", c, show)
 	}
 	if !strings.Contains(show, "last: hub drop: 3 phones dropped within 1s") {
 		t.Errorf("edgecoord agent show does not name the hub drop:\n%s", show)
 	}
-	status := l.edgecoordCLI(t, "agent", "status", "pc-bin")
+	status := edgecoord(t, l.edgecoord(), "agent", "status", "pc-bin")
 	if !strings.Contains(status, "hub drop: 3 phones dropped within 1s") {
 		t.Errorf("edgecoord agent status does not list the hub drop among the last errors:\n%s", status)
 	}
-	p.signal(t)
-	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("edgeagent exited %d", code)
-	}
+	p.MustCleanShutdown(t)
 }

@@ -5,14 +5,14 @@ package main
 import (
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakelogind"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -44,7 +44,7 @@ func (l *lab) agentState(t *testing.T, id string) (found, draining bool) {
 	return false, false
 }
 
-// TestSleepHandsJobBack (issue 20, must show 4) runs the real binary with
+// TestSleepHandsJobBack runs the real binary with
 // a fake systemd-logind on a private D-Bus bus (Debian's dbus-daemon) as
 // its system bus, against a coordinator whose retry backoff is an hour:
 //
@@ -64,14 +64,12 @@ func TestSleepHandsJobBack(t *testing.T) {
 	}
 	logind := fakelogind.StartT(t, fakelogind.Options{DelayMax: 5 * time.Second})
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", logind.Addr)
-	bin := buildAgent(t)
 	l := newLabWith(t, 2*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		// A retried job waits an hour, unless it is a sleep hand-back.
-		o.Retry = coordinator.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour}
+		o.Retry = jobstore.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour}
 	})
-	cfgA, statusA := l.agentConfig(t.TempDir(), 5*time.Second, "sleep:\n  inhibit: true\n")
-	a := startAgentBinary(t, bin, "run", "-c", cfgA)
-	pidA := a.cmd.Process.Pid
+	a := l.env.StartAgent(e2e.AgentOptions{Extra: "sleep:\n  inhibit: true\n"})
+	statusA, pidA := a.StatusAddr, a.PID()
 
 	// 1. A job holds the inhibitor while it runs.
 	first := l.submit(t, wait(1500))
@@ -83,7 +81,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 			t.Errorf("lock %+v: want what sleep, who edgeagent and a reason", lk)
 		}
 	}
-	if j := l.ended(t, first, 30*time.Second); j.Status != coordinator.StatusSucceeded {
+	if j := l.ended(t, first, 30*time.Second); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("first job %s (%s)", j.Status, j.FailReason)
 	}
 	testenv.Eventually(t, 10*time.Second, "agent A to release its locks after the job", func() bool {
@@ -94,14 +92,12 @@ func TestSleepHandsJobBack(t *testing.T) {
 	second := l.submit(t, wait(3000), screenshot)
 	testenv.Eventually(t, 30*time.Second, "the second job to run on agent A with the locks held", func() bool {
 		j, err := l.store.Get(l.ctx, second)
-		return err == nil && j.Status == coordinator.StatusInProgress && strings.HasPrefix(j.WorkerID, "pc-bin/") &&
+		return err == nil && j.Status == jobstore.StatusInProgress && strings.HasPrefix(j.WorkerID, "pc-bin/") &&
 			len(locksOf(logind, pidA, true)) == 2
 	})
 	// Agent B, without an inhibitor, waits beside it.
-	cfgB, _ := l.agentConfig(t.TempDir(), 5*time.Second,
-		"sleep:\n  inhibit: false\ndevices:\n  - serial: sim-2\n    simulated: true\n    tags: [lab]\n")
-	rewriteID(t, cfgB, "pc-b")
-	b := startAgentBinary(t, bin, "run", "-c", cfgB)
+	b := l.env.StartAgent(e2e.AgentOptions{ID: "pc-b", Phones: []e2e.Phone{{Serial: "sim-2", Simulated: true, Tags: []string{"lab"}}},
+		Extra: "sleep:\n  inhibit: false\n"})
 	testenv.Eventually(t, 30*time.Second, "agent B to say hello", func() bool {
 		found, _ := l.agentState(t, "pc-b")
 		return found
@@ -109,13 +105,13 @@ func TestSleepHandsJobBack(t *testing.T) {
 	if err := logind.PrepareForSleep(true); err != nil {
 		t.Fatal(err)
 	}
-	var final coordinator.Job
+	var final jobstore.Job
 	testenv.Eventually(t, 30*time.Second, "the second job to be handed back and run by agent B", func() bool {
 		j, err := l.store.Get(l.ctx, second)
 		final = j
-		return err == nil && coordinator.Finished(j.Status)
+		return err == nil && jobstore.Finished(j.Status)
 	})
-	if final.Status != coordinator.StatusSucceeded || !strings.HasPrefix(final.WorkerID, "pc-b/") || final.Device != "sim-2" {
+	if final.Status != jobstore.StatusSucceeded || !strings.HasPrefix(final.WorkerID, "pc-b/") || final.Device != "sim-2" {
 		t.Fatalf("second job %s on %s/%s (%s), want SUCCEEDED on pc-b/sim-2", final.Status, final.WorkerID, final.Device, final.FailReason)
 	}
 	if len(final.AttemptEnds) != 1 || final.AttemptEnds[0].Class != protocol.FailClassInfrastructure ||
@@ -124,13 +120,13 @@ func TestSleepHandsJobBack(t *testing.T) {
 	}
 	// The hand-back was a fenced fail of agent A's token, and the next
 	// grant went to B with no backoff (an hour otherwise).
-	var handBack, regrant *coordinator.WriteEvent
+	var handBack, regrant *jobstore.WriteEvent
 	evs := l.allEvents(t, second)
 	for i, e := range evs {
 		switch {
-		case e.Accepted && e.Verb == sqlstore.VerbFail && e.Cause == protocol.CauseAgentSleep:
+		case e.Accepted && e.Verb == jobstore.VerbFail && e.Cause == protocol.CauseAgentSleep:
 			handBack = &evs[i]
-		case handBack != nil && regrant == nil && e.Accepted && e.Verb == sqlstore.VerbClaim:
+		case handBack != nil && regrant == nil && e.Accepted && e.Verb == jobstore.VerbClaim:
 			regrant = &evs[i]
 		}
 	}
@@ -147,7 +143,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 	if _, draining := l.agentState(t, "pc-bin"); !draining {
 		t.Error("agent A is not draining while its PC sleeps")
 	}
-	hellos := len(a.logEntries("connected to coordinator"))
+	hellos := len(a.Entries("connected to coordinator"))
 
 	// 3. The PC wakes up: hello again, and jobs again.
 	if err := logind.PrepareForSleep(false); err != nil {
@@ -155,9 +151,9 @@ func TestSleepHandsJobBack(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, "agent A to say hello again, not draining", func() bool {
 		_, draining := l.agentState(t, "pc-bin")
-		return len(a.logEntries("connected to coordinator")) > hellos && !draining
+		return len(a.Entries("connected to coordinator")) > hellos && !draining
 	})
-	third, err := l.store.Submit(l.ctx, coordinator.JobSpec{Task: protocol.Task{
+	third, err := l.store.Submit(l.ctx, jobstore.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Serial: "sim-1"}, Steps: []protocol.Step{wait(1500)},
 	}})
 	if err != nil {
@@ -166,7 +162,7 @@ func TestSleepHandsJobBack(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "agent A to hold its locks again for the third job", func() bool {
 		return len(locksOf(logind, pidA, true)) == 2
 	})
-	if j := l.ended(t, third.ID, 30*time.Second); j.Status != coordinator.StatusSucceeded || !strings.HasPrefix(j.WorkerID, "pc-bin/") {
+	if j := l.ended(t, third.ID, 30*time.Second); j.Status != jobstore.StatusSucceeded || !strings.HasPrefix(j.WorkerID, "pc-bin/") {
 		t.Fatalf("third job %s on %s (%s), want SUCCEEDED on pc-bin", j.Status, j.WorkerID, j.FailReason)
 	}
 	if held := locksOf(logind, pidA, false); len(held) != 6 {
@@ -192,28 +188,12 @@ func TestSleepHandsJobBack(t *testing.T) {
 			t.Errorf("/metrics of agent A lacks %q", want)
 		}
 	}
-	for _, e := range a.logEntries("job stopped") {
+	for _, e := range a.Entries("job stopped") {
 		if e["job_id"] == second && !strings.Contains(e["cause"].(string), "going to sleep") {
 			t.Errorf("stop of the second job logged with cause %v", e["cause"])
 		}
 	}
-	for _, p := range []*proc{a, b} {
-		p.signal(t)
-		if code := p.wait(t, 30*time.Second); code != 0 {
-			t.Errorf("exit status %d after SIGTERM", code)
-		}
-	}
-}
-
-// rewriteID sets the agent_id of the agent config at path.
-func rewriteID(t *testing.T, path, id string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(b), "agent_id: pc-bin\n", "agent_id: "+id+"\n", 1)
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
+	for _, p := range []*e2e.Agent{a, b} {
+		p.MustCleanShutdown(t)
 	}
 }

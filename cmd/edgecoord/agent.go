@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/agentstatus"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -49,7 +49,7 @@ type deviceView struct {
 	Job string `json:"job,omitempty"` // the job counted against the phone
 }
 
-func newAgentView(a coordinator.Agent, running []coordinator.Job, offlineAfter time.Duration) agentView {
+func newAgentView(a jobstore.Agent, running []jobstore.Job, offlineAfter time.Duration) agentView {
 	v := agentView{
 		ID: a.ID, BootID: a.BootID, Owner: a.Owner(), Version: a.Version, Slots: a.Slots, Draining: a.Draining,
 		AgentDraining: a.AgentDraining, Capabilities: a.Capabilities, Settings: a.Settings, CoordinatorID: a.CoordinatorID,
@@ -118,7 +118,7 @@ func (m *mgmt) agentListCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			running, err := store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+			running, err := store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 			if err != nil {
 				return err
 			}
@@ -171,7 +171,7 @@ func (m *mgmt) agentShowCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			running, err := store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}, AgentID: id})
+			running, err := store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}, AgentID: id})
 			if err != nil {
 				return err
 			}
@@ -185,7 +185,7 @@ func (m *mgmt) agentShowCommand() *cli.Command {
 }
 
 // printAgent prints agent show's text.
-func printAgent(c *cli.Call, v agentView, running []coordinator.Job) error {
+func printAgent(c *cli.Call, v agentView, running []jobstore.Job) error {
 	w := c.Stdout
 	fmt.Fprintf(w, "Agent %s\n", v.ID)
 	tw := c.Table()

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -17,7 +18,7 @@ import (
 
 // apiOptions are the HTTP API's options for the daemon d on store, from
 // the config's api section (docs/api.md).
-func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, log zerolog.Logger) api.Options {
+func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon, log zerolog.Logger) api.Options {
 	nc := d.Conn()
 	return api.Options{
 		Store: store,
@@ -44,7 +45,7 @@ func apiOptions(cfg *config.Coordinator, store coordinator.Store, d *coordinator
 
 // newAPI returns the factory of the daemon's HTTP API, its events on
 // broker.
-func newAPI(cfg *config.Coordinator, store coordinator.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
+func newAPI(cfg *config.Coordinator, store jobstore.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
 		m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))

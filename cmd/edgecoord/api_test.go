@@ -1,121 +1,45 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
-// apiBinary is an edgecoord serve process with the HTTP API on, run from
-// the real binary on PostgreSQL and an embedded NATS server.
+// apiBinary is the real edgecoord binary serving the HTTP API, with a
+// client that checks every exchange against docs/openapi.yaml.
 type apiBinary struct {
-	bin, config, dsn string
-	base             string // http://host:port
-	client           *http.Client
-	stderr           *testenv.LockedBuffer
-	cmd              *exec.Cmd
-	done             chan struct{}
+	*e2e.Coordinator
+	client *http.Client
 }
 
-func startAPIBinary(t *testing.T, natsURL string) *apiBinary {
+func startAPIBinary(t *testing.T, env *e2e.Env) *apiBinary {
 	t.Helper()
-	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
-	apiAddr, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	b.base = "http://" + apiAddr
-	b.config = writeConfig(t, fmt.Sprintf(`coordinator_id: api-test
-log:
-  level: debug
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
+	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "api-test", API: true, LogLevel: "debug", Extra: `
 lease:
-  ttl: 3s
   reap_interval: 200ms
-scheduler:
-  interval: 50ms
 agents:
-  heartbeat: 200ms
   offline_after: 2s
-metrics:
-  listen: %s
 api:
-  listen: %s
   max_body_bytes: 4KiB
   rate: 2
   burst: 100
-`, natsURL, b.dsn, metrics, apiAddr))
-	b.cmd = exec.Command(b.bin, "serve", "-c", b.config)
-	b.cmd.Stdout, b.cmd.Stderr = io.Discard, b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = b.cmd.Wait(); close(b.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			t.Logf("edgecoord serve printed:\n%s", b.stderr.String())
-		}
-	})
-	testenv.Eventually(t, 20*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(b.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	b.client = apitest.Client(t)
-	return b
-}
-
-// edgecoord runs a command of the binary with the coordinator's config.
-func (b *apiBinary) edgecoord(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), b.bin, append(args, "-c", b.config)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("edgecoord %v: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
-}
-
-// token creates an API token with the CLI and returns it.
-func (b *apiBinary) token(t *testing.T, name, projects, scopes string) string {
-	t.Helper()
-	out, errOut, code := b.edgecoord(t, "token", "create", "--name", name, "--project", projects, "--scopes", scopes)
-	tok := strings.TrimSpace(out)
-	if code != 0 || !strings.HasPrefix(tok, api.TokenPrefix) || !strings.Contains(errOut, "shown this once") {
-		t.Fatalf("token create: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	return tok
+`})
+	return &apiBinary{Coordinator: c, client: apitest.Client(t)}
 }
 
 type httpReply struct {
@@ -137,7 +61,7 @@ func (b *apiBinary) call(t *testing.T, method, path, token, body string, hdr ...
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, b.base+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, b.Base+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +91,11 @@ func (b *apiBinary) call(t *testing.T, method, path, token, body string, hdr ...
 // cancel, a fan-out to 3 phones submitted twice with one Idempotency-Key
 // (3 jobs, not 6), another project's job refused and recorded, a
 // read-only token that cannot cancel, problem documents, 401 and 429, and
-// no token in any line the coordinator logs (issue 17, must show 2 and 4).
+// no token in any line the coordinator logs.
 func TestAPIBinary(t *testing.T) {
-	ns := testenv.NATS(t)
-	b := startAPIBinary(t, ns.ClientURL())
+	env := e2e.NewEnv(t)
+	ns := env.NATS()
+	b := startAPIBinary(t, env)
 
 	// Jobs whose id starts with "hold" are held by the agent until revoked.
 	behavior := func(tok fencing.Token) coordtest.Behavior {
@@ -185,10 +110,10 @@ func TestAPIBinary(t *testing.T) {
 	pc1 := coordtest.Start(t, coordtest.Options{ID: "pc-1", URL: ns.ClientURL(), Devices: []protocol.Device{phone("P1"), phone("P2")}, Slots: 2, Behavior: behavior})
 	coordtest.Start(t, coordtest.Options{ID: "pc-2", URL: ns.ClientURL(), Devices: []protocol.Device{phone("P3"), {Serial: "P4", State: "unauthorized", Model: "Pixel 7"}}, Slots: 2, Behavior: behavior})
 
-	alice := b.token(t, "alice", "lab", "read,submit,operate")
-	bob := b.token(t, "bob", "other", "read,submit,operate")
-	reader := b.token(t, "rita", "lab", "read")
-	admin := b.token(t, "ops", "lab", "read,admin")
+	alice := b.Token(t, "alice", "lab", "read,submit,operate")
+	bob := b.Token(t, "bob", "other", "read,submit,operate")
+	reader := b.Token(t, "rita", "lab", "read")
+	admin := b.Token(t, "ops", "lab", "read,admin")
 	tokens := []string{alice, bob, reader, admin}
 
 	testenv.Eventually(t, 10*time.Second, "both agents listed as online with their phones", func() bool {
@@ -218,10 +143,10 @@ func TestAPIBinary(t *testing.T) {
 		r := b.call(t, "POST", "/api/v1/jobs", alice, `{"device": {"serial": "P3"}, "steps": [{"op": "launch", "package": "com.example"}, {"op": "screenshot", "name": "home.png"}], "timeout": "90s"}`)
 		var j api.JobView
 		r.into(t, &j)
-		if r.status != 201 || j.ID == "" || j.Status != coordinator.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" {
+		if r.status != 201 || j.ID == "" || j.Status != jobstore.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		testenv.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return show(j.ID).Status == coordinator.StatusSucceeded })
+		testenv.Eventually(t, 10*time.Second, "the job succeeded", func() bool { return show(j.ID).Status == jobstore.StatusSucceeded })
 		d := show(j.ID)
 		if len(d.Generations) != 1 || !strings.HasPrefix(d.Generations[0].Owner, "pc-2/") || d.Generations[0].Ended != "succeeded" || d.Task.TimeoutMS != 90000 {
 			t.Errorf("generations of a succeeded job: %+v", d.Generations)
@@ -240,19 +165,19 @@ func TestAPIBinary(t *testing.T) {
 		if r.status != 201 {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		testenv.Eventually(t, 10*time.Second, "hold-1 running on pc-1", func() bool { return show("hold-1").Status == coordinator.StatusInProgress })
-		// A read-only token cannot cancel (must show 4).
+		testenv.Eventually(t, 10*time.Second, "hold-1 running on pc-1", func() bool { return show("hold-1").Status == jobstore.StatusInProgress })
+		// A read-only token cannot cancel.
 		r = b.call(t, "POST", "/api/v1/jobs/hold-1/cancel", reader, "")
 		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "lacks scope operate") {
 			t.Fatalf("read-only cancel: %d %s", r.status, r.body)
 		}
-		if st := show("hold-1").Status; st != coordinator.StatusInProgress {
+		if st := show("hold-1").Status; st != jobstore.StatusInProgress {
 			t.Fatalf("after a refused cancel the job is %s", st)
 		}
 		r = b.call(t, "POST", "/api/v1/jobs/hold-1/cancel", alice, `{"reason": "not needed"}`)
 		var j api.JobView
 		r.into(t, &j)
-		if r.status != 200 || !coordinator.Finished(j.Status) {
+		if r.status != 200 || !jobstore.Finished(j.Status) {
 			t.Fatalf("cancel: %d %s", r.status, r.body)
 		}
 		testenv.Eventually(t, 10*time.Second, "pc-1 revoked hold-1", func() bool {
@@ -287,12 +212,12 @@ func TestAPIBinary(t *testing.T) {
 			t.Errorf("fan-out phones %v, want P1,P2,P3 (P4 is unauthorized)", serials)
 		}
 		// 3 jobs, not 6: the batch's jobs are all there is of it.
-		store, err := pgstore.OpenExisting(t.Context(), b.dsn)
+		store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		all, err := store.ListJobs(t.Context(), coordinator.JobFilter{})
+		all, err := store.ListJobs(t.Context(), jobstore.JobFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +233,7 @@ func TestAPIBinary(t *testing.T) {
 		for _, j := range first.Jobs {
 			testenv.Eventually(t, 10*time.Second, j.ID+" succeeded on its phone", func() bool {
 				d := show(j.ID)
-				return d.Status == coordinator.StatusSucceeded && d.Phone == j.Selector.Serial
+				return d.Status == jobstore.StatusSucceeded && d.Phone == j.Selector.Serial
 			})
 		}
 		r = b.call(t, "POST", "/api/v1/jobs", alice, strings.Replace(body, "s.png", "t.png", 1), "Idempotency-Key", "nightly-42")
@@ -319,7 +244,7 @@ func TestAPIBinary(t *testing.T) {
 
 	t.Run("cli submits a fan-out through the same code", func(t *testing.T) {
 		file := writeFile(t, "fan.yaml", "project: lab\nfan_out: true\ndevice:\n  tags: [lab]\nsteps:\n  - op: wait\n")
-		out, errOut, code := b.edgecoord(t, "job", "submit", "-f", file, "--json")
+		out, errOut, code := b.CLI(t, "job", "submit", "-f", file, "--json")
 		var batch struct {
 			Batch string `json:"batch"`
 			Jobs  []struct {
@@ -336,20 +261,20 @@ func TestAPIBinary(t *testing.T) {
 			t.Errorf("job of a cli fan-out: %+v", d.JobView)
 		}
 		file = writeFile(t, "bad.yaml", "steps:\n  - op: dance\n")
-		if _, errOut, code := b.edgecoord(t, "job", "submit", "-f", file); code != 2 || !strings.Contains(errOut, "steps[0]: op: unknown op") {
+		if _, errOut, code := b.CLI(t, "job", "submit", "-f", file); code != 2 || !strings.Contains(errOut, "steps[0]: op: unknown op") {
 			t.Errorf("job submit of an unknown op: exit %d, %q", code, errOut)
 		}
 	})
 
 	t.Run("list with pages", func(t *testing.T) {
 		var want []string
-		page, err := func() (coordinator.JobPage, error) {
-			store, err := pgstore.OpenExisting(t.Context(), b.dsn)
+		page, err := func() (jobstore.JobPage, error) {
+			store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 			if err != nil {
-				return coordinator.JobPage{}, err
+				return jobstore.JobPage{}, err
 			}
 			defer store.Close()
-			return store.ListJobPage(t.Context(), coordinator.JobPageFilter{Projects: []string{"lab"}, Limit: 500})
+			return store.ListJobPage(t.Context(), jobstore.JobPageFilter{Projects: []string{"lab"}, Limit: 500})
 		}()
 		if err != nil {
 			t.Fatal(err)
@@ -403,7 +328,7 @@ func TestAPIBinary(t *testing.T) {
 	})
 
 	t.Run("another project's job", func(t *testing.T) {
-		// must show 4: bob's token (project other) gets 403 for a job of
+		// bob's token (project other) gets 403 for a job of
 		// project lab, and the attempt is recorded.
 		r := b.call(t, "GET", "/api/v1/jobs/hold-1", bob, "")
 		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), api.ProblemForbidden) {
@@ -418,7 +343,7 @@ func TestAPIBinary(t *testing.T) {
 		if len(l.Jobs) != 0 {
 			t.Errorf("bob lists %d jobs of other projects", len(l.Jobs))
 		}
-		store, err := pgstore.OpenExisting(t.Context(), b.dsn)
+		store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -471,11 +396,11 @@ func TestAPIBinary(t *testing.T) {
 	})
 
 	t.Run("401", func(t *testing.T) {
-		old := b.token(t, "old", "lab", "read")
+		old := b.Token(t, "old", "lab", "read")
 		if r := b.call(t, "GET", "/api/v1/jobs", old, ""); r.status != 200 {
 			t.Fatalf("new token: %d", r.status)
 		}
-		if out, _, code := b.edgecoord(t, "token", "revoke", "old"); code != 0 || !strings.Contains(out, "revoked") {
+		if out, _, code := b.CLI(t, "token", "revoke", "old"); code != 0 || !strings.Contains(out, "revoked") {
 			t.Fatalf("token revoke: %d %q", code, out)
 		}
 		for name, tok := range map[string]string{"none": "", "unknown": api.TokenPrefix + "nope", "revoked": old} {
@@ -483,7 +408,7 @@ func TestAPIBinary(t *testing.T) {
 				t.Errorf("%s token: %d %s", name, r.status, r.body)
 			}
 		}
-		out, _, code := b.edgecoord(t, "token", "list", "--json")
+		out, _, code := b.CLI(t, "token", "list", "--json")
 		var list []struct {
 			Name      string     `json:"name"`
 			RevokedAt *time.Time `json:"revoked_at"`
@@ -495,7 +420,7 @@ func TestAPIBinary(t *testing.T) {
 		if list[4].Name != "old" || list[4].RevokedAt == nil || list[0].LastUsed == nil {
 			t.Errorf("token list %s", out)
 		}
-		text, _, _ := b.edgecoord(t, "token", "list")
+		text, _, _ := b.CLI(t, "token", "list")
 		for _, tok := range append(tokens, old) {
 			if strings.Contains(out+text, tok) {
 				t.Error("token list prints a token")
@@ -504,7 +429,7 @@ func TestAPIBinary(t *testing.T) {
 	})
 
 	t.Run("429", func(t *testing.T) {
-		flood := b.token(t, "flood", "lab", "read")
+		flood := b.Token(t, "flood", "lab", "read")
 		for i := range 400 {
 			r := b.call(t, "GET", "/api/v1/agents", flood, "")
 			if r.status == http.StatusTooManyRequests {
@@ -522,18 +447,8 @@ func TestAPIBinary(t *testing.T) {
 	})
 
 	// Graceful shutdown, then no token in anything the coordinator logged.
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("edgecoord serve did not stop on SIGTERM")
-	}
-	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("edgecoord serve exited %d", code)
-	}
-	logs := b.stderr.String()
+	b.MustCleanShutdown(t)
+	logs := b.Log()
 	if !strings.Contains(logs, "api request") || !strings.Contains(logs, `"token_name":"alice"`) {
 		t.Errorf("the debug log has no request lines naming their token")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // eventsOptions mounts package events in the API's options: the job and
@@ -22,7 +23,7 @@ import (
 // handlers see the projects of the caller the API authenticated; a
 // refusal they make themselves is recorded as the API records its own
 // once denials is bound to the API's handler.
-func eventsOptions(opts *api.Options, cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, broker *events.Broker, log zerolog.Logger) *denials {
+func eventsOptions(opts *api.Options, cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon, broker *events.Broker, log zerolog.Logger) *denials {
 	den := &denials{}
 	st, ok := store.(events.Store)
 	if !ok || broker == nil {

@@ -7,11 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"io"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,124 +18,35 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
-	"github.com/edgeagent/edgeagent/protocol"
-	"github.com/edgeagent/edgeagent/testkit/testenv"
-	"github.com/edgeagent/edgeagent/uploader"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 )
 
 // startEventsBinary is edgecoord serve from the real binary with the HTTP
-// API and artifact storage in MinIO, on PostgreSQL and NATS at natsURL.
-func startEventsBinary(t *testing.T, natsURL string, mio testenv.MinIOServer) *apiBinary {
+// API and artifact storage in the Env's MinIO bucket.
+func startEventsBinary(t *testing.T, env *e2e.Env) *apiBinary {
 	t.Helper()
-	b := &apiBinary{bin: testenv.Binary(t, "edgecoord"), dsn: testenv.Postgres(t), stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
-	apiAddr := testenv.FreeAddr(t)
-	b.base = "http://" + apiAddr
-	b.config = writeConfig(t, fmt.Sprintf(`coordinator_id: events-test
-log:
-  level: debug
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
+	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "events-test", LeaseTTL: 5 * time.Second, API: true, Storage: true, LogLevel: "debug", Extra: `
 storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
   presign_expiry: 2m
 lease:
-  ttl: 5s
   reap_interval: 200ms
-scheduler:
-  interval: 50ms
-agents:
-  heartbeat: 200ms
-  offline_after: 3s
-api:
-  listen: %s
-`, natsURL, b.dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, apiAddr))
-	b.cmd = exec.Command(b.bin, "serve", "-c", b.config)
-	b.cmd.Stdout, b.cmd.Stderr = io.Discard, b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = b.cmd.Wait(); close(b.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			t.Logf("edgecoord serve printed:\n%s", b.stderr.String())
-		}
-	})
-	testenv.Eventually(t, 20*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(b.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	b.client = apitest.Client(t)
-	return b
-}
-
-// startSimAgent runs the real agent in this process with one simulated
-// phone (serial sim-<id>, model Pixel 7), uploading straight to MinIO,
-// until the test ends.
-func startSimAgent(t *testing.T, natsURL, id string, mio testenv.MinIOServer) {
-	t.Helper()
-	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := capture.NewInventory()
-	if err := inv.Add(capture.NewSimulated(capture.SimOptions{Serial: "sim-" + id, Model: "Pixel 7", Width: 180, Height: 320})); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(natsURL, nats.Name(id), nats.CustomInboxPrefix(protocol.InboxPrefix(id)), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: 2 * time.Second,
-		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	testenv.Eventually(t, 10*time.Second, "agent "+id+" connected", a.Ready)
+`})
+	return &apiBinary{Coordinator: c, client: apitest.Client(t)}
 }
 
 // sseFrame is one event of a stream as a client reads it.
 type sseFrame struct {
 	id    int64
 	event string
-	data  coordinator.Event
+	data  jobstore.Event
 }
 
 // sseStream is an open event stream.
@@ -153,7 +62,7 @@ func (b *apiBinary) openStream(t *testing.T, path, token string, hdr ...string) 
 	t.Helper()
 	// A guard against a hang, so that the test ends with the logs.
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	req, err := http.NewRequestWithContext(ctx, "GET", b.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", b.Base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,8 +150,8 @@ func frameTypes(fs []sseFrame) []string {
 	return ts
 }
 
-// TestAPIEventsBinary is issue 17's must show 1, on the real edgecoord
-// binary (PostgreSQL, NATS, MinIO) and the real agent with a simulated
+// TestAPIEventsBinary drives the real edgecoord binary (PostgreSQL, NATS,
+// MinIO) and the agent package, in the test process, with a simulated
 // phone, purely over HTTP through the client that checks every exchange
 // against docs/openapi.yaml: a token made with the CLI, a job with a
 // screenshot submitted, its event stream followed to SUCCEEDED (cut once
@@ -252,11 +161,11 @@ func frameTypes(fs []sseFrame) []string {
 // MinIO carries the job's stamps (job id, owner, generation). Then the
 // project stream, a refusal recorded, and a shutdown with a stream open.
 func TestAPIEventsBinary(t *testing.T) {
-	ns := testenv.NATS(t)
-	mio := testenv.MinIO(t)
-	b := startEventsBinary(t, ns.ClientURL(), mio)
+	env := e2e.NewEnv(t)
+	mio := env.MinIO()
+	b := startEventsBinary(t, env)
 
-	out, errOut, code := b.edgecoord(t, "token", "create", "--project", "lab", "--scopes", "read,submit,operate")
+	out, errOut, code := b.CLI(t, "token", "create", "--project", "lab", "--scopes", "read,submit,operate")
 	tok := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(tok, api.TokenPrefix) {
 		t.Fatalf("token create: exit %d, %q %q", code, out, errOut)
@@ -267,7 +176,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	r := b.call(t, "POST", "/api/v1/jobs", tok, `{"project": "lab", "device": {"serial": "sim-pc-1"}, "steps": [{"op": "screenshot", "name": "screen.png"}]}`)
 	var job api.JobView
 	r.into(t, &job)
-	if r.status != 201 || job.ID == "" || job.Status != coordinator.StatusQueued {
+	if r.status != 201 || job.ID == "" || job.Status != jobstore.StatusQueued {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
 
@@ -277,7 +186,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	}
 	waited := make(chan polled, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(t.Context(), "GET", b.base+"/api/v1/jobs/"+job.ID+"?wait=30s", nil)
+		req, err := http.NewRequestWithContext(t.Context(), "GET", b.Base+"/api/v1/jobs/"+job.ID+"?wait=30s", nil)
 		if err != nil {
 			waited <- polled{err: err}
 			return
@@ -296,7 +205,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	// The stream from the start: the queued event, then the stream is cut.
 	s := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok)
 	first, ok := s.next(t)
-	if !ok || first.event != coordinator.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
+	if !ok || first.event != jobstore.EventQueued || first.data.JobID != job.ID || first.data.Project != "lab" {
 		t.Fatalf("first event %+v (stream open %v)", first, ok)
 	}
 	s.close()
@@ -308,9 +217,9 @@ func TestAPIEventsBinary(t *testing.T) {
 
 	// The agent runs the job while no stream is open; the stream resumed
 	// after the last event received gives everything after it, to the end.
-	startSimAgent(t, ns.ClientURL(), "pc-1", mio)
+	env.StartSimAgent(e2e.SimAgentOptions{ID: "pc-1", Phone: capture.SimOptions{Model: "Pixel 7"}, RequestTimeout: 2 * time.Second})
 	resumed := b.openStream(t, "/api/v1/jobs/"+job.ID+"/events", tok, "Last-Event-ID", strconv.FormatInt(first.id, 10)).rest(t)
-	if len(resumed) == 0 || resumed[len(resumed)-1].event != coordinator.EventSucceeded || resumed[len(resumed)-1].data.Status != coordinator.StatusSucceeded {
+	if len(resumed) == 0 || resumed[len(resumed)-1].event != jobstore.EventSucceeded || resumed[len(resumed)-1].data.Status != jobstore.StatusSucceeded {
 		t.Fatalf("resumed stream %v does not end with succeeded", frameTypes(resumed))
 	}
 	got := append([]sseFrame{first}, resumed...)
@@ -324,7 +233,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 	}
 	types := frameTypes(full)
-	for _, want := range []string{coordinator.EventQueued, coordinator.EventGranted, coordinator.EventArtifactRegistered, coordinator.EventSucceeded} {
+	for _, want := range []string{jobstore.EventQueued, jobstore.EventGranted, jobstore.EventArtifactRegistered, jobstore.EventSucceeded} {
 		if !slices.Contains(types, want) {
 			t.Errorf("stream %v has no %s event", types, want)
 		}
@@ -338,7 +247,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		}
 		var d api.JobDetail
 		p.r.into(t, &d)
-		if p.r.status != 200 || d.Status != coordinator.StatusSucceeded {
+		if p.r.status != 200 || d.Status != jobstore.StatusSucceeded {
 			t.Fatalf("?wait=30s: %d %s", p.r.status, p.r.body)
 		}
 	case <-time.After(40 * time.Second):
@@ -356,7 +265,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var still api.JobDetail
 	r = b.call(t, "GET", "/api/v1/jobs/"+idle.ID+"?wait=1s", tok, "")
 	r.into(t, &still)
-	if r.status != 200 || still.Status != coordinator.StatusQueued {
+	if r.status != 200 || still.Status != jobstore.StatusQueued {
 		t.Errorf("?wait=1s on a job no phone can run: %d %s", r.status, r.body)
 	}
 
@@ -365,7 +274,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	var list events.ArtifactList
 	r.into(t, &list)
 	shot := slices.IndexFunc(list.Artifacts, func(a events.Artifact) bool { return a.Name == "screen.png" })
-	if r.status != 200 || list.Status != coordinator.StatusSucceeded || list.Generation != 1 || shot < 0 {
+	if r.status != 200 || list.Status != jobstore.StatusSucceeded || list.Generation != 1 || shot < 0 {
 		t.Fatalf("artifacts: %d %s", r.status, r.body)
 	}
 	a := list.Artifacts[shot]
@@ -418,7 +327,7 @@ func TestAPIEventsBinary(t *testing.T) {
 		if f.data.JobID == job.ID {
 			projectTypes = append(projectTypes, f.event)
 		}
-		if f.event == coordinator.EventSucceeded {
+		if f.event == jobstore.EventSucceeded {
 			break
 		}
 	}
@@ -433,7 +342,7 @@ func TestAPIEventsBinary(t *testing.T) {
 	if r := b.call(t, "GET", "/api/v1/jobs/"+job.ID+"/events", "", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("stream without a token: %d %s", r.status, r.body)
 	}
-	store, err := pgstore.OpenExisting(t.Context(), b.dsn)
+	store, err := pgstore.OpenExisting(t.Context(), b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,23 +357,16 @@ func TestAPIEventsBinary(t *testing.T) {
 
 	// SIGTERM with a stream open: the stream ends and the process exits 0.
 	open := b.openStream(t, "/api/v1/events", tok, "Last-Event-ID", strconv.FormatInt(full[len(full)-1].id, 10))
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	b.Signal(t, syscall.SIGTERM)
 	for _, f := range open.rest(t) {
 		if f.data.JobID == job.ID {
 			t.Errorf("a stream after the job's last event gave its %s event again", f.event)
 		}
 	}
-	select {
-	case <-b.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("edgecoord serve did not stop on SIGTERM with a stream open")
-	}
-	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := b.Wait(t); code != 0 {
 		t.Errorf("edgecoord serve exited %d", code)
 	}
-	if logs := b.stderr.String(); strings.Contains(logs, tok[len(api.TokenPrefix):len(api.TokenPrefix)+16]) {
+	if logs := b.Log(); strings.Contains(logs, tok[len(api.TokenPrefix):len(api.TokenPrefix)+16]) {
 		t.Error("the coordinator logged the token")
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/coordstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/internal/natsconn"
@@ -114,12 +114,12 @@ func (m *mgmt) load(c *cli.Call) error {
 // open loads the config and opens the store. It does not migrate: only
 // edgecoord migrate and serve do. A schema older than this binary's is
 // refused with the advice to run edgecoord migrate.
-func (m *mgmt) open(ctx context.Context, c *cli.Call) (coordinator.Store, error) {
+func (m *mgmt) open(ctx context.Context, c *cli.Call) (jobstore.Store, error) {
 	if err := m.load(c); err != nil {
 		return nil, err
 	}
-	store, err := coordstore.OpenExisting(ctx, m.cfg.Store)
-	if errors.Is(err, coordinator.ErrSchemaOutdated) {
+	store, err := coordinator.OpenExistingStore(ctx, m.cfg.Store)
+	if errors.Is(err, jobstore.ErrSchemaOutdated) {
 		return nil, c.Failf("%v\nrun \"%s migrate -c %s\" with this binary first", err, progName, m.configPath)
 	}
 	return store, err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -44,7 +44,7 @@ type effectView struct {
 }
 
 // newEffectView completes r with its evidence and its job's state.
-func newEffectView(ctx context.Context, store coordinator.Store, r coordinator.EffectRecord) (effectView, error) {
+func newEffectView(ctx context.Context, store jobstore.Store, r jobstore.EffectRecord) (effectView, error) {
 	v := effectView{
 		Key: r.Key, Kind: r.Kind, State: r.State, JobID: r.JobID, Step: r.Step, Op: r.Op, Owner: r.Owner,
 		Generation: r.Generation, Evidence: append([]string{}, r.Evidence...), Receipt: r.Receipt, Payload: r.Payload,
@@ -55,7 +55,7 @@ func newEffectView(ctx context.Context, store coordinator.Store, r coordinator.E
 		t := r.DoneAt
 		v.DoneAt = &t
 	}
-	if r.Kind == coordinator.EffectKindStep {
+	if r.Kind == jobstore.EffectKindStep {
 		arts, err := store.Artifacts(ctx, r.JobID, r.Generation)
 		if err != nil {
 			return effectView{}, err
@@ -97,7 +97,7 @@ func (m *mgmt) effectListCommand() *cli.Command {
 			fs.IntVar(&limit, "limit", 0, "at most `n` effects (0: all)")
 		},
 		Run: func(ctx context.Context, c *cli.Call) error {
-			f := coordinator.EffectFilter{JobID: job, Kind: kind, Limit: limit}
+			f := jobstore.EffectFilter{JobID: job, Kind: kind, Limit: limit}
 			for _, st := range strings.Split(state, ",") {
 				if st = strings.ToLower(strings.TrimSpace(st)); st != "" {
 					switch st {
@@ -108,7 +108,7 @@ func (m *mgmt) effectListCommand() *cli.Command {
 					f.States = append(f.States, st)
 				}
 			}
-			if kind != "" && kind != coordinator.EffectKindStep && kind != coordinator.EffectKindOutbox {
+			if kind != "" && kind != jobstore.EffectKindStep && kind != jobstore.EffectKindOutbox {
 				return c.Usagef("unknown kind %q", kind)
 			}
 			store, err := m.open(ctx, c)
@@ -152,9 +152,9 @@ func (v effectView) note() string {
 	switch {
 	case v.State == protocol.EffectInDoubt:
 		return fmt.Sprintf("needs a decision: %d evidence; edgecoord effect show %s", len(v.Evidence), v.Key)
-	case v.Kind == coordinator.EffectKindOutbox && v.State == protocol.EffectPending && v.LastError != "":
+	case v.Kind == jobstore.EffectKindOutbox && v.State == protocol.EffectPending && v.LastError != "":
 		return fmt.Sprintf("%d attempts, last: %s", v.Attempts, v.LastError)
-	case v.Kind == coordinator.EffectKindOutbox && v.State == protocol.EffectPending:
+	case v.Kind == jobstore.EffectKindOutbox && v.State == protocol.EffectPending:
 		return fmt.Sprintf("%d attempts", v.Attempts)
 	case v.Resolution != "":
 		return "resolved " + v.Resolution + " by a person" + strings.TrimSuffix(": "+v.Note, ": ")
@@ -231,7 +231,7 @@ func printEffect(c *cli.Call, v effectView) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if v.Kind == coordinator.EffectKindStep {
+	if v.Kind == jobstore.EffectKindStep {
 		fmt.Fprintf(w, "\nEvidence:\n")
 		if len(v.Evidence) == 0 {
 			fmt.Fprintln(w, "  (none)")
@@ -270,9 +270,9 @@ func (m *mgmt) effectResolveCommand() *cli.Command {
 			if done == retry {
 				return c.Usagef("give exactly one of --done and --retry")
 			}
-			decision := coordinator.ResolveRetry
+			decision := jobstore.ResolveRetry
 			if done {
-				decision = coordinator.ResolveDone
+				decision = jobstore.ResolveDone
 			}
 			store, err := m.open(ctx, c)
 			if err != nil {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -30,34 +30,34 @@ func TestEffectCommands(t *testing.T) {
 	}
 	defer st.Close()
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpTap, X: 1, Y: 2, Effect: &protocol.EffectSpec{Key: "order-9/submit"}}}}
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "j", Task: task}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "j", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := st.Claim(ctx, "j", fencing.Owner("pc-a", "1"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ReserveEffect(ctx, a.Token, coordinator.EffectIntent{Key: "order-9/submit", Step: 1, Op: protocol.OpTap}); err != nil {
+	if _, err := st.ReserveEffect(ctx, a.Token, jobstore.EffectIntent{Key: "order-9/submit", Step: 1, Op: protocol.OpTap}); err != nil {
 		t.Fatal(err)
 	}
 	// The reserving generation registered what the phone showed after the
 	// step, then lost its lease before the receipt.
 	shot := a.Token.ObjectKey("effect-001-after.png")
-	if err := st.RegisterArtifact(ctx, a.Token, coordinator.ArtifactRecord{Name: "effect-001-after.png", Key: shot, SHA256: "s", ContentType: "image/png"}); err != nil {
+	if err := st.RegisterArtifact(ctx, a.Token, jobstore.ArtifactRecord{Name: "effect-001-after.png", Key: shot, SHA256: "s", ContentType: "image/png"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := st.Reassign(ctx, "j", fencing.Owner("pc-b", "1"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ReserveEffect(ctx, b.Token, coordinator.EffectIntent{Key: "order-9/submit", Step: 1, Op: protocol.OpTap}); err != nil {
+	if _, err := st.ReserveEffect(ctx, b.Token, jobstore.EffectIntent{Key: "order-9/submit", Step: 1, Op: protocol.OpTap}); err != nil {
 		t.Fatal(err)
 	}
 	doubt := b.Token.ObjectKey("effect-001-doubt.png")
 	if _, err := st.AddEffectEvidence(ctx, b.Token, "order-9/submit", []string{doubt}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, b.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect order-9/submit is in doubt"}); err != nil {
+	if err := st.Fail(ctx, b.Token, jobstore.Failure{Reason: jobstore.ReasonNeedsDecision + ": effect order-9/submit is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -75,7 +75,7 @@ func TestEffectCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &views) != nil || len(views) != 1 {
 		t.Fatalf("effect list --json: %d %s", code, out)
 	}
-	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != coordinator.StatusNeedsDecision ||
+	if v := views[0]; !slices.Equal(v.Evidence, []string{doubt, shot}) || v.JobStatus != jobstore.StatusNeedsDecision ||
 		v.Owner != a.Token.Owner || v.Generation != a.Token.Generation {
 		t.Fatalf("view %+v", v)
 	}
@@ -98,7 +98,7 @@ func TestEffectCommands(t *testing.T) {
 	if code != 0 || out != "effect order-9/submit resolved retry; job j queued again\n" {
 		t.Fatalf("resolve: %d %q %q", code, out, stderr)
 	}
-	if j, err := st.Get(ctx, "j"); err != nil || j.Status != coordinator.StatusQueued {
+	if j, err := st.Get(ctx, "j"); err != nil || j.Status != jobstore.StatusQueued {
 		t.Fatalf("job after resolve: %+v, %v", j, err)
 	}
 	if code, _, stderr := cli("effect", "resolve", "order-9/submit", "--done"); code != exitFailure || !strings.Contains(stderr, "not in doubt") {
@@ -119,7 +119,7 @@ func TestServePublishesResults(t *testing.T) {
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\noutbox:\n  subject: results.cli\n  timeout: 1s", db))
 	coordtest.Start(t, coordtest.Options{ID: "pc-a", URL: ns.ClientURL(), Devices: []protocol.Device{{Serial: "P1", State: "device"}}})
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: pub-job\nsteps: [{op: screenshot}]\n"))
-	key := coordinator.OutboxKey("pub-job")
+	key := jobstore.OutboxKey("pub-job")
 	testenv.Eventually(t, 10*time.Second, "the result to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
 	testenv.Eventually(t, 10*time.Second, "the receipt to be stored", func() bool {
 		out := srv.mustCLI(t, "effect", "list", "--kind", "outbox", "--state", "done")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
@@ -66,7 +67,7 @@ func (m *mgmt) jobWaitCommand() *cli.Command {
 				code = exitStillRunning
 			case err != nil:
 				return err
-			case j.Status != coordinator.StatusSucceeded:
+			case j.Status != jobstore.StatusSucceeded:
 				code = cli.ExitFailure
 			}
 			if c.JSON {
@@ -76,7 +77,7 @@ func (m *mgmt) jobWaitCommand() *cli.Command {
 				if code == exitStillRunning {
 					line += fmt.Sprintf(" after %s", timeout)
 				}
-				if j.FailReason != "" && coordinator.Finished(j.Status) && j.Status != coordinator.StatusSucceeded {
+				if j.FailReason != "" && jobstore.Finished(j.Status) && j.Status != jobstore.StatusSucceeded {
 					line += ": " + j.FailReason
 				}
 				_, err = fmt.Fprintln(c.Stdout, line)

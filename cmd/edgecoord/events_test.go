@@ -8,7 +8,6 @@ import (
 	"image"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,30 +16,14 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
-
-// binRun runs the real edgecoord binary and returns its exit status and
-// output.
-func binRun(t *testing.T, bin string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %s: %v", bin, err)
-	}
-	return code, out.String(), errOut.String()
-}
 
 // TestJobWaitAndArtifactGet drives the real edgecoord binary on PostgreSQL
 // and MinIO: job wait returns 3 while the job runs past its timeout, 0 once
@@ -49,41 +32,32 @@ func binRun(t *testing.T, bin string, args ...string) (int, string, string) {
 // presigned URL, 0600, with the record's sha256, and refuses an object
 // whose bytes differ from the record.
 func TestJobWaitAndArtifactGet(t *testing.T) {
-	bin := testenv.Binary(t, "edgecoord")
-	mio := testenv.MinIO(t)
-	dsn := testenv.Postgres(t)
+	env := e2e.NewEnv(t)
+	mio := env.MinIO()
+	// The commands work on the store and storage alone: NATS is unreachable.
+	c := env.NewCoordinator(e2e.CoordinatorOptions{ID: "ev", Storage: true, Extra: `
+nats:
+  url: nats://127.0.0.1:1
+storage:
+  presign_expiry: 2m
+`})
 	ctx := t.Context()
-	st, err := pgstore.Open(ctx, dsn)
+	st, err := pgstore.Open(ctx, c.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cfg := writeConfig(t, fmt.Sprintf(`coordinator_id: ev
-nats:
-  url: nats://127.0.0.1:1
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-  presign_expiry: 2m
-`, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey))
 
 	owner := fencing.Owner("pc-a", "boot-1")
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "screen.png"}}}
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "wj", Task: task}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "wj", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := st.Claim(ctx, "wj", owner, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := binRun(t, bin, "job", "wait", "wj", "--timeout", "300ms", "-c", cfg); code != 3 || out != "job wj IN_PROGRESS after 300ms\n" {
+	if out, errOut, code := c.CLI(t, "job", "wait", "wj", "--timeout", "300ms"); code != 3 || out != "job wj IN_PROGRESS after 300ms\n" {
 		t.Fatalf("job wait on a running job: exit %d, %q %q", code, out, errOut)
 	}
 
@@ -98,7 +72,7 @@ storage:
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(img.Bytes())
-	if err := st.RegisterArtifact(ctx, l.Token, coordinator.ArtifactRecord{Name: "screen.png", Key: key, Size: int64(img.Len()),
+	if err := st.RegisterArtifact(ctx, l.Token, jobstore.ArtifactRecord{Name: "screen.png", Key: key, Size: int64(img.Len()),
 		SHA256: hex.EncodeToString(sum[:]), ContentType: "image/png"}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +84,7 @@ storage:
 	}
 	waited := make(chan res, 1)
 	go func() {
-		code, out, errOut := binRun(t, bin, "job", "wait", "wj", "--timeout", "1m", "-c", cfg)
+		out, errOut, code := c.CLI(t, "job", "wait", "wj", "--timeout", "1m")
 		waited <- res{code, out, errOut}
 	}()
 	// The commit may come before the waiter reads the job or after: it
@@ -129,7 +103,7 @@ storage:
 
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "got.png")
-	code, out, errOut := binRun(t, bin, "artifact", "get", "wj", "screen.png", "-o", dst, "-c", cfg)
+	out, errOut, code := c.CLI(t, "artifact", "get", "wj", "screen.png", "-o", dst)
 	if code != 0 || !strings.Contains(out, hex.EncodeToString(sum[:])) {
 		t.Fatalf("artifact get: exit %d, %q %q", code, out, errOut)
 	}
@@ -146,7 +120,7 @@ storage:
 	if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	if code, _, errOut := binRun(t, bin, "artifact", "get", "wj", "other.png", "-o", dst, "-c", cfg); code != 1 || !strings.Contains(errOut, `no artifact "other.png" under g1`) {
+	if _, errOut, code := c.CLI(t, "artifact", "get", "wj", "other.png", "-o", dst); code != 1 || !strings.Contains(errOut, `no artifact "other.png" under g1`) {
 		t.Errorf("artifact get of an unknown name: exit %d, %q", code, errOut)
 	}
 
@@ -155,7 +129,7 @@ storage:
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "bad.png")
-	if code, _, errOut := binRun(t, bin, "artifact", "get", "wj", "screen.png", "-o", bad, "-c", cfg); code != 1 || !strings.Contains(errOut, "the record says") {
+	if _, errOut, code := c.CLI(t, "artifact", "get", "wj", "screen.png", "-o", bad); code != 1 || !strings.Contains(errOut, "the record says") {
 		t.Errorf("artifact get of a changed object: exit %d, %q", code, errOut)
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
@@ -166,23 +140,23 @@ storage:
 	}
 
 	// A failed job: exit 1 with its end state and reason.
-	if _, err := st.Submit(ctx, coordinator.JobSpec{ID: "fj", Task: task}); err != nil {
+	if _, err := st.Submit(ctx, jobstore.JobSpec{ID: "fj", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	lf, err := st.Claim(ctx, "fj", owner, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
+	if err := st.Fail(ctx, lf.Token, jobstore.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := binRun(t, bin, "job", "wait", "fj", "-c", cfg); code != 1 || out != "job fj FAILED: screen locked\n" {
+	if out, errOut, code := c.CLI(t, "job", "wait", "fj"); code != 1 || out != "job fj FAILED: screen locked\n" {
 		t.Errorf("job wait on a failed job: exit %d, %q %q", code, out, errOut)
 	}
-	if code, _, errOut := binRun(t, bin, "job", "wait", "nope", "-c", cfg); code != 1 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := c.CLI(t, "job", "wait", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Errorf("job wait on an unknown job: exit %d, %q", code, errOut)
 	}
-	if code, _, _ := binRun(t, bin, "job", "wait", "wj", "--timeout", "0s", "-c", cfg); code != 2 {
+	if _, _, code := c.CLI(t, "job", "wait", "wj", "--timeout", "0s"); code != 2 {
 		t.Errorf("job wait --timeout 0s: exit %d, want 2", code)
 	}
 }
@@ -197,7 +171,7 @@ func TestServePublishesCancels(t *testing.T) {
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\noutbox:\n  subject: results.cancel\n  timeout: 1s", db))
 	srv.mustCLI(t, "job", "submit", "-f", writeFile(t, "j.yaml", "id: cx-job\ndevice: {serial: NONE}\nsteps: [{op: screenshot}]\n"))
 	srv.mustCLI(t, "job", "cancel", "cx-job", "--reason", "wrong phone")
-	key := coordinator.OutboxFailureKey("cx-job", 0)
+	key := jobstore.OutboxFailureKey("cx-job", 0)
 	testenv.Eventually(t, 10*time.Second, "the cancel to be published", func() bool { return slices.Equal(recv.Applied(), []string{key}) })
 	out := srv.mustCLI(t, "effect", "show", key, "--json")
 	if !strings.Contains(out, `"reason": "wrong phone"`) || !strings.Contains(out, `"job_id": "cx-job"`) {

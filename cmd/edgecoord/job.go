@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -152,10 +153,10 @@ type jobView struct {
 	DeadlineAt     *time.Time              `json:"deadline_at,omitempty"`
 	NotBefore      *time.Time              `json:"not_before,omitempty"`
 	// AttemptEnds is why each attempt that ended without a result ended.
-	AttemptEnds []coordinator.AttemptEnd `json:"attempt_ends"`
+	AttemptEnds []jobstore.AttemptEnd `json:"attempt_ends"`
 }
 
-func newJobView(j coordinator.Job, waiting string) jobView {
+func newJobView(j jobstore.Job, waiting string) jobView {
 	v := jobView{
 		ID: j.ID, Status: j.Status, Generation: j.Generation, Owner: j.WorkerID, Device: j.Device,
 		Selector: j.Task.Device, Waiting: waiting, CompletedBy: j.CompletedBy, FailReason: j.FailReason,
@@ -164,7 +165,7 @@ func newJobView(j coordinator.Job, waiting string) jobView {
 		AttemptEnds: j.AttemptEnds,
 	}
 	if v.AttemptEnds == nil {
-		v.AttemptEnds = []coordinator.AttemptEnd{}
+		v.AttemptEnds = []jobstore.AttemptEnd{}
 	}
 	if !j.LeaseExpiresAt.IsZero() {
 		t := j.LeaseExpiresAt
@@ -183,19 +184,19 @@ func newJobView(j coordinator.Job, waiting string) jobView {
 
 // statusNames lists the job states as the --status flag takes them.
 func statusNames() string {
-	names := make([]string, len(coordinator.Statuses))
-	for i, st := range coordinator.Statuses {
+	names := make([]string, len(jobstore.Statuses))
+	for i, st := range jobstore.Statuses {
 		names[i] = strings.ToLower(st)
 	}
 	return strings.Join(names, ", ")
 }
 
 // waitReasons explains every queued job of jobs.
-func (m *mgmt) waitReasons(ctx context.Context, store coordinator.Store, jobs []coordinator.Job) (map[string]string, error) {
+func (m *mgmt) waitReasons(ctx context.Context, store jobstore.Store, jobs []jobstore.Job) (map[string]string, error) {
 	out := map[string]string{}
-	var queued []coordinator.Job
+	var queued []jobstore.Job
 	for _, j := range jobs {
-		if j.Status == coordinator.StatusQueued {
+		if j.Status == jobstore.StatusQueued {
 			queued = append(queued, j)
 		}
 	}
@@ -206,7 +207,7 @@ func (m *mgmt) waitReasons(ctx context.Context, store coordinator.Store, jobs []
 	if err != nil {
 		return nil, err
 	}
-	running, err := store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+	running, err := store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 	if err != nil {
 		return nil, err
 	}
@@ -235,14 +236,14 @@ func (m *mgmt) jobListCommand() *cli.Command {
 		},
 		Run: func(ctx context.Context, c *cli.Call) error {
 			if project != "" {
-				if err := coordinator.CheckProject(project); err != nil {
+				if err := jobstore.CheckProject(project); err != nil {
 					return c.Usagef("--project: %v", err)
 				}
 			}
-			f := coordinator.JobFilter{AgentID: agent, Project: project, Limit: limit}
+			f := jobstore.JobFilter{AgentID: agent, Project: project, Limit: limit}
 			for _, st := range strings.Split(status, ",") {
 				if st = strings.ToUpper(strings.TrimSpace(st)); st != "" {
-					if !slices.Contains(coordinator.Statuses, st) {
+					if !slices.Contains(jobstore.Statuses, st) {
 						return c.Usagef("unknown status %q (want one of %s)", strings.ToLower(st), statusNames())
 					}
 					f.Statuses = append(f.Statuses, st)
@@ -273,7 +274,7 @@ func (m *mgmt) jobListCommand() *cli.Command {
 			fmt.Fprintln(tw, "ID\tSTATUS\tGEN\tOWNER\tPHONE\tAGE\tNOTE")
 			for _, j := range jobs {
 				note := waiting[j.ID]
-				if coordinator.Finished(j.Status) && j.Status != coordinator.StatusSucceeded {
+				if jobstore.Finished(j.Status) && j.Status != jobstore.StatusSucceeded {
 					note = j.FailReason
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Generation, dash(j.WorkerID), dash(j.Device), age(now, j.CreatedAt), note)
@@ -297,7 +298,7 @@ type generation struct {
 // generations is api.Generations as job show prints it: the end of each
 // grant with why (the reclaim's or cancel's detail, the failure's class
 // and cause).
-func generations(evs []coordinator.WriteEvent) []generation {
+func generations(evs []jobstore.WriteEvent) []generation {
 	var out []generation
 	for _, g := range api.Generations(evs) {
 		v := generation{Generation: g.Generation, Owner: g.Owner, GrantedBy: g.GrantedBy, GrantedAt: g.GrantedAt, Ended: g.Ended}
@@ -364,7 +365,7 @@ func (m *mgmt) jobShowCommand() *cli.Command {
 }
 
 // jobDetail reads a job with its history.
-func (m *mgmt) jobDetail(ctx context.Context, store coordinator.Store, id string) (jobDetail, error) {
+func (m *mgmt) jobDetail(ctx context.Context, store jobstore.Store, id string) (jobDetail, error) {
 	j, err := store.Get(ctx, id)
 	if err != nil {
 		return jobDetail{}, err
@@ -373,7 +374,7 @@ func (m *mgmt) jobDetail(ctx context.Context, store coordinator.Store, id string
 	if err != nil {
 		return jobDetail{}, err
 	}
-	waiting, err := m.waitReasons(ctx, store, []coordinator.Job{j})
+	waiting, err := m.waitReasons(ctx, store, []jobstore.Job{j})
 	if err != nil {
 		return jobDetail{}, err
 	}

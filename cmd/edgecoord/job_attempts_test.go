@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -61,7 +61,7 @@ steps:
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := coordinator.Failure{Reason: "step 1 (screenshot): adb: device offline", Class: protocol.FailClassInfrastructure, Cause: protocol.CausePhoneUnplugged}
+		f := jobstore.Failure{Reason: "step 1 (screenshot): adb: device offline", Class: protocol.FailClassInfrastructure, Cause: protocol.CausePhoneUnplugged}
 		if err := st.Fail(t.Context(), l.Token, f); err != nil {
 			t.Fatal(err)
 		}

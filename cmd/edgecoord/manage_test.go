@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -461,7 +461,7 @@ func TestServeOnPostgres(t *testing.T) {
 	defer st.Close()
 	testenv.Eventually(t, 10*time.Second, "pg-job to finish", func() bool {
 		j, err := st.Get(context.Background(), "pg-job")
-		return err == nil && j.Status == coordinator.StatusSucceeded && j.CompletedBy == a.Owner()
+		return err == nil && j.Status == jobstore.StatusSucceeded && j.CompletedBy == a.Owner()
 	})
 	if out := srv.mustCLI(t, "job", "show", "pg-job"); !strings.Contains(out, "SUCCEEDED") || !strings.Contains(out, "result") {
 		t.Fatalf("job show:\n%s", out)

@@ -4,15 +4,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 )
 
 // newMCP returns the MCP endpoint (docs/mcp.md) over the session manager
 // m, mounted in the API as api.Options.MCP at /mcp.
-func newMCP(cfg *config.Coordinator, store coordinator.Store, m *session.Manager, log zerolog.Logger) (*mcp.Server, error) {
-	denials, _ := store.(coordinator.APIStore)
+func newMCP(cfg *config.Coordinator, store jobstore.Store, m *session.Manager, log zerolog.Logger) (*mcp.Server, error) {
+	denials, _ := store.(jobstore.APIStore)
 	var d mcp.Denials
 	if denials != nil {
 		d = denials

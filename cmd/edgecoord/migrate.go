@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/coordstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
@@ -27,9 +27,9 @@ func (m *mgmt) migrateCommand() *cli.Command {
 			}
 			// What the schema was: current, or behind (or not there yet).
 			behind := false
-			probe, err := coordstore.OpenExisting(ctx, m.cfg.Store)
+			probe, err := coordinator.OpenExistingStore(ctx, m.cfg.Store)
 			switch {
-			case errors.Is(err, coordinator.ErrSchemaOutdated):
+			case errors.Is(err, jobstore.ErrSchemaOutdated):
 				behind = true
 			case err != nil:
 				return err

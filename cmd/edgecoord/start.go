@@ -8,14 +8,14 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/coordstore"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // openStore opens the job store the config names, applying pending
 // migrations.
-func openStore(ctx context.Context, cfg *config.Coordinator) (coordinator.Store, error) {
-	return coordstore.Open(ctx, cfg.Store)
+func openStore(ctx context.Context, cfg *config.Coordinator) (jobstore.Store, error) {
+	return coordinator.OpenStore(ctx, cfg.Store)
 }
 
 // startCoordinator runs the coordinator until ctx is cancelled: the NATS

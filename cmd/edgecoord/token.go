@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
@@ -22,12 +22,12 @@ func (m *mgmt) tokenCommands() []*cli.Command {
 }
 
 // apiStore opens the store with its API tables.
-func (m *mgmt) apiStore(ctx context.Context, c *cli.Call) (coordinator.APIStore, func(), error) {
+func (m *mgmt) apiStore(ctx context.Context, c *cli.Call) (jobstore.APIStore, func(), error) {
 	store, err := m.open(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	as, ok := store.(coordinator.APIStore)
+	as, ok := store.(jobstore.APIStore)
 	if !ok {
 		store.Close()
 		return nil, nil, fmt.Errorf("the store %T keeps no API tokens", store)
@@ -58,7 +58,7 @@ type tokenView struct {
 	Token      string     `json:"token,omitempty"`
 }
 
-func newTokenView(t coordinator.APIToken) tokenView {
+func newTokenView(t jobstore.APIToken) tokenView {
 	v := tokenView{ID: t.ID, Name: t.Name, Projects: t.Projects, Scopes: t.Scopes, CreatedAt: t.CreatedAt}
 	if !t.RevokedAt.IsZero() {
 		at := t.RevokedAt
@@ -89,11 +89,11 @@ func (m *mgmt) tokenCreateCommand() *cli.Command {
 				return c.Usagef("--project is required")
 			}
 			for _, p := range ps {
-				if err := coordinator.CheckProject(p); err != nil {
+				if err := jobstore.CheckProject(p); err != nil {
 					return c.Usagef("--project: %v", err)
 				}
 			}
-			if err := coordinator.CheckScopes(ss); err != nil {
+			if err := jobstore.CheckScopes(ss); err != nil {
 				return c.Usagef("--scopes: %v", err)
 			}
 			if name == "" {
@@ -101,7 +101,7 @@ func (m *mgmt) tokenCreateCommand() *cli.Command {
 				_, _ = rand.Read(b[:])
 				name = "token-" + hex.EncodeToString(b[:])
 			}
-			if err := coordinator.CheckTokenName(name); err != nil {
+			if err := jobstore.CheckTokenName(name); err != nil {
 				return c.Usagef("--name: %v", err)
 			}
 			store, closeStore, err := m.apiStore(ctx, c)
@@ -113,8 +113,8 @@ func (m *mgmt) tokenCreateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			t, err := store.CreateAPIToken(ctx, coordinator.APIToken{Name: name, Hash: hash, Projects: ps, Scopes: ss})
-			if errors.Is(err, coordinator.ErrTokenExists) {
+			t, err := store.CreateAPIToken(ctx, jobstore.APIToken{Name: name, Hash: hash, Projects: ps, Scopes: ss})
+			if errors.Is(err, jobstore.ErrTokenExists) {
 				return c.Failf("a token named %s exists already: choose another --name, or revoke it first", name)
 			}
 			if err != nil {
@@ -193,7 +193,7 @@ func (m *mgmt) tokenRevokeCommand() *cli.Command {
 			}
 			defer closeStore()
 			t, err := store.RevokeAPIToken(ctx, c.Args[0])
-			if errors.Is(err, coordinator.ErrTokenNotFound) {
+			if errors.Is(err, jobstore.ErrTokenNotFound) {
 				return c.Failf("no token named or numbered %s (edgecoord token list shows them)", c.Args[0])
 			}
 			if err != nil {

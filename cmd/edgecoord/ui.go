@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 )
 
@@ -16,7 +17,7 @@ import (
 // /favicon.ico, beside the API handler apiH on the API's listener. It acts
 // through the same store calls and the same revoke and control pushes as
 // the API (opts).
-func withUI(cfg *config.Coordinator, store coordinator.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH http.Handler, log zerolog.Logger) (http.Handler, error) {
+func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH http.Handler, log zerolog.Logger) (http.Handler, error) {
 	origin := ""
 	if cfg.Storage.Enabled() {
 		origin = "https://" + cfg.Storage.Endpoint

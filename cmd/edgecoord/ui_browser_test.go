@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,10 +15,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/testkit/browsertest"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -31,7 +29,7 @@ import (
 const envUpdateScreenshots = "EDGE_UPDATE_SCREENSHOTS"
 
 // xssTag is a phone tag that is a script: the dashboard must show it as
-// text (issue 19, must show 4). xssFlagTag would set window.xssRan if it
+// text. xssFlagTag would set window.xssRan if it
 // ever ran, and so would xssReason, the reason of a cancel typed on the
 // dashboard and shown on the job page.
 const (
@@ -44,136 +42,29 @@ const (
 // dashboard on PostgreSQL, NATS and MinIO) and two real edgeagent binaries
 // with simulated phones.
 type uiLab struct {
-	bin, config, base string
-	store             *pgstore.Store
-	client            *http.Client // no cookie jar, no redirects followed
+	*e2e.Coordinator
+	store  *pgstore.Store
+	client *http.Client // no cookie jar, no redirects followed
 }
 
 func startUILab(t *testing.T) *uiLab {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
-	l := &uiLab{bin: testenv.Binary(t, "edgecoord")}
-	apiAddr := testenv.FreeAddr(t)
-	l.base = "http://" + apiAddr
-	l.config = writeConfig(t, fmt.Sprintf(`coordinator_id: ui-test
-log:
-  level: info
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-lease:
-  ttl: 3s
-  reap_interval: 100ms
-scheduler:
-  interval: 50ms
-agents:
-  heartbeat: 200ms
-  offline_after: 3s
-metrics:
-  listen: ""
-api:
-  listen: %s
-  rate: 1000
-  burst: 1000
-`, ns.ClientURL(), dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, apiAddr))
-	startProc(t, "edgecoord serve", l.bin, "serve", "-c", l.config)
-	testenv.Eventually(t, 30*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(l.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	st, err := pgstore.OpenExisting(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
+	env := e2e.NewEnv(t)
+	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "ui-test", API: true, Storage: true})
+	l := &uiLab{Coordinator: c, store: c.Store(),
+		client: &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	sim := func(serial string, tags ...string) e2e.Phone {
+		return e2e.Phone{Serial: serial, Simulated: true, Tags: append([]string{"lab"}, tags...)}
 	}
-	t.Cleanup(func() { st.Close() })
-	l.store = st
-	l.client = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-	agentBin := testenv.Binary(t, "edgeagent")
-	for _, a := range []struct{ id, devices string }{
-		{"pc-a", fmt.Sprintf("  - serial: sim-a1\n    simulated: true\n    tags: [lab, %q, %q]\n  - serial: sim-a2\n    simulated: true\n    tags: [lab]\n", xssTag, xssFlagTag)},
-		{"pc-b", "  - serial: sim-b1\n    simulated: true\n    tags: [lab]\n  - serial: sim-b2\n    simulated: true\n    tags: [lab]\n"},
-	} {
-		cfg := writeFile(t, a.id+".yaml", fmt.Sprintf(`agent_id: %s
-state_dir: %s
-log:
-  level: info
-nats:
-  url: %s
-  reconnect_wait: 100ms
-  request_timeout: 1s
-lease:
-  safety_margin: 300ms
-storage:
-  endpoint: %s
-  secure: false
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-status:
-  listen: %s
-devices:
-%s`, a.id, t.TempDir(), ns.ClientURL(), mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, testenv.FreeAddr(t), a.devices))
-		startProc(t, "edgeagent "+a.id, agentBin, "run", "-c", cfg)
-	}
+	env.StartAgent(e2e.AgentOptions{ID: "pc-a", Phones: []e2e.Phone{sim("sim-a1", xssTag, xssFlagTag), sim("sim-a2")}})
+	env.StartAgent(e2e.AgentOptions{ID: "pc-b", Phones: []e2e.Phone{sim("sim-b1"), sim("sim-b2")}})
 	return l
 }
 
-// startProc runs a binary until the test ends, and prints its output when
-// the test failed.
-func startProc(t *testing.T, name, bin string, args ...string) {
-	t.Helper()
-	var out testenv.LockedBuffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			s := out.String()
-			if len(s) > 20000 {
-				s = "..." + s[len(s)-20000:]
-			}
-			t.Logf("%s printed:\n%s", name, s)
-		}
-	})
-}
-
-// token creates an API token with `edgecoord token create`.
+// token creates an API token for project lab with `edgecoord token create`.
 func (l *uiLab) token(t *testing.T, name, scopes string) string {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(t.Context(), l.bin, "token", "create", "--name", name, "--project", "lab", "--scopes", scopes, "-c", l.config)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("edgecoord token create %s: %v: %s", name, err, errOut.String())
-	}
-	tok := strings.TrimSpace(out.String())
-	if !strings.HasPrefix(tok, api.TokenPrefix) {
-		t.Fatalf("edgecoord token create printed %q", out.String())
-	}
-	return tok
+	return l.Token(t, name, "lab", scopes)
 }
 
 // do sends one request with the plain HTTP client (no cookie jar, no
@@ -184,7 +75,7 @@ func (l *uiLab) do(t *testing.T, method, path, body string, hdr ...string) (int,
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, l.base+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, l.Base+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +105,7 @@ func (l *uiLab) submit(t *testing.T, token, body string) string {
 	return j.ID
 }
 
-func (l *uiLab) agent(t *testing.T, id string) coordinator.Agent {
+func (l *uiLab) agent(t *testing.T, id string) jobstore.Agent {
 	t.Helper()
 	a, err := l.store.GetAgent(t.Context(), id)
 	if err != nil {
@@ -283,8 +174,8 @@ const noActions = `document.querySelectorAll('[class^="action-"], [class*=" acti
 
 // TestUIBrowser drives the dashboard in headless Chromium against the real
 // edgecoord binary (PostgreSQL, NATS, MinIO) and two real edgeagent
-// binaries with simulated phones (issue 19, must show 1, 2 and 4; the
-// pages and their elements are those of docs/ui.md): login with a token;
+// binaries with simulated phones (the pages and their elements are those
+// of docs/ui.md): login with a token;
 // the fleet with both agents and their phones; a job submitted through the
 // API that appears and turns SUCCEEDED without a reload; its page with the
 // screenshot decoded and the generation timeline; a forced reassignment
@@ -317,7 +208,7 @@ func TestUIBrowser(t *testing.T) {
 	const within = 30 * time.Second
 	login := func(tab *browsertest.Tab, token string) {
 		t.Helper()
-		tab.Do(t, "open /ui/", chromedp.Navigate(l.base+"/ui/"))
+		tab.Do(t, "open /ui/", chromedp.Navigate(l.Base+"/ui/"))
 		tab.WaitJS(t, within, "the login page", `location.pathname === "/ui/login" && !!document.querySelector("form#login input[name=token][type=password]")`)
 		tab.Do(t, "log in",
 			chromedp.SendKeys(`form#login input[name=token]`, token),
@@ -350,7 +241,7 @@ func TestUIBrowser(t *testing.T) {
 	})
 
 	t.Run("fleet", func(t *testing.T) {
-		op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+		op.Do(t, "open the fleet", chromedp.Navigate(l.Base+"/ui/fleet"))
 		for _, a := range []string{"pc-a", "pc-b"} {
 			op.WaitJS(t, within, a+" online", jsText(`table#agents tr[data-agent="`+a+`"] td.state`)+` === "online"`)
 		}
@@ -362,7 +253,7 @@ func TestUIBrowser(t *testing.T) {
 		if n := browsertest.Eval[int](t, op, `document.querySelectorAll("table#phones tr[data-phone]").length`); n != 4 {
 			t.Errorf("the fleet lists %d phones, want 4", n)
 		}
-		// must show 4: the tags are shown as text, and never run.
+		// The tags are shown as text, and never run.
 		tags := browsertest.Eval[string](t, op, jsText(`table#phones tr[data-phone="pc-a/sim-a1"] td.tags`))
 		if !strings.Contains(tags, xssTag) || !strings.Contains(tags, xssFlagTag) {
 			t.Errorf("tags of pc-a/sim-a1 shown as %q, want the text of %q and %q", tags, xssTag, xssFlagTag)
@@ -393,13 +284,13 @@ func TestUIBrowser(t *testing.T) {
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 1`) {
 			t.Error("the job list was reloaded")
 		}
-		if j, err := l.store.Get(t.Context(), jobID); err != nil || j.Status != coordinator.StatusSucceeded {
+		if j, err := l.store.Get(t.Context(), jobID); err != nil || j.Status != jobstore.StatusSucceeded {
 			t.Fatalf("job in the store: %+v, %v", j, err)
 		}
 	})
 
 	t.Run("job page", func(t *testing.T) {
-		op.Do(t, "open the job page", chromedp.Navigate(l.base+"/ui/jobs/"+jobID))
+		op.Do(t, "open the job page", chromedp.Navigate(l.Base+"/ui/jobs/"+jobID))
 		op.WaitJS(t, within, "the job page", `location.pathname === "/ui/jobs/`+jobID+`" && !!document.querySelector("td#job-status")`)
 		if st := browsertest.Eval[string](t, op, jsText(`td#job-status`)); st != "SUCCEEDED" {
 			t.Errorf("job status %q", st)
@@ -448,11 +339,11 @@ func TestUIBrowser(t *testing.T) {
 		}
 		testenv.Eventually(t, within, "pc-a's stale renew refused", func() bool {
 			evs, _ := l.store.WriteEvents(t.Context(), held)
-			return slices.ContainsFunc(evs, func(e coordinator.WriteEvent) bool {
+			return slices.ContainsFunc(evs, func(e jobstore.WriteEvent) bool {
 				return !e.Accepted && e.Owner == owner && e.Generation == 1
 			})
 		})
-		op.Do(t, "open the job page", chromedp.Navigate(l.base+"/ui/jobs/"+held))
+		op.Do(t, "open the job page", chromedp.Navigate(l.Base+"/ui/jobs/"+held))
 		op.WaitJS(t, within, "the refused write listed", `!!document.querySelector('table#writes tr.refused[data-accepted="false"]')`)
 		// The job's status follows live to its end at generation 3.
 		browsertest.Eval[int](t, op, `window.notReloaded = 2`)
@@ -461,10 +352,10 @@ func TestUIBrowser(t *testing.T) {
 		if !browsertest.Eval[bool](t, op, `window.notReloaded === 2`) {
 			t.Error("the job page was reloaded")
 		}
-		if j, err := l.store.Get(t.Context(), held); err != nil || j.Status != coordinator.StatusSucceeded || j.Generation < 3 {
+		if j, err := l.store.Get(t.Context(), held); err != nil || j.Status != jobstore.StatusSucceeded || j.Generation < 3 {
 			t.Fatalf("%s in the store: %+v, %v", held, j, err)
 		}
-		op.Do(t, "open the job page again", chromedp.Navigate(l.base+"/ui/jobs/"+held))
+		op.Do(t, "open the job page again", chromedp.Navigate(l.Base+"/ui/jobs/"+held))
 		op.WaitJS(t, within, "the job page", `!!document.querySelector('table#writes tr.refused')`)
 		refused := browsertest.Eval[string](t, op, jsText(`table#writes tr.refused`))
 		if !strings.Contains(refused, "pc-a") {
@@ -487,7 +378,7 @@ func TestUIBrowser(t *testing.T) {
 	t.Run("drain and resume", func(t *testing.T) {
 		action := func(kind, agent, wantState string) {
 			t.Helper()
-			op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+			op.Do(t, "open the fleet", chromedp.Navigate(l.Base+"/ui/fleet"))
 			op.Do(t, kind+" "+agent, chromedp.Click(`a.action-`+kind+`[data-agent="`+agent+`"]`))
 			op.WaitJS(t, within, "the confirmation page of "+kind, `!!document.querySelector("form#confirm button[type=submit]")`)
 			if browsertest.Eval[string](t, op, `(document.querySelector("form#confirm input[name=csrf]") || {}).value || ""`) == "" {
@@ -506,7 +397,7 @@ func TestUIBrowser(t *testing.T) {
 				if browsertest.Eval[string](t, op, state) == wantState {
 					return true
 				}
-				op.Do(t, "reload the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+				op.Do(t, "reload the fleet", chromedp.Navigate(l.Base+"/ui/fleet"))
 				return false
 			})
 		}
@@ -523,7 +414,7 @@ func TestUIBrowser(t *testing.T) {
 		op.WaitJS(t, within, "the confirmation page of drain", `!!document.querySelector("form#confirm input[name=csrf]")`)
 		confirmAction = browsertest.Eval[string](t, op, `document.querySelector("form#confirm").action`)
 		csrf = browsertest.Eval[string](t, op, `document.querySelector("form#confirm input[name=csrf]").value`)
-		op.Do(t, "back to the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+		op.Do(t, "back to the fleet", chromedp.Navigate(l.Base+"/ui/fleet"))
 	})
 
 	var cancelled string
@@ -531,19 +422,19 @@ func TestUIBrowser(t *testing.T) {
 		cancelled = l.submit(t, operator, `{"device": {"serial": "sim-b1"}, "steps": [{"op": "wait", "duration_ms": 600000}], "timeout": "20m"}`)
 		testenv.Eventually(t, within, cancelled+" running", func() bool {
 			j, err := l.store.Get(t.Context(), cancelled)
-			return err == nil && j.Status == coordinator.StatusInProgress
+			return err == nil && j.Status == jobstore.StatusInProgress
 		})
-		op.Do(t, "open the job page", chromedp.Navigate(l.base+"/ui/jobs/"+cancelled))
+		op.Do(t, "open the job page", chromedp.Navigate(l.Base+"/ui/jobs/"+cancelled))
 		if st := browsertest.Eval[string](t, op, jsText(`td#job-status`)); st != "IN_PROGRESS" {
 			t.Errorf("%s shown %q, want IN_PROGRESS", cancelled, st)
 		}
 		op.Do(t, "cancel", chromedp.Click(`a.action-cancel`))
 		op.WaitJS(t, within, "the confirmation page of cancel", `!!document.querySelector("form#confirm button[type=submit]")`)
-		// must show 4: a reason that is a script, typed on the dashboard.
+		// A reason that is a script, typed on the dashboard.
 		op.Do(t, "type a reason", chromedp.SendKeys(`form#confirm input[name=text], form#confirm textarea[name=text]`, xssReason))
 		op.Do(t, "confirm cancel", chromedp.Click(`form#confirm button[type=submit]`))
 		op.WaitJS(t, within, cancelled+" shown CANCELLED", `location.pathname === "/ui/jobs/`+cancelled+`" && `+jsText(`td#job-status`)+` === "CANCELLED"`)
-		if j, err := l.store.Get(t.Context(), cancelled); err != nil || j.Status != coordinator.StatusCancelled {
+		if j, err := l.store.Get(t.Context(), cancelled); err != nil || j.Status != jobstore.StatusCancelled {
 			t.Fatalf("%s in the store: %+v, %v", cancelled, j, err)
 		}
 		if gen := browsertest.Eval[string](t, op, jsText(`ol#generations li[data-generation="1"]`)); !strings.Contains(gen, xssReason) {
@@ -554,7 +445,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 		noXSS(t, op, "the page of the cancelled job")
 		// Each action is recorded with the token that took it.
-		acts, err := l.store.UIActions(t.Context(), coordinator.UIActionFilter{})
+		acts, err := l.store.UIActions(t.Context(), jobstore.UIActionFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -578,10 +469,10 @@ func TestUIBrowser(t *testing.T) {
 		running := l.submit(t, operator, `{"device": {"serial": "sim-b2"}, "steps": [{"op": "wait", "duration_ms": 600000}], "timeout": "20m"}`)
 		testenv.Eventually(t, within, running+" running", func() bool {
 			j, err := l.store.Get(t.Context(), running)
-			return err == nil && j.Status == coordinator.StatusInProgress
+			return err == nil && j.Status == jobstore.StatusInProgress
 		})
 		for _, path := range []string{"/ui/fleet", "/ui/jobs", "/ui/jobs/" + held, "/ui/jobs/" + running} {
-			ro.Do(t, "open "+path, chromedp.Navigate(l.base+path))
+			ro.Do(t, "open "+path, chromedp.Navigate(l.Base+path))
 			ro.WaitJS(t, within, path+" loaded", `document.readyState === "complete" && location.pathname === `+jsString(path))
 			if !browsertest.Eval[bool](t, ro, noActions) {
 				t.Errorf("the read-only token sees actions on %s: %s", path, browsertest.Eval[string](t, ro, `[...document.querySelectorAll('[class^="action-"], [class*=" action-"]')].map(e => e.outerHTML).join(" ")`))
@@ -659,16 +550,16 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
-	// must show 2: the fleet and the job list at the end, with the jobs of
+	// Screenshots of the fleet and the job list at the end, with the jobs of
 	// the run (the job page was taken after the forced reassignment).
-	op.Do(t, "open the fleet", chromedp.Navigate(l.base+"/ui/fleet"))
+	op.Do(t, "open the fleet", chromedp.Navigate(l.Base+"/ui/fleet"))
 	op.WaitJS(t, within, "the thumbnails decoded", `[...document.querySelectorAll("table#phones img.thumb")].every(i => i.complete && i.naturalWidth > 0)`)
 	op.Screenshot(t, screenshotPath(shots, "ui-fleet.png"))
-	op.Do(t, "open the job list", chromedp.Navigate(l.base+"/ui/jobs"))
+	op.Do(t, "open the job list", chromedp.Navigate(l.Base+"/ui/jobs"))
 	waitLive(t, op)
 	op.Screenshot(t, screenshotPath(shots, "ui-jobs.png"))
 
-	// must show 4, over the whole run: no dialog opened, the flag the
+	// Over the whole run: no dialog opened, the flag the
 	// injected markup would set is unset, and the pages logged no error
 	// (a blocked inline script would be a CSP violation here).
 	noXSS(t, op, "the last page")

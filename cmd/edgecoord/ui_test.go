@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -46,16 +47,17 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // name), a read-only token sees no action and its forged POST is refused,
 // every route docs/ui.md lists is served, and no token reaches the log.
 func TestUIBinary(t *testing.T) {
-	ns := testenv.NATS(t)
-	b := startAPIBinary(t, ns.ClientURL())
+	env := e2e.NewEnv(t)
+	ns := env.NATS()
+	b := startAPIBinary(t, env)
 	coordtest.Start(t, coordtest.Options{ID: "pc-1", URL: ns.ClientURL(), Slots: 1,
 		Devices: []protocol.Device{{Serial: "P1", State: protocol.DeviceReady, Model: "Pixel 7", Tags: []string{"lab"}}}})
-	ops := b.token(t, "ops", "lab", "read,submit,operate,admin")
-	reader := b.token(t, "rita", "lab", "read")
+	ops := b.Token(t, "ops", "lab", "read,submit,operate,admin")
+	reader := b.Token(t, "rita", "lab", "read")
 
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.PostForm(b.base+"/ui/login", url.Values{"token": {ops}})
+	resp, err := c.PostForm(b.Base+"/ui/login", url.Values{"token": {ops}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +68,13 @@ func TestUIBinary(t *testing.T) {
 		t.Fatalf("login: %d %s %+v", resp.StatusCode, resp.Header.Get("Location"), ck)
 	}
 	testenv.Eventually(t, 10*time.Second, "the fleet shows pc-1 online", func() bool {
-		code, hdr, body := uiGet(t, c, b.base+"/ui/fleet")
+		code, hdr, body := uiGet(t, c, b.Base+"/ui/fleet")
 		return code == http.StatusOK && strings.Contains(hdr.Get("Content-Security-Policy"), "frame-ancestors 'none'") &&
 			regexp.MustCompile(`data-agent="pc-1"[^>]*>\s*<td class="id">pc-1</td>\s*<td class="state">online</td>`).MatchString(body)
 	})
 
 	// Live: a job submitted through the API turns SUCCEEDED on the stream.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.base+"/ui/events", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.Base+"/ui/events", nil)
 	stream, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -92,17 +94,17 @@ func TestUIBinary(t *testing.T) {
 		line := sc.Text()
 		done = strings.HasPrefix(line, "data: ") && strings.Contains(line, `"id":"ui-1"`) && strings.Contains(line, `"status":"SUCCEEDED"`)
 	}
-	if _, _, body := uiGet(t, c, b.base+"/ui/jobs/ui-1"); !strings.Contains(body, `<li data-generation="1">`) || !strings.Contains(body, `id="job-status" class="status status-succeeded">SUCCEEDED<`) {
+	if _, _, body := uiGet(t, c, b.Base+"/ui/jobs/ui-1"); !strings.Contains(body, `<li data-generation="1">`) || !strings.Contains(body, `id="job-status" class="status status-succeeded">SUCCEEDED<`) {
 		t.Errorf("job page:\n%s", body)
 	}
 
 	// Drain through the confirmation form.
-	_, _, page := uiGet(t, c, b.base+"/ui/agents/pc-1/drain")
+	_, _, page := uiGet(t, c, b.Base+"/ui/agents/pc-1/drain")
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil || !strings.Contains(page, `id="confirm"`) {
 		t.Fatalf("drain confirmation:\n%s", page)
 	}
-	resp, err = c.PostForm(b.base+"/ui/agents/pc-1/drain", url.Values{"csrf": {m[1]}})
+	resp, err = c.PostForm(b.Base+"/ui/agents/pc-1/drain", url.Values{"csrf": {m[1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestUIBinary(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("drain: %d", resp.StatusCode)
 	}
-	st, err := pgstore.OpenExisting(t.Context(), b.dsn)
+	st, err := pgstore.OpenExisting(t.Context(), b.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,15 +120,15 @@ func TestUIBinary(t *testing.T) {
 	if a, err := st.GetAgent(t.Context(), "pc-1"); err != nil || !a.Draining {
 		t.Errorf("pc-1 after the drain: draining %v, %v", a.Draining, err)
 	}
-	acts, err := st.UIActions(t.Context(), coordinator.UIActionFilter{Target: "pc-1"})
-	if err != nil || len(acts) != 1 || acts[0].TokenName != "ops" || acts[0].Action != coordinator.UIActionDrain {
+	acts, err := st.UIActions(t.Context(), jobstore.UIActionFilter{Target: "pc-1"})
+	if err != nil || len(acts) != 1 || acts[0].TokenName != "ops" || acts[0].Action != jobstore.UIActionDrain {
 		t.Errorf("recorded actions %+v, %v", acts, err)
 	}
 
 	// A read-only token: no buttons, and its forged POST is refused.
 	rc := &http.Client{CheckRedirect: c.CheckRedirect}
 	get := func(path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, b.base+path, nil)
+		req, _ := http.NewRequest(http.MethodGet, b.Base+path, nil)
 		req.Header.Set("Authorization", "Bearer "+reader)
 		resp, err := rc.Do(req)
 		if err != nil {
@@ -145,7 +147,7 @@ func TestUIBinary(t *testing.T) {
 			t.Errorf("read-only %s: %d, buttons: %v", p, code, strings.Contains(body, "action-"))
 		}
 	}
-	req, _ = http.NewRequest(http.MethodPost, b.base+"/ui/agents/pc-1/resume", strings.NewReader("csrf=forged"))
+	req, _ = http.NewRequest(http.MethodPost, b.Base+"/ui/agents/pc-1/resume", strings.NewReader("csrf=forged"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer "+reader)
 	if resp, err := rc.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
@@ -167,7 +169,7 @@ func TestUIBinary(t *testing.T) {
 	fill := strings.NewReplacer("/agents/{id}", "/agents/pc-1", "/jobs/{id}", "/jobs/ui-1", "{gen}", "1", "{name}", "s.png", "{file}", "app.js")
 	for _, r := range routes {
 		path := fill.Replace(r[2])
-		req, _ := http.NewRequest(r[1], b.base+path, strings.NewReader(""))
+		req, _ := http.NewRequest(r[1], b.Base+path, strings.NewReader(""))
 		req.Header.Set("Authorization", "Bearer "+ops)
 		if r[1] == http.MethodPost {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -195,7 +197,7 @@ func TestUIBinary(t *testing.T) {
 		t.Errorf("an unknown page: %d", code)
 	}
 	for _, tok := range []string{ops, reader} {
-		if strings.Contains(b.stderr.String(), tok) {
+		if strings.Contains(b.Log(), tok) {
 			t.Error("a token reached the coordinator's log")
 		}
 	}

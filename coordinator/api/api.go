@@ -27,7 +27,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -56,8 +56,8 @@ type Waiter interface {
 
 // Options configures the API handler.
 type Options struct {
-	// Store is the job store; it must implement coordinator.APIStore.
-	Store coordinator.Store
+	// Store is the job store; it must implement jobstore.APIStore.
+	Store jobstore.Store
 	// Revoke tells a job's agent to stop after a cancel took its lease
 	// away; nil: the agent stops at its next fenced call.
 	Revoke func(tok fencing.Token, reason string) error
@@ -116,8 +116,8 @@ type Handler struct {
 
 // apiStore is the store with the API's tables.
 type apiStore interface {
-	coordinator.Store
-	coordinator.APIStore
+	jobstore.Store
+	jobstore.APIStore
 }
 
 // New returns the API handler of opts.
@@ -156,18 +156,18 @@ type route map[string]struct {
 func (h *Handler) routes() {
 	h.mux.HandleFunc("/api/v1/openapi.json", h.serveSpec)
 	h.handle("/api/v1/jobs", route{
-		http.MethodGet:  {coordinator.ScopeRead, h.listJobs},
-		http.MethodPost: {coordinator.ScopeSubmit, h.submitJobs},
+		http.MethodGet:  {jobstore.ScopeRead, h.listJobs},
+		http.MethodPost: {jobstore.ScopeSubmit, h.submitJobs},
 	})
-	h.handle("/api/v1/jobs/{id}", route{http.MethodGet: {coordinator.ScopeRead, h.showJob}})
-	h.handle("/api/v1/jobs/{id}/cancel", route{http.MethodPost: {coordinator.ScopeOperate, h.cancelJob}})
-	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("events", func() http.Handler { return h.opts.Events })}})
-	h.handle("/api/v1/jobs/{id}/artifacts", route{http.MethodGet: {coordinator.ScopeRead, h.jobMount("artifacts", func() http.Handler { return h.opts.Artifacts })}})
-	h.handle("/api/v1/events", route{http.MethodGet: {coordinator.ScopeRead, func(w http.ResponseWriter, r *http.Request, c Caller) {
+	h.handle("/api/v1/jobs/{id}", route{http.MethodGet: {jobstore.ScopeRead, h.showJob}})
+	h.handle("/api/v1/jobs/{id}/cancel", route{http.MethodPost: {jobstore.ScopeOperate, h.cancelJob}})
+	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {jobstore.ScopeRead, h.jobMount("events", func() http.Handler { return h.opts.Events })}})
+	h.handle("/api/v1/jobs/{id}/artifacts", route{http.MethodGet: {jobstore.ScopeRead, h.jobMount("artifacts", func() http.Handler { return h.opts.Artifacts })}})
+	h.handle("/api/v1/events", route{http.MethodGet: {jobstore.ScopeRead, func(w http.ResponseWriter, r *http.Request, c Caller) {
 		// The project of a project stream is checked here like a job's:
 		// another project's stream is a recorded 403.
 		if p := r.URL.Query().Get("project"); p != "" {
-			if err := coordinator.CheckProject(p); err != nil {
+			if err := jobstore.CheckProject(p); err != nil {
 				WriteProblem(w, r, badParam("project", "%v", err))
 				return
 			}
@@ -179,18 +179,18 @@ func (h *Handler) routes() {
 		h.mount("events", h.opts.Events)(w, r, c)
 	}}})
 	sessions := func(w http.ResponseWriter, r *http.Request, c Caller) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.Has(coordinator.ScopeOperate) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.Has(jobstore.ScopeOperate) {
 			WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s lacks scope operate", c.Name))
 			return
 		}
 		h.mount("sessions", h.opts.Sessions)(w, r, c)
 	}
-	h.handleAny("/api/v1/sessions", coordinator.ScopeRead, sessions)
-	h.handleAny("/api/v1/sessions/", coordinator.ScopeRead, sessions)
-	h.handleAny(MCPPath, coordinator.ScopeRead, h.mount("mcp", h.opts.MCP))
-	h.handle("/api/v1/agents", route{http.MethodGet: {coordinator.ScopeRead, h.listAgents}})
-	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(true)}})
-	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {coordinator.ScopeAdmin, h.drainAgent(false)}})
+	h.handleAny("/api/v1/sessions", jobstore.ScopeRead, sessions)
+	h.handleAny("/api/v1/sessions/", jobstore.ScopeRead, sessions)
+	h.handleAny(MCPPath, jobstore.ScopeRead, h.mount("mcp", h.opts.MCP))
+	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
+	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
+	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, problem(http.StatusNotFound, ProblemNotFound, "", "no route %s %s (GET /api/v1/openapi.json lists them)", r.Method, r.URL.Path))
 	})
@@ -291,8 +291,8 @@ type jobKey struct{}
 
 // JobFrom returns the job a mounted job handler serves, read and checked
 // against the caller's projects before the handler was called.
-func JobFrom(ctx context.Context) (coordinator.Job, bool) {
-	j, ok := ctx.Value(jobKey{}).(coordinator.Job)
+func JobFrom(ctx context.Context) (jobstore.Job, bool) {
+	j, ok := ctx.Value(jobKey{}).(jobstore.Job)
 	return j, ok
 }
 

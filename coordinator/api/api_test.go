@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -57,7 +57,7 @@ func (e *env) token(name string, projects []string, scopes ...string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.CreateAPIToken(e.t.Context(), coordinator.APIToken{Name: name, Hash: hash, Projects: projects, Scopes: scopes}); err != nil {
+	if _, err := e.store.CreateAPIToken(e.t.Context(), jobstore.APIToken{Name: name, Hash: hash, Projects: projects, Scopes: scopes}); err != nil {
 		e.t.Fatal(err)
 	}
 	return secret
@@ -129,7 +129,7 @@ func TestSubmitShowListCancel(t *testing.T) {
 	}
 	var j api.JobView
 	r.decode(t, &j)
-	if j.ID == "" || j.Status != coordinator.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" || j.Priority != 2 || j.MaxAttempts != 2 {
+	if j.ID == "" || j.Status != jobstore.StatusQueued || j.Project != "lab" || j.SubmittedBy != "alice" || j.Priority != 2 || j.MaxAttempts != 2 {
 		t.Fatalf("submitted %+v", j)
 	}
 	if loc := r.header.Get("Location"); loc != "/api/v1/jobs/"+j.ID {
@@ -157,7 +157,7 @@ func TestSubmitShowListCancel(t *testing.T) {
 	r = e.do("POST", "/api/v1/jobs/"+j.ID+"/cancel", tok, `{"reason": "wrong phone"}`)
 	r.decode(t, &j)
 	cancelled := j.Status // CANCELLED, or FAILED in a store that does not tell them apart yet
-	if r.status != 200 || !coordinator.Finished(j.Status) {
+	if r.status != 200 || !jobstore.Finished(j.Status) {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
 	if len(revoked) != 1 || revoked[0] != lease.Token {
@@ -291,7 +291,7 @@ func TestAuthScopesProjects(t *testing.T) {
 			t.Errorf("read-only %s %s: %d %s", req.method, req.path, r.status, r.body)
 		}
 	}
-	if j, _ := e.store.Get(t.Context(), ja.ID); j.Status != coordinator.StatusQueued {
+	if j, _ := e.store.Get(t.Context(), ja.ID); j.Status != jobstore.StatusQueued {
 		t.Errorf("job after a refused cancel: %s", j.Status)
 	}
 	r = e.do("GET", "/api/v1/jobs/"+ja.ID, reader, "")
@@ -401,10 +401,10 @@ func TestFanOutIdempotency(t *testing.T) {
 		}
 		return ds
 	}
-	if _, _, err := e.store.AgentHello(ctx, coordinator.AgentHello{AgentID: "pc-1", BootID: "b1", Devices: phones("s1", "s2"), Slots: 2}); err != nil {
+	if _, _, err := e.store.AgentHello(ctx, jobstore.AgentHello{AgentID: "pc-1", BootID: "b1", Devices: phones("s1", "s2"), Slots: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.store.AgentHello(ctx, coordinator.AgentHello{AgentID: "pc-2", BootID: "b1", Devices: append(phones("s3"), protocol.Device{Serial: "s4", State: "offline", Model: "Pixel 7"}), Slots: 2}); err != nil {
+	if _, _, err := e.store.AgentHello(ctx, jobstore.AgentHello{AgentID: "pc-2", BootID: "b1", Devices: append(phones("s3"), protocol.Device{Serial: "s4", State: "offline", Model: "Pixel 7"}), Slots: 2}); err != nil {
 		t.Fatal(err)
 	}
 	body := `{"fan_out": true, "device": {"model": "Pixel 7"}, "steps": [{"op": "screenshot"}]}`
@@ -415,7 +415,7 @@ func TestFanOutIdempotency(t *testing.T) {
 		t.Fatalf("fan-out: %d %s", r.status, r.body)
 	}
 	for i, j := range first.Jobs {
-		if j.Selector.Serial != []string{"s1", "s2", "s3"}[i] || j.Status != coordinator.StatusQueued || j.ID != first.Batch+"-"+string(rune('1'+i)) {
+		if j.Selector.Serial != []string{"s1", "s2", "s3"}[i] || j.Status != jobstore.StatusQueued || j.ID != first.Batch+"-"+string(rune('1'+i)) {
 			t.Errorf("job %d: %+v", i, j)
 		}
 	}
@@ -425,7 +425,7 @@ func TestFanOutIdempotency(t *testing.T) {
 	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" || second.Batch != first.Batch || len(second.Jobs) != 3 {
 		t.Fatalf("retry: %d %s", r.status, r.body)
 	}
-	page, err := e.store.ListJobPage(ctx, coordinator.JobPageFilter{})
+	page, err := e.store.ListJobPage(ctx, jobstore.JobPageFilter{})
 	if err != nil || len(page.Jobs) != 3 {
 		t.Fatalf("after a retried fan-out: %d jobs, %v; want 3", len(page.Jobs), err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // TokenPrefix starts every API token, so that a leaked one is easy to
@@ -86,7 +86,7 @@ func (h *Handler) authenticate(r *http.Request) (Caller, *Problem) {
 	}
 	t, err := h.store.APITokenByHash(r.Context(), HashToken(tok))
 	switch {
-	case errors.Is(err, coordinator.ErrTokenNotFound):
+	case errors.Is(err, jobstore.ErrTokenNotFound):
 		return Caller{}, problem(http.StatusUnauthorized, ProblemUnauthorized, "", "unknown token")
 	case err != nil:
 		h.log.Error().Err(err).Msg("api: look up token")

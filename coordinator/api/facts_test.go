@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -30,7 +30,7 @@ func TestPhoneFactsAndSelectors(t *testing.T) {
 			Facts: &protocol.PhoneFacts{SDK: 34, BatteryLevel: ip(90), BatteryTempC: fp(47)}},
 		{Serial: "s4", State: protocol.DeviceReady, Model: "Pixel 7"},
 	}
-	if _, _, err := e.store.AgentHello(t.Context(), coordinator.AgentHello{AgentID: "pc-1", BootID: "b1", Devices: devs, Slots: 2}); err != nil {
+	if _, _, err := e.store.AgentHello(t.Context(), jobstore.AgentHello{AgentID: "pc-1", BootID: "b1", Devices: devs, Slots: 2}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.do("GET", "/api/v1/agents", tok, "")

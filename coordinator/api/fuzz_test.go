@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -45,10 +45,10 @@ func FuzzHandlers(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := st.CreateAPIToken(f.Context(), coordinator.APIToken{Name: "fuzz", Hash: hash, Projects: []string{"default", "lab"}, Scopes: coordinator.Scopes}); err != nil {
+	if _, err := st.CreateAPIToken(f.Context(), jobstore.APIToken{Name: "fuzz", Hash: hash, Projects: []string{"default", "lab"}, Scopes: jobstore.Scopes}); err != nil {
 		f.Fatal(err)
 	}
-	if _, _, err := st.AgentHello(f.Context(), coordinator.AgentHello{AgentID: "pc-1", BootID: "b", Slots: 1,
+	if _, _, err := st.AgentHello(f.Context(), jobstore.AgentHello{AgentID: "pc-1", BootID: "b", Slots: 1,
 		Devices: []protocol.Device{{Serial: "P1", State: protocol.DeviceReady, Tags: []string{"lab"}}}}); err != nil {
 		f.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -48,7 +49,7 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // NewJobView returns the view of j.
-func NewJobView(j coordinator.Job) JobView {
+func NewJobView(j jobstore.Job) JobView {
 	return JobView{
 		ID: j.ID, Status: j.Status, Project: j.Project, SubmittedBy: j.SubmittedBy, Priority: j.Priority,
 		NotBefore: timePtr(j.NotBefore), MaxAttempts: j.MaxAttempts, Attempts: j.Attempts, DeadlineAt: timePtr(j.DeadlineAt),
@@ -74,9 +75,9 @@ type Generation struct {
 
 // Generations rebuilds the grants of a job from its write events, oldest
 // first: who held each generation, how it was granted and how it ended.
-func Generations(evs []coordinator.WriteEvent) []Generation {
+func Generations(evs []jobstore.WriteEvent) []Generation {
 	out := []Generation{}
-	end := func(gen int64, how string, e coordinator.WriteEvent) {
+	end := func(gen int64, how string, e jobstore.WriteEvent) {
 		for i := range out {
 			if out[i].Generation == gen && out[i].Ended == "" {
 				at := e.At
@@ -137,24 +138,24 @@ type JobDetail struct {
 // job reads the job of the path and checks that the caller's token covers
 // its project: 400 for a malformed id, 404 when unknown, 403 (recorded)
 // for another project's job.
-func (h *Handler) job(w http.ResponseWriter, r *http.Request, c Caller) (coordinator.Job, bool) {
+func (h *Handler) job(w http.ResponseWriter, r *http.Request, c Caller) (jobstore.Job, bool) {
 	id := r.PathValue("id")
 	if err := protocol.CheckJobID(id); err != nil {
 		WriteProblem(w, r, problem(http.StatusBadRequest, ProblemInvalidRequest, "id", "id: %v", err))
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	j, err := h.store.Get(r.Context(), id)
-	if errors.Is(err, coordinator.ErrNotFound) {
+	if errors.Is(err, jobstore.ErrNotFound) {
 		WriteProblem(w, r, problem(http.StatusNotFound, ProblemNotFound, "id", "no job %s", id))
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	if err != nil {
 		h.internal(w, r, err)
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	if !c.Sees(j.Project) {
 		h.deny(w, r, c, j.ID, j.Project)
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	return j, true
 }
@@ -180,7 +181,7 @@ func (h *Handler) RecordDenial(r *http.Request, jobID, project string) {
 }
 
 func (h *Handler) recordDenial(r *http.Request, c Caller, jobID, project string) {
-	if err := h.store.RecordAPIDenial(r.Context(), coordinator.APIDenial{
+	if err := h.store.RecordAPIDenial(r.Context(), jobstore.APIDenial{
 		TokenName: c.Name, Method: r.Method, Route: r.URL.Path, JobID: jobID, Project: project,
 	}); err != nil {
 		h.log.Error().Err(err).Msg("api: record denial")
@@ -203,7 +204,7 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !ok {
 		return
 	}
-	if wait > 0 && !coordinator.Finished(j.Status) {
+	if wait > 0 && !jobstore.Finished(j.Status) {
 		if h.opts.Waiter == nil {
 			WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "wait", "this coordinator does not serve the long poll ?wait="))
 			return
@@ -268,12 +269,12 @@ func (h *Handler) detail(r *http.Request, id string) (JobDetail, error) {
 			Accepted: e.Accepted, Detail: e.Detail, Class: e.Class, Cause: e.Cause})
 	}
 	v := NewJobView(j)
-	if j.Status == coordinator.StatusQueued {
+	if j.Status == jobstore.StatusQueued {
 		agents, err := h.store.Agents(ctx)
 		if err != nil {
 			return JobDetail{}, err
 		}
-		running, err := h.store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+		running, err := h.store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 		if err != nil {
 			return JobDetail{}, err
 		}
@@ -321,12 +322,12 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 			return
 		}
 	}
-	f := coordinator.JobPageFilter{Projects: c.Projects, AgentID: q.Get("agent"), Phone: q.Get("phone"), Limit: defaultLimit}
+	f := jobstore.JobPageFilter{Projects: c.Projects, AgentID: q.Get("agent"), Phone: q.Get("phone"), Limit: defaultLimit}
 	if f.Projects == nil {
 		f.Projects = []string{}
 	}
 	if p := q.Get("project"); p != "" {
-		if err := coordinator.CheckProject(p); err != nil {
+		if err := jobstore.CheckProject(p); err != nil {
 			WriteProblem(w, r, badParam("project", "%v", err))
 			return
 		}
@@ -340,8 +341,8 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 		if st = strings.ToUpper(strings.TrimSpace(st)); st == "" {
 			continue
 		}
-		if !slices.Contains(coordinator.Statuses, st) {
-			WriteProblem(w, r, badParam("status", "unknown status %q (want %s)", st, strings.Join(coordinator.Statuses, ", ")))
+		if !slices.Contains(jobstore.Statuses, st) {
+			WriteProblem(w, r, badParam("status", "unknown status %q (want %s)", st, strings.Join(jobstore.Statuses, ", ")))
 			return
 		}
 		f.Statuses = append(f.Statuses, st)
@@ -405,7 +406,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 		case err == nil:
 			h.replay(w, r, rec, req.RequestHash())
 			return
-		case !errors.Is(err, coordinator.ErrNotFound):
+		case !errors.Is(err, jobstore.ErrNotFound):
 			h.internal(w, r, err)
 			return
 		}
@@ -419,7 +420,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 		h.submitProblem(w, r, c, req, err)
 		return
 	}
-	reply := func(jobs []coordinator.Job) (json.RawMessage, error) {
+	reply := func(jobs []jobstore.Job) (json.RawMessage, error) {
 		views := make([]JobView, 0, len(jobs))
 		for _, j := range jobs {
 			views = append(views, NewJobView(j))
@@ -431,8 +432,8 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 	}
 	var body json.RawMessage
 	if key != "" {
-		rec, err := h.store.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: c.TokenID, Key: key, RequestHash: req.RequestHash()}, specs, reply)
-		if errors.Is(err, coordinator.ErrIdempotencyMismatch) {
+		rec, err := h.store.SubmitIdempotent(ctx, jobstore.Idempotent{TokenID: c.TokenID, Key: key, RequestHash: req.RequestHash()}, specs, reply)
+		if errors.Is(err, jobstore.ErrIdempotencyMismatch) {
 			h.replay(w, r, rec, req.RequestHash())
 			return
 		}
@@ -460,7 +461,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 
 // replay answers a submit whose Idempotency-Key is stored: the stored
 // reply when the request is the same, 422 otherwise.
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request, rec coordinator.Idempotent, hash string) {
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, rec jobstore.Idempotent, hash string) {
 	if rec.RequestHash != hash {
 		WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemIdempotency, "Idempotency-Key",
 			"Idempotency-Key %q was used at %s for a different request; use a new key for a new request", rec.Key, rec.CreatedAt.UTC().Format(time.RFC3339)))
@@ -493,7 +494,7 @@ func (h *Handler) submitProblem(w http.ResponseWriter, r *http.Request, c Caller
 		h.deny(w, r, c, "", req.Project)
 	case errors.As(err, &se):
 		WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemInvalidJob, se.Field, "%s", se.Err.Error()))
-	case errors.Is(err, coordinator.ErrConflict):
+	case errors.Is(err, jobstore.ErrConflict):
 		WriteProblem(w, r, problem(http.StatusConflict, ProblemConflict, "id", "%v", err))
 	default:
 		if field, _ := splitField(strings.TrimPrefix(err.Error(), "submit job: ")); field != "" {
@@ -530,7 +531,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request, c Caller) {
 	}
 	tok, err := h.store.Cancel(r.Context(), j.ID, reason)
 	switch {
-	case errors.Is(err, coordinator.ErrConflict):
+	case errors.Is(err, jobstore.ErrConflict):
 		WriteProblem(w, r, problem(http.StatusConflict, ProblemConflict, "", "job %s is %s already: nothing to cancel", j.ID, currentStatus(r, h, j)))
 		return
 	case err != nil:
@@ -552,7 +553,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request, c Caller) {
 	WriteJSON(w, http.StatusOK, NewJobView(j))
 }
 
-func currentStatus(r *http.Request, h *Handler, j coordinator.Job) string {
+func currentStatus(r *http.Request, h *Handler, j jobstore.Job) string {
 	if cur, err := h.store.Get(r.Context(), j.ID); err == nil {
 		return cur.Status
 	}
@@ -571,7 +572,7 @@ type AgentView struct {
 	LastSeen      *time.Time        `json:"last_seen,omitempty"`
 }
 
-func (h *Handler) agentView(a coordinator.Agent) AgentView {
+func (h *Handler) agentView(a jobstore.Agent) AgentView {
 	phones := a.Devices
 	if phones == nil {
 		phones = []protocol.Device{}
@@ -604,7 +605,7 @@ func (h *Handler) drainAgent(drain bool) func(w http.ResponseWriter, r *http.Req
 	return func(w http.ResponseWriter, r *http.Request, c Caller) {
 		id := r.PathValue("id")
 		a, err := h.store.SetAgentDraining(r.Context(), id, drain)
-		if errors.Is(err, coordinator.ErrAgentNotFound) {
+		if errors.Is(err, jobstore.ErrAgentNotFound) {
 			WriteProblem(w, r, problem(http.StatusNotFound, ProblemNotFound, "id", "no agent %s", id))
 			return
 		}

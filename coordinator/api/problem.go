@@ -95,7 +95,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // "steps[1]: ", "op: ".
 var fieldPathRe = regexp.MustCompile(`^([a-z_][a-z0-9_]*(?:\[\d+\])?): `)
 
-// splitField splits a validation message of coordinator.CheckSubmit or
+// splitField splits a validation message of jobstore.CheckSubmit or
 // protocol validation ("steps[1]: op: unknown op \"x\"") into the field
 // it names ("steps[1].op") and the rest.
 func splitField(msg string) (field, rest string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -48,13 +49,13 @@ type SubmitOptions struct {
 	SubmittedBy string
 	// Projects are those the submitter may use; nil allows every project.
 	// A request without a project gets the only one of them, or
-	// coordinator.DefaultProject when Projects is nil.
+	// jobstore.DefaultProject when Projects is nil.
 	Projects []string
 	// OfflineAfter judges which agents are online for a fan-out; 0 counts
 	// every registered agent.
 	OfflineAfter time.Duration
 	// Agents lists the registered agents for a fan-out; nil: the store's.
-	Agents func(ctx context.Context) ([]coordinator.Agent, error)
+	Agents func(ctx context.Context) ([]jobstore.Agent, error)
 	// Jobs gives what a request leaves unset: the deadline and the attempt
 	// limit (coordinator.ApplyJobDefaults).
 	Jobs config.CoordinatorJobs
@@ -82,25 +83,25 @@ func submitErr(field, format string, args ...any) error {
 // id for a fan-out.
 type Batch struct {
 	ID   string // "" unless fan-out
-	Jobs []coordinator.Job
+	Jobs []jobstore.Job
 }
 
 // Specs turns the request into the jobs to submit: it applies the defaults,
-// checks every job with coordinator.CheckSubmit, and for a fan-out makes
+// checks every job with jobstore.CheckSubmit, and for a fan-out makes
 // one job per phone in state device of an online agent whose phone matches
 // the selector, pinned to it by serial. It returns the batch id of a
 // fan-out ("" otherwise). Errors are *SubmitError.
-func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o SubmitOptions) ([]coordinator.JobSpec, string, error) {
+func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitOptions) ([]jobstore.JobSpec, string, error) {
 	project := req.Project
 	switch {
 	case project == "" && o.Projects == nil:
-		project = coordinator.DefaultProject
+		project = jobstore.DefaultProject
 	case project == "" && len(o.Projects) == 1:
 		project = o.Projects[0]
 	case project == "":
 		return nil, "", submitErr("project", "required: this token covers several projects (%v)", o.Projects)
 	}
-	if err := coordinator.CheckProject(project); err != nil {
+	if err := jobstore.CheckProject(project); err != nil {
 		return nil, "", submitErr("project", "%v", err)
 	}
 	if o.Projects != nil && !slices.Contains(o.Projects, project) {
@@ -111,7 +112,7 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 			return nil, "", submitErr(fmt.Sprintf("device.tags[%d]", i), "empty tag")
 		}
 	}
-	spec := coordinator.JobSpec{
+	spec := jobstore.JobSpec{
 		ID:          req.ID,
 		Task:        protocol.Task{Device: req.Device, Steps: req.Steps, Interactive: req.Interactive, IdleTimeoutMS: req.IdleTimeoutMS, Capture: req.Capture, Logcat: req.Logcat},
 		Project:     project,
@@ -128,12 +129,12 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 		spec.Task.TimeoutMS = d.Milliseconds()
 	}
 	spec = coordinator.ApplyJobDefaults(spec, o.Jobs)
-	if err := coordinator.CheckSubmit(spec); err != nil {
+	if err := jobstore.CheckSubmit(spec); err != nil {
 		field, _ := splitField(err.Error())
 		return nil, "", &SubmitError{Field: field, Err: err}
 	}
 	if !req.FanOut {
-		return []coordinator.JobSpec{spec}, "", nil
+		return []jobstore.JobSpec{spec}, "", nil
 	}
 	batch := req.ID
 	if batch == "" {
@@ -168,7 +169,7 @@ func (req JobRequest) Specs(ctx context.Context, store coordinator.Store, o Subm
 		return nil, "", submitErr("device", "fan_out: %d phones match; at most 999 per batch", len(serials))
 	}
 	slices.Sort(serials)
-	specs := make([]coordinator.JobSpec, 0, len(serials))
+	specs := make([]jobstore.JobSpec, 0, len(serials))
 	for i, serial := range serials {
 		s := spec
 		s.ID = fmt.Sprintf("%s-%d", batch, i+1)
@@ -205,9 +206,9 @@ func (req JobRequest) RequestHash() string {
 // Submit submits the jobs of req in one transaction (all or none) and
 // returns them. `edgecoord job submit` and POST /api/v1/jobs both submit
 // through it, so a job file and an API request give the same jobs. The
-// store must implement coordinator.APIStore for a fan-out; a single job
+// store must implement jobstore.APIStore for a fan-out; a single job
 // goes through Store.Submit.
-func Submit(ctx context.Context, store coordinator.Store, req JobRequest, o SubmitOptions) (Batch, error) {
+func Submit(ctx context.Context, store jobstore.Store, req JobRequest, o SubmitOptions) (Batch, error) {
 	specs, batch, err := req.Specs(ctx, store, o)
 	if err != nil {
 		return Batch{}, err
@@ -217,9 +218,9 @@ func Submit(ctx context.Context, store coordinator.Store, req JobRequest, o Subm
 		if err != nil {
 			return Batch{}, err
 		}
-		return Batch{Jobs: []coordinator.Job{j}}, nil
+		return Batch{Jobs: []jobstore.Job{j}}, nil
 	}
-	as, ok := store.(coordinator.APIStore)
+	as, ok := store.(jobstore.APIStore)
 	if !ok {
 		return Batch{}, fmt.Errorf("submit fan-out: the store %T cannot submit a batch", store)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // Behavior is what an Agent does with one assigned job.
@@ -242,7 +243,7 @@ func (a *Agent) Stop() {
 func (a *Agent) Request(ctx context.Context, verb string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
 	defer cancel()
-	return protocol.Request(ctx, a.nc, protocol.CoordSubject(a.opts.ID, verb), req, resp)
+	return natsrpc.Request(ctx, a.nc, protocol.CoordSubject(a.opts.ID, verb), req, resp)
 }
 
 // Owner returns the owner string of the current boot.

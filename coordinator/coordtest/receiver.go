@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 )
 
 // Delivery is one outbox message as a Receiver got it.
@@ -63,7 +63,7 @@ func (r *Receiver) onMsg(m *nats.Msg) {
 		JobID string `json:"job_id"`
 	}
 	_ = json.Unmarshal(m.Data, &p)
-	d := Delivery{Key: m.Header.Get(coordinator.HeaderIdempotencyKey), PayloadKey: p.Key, JobID: p.JobID}
+	d := Delivery{Key: m.Header.Get(outbox.HeaderIdempotencyKey), PayloadKey: p.Key, JobID: p.JobID}
 	r.mu.Lock()
 	rc, seen := r.receipts[d.Key]
 	if !seen {

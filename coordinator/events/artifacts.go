@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // DefaultURLExpiry is how long an artifact's presigned GET URL stays valid
@@ -14,10 +15,10 @@ import (
 // storage.presign_expiry, whose default is the same).
 const DefaultURLExpiry = 15 * time.Minute
 
-// ArtifactStore reads jobs and their artifacts: a coordinator.Store.
+// ArtifactStore reads jobs and their artifacts: a jobstore.Store.
 type ArtifactStore interface {
-	Get(ctx context.Context, jobID string) (coordinator.Job, error)
-	Artifacts(ctx context.Context, jobID string, generation int64) ([]coordinator.ArtifactRecord, error)
+	Get(ctx context.Context, jobID string) (jobstore.Job, error)
+	Artifacts(ctx context.Context, jobID string, generation int64) ([]jobstore.ArtifactRecord, error)
 }
 
 // Artifact is one artifact of a job as a researcher sees it: its stamps
@@ -54,7 +55,7 @@ var ErrNoStorage = errors.New("artifact storage is not configured (storage in th
 // generation (the one that ended it, for a finished job), and with all,
 // those of every older generation too, marked superseded, oldest
 // generation first.
-func Artifacts(ctx context.Context, st ArtifactStore, p coordinator.Presigner, expiry time.Duration, j coordinator.Job, all bool) (ArtifactList, error) {
+func Artifacts(ctx context.Context, st ArtifactStore, p coordinator.Presigner, expiry time.Duration, j jobstore.Job, all bool) (ArtifactList, error) {
 	if p == nil {
 		return ArtifactList{}, ErrNoStorage
 	}

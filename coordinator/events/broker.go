@@ -11,12 +11,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-// Source is what the broker reads events from: a coordinator.Store.
+// Source is what the broker reads events from: a jobstore.Store.
 type Source interface {
-	Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error)
+	Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.Event, error)
 	LastEventID(ctx context.Context) (int64, error)
 }
 
@@ -175,7 +175,7 @@ func (b *Broker) PollOnce(ctx context.Context) (int, error) {
 	b.mu.Lock()
 	after := b.cursor
 	b.mu.Unlock()
-	rows, err := b.src.Events(ctx, coordinator.EventQuery{AfterID: after, All: true, Limit: b.opts.Batch})
+	rows, err := b.src.Events(ctx, jobstore.EventQuery{AfterID: after, All: true, Limit: b.opts.Batch})
 	if err != nil {
 		return 0, err
 	}
@@ -183,7 +183,7 @@ func (b *Broker) PollOnce(ctx context.Context) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	next := b.cursor
-	var out []coordinator.Event
+	var out []jobstore.Event
 	for _, e := range rows {
 		if e.ID != next+1 {
 			first, seen := b.gapSince[next+1]
@@ -225,13 +225,13 @@ func (b *Broker) PollOnce(ctx context.Context) (int, error) {
 
 // Message is an event as the broker hands it out, with its SSE frame.
 type Message struct {
-	Event coordinator.Event
+	Event jobstore.Event
 	Frame []byte // the event as Server-Sent Events (Frame); nil: not rendered yet
 }
 
 // Frame renders e as one Server-Sent Events frame: its id, its type as the
 // event name and the event as JSON.
-func Frame(e coordinator.Event) []byte {
+func Frame(e jobstore.Event) []byte {
 	data, err := json.Marshal(e)
 	if err != nil {
 		// An Event holds only strings, numbers and times: it always encodes.
@@ -246,7 +246,7 @@ type Filter struct {
 	Projects []string // nil for every project
 }
 
-func (f Filter) match(e coordinator.Event) bool {
+func (f Filter) match(e jobstore.Event) bool {
 	if f.JobID != "" && e.JobID != f.JobID {
 		return false
 	}

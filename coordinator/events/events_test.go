@@ -31,6 +31,8 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/outbox"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -66,7 +68,7 @@ type countingStore struct {
 	polls *atomic.Int64
 }
 
-func (c countingStore) Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error) {
+func (c countingStore) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.Event, error) {
 	if q.All {
 		defer c.polls.Add(1)
 	}
@@ -96,12 +98,12 @@ func newEnv(t *testing.T, opts events.BrokerOptions) *env {
 
 func (e *env) submit(t *testing.T, id, project string) {
 	t.Helper()
-	if _, err := e.store.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: task(), Project: project}); err != nil {
+	if _, err := e.store.Submit(t.Context(), jobstore.JobSpec{ID: id, Task: task(), Project: project}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (e *env) claim(t *testing.T, id, owner string) coordinator.Lease {
+func (e *env) claim(t *testing.T, id, owner string) jobstore.Lease {
 	t.Helper()
 	l, err := e.store.Claim(t.Context(), id, owner, time.Minute)
 	if err != nil {
@@ -136,7 +138,7 @@ func (e *env) server(t *testing.T, p coordinator.Presigner) (*httptest.Server, *
 type sseEvent struct {
 	id    int64
 	name  string
-	event coordinator.Event
+	event jobstore.Event
 }
 
 // sse reads a stream; events arrive on the channel, closed at its end.
@@ -253,7 +255,7 @@ func TestJobEventStream(t *testing.T) {
 	la := e.claim(t, "j1", ownerA)
 
 	s := openSSE(t, srv.URL+"/api/v1/jobs/j1/events", "alpha", nil)
-	for _, want := range []string{coordinator.EventQueued, coordinator.EventGranted} {
+	for _, want := range []string{jobstore.EventQueued, jobstore.EventGranted} {
 		if got, _ := s.next(t); got.name != want {
 			t.Fatalf("event %q, want %q", got.name, want)
 		}
@@ -262,27 +264,27 @@ func TestJobEventStream(t *testing.T) {
 	if _, err := e.store.Renew(ctx, la.Token, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.RegisterArtifact(ctx, la.Token, coordinator.ArtifactRecord{
+	if err := e.store.RegisterArtifact(ctx, la.Token, jobstore.ArtifactRecord{
 		Name: "screen.png", Key: la.Token.ObjectKey("screen.png"), Size: 42, SHA256: "00", ContentType: "image/png",
 	}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.next(t)
-	if got.name != coordinator.EventArtifactRegistered || got.event.Artifact == nil || got.event.Artifact.Name != "screen.png" || got.event.Artifact.Size != 42 {
+	if got.name != jobstore.EventArtifactRegistered || got.event.Artifact == nil || got.event.Artifact.Name != "screen.png" || got.event.Artifact.Size != 42 {
 		t.Fatalf("artifact event %+v", got)
 	}
 	lb, err := e.store.Reassign(ctx, "j1", ownerB, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.RecordEvent(ctx, coordinator.JobEvent{JobID: "j1", Verb: coordinator.VerbStep, Owner: ownerB, Generation: 2, Detail: "1 tap: ok"}); err != nil {
+	if _, err := e.store.RecordEvent(ctx, jobstore.JobEvent{JobID: "j1", Verb: jobstore.VerbStep, Owner: ownerB, Generation: 2, Detail: "1 tap: ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Commit(ctx, lb.Token, json.RawMessage(`{"ok": true}`)); err != nil {
 		t.Fatal(err)
 	}
 	rest := s.all(t) // the stream ends after succeeded
-	if got, want := names(rest), []string{coordinator.EventGranted, coordinator.EventStep, coordinator.EventSucceeded}; !reflect.DeepEqual(got, want) {
+	if got, want := names(rest), []string{jobstore.EventGranted, jobstore.EventStep, jobstore.EventSucceeded}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("live events %v, want %v", got, want)
 	}
 	if g := rest[0].event; g.Generation != 2 || g.Agent != "agent-b" || !strings.Contains(g.Message, "granted g2 to agent agent-b") {
@@ -359,7 +361,7 @@ func TestProjectEventStream(t *testing.T) {
 	e.submit(t, "a1", "alpha")
 	s := openSSE(t, srv.URL+"/api/v1/events?project=alpha", "alpha,beta", nil)
 	star := openSSE(t, srv.URL+"/api/v1/events", "*", nil)
-	if got, _ := s.next(t); got.event.JobID != "a1" || got.name != coordinator.EventQueued {
+	if got, _ := s.next(t); got.event.JobID != "a1" || got.name != jobstore.EventQueued {
 		t.Fatalf("first event %+v", got)
 	}
 	e.submit(t, "b1", "beta")
@@ -399,7 +401,7 @@ func TestBrokerHoldsGaps(t *testing.T) {
 	e.submit(t, "g", "default")
 	st := e.broker.Open(events.Filter{JobID: "g"}, 0)
 	defer st.Close()
-	if ev, _, err := st.Next(ctx, nil); err != nil || ev.Type != coordinator.EventQueued {
+	if ev, _, err := st.Next(ctx, nil); err != nil || ev.Type != jobstore.EventQueued {
 		t.Fatalf("first event %+v %v", ev, err)
 	}
 
@@ -436,7 +438,7 @@ func TestBrokerHoldsGaps(t *testing.T) {
 		}
 		got = append(got, ev.Type)
 	}
-	if want := []string{coordinator.EventStep, coordinator.EventGranted}; !reflect.DeepEqual(got, want) {
+	if want := []string{jobstore.EventStep, jobstore.EventGranted}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after the commit: %v, want %v", got, want)
 	}
 }
@@ -500,7 +502,7 @@ func TestWaiter(t *testing.T) {
 	if err := w.Wait(ctx, "w", 0); err != nil {
 		t.Errorf("wait on a finished job: %v", err)
 	}
-	if err := w.Wait(ctx, "nope", time.Second); !errors.Is(err, coordinator.ErrNotFound) {
+	if err := w.Wait(ctx, "nope", time.Second); !errors.Is(err, jobstore.ErrNotFound) {
 		t.Errorf("wait on an unknown job: %v", err)
 	}
 }
@@ -539,7 +541,7 @@ func TestArtifactsPresigned(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(data)
-		if err := e.store.RegisterArtifact(ctx, tok, coordinator.ArtifactRecord{
+		if err := e.store.RegisterArtifact(ctx, tok, jobstore.ArtifactRecord{
 			Name: "screen.png", Key: key, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: "image/png",
 		}); err != nil {
 			t.Fatal(err)
@@ -571,7 +573,7 @@ func TestArtifactsPresigned(t *testing.T) {
 		return l
 	}
 	l := list("")
-	if l.Status != coordinator.StatusSucceeded || l.Generation != 2 || len(l.Artifacts) != 1 {
+	if l.Status != jobstore.StatusSucceeded || l.Generation != 2 || len(l.Artifacts) != 1 {
 		t.Fatalf("artifact list %+v, want the one of g2", l)
 	}
 	a := l.Artifacts[0]
@@ -620,8 +622,8 @@ func TestEndPublisher(t *testing.T) {
 	if _, err := nc.Subscribe("results", func(m *nats.Msg) { got <- m; _ = m.Respond([]byte(`{"ok":true}`)) }); err != nil {
 		t.Fatal(err)
 	}
-	d := coordinator.NewDispatcher(e.store, coordinator.OutboxOptions{
-		Sender: coordinator.NATSSender{Conn: nc, Subject: "results"}, Interval: 20 * time.Millisecond,
+	d := outbox.NewDispatcher(e.store, outbox.Options{
+		Sender: outbox.NATSSender{Conn: nc, Subject: "results"}, Interval: 20 * time.Millisecond,
 	}, zerolog.Nop())
 	pub := &events.EndPublisher{Broker: e.broker, Store: e.store, Published: d.Kick}
 	pctx, stop := context.WithCancel(ctx)
@@ -637,7 +639,7 @@ func TestEndPublisher(t *testing.T) {
 	}
 	e.submit(t, "agentfail", "p")
 	lf := e.claim(t, "agentfail", ownerA)
-	if err := e.store.FailOutbox(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}, coordinator.OutboxFailureKey("agentfail", 1)); err != nil {
+	if err := e.store.FailOutbox(ctx, lf.Token, jobstore.Failure{Reason: "screen locked"}, jobstore.OutboxFailureKey("agentfail", 1)); err != nil {
 		t.Fatal(err)
 	}
 	e.submit(t, "cx", "p")
@@ -664,15 +666,15 @@ func TestEndPublisher(t *testing.T) {
 		}
 	}
 	cx := msgs["cx"]
-	if cx == nil || cx["status"] != j.Status || cx["reason"] != "not needed" || cx["event"] != coordinator.OutboxEndEvent(j.Status) ||
-		cx["key"] != coordinator.OutboxFailureKey("cx", 1) || cx["owner"] != ownerB {
+	if cx == nil || cx["status"] != j.Status || cx["reason"] != "not needed" || cx["event"] != jobstore.OutboxEndEvent(j.Status) ||
+		cx["key"] != jobstore.OutboxFailureKey("cx", 1) || cx["owner"] != ownerB {
 		t.Errorf("message of the cancelled job: %v", cx)
 	}
 	if af := msgs["agentfail"]; af == nil || af["reason"] != "screen locked" {
 		t.Errorf("message of the failed job: %v", af)
 	}
 	testenv.Eventually(t, wait, "both messages delivered", func() bool {
-		rs, err := e.store.ListEffects(ctx, coordinator.EffectFilter{Kind: coordinator.EffectKindOutbox})
+		rs, err := e.store.ListEffects(ctx, jobstore.EffectFilter{Kind: jobstore.EffectKindOutbox})
 		if err != nil || len(rs) != 2 {
 			return false
 		}
@@ -688,7 +690,7 @@ func TestEndPublisher(t *testing.T) {
 		last, _ := e.store.LastEventID(ctx)
 		return e.broker.Cursor() == last
 	})
-	if rs, _ := e.store.ListEffects(ctx, coordinator.EffectFilter{Kind: coordinator.EffectKindOutbox}); len(rs) != 2 {
+	if rs, _ := e.store.ListEffects(ctx, jobstore.EffectFilter{Kind: jobstore.EffectKindOutbox}); len(rs) != 2 {
 		t.Errorf("%d outbox messages, want 2 (no message for the succeeded job, one for the failed one)", len(rs))
 	}
 }

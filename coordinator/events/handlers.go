@@ -13,12 +13,13 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // AllProjects, in the projects a caller may see, stands for every project.
 const AllProjects = "*"
 
-// Store is what the handlers read: a coordinator.Store.
+// Store is what the handlers read: a jobstore.Store.
 type Store interface {
 	Source
 	ArtifactStore
@@ -104,34 +105,34 @@ func (h *Handlers) visible(w http.ResponseWriter, r *http.Request) ([]string, bo
 }
 
 // job reads the job of the route and checks that the caller may see it.
-func (h *Handlers) job(w http.ResponseWriter, r *http.Request) (coordinator.Job, bool) {
+func (h *Handlers) job(w http.ResponseWriter, r *http.Request) (jobstore.Job, bool) {
 	ps, ok := h.visible(w, r)
 	if !ok {
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	id := r.PathValue("id")
 	// Mounted in the API, the job was read and checked already.
-	j, err := coordinator.Job{}, error(nil)
+	j, err := jobstore.Job{}, error(nil)
 	if got, ok := api.JobFrom(r.Context()); ok && got.ID == id {
 		j = got
 	} else {
 		j, err = h.Store.Get(r.Context(), id)
 	}
-	if errors.Is(err, coordinator.ErrNotFound) {
+	if errors.Is(err, jobstore.ErrNotFound) {
 		fail(w, r, http.StatusNotFound, "id", fmt.Sprintf("no job %s", id))
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	if err != nil {
 		h.Log.Error().Err(err).Str("job_id", id).Msg("read job")
 		fail(w, r, http.StatusInternalServerError, "", "reading the job failed; the coordinator's log has the cause")
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	if ps != nil && !slices.Contains(ps, j.Project) {
 		if h.Forbidden != nil {
 			h.Forbidden(r, j.ID, j.Project)
 		}
 		fail(w, r, http.StatusForbidden, "", fmt.Sprintf("job %s belongs to a project this token does not cover; the attempt is recorded", id))
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	return j, true
 }
@@ -185,7 +186,7 @@ func (h *Handlers) ProjectEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	want := r.URL.Query()["project"]
 	for _, p := range want {
-		if err := coordinator.CheckProject(p); err != nil {
+		if err := jobstore.CheckProject(p); err != nil {
 			fail(w, r, http.StatusBadRequest, "project", fmt.Sprintf("project: %v", err))
 			return
 		}
@@ -253,7 +254,7 @@ func (h *Handlers) serve(w http.ResponseWriter, r *http.Request, f Filter, after
 		if _, err := w.Write(m.Frame); err != nil || rc.Flush() != nil {
 			return
 		}
-		if endOnFinish && e.Status != "" && coordinator.Finished(e.Status) && e.Status != coordinator.StatusNeedsDecision {
+		if endOnFinish && e.Status != "" && jobstore.Finished(e.Status) && e.Status != jobstore.StatusNeedsDecision {
 			return
 		}
 	}

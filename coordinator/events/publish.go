@@ -6,13 +6,13 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-// EndStore is what the end publisher writes to: a coordinator.Store.
+// EndStore is what the end publisher writes to: a jobstore.Store.
 type EndStore interface {
 	Source
-	PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error)
+	PublishEnd(ctx context.Context, e jobstore.Event, key string) (bool, error)
 }
 
 // DefaultCatchUp is how many write_events rows before its start an end
@@ -22,7 +22,7 @@ const DefaultCatchUp = 100000
 
 // EndPublisher writes an outbox message for every job that ends other than
 // SUCCEEDED (FAILED, CANCELLED, TIMED_OUT, NEEDS_DECISION) with its reason,
-// under the key coordinator.OutboxFailureKey(job, generation of the end
+// under the key jobstore.OutboxFailureKey(job, generation of the end
 // event). An agent's failure has that message already (FailOutbox writes it
 // with the failure); the publisher adds it for the ends no agent reports:
 // cancels, deadlines, attempts used up, decisions awaited. Every
@@ -69,7 +69,7 @@ func (p *EndPublisher) Run(ctx context.Context) error {
 			continue
 		}
 		for {
-			ok, err := p.Store.PublishEnd(ctx, e, coordinator.OutboxFailureKey(e.JobID, e.Generation))
+			ok, err := p.Store.PublishEnd(ctx, e, jobstore.OutboxFailureKey(e.JobID, e.Generation))
 			if err == nil {
 				if ok {
 					p.Log.Info().Str("job_id", e.JobID).Int64("generation", e.Generation).Str("status", e.Status).Msg("end of job written to the outbox")
@@ -91,6 +91,6 @@ func (p *EndPublisher) Run(ctx context.Context) error {
 
 // PublishesEnd reports whether e is the end of a job the outbox publishes
 // as a failure: any end state but SUCCEEDED.
-func PublishesEnd(e coordinator.Event) bool {
-	return e.Status != "" && e.Status != coordinator.StatusSucceeded && coordinator.Finished(e.Status)
+func PublishesEnd(e jobstore.Event) bool {
+	return e.Status != "" && e.Status != jobstore.StatusSucceeded && jobstore.Finished(e.Status)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // backfillPage is how many events a stream reads from the store at once.
@@ -55,7 +55,7 @@ func (s *Stream) Close() {
 
 // Next returns the next event. It returns ok false, without an error, when
 // wake fires first (nil never fires), and ctx's error when ctx is done.
-func (s *Stream) Next(ctx context.Context, wake <-chan time.Time) (ev coordinator.Event, ok bool, err error) {
+func (s *Stream) Next(ctx context.Context, wake <-chan time.Time) (ev jobstore.Event, ok bool, err error) {
 	m, ok, err := s.NextMessage(ctx, wake)
 	return m.Event, ok, err
 }
@@ -110,7 +110,7 @@ func (s *Stream) fill(ctx context.Context) error {
 		s.filled = true
 		return nil
 	}
-	evs, err := s.src.Events(ctx, coordinator.EventQuery{
+	evs, err := s.src.Events(ctx, jobstore.EventQuery{
 		JobID: s.f.JobID, Projects: s.f.Projects, AfterID: s.last, UpTo: s.sub.From, Limit: backfillPage,
 	})
 	if err != nil {

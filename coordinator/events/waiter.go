@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-// JobGetter reads a job: a coordinator.Store.
+// JobGetter reads a job: a jobstore.Store.
 type JobGetter interface {
-	Get(ctx context.Context, jobID string) (coordinator.Job, error)
+	Get(ctx context.Context, jobID string) (jobstore.Job, error)
 }
 
 // ErrWaitTimeout: the job did not reach an end state within the timeout.
@@ -25,24 +25,24 @@ type Waiter struct {
 	Jobs   JobGetter
 }
 
-// Wait returns nil when the job is in an end state (coordinator.Finished),
+// Wait returns nil when the job is in an end state (jobstore.Finished),
 // at once or within timeout; ErrWaitTimeout when the timeout passes first;
-// an error wrapping coordinator.ErrNotFound for an unknown job.
+// an error wrapping jobstore.ErrNotFound for an unknown job.
 func (w *Waiter) Wait(ctx context.Context, jobID string, timeout time.Duration) error {
 	_, err := w.WaitJob(ctx, jobID, timeout)
 	return err
 }
 
 // WaitJob is Wait that also returns the job as last read.
-func (w *Waiter) WaitJob(ctx context.Context, jobID string, timeout time.Duration) (coordinator.Job, error) {
+func (w *Waiter) WaitJob(ctx context.Context, jobID string, timeout time.Duration) (jobstore.Job, error) {
 	if timeout < 0 {
-		return coordinator.Job{}, fmt.Errorf("wait for job %s: timeout %s is negative", jobID, timeout)
+		return jobstore.Job{}, fmt.Errorf("wait for job %s: timeout %s is negative", jobID, timeout)
 	}
 	// Subscribe before reading the job, so that an end between the two
 	// comes as an event.
 	sub, err := w.Broker.Subscribe(ctx, Filter{JobID: jobID})
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("wait for job %s: %w", jobID, err)
+		return jobstore.Job{}, fmt.Errorf("wait for job %s: %w", jobID, err)
 	}
 	defer func() { sub.Close() }()
 	timer := time.NewTimer(timeout)
@@ -50,9 +50,9 @@ func (w *Waiter) WaitJob(ctx context.Context, jobID string, timeout time.Duratio
 	for {
 		j, err := w.Jobs.Get(ctx, jobID)
 		if err != nil {
-			return coordinator.Job{}, err
+			return jobstore.Job{}, err
 		}
-		if coordinator.Finished(j.Status) {
+		if jobstore.Finished(j.Status) {
 			return j, nil
 		}
 		select {

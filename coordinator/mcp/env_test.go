@@ -1,31 +1,21 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
-	"github.com/edgeagent/edgeagent/uploader"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -37,13 +27,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type env struct {
 	t      *testing.T
 	ctx    context.Context
-	nats   string
 	base   string // the API's http://host:port
 	store  *pgstore.Store
 	pre    *coordinator.S3Presigner
-	s3     *uploader.S3
 	tokens map[string]string // by token name: alice, rita, oscar
-	wg     sync.WaitGroup
+	// servers are the NATS, PostgreSQL and MinIO of the test.
+	servers *e2e.Env
 }
 
 // Token names of the test: alice may act in project lab, rita may only
@@ -56,109 +45,23 @@ const (
 
 func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
-	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
-	if err != nil {
-		t.Fatalf("new s3: %v", err)
-	}
+	servers := e2e.NewEnv(t)
+	mio := servers.MinIO()
 	pre, err := coordinator.NewS3Presigner(coordinator.S3Options{Endpoint: mio.Endpoint, Region: "us-east-1", Bucket: mio.Bucket, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey})
 	if err != nil {
 		t.Fatalf("new presigner: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, ctx: ctx, nats: ns.ClientURL(), pre: pre, s3: s3}
-	t.Cleanup(func() {
-		cancel()
-		e.wg.Wait()
-	})
+	e := &env{t: t, ctx: ctx, pre: pre, servers: servers}
+	t.Cleanup(cancel)
 
-	bin := testenv.Binary(t, "edgecoord")
-	apiAddr := testenv.FreeAddr(t)
-	config := filepath.Join(t.TempDir(), "edgecoord.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `coordinator_id: mcp-test
-log:
-  level: info
-nats:
-  url: %s
-  request_timeout: 2s
-store:
-  driver: postgres
-  dsn: %s
-storage:
-  endpoint: %s
-  secure: false
-  region: us-east-1
-  bucket: %s
-  access_key: %s
-  secret_key: %s
-lease:
-  ttl: %s
-  reap_interval: 100ms
-scheduler:
-  interval: 50ms
-agents:
-  heartbeat: 200ms
-  offline_after: 3s
-metrics:
-  listen: ""
-api:
-  listen: %s
-  rate: 1000
-  burst: 1000
-  mcp_idle_timeout: %s
-`, e.nats, dsn, mio.Endpoint, mio.Bucket, mio.AccessKey, mio.SecretKey, leaseTTL, apiAddr, idle), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr testenv.LockedBuffer
-	cmd := exec.Command(bin, "serve", "-c", config)
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("edgecoord serve printed:\n%s", stderr.String())
-		}
-	})
-	e.base = "http://" + apiAddr
-	testenv.Eventually(t, 30*time.Second, "edgecoord serve ready with its API", func() bool {
-		resp, err := http.Get(e.base + "/api/v1/openapi.json")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	st, err := pgstore.OpenExisting(e.ctx, dsn)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e.store = st
-
-	e.tokens = map[string]string{}
-	for name, args := range map[string][]string{
-		alice: {"--project", "lab", "--scopes", "read,submit,operate"},
-		rita:  {"--project", "lab", "--scopes", "read"},
-		oscar: {"--project", "other", "--scopes", "read,submit,operate"},
-	} {
-		var out, errOut bytes.Buffer
-		c := exec.CommandContext(t.Context(), bin, append(append([]string{"token", "create", "--name", name}, args...), "-c", config)...)
-		c.Stdout, c.Stderr = &out, &errOut
-		if err := c.Run(); err != nil {
-			t.Fatalf("edgecoord token create %v: %v: %s", args, err, errOut.String())
-		}
-		tok := strings.TrimSpace(out.String())
-		if !strings.HasPrefix(tok, api.TokenPrefix) {
-			t.Fatalf("edgecoord token create %v printed %q", args, out.String())
-		}
-		e.tokens[name] = tok
+	c := servers.StartCoordinator(e2e.CoordinatorOptions{ID: "mcp-test", LeaseTTL: leaseTTL, API: true, Storage: true,
+		Extra: fmt.Sprintf("api:\n  mcp_idle_timeout: %s\n", idle)})
+	e.base, e.store = c.Base, c.Store()
+	e.tokens = map[string]string{
+		alice: c.Token(t, alice, "lab", "read,submit,operate"),
+		rita:  c.Token(t, rita, "lab", "read"),
+		oscar: c.Token(t, oscar, "other", "read,submit,operate"),
 	}
 	return e
 }
@@ -195,88 +98,11 @@ func (e *env) connect(name string) *sdk.ClientSession {
 	return cs
 }
 
-func (e *env) conn(name, inbox string) *nats.Conn {
+// startAgent runs agent id in the test process with one simulated phone
+// (serial sim-<id>) until the test ends or Kill.
+func (e *env) startAgent(id string, phone capture.SimOptions) *e2e.SimAgent {
 	e.t.Helper()
-	nc, err := nats.Connect(e.nats, nats.Name(name), nats.CustomInboxPrefix(inbox),
-		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		e.t.Fatalf("connect nats: %v", err)
-	}
-	e.t.Cleanup(nc.Close)
-	return nc
-}
-
-// simAgent is an agent of the test; phone is its simulated phone (nil
-// with phones over adb).
-type simAgent struct {
-	id    string
-	a     *agent.Agent
-	phone *capture.Simulated
-	nc    *nats.Conn
-	stop  context.CancelFunc
-	done  chan struct{}
-}
-
-// startAgent runs agent id with one simulated phone (serial sim-<id>) until
-// the test ends or kill.
-func (e *env) startAgent(id string, phone capture.SimOptions) *simAgent {
-	e.t.Helper()
-	if phone.Serial == "" {
-		phone.Serial = "sim-" + id
-	}
-	if phone.Width == 0 {
-		phone.Width, phone.Height = 180, 320
-	}
-	sim := capture.NewSimulated(phone)
-	inv := capture.NewInventory()
-	if err := inv.Add(sim); err != nil {
-		e.t.Fatal(err)
-	}
-	sa := e.startAgentWith(id, agent.InventoryPhones(inv, "", capture.OpLogOptions{}))
-	sa.phone = sim
-	return sa
-}
-
-// startAgentWith runs agent id with phones until the test ends or kill.
-func (e *env) startAgentWith(id string, phones agent.Phones) *simAgent {
-	e.t.Helper()
-	sa := &simAgent{id: id, done: make(chan struct{})}
-	sa.nc = e.conn(id, protocol.InboxPrefix(id))
-	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: sa.nc, Phones: phones,
-		Store: e.s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: time.Second,
-		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	sa.a = a
-	ctx, cancel := context.WithCancel(e.ctx)
-	sa.stop = cancel
-	e.wg.Go(func() {
-		defer close(sa.done)
-		_ = a.Run(ctx)
-	})
-	e.t.Cleanup(cancel)
-	testenv.Eventually(e.t, 10*time.Second, "agent "+id+" connected", a.Ready)
-	return sa
-}
-
-// kill ends the agent as a crash would: its connection goes first, so it
-// sends nothing more, then its process.
-func (sa *simAgent) kill() {
-	sa.nc.Close()
-	sa.stop()
-	<-sa.done
-}
-
-// ops counts the phone's operations by op.
-func (sa *simAgent) ops() map[string]int {
-	n := map[string]int{}
-	for _, c := range sa.phone.History() {
-		n[c.Op]++
-	}
-	return n
+	return e.servers.StartSimAgent(e2e.SimAgentOptions{ID: id, Phone: phone})
 }
 
 // get reads object key from storage.

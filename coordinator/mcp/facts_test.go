@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -19,7 +19,7 @@ func TestListPhonesFacts(t *testing.T) {
 			Reason: "battery 47.5 °C over the 45 °C limit (offered again at 40 °C)", Facts: &protocol.PhoneFacts{ScreenWidth: 1080, ScreenHeight: 2400}},
 		{Serial: "new-1", State: protocol.DeviceReady, Model: "Pixel 7", Tags: []string{"project:lab"}},
 	}
-	if _, _, err := e.store.AgentHello(e.ctx, coordinator.AgentHello{AgentID: "pc-f", BootID: "b1", Devices: devs, Slots: 1}); err != nil {
+	if _, _, err := e.store.AgentHello(e.ctx, jobstore.AgentHello{AgentID: "pc-f", BootID: "b1", Devices: devs, Slots: 1}); err != nil {
 		t.Fatal(err)
 	}
 	cs := e.connect(alice)

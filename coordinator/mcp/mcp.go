@@ -24,8 +24,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 )
 
@@ -46,15 +46,15 @@ const (
 )
 
 // Store is what the endpoint reads of the coordinator's store
-// (coordinator.Store has it).
+// (jobstore.Store has it).
 type Store interface {
-	Agents(ctx context.Context) ([]coordinator.Agent, error)
-	ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error)
+	Agents(ctx context.Context) ([]jobstore.Agent, error)
+	ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.Job, error)
 }
 
-// Denials records refused requests (coordinator.APIStore has it).
+// Denials records refused requests (jobstore.APIStore has it).
 type Denials interface {
-	RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error
+	RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error
 }
 
 // Options configures the endpoint.

@@ -17,10 +17,11 @@ import (
 
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -185,12 +186,12 @@ func TestMCPTools(t *testing.T) {
 	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": shop})
 	b := els[shop].Bounds
 	cx, cy := (b[0]+b[2])/2, (b[1]+b[3])/2
-	hist := pc.phone.History()
+	hist := pc.Phone.History()
 	if last := hist[len(hist)-1]; last.Op != protocol.OpTap || last.X != cx || last.Y != cy {
 		t.Fatalf("phone's last operation %+v, want a tap at the element's centre %d,%d", last, cx, cy)
 	}
-	if pc.phone.Foreground() != "com.example.shop" {
-		t.Fatalf("foreground %q after tapping Shop", pc.phone.Foreground())
+	if pc.Phone.Foreground() != "com.example.shop" {
+		t.Fatalf("foreground %q after tapping Shop", pc.Phone.Foreground())
 	}
 
 	// Type into the app's field.
@@ -201,7 +202,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": field})
 	ok(t, cs, mcp.ToolTypeText, map[string]any{"session_id": open.SessionID, "text": "hello"})
-	if got := pc.phone.Typed(); got != "hello" {
+	if got := pc.Phone.Typed(); got != "hello" {
 		t.Fatalf("typed %q, want hello", got)
 	}
 	ok(t, cs, mcp.ToolPressKey, map[string]any{"session_id": open.SessionID, "key": "back"})
@@ -211,13 +212,13 @@ func TestMCPTools(t *testing.T) {
 	ok(t, cs, mcp.ToolLongPress, map[string]any{"session_id": open.SessionID, "x": 30, "y": 40, "duration_ms": 60})
 
 	// Bad arguments are tool errors that reach no phone.
-	before := len(pc.phone.History())
+	before := len(pc.Phone.History())
 	fails(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": 999}, "element: 999 is not an index")
 	fails(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "x": 3}, "give element")
 	fails(t, cs, mcp.ToolTypeText, map[string]any{"session_id": open.SessionID, "text": "a\tb"}, "text: character 2 (U+0009) is not printable")
 	fails(t, cs, mcp.ToolWait, map[string]any{"session_id": open.SessionID, "duration_ms": 0}, "duration_ms: 0 is out of range")
 	fails(t, cs, mcp.ToolScreenshot, map[string]any{"session_id": "nope"}, "no such session")
-	if n := len(pc.phone.History()); n != before {
+	if n := len(pc.Phone.History()); n != before {
 		t.Fatalf("bad arguments reached the phone: %d operations, want %d", n, before)
 	}
 
@@ -227,7 +228,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	fails(t, cs, mcp.ToolScreenshot, id, "is closed")
 	job, err := e.store.Get(e.ctx, open.JobID)
-	if err != nil || job.Status != coordinator.StatusSucceeded || job.SubmittedBy != alice || job.Project != "lab" {
+	if err != nil || job.Status != jobstore.StatusSucceeded || job.SubmittedBy != alice || job.Project != "lab" {
 		t.Fatalf("job %+v, %v; want SUCCEEDED, submitted by alice in lab", job, err)
 	}
 	if ps := phones(t, cs); len(ps) != 1 || !ps[0].Free {
@@ -244,7 +245,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "the session closed with its client", func() bool {
 		j, err := e.store.Get(e.ctx, open2.JobID)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	if ps := phones(t, cs); len(ps) != 1 || !ps[0].Free {
 		t.Fatalf("list_phones after the client left %+v, want sim-pc-a free", ps)
@@ -321,10 +322,10 @@ func TestMCPAccess(t *testing.T) {
 	}
 	// The only phone of lab is taken: a second client is told so.
 	fails(t, a2, mcp.ToolOpenSession, map[string]any{"wait_seconds": 1}, "no phone for the session")
-	if ops := pc.ops(); len(ops) != 0 {
+	if ops := pc.Ops(); len(ops) != 0 {
 		t.Fatalf("refused calls reached the phone: %v", ops)
 	}
-	if ops := untagged.ops(); len(ops) != 0 {
+	if ops := untagged.Ops(); len(ops) != 0 {
 		t.Fatalf("the untagged phone ran %v", ops)
 	}
 
@@ -336,7 +337,7 @@ func TestMCPAccess(t *testing.T) {
 	// phone is free again.
 	testenv.Eventually(t, 20*time.Second, "the idle session closed", func() bool {
 		j, err := e.store.Get(e.ctx, second.JobID)
-		return err == nil && j.Status == coordinator.StatusSucceeded
+		return err == nil && j.Status == jobstore.StatusSucceeded
 	})
 	fails(t, a2, mcp.ToolScreenshot, map[string]any{"session_id": second.SessionID}, "is closed")
 	if ps := phones(t, a2); len(ps) != 1 || !ps[0].Free {
@@ -350,7 +351,7 @@ func TestMCPAccess(t *testing.T) {
 // sends afterwards reaches either phone.
 func TestMCPSessionLost(t *testing.T) {
 	e := newEnv(t, 1500*time.Millisecond, time.Minute)
-	agents := map[string]*simAgent{
+	agents := map[string]*e2e.SimAgent{
 		"pc-a": e.startAgent("pc-a", capture.SimOptions{Tags: []string{"project:lab"}}),
 		"pc-b": e.startAgent("pc-b", capture.SimOptions{Tags: []string{"project:lab"}}),
 	}
@@ -365,22 +366,22 @@ func TestMCPSessionLost(t *testing.T) {
 	ok(t, cs, mcp.ToolScreenshot, id)
 	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "x": 5, "y": 6})
 
-	held.kill()
-	testenv.Eventually(t, 20*time.Second, "the job taken over by "+other.id, func() bool {
+	held.Kill()
+	testenv.Eventually(t, 20*time.Second, "the job taken over by "+other.ID, func() bool {
 		j, err := e.store.Get(e.ctx, open.JobID)
-		return err == nil && j.Generation >= 2 && strings.HasPrefix(j.WorkerID, other.id+"/")
+		return err == nil && j.Generation >= 2 && strings.HasPrefix(j.WorkerID, other.ID+"/")
 	})
 	fails(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "x": 9, "y": 10}, "lost at generation 1 after step 2", "nothing more runs on it")
 	fails(t, cs, mcp.ToolScreenshot, id, "lost at generation 1 after step 2")
 	fails(t, cs, mcp.ToolCloseSession, id, "lost at generation 1 after step 2")
-	testenv.Eventually(t, 10*time.Second, other.id+" released the job", func() bool {
+	testenv.Eventually(t, 10*time.Second, other.ID+" released the job", func() bool {
 		j, err := e.store.Get(e.ctx, open.JobID)
-		return err == nil && coordinator.Finished(j.Status) && len(other.a.Jobs()) == 0
+		return err == nil && jobstore.Finished(j.Status) && len(other.Agent.Jobs()) == 0
 	})
-	if ops := held.ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
+	if ops := held.Ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
 		t.Fatalf("killed agent's phone ran %v, want 1 screenshot and 1 tap", ops)
 	}
-	if ops := other.ops(); len(ops) != 0 {
+	if ops := other.Ops(); len(ops) != 0 {
 		t.Fatalf("the phone the job moved to ran %v, want nothing", ops)
 	}
 }
@@ -408,7 +409,7 @@ func TestMCPFakeADBPhone(t *testing.T) {
 		ds := inv.Devices()
 		return len(ds) == 1 && ds[0].State == protocol.DeviceReady
 	})
-	e.startAgentWith("pc-adb", agent.InventoryPhones(inv, t.TempDir(), capture.OpLogOptions{}))
+	e.servers.StartSimAgent(e2e.SimAgentOptions{ID: "pc-adb", Phones: agent.InventoryPhones(inv, t.TempDir(), capture.OpLogOptions{})})
 	cs := e.connect(alice)
 
 	testenv.Eventually(t, 10*time.Second, "the phone listed", func() bool {

@@ -12,8 +12,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -182,7 +182,7 @@ func actor(req *sdk.CallToolRequest) (api.Caller, *sdk.CallToolResult) {
 	if !ok {
 		return c, toolErr("the request carries no API token")
 	}
-	if !c.Has(coordinator.ScopeOperate) {
+	if !c.Has(jobstore.ScopeOperate) {
 		return c, toolErr("token %s lacks the operate scope: it may list phones but not open or drive sessions (create a token with --scopes read,operate)", c.Name)
 	}
 	return c, nil
@@ -208,7 +208,7 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 	if err != nil {
 		return nil, ListPhonesOut{}, fmt.Errorf("list agents: %w", err)
 	}
-	running, err := s.opts.Store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+	running, err := s.opts.Store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 	if err != nil {
 		return nil, ListPhonesOut{}, fmt.Errorf("list running jobs: %w", err)
 	}
@@ -276,7 +276,7 @@ func (s *Server) openSession(ctx context.Context, req *sdk.CallToolRequest, in o
 		}
 		project = own[0]
 	}
-	if err := coordinator.CheckProject(project); err != nil {
+	if err := jobstore.CheckProject(project); err != nil {
 		return toolErr("project: %v", err), OpenOut{}, nil
 	}
 	if !sees(c, project) {
@@ -594,7 +594,7 @@ func (s *Server) deny(ctx context.Context, c api.Caller, tool, id, project strin
 		return
 	}
 	jobID, _ := session.JobOf(id)
-	if err := s.opts.Denials.RecordAPIDenial(ctx, coordinator.APIDenial{TokenName: c.Name, Method: "MCP " + tool,
+	if err := s.opts.Denials.RecordAPIDenial(ctx, jobstore.APIDenial{TokenName: c.Name, Method: "MCP " + tool,
 		Route: api.MCPPath, JobID: jobID, Project: project}); err != nil {
 		s.log.Error().Err(err).Msg("mcp: record denial")
 	}

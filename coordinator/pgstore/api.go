@@ -8,69 +8,35 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.APIStore = (*Store)(nil)
+var _ jobstore.APIStore = (*Store)(nil)
 
-const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row pgx.Row) (coordinator.APIToken, error) {
-	var (
-		t                 coordinator.APIToken
-		hash              []byte
-		projects, scopes  string
-		revoked, lastUsed *time.Time
-	)
-	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &t.CreatedAt, &revoked, &lastUsed); err != nil {
-		return coordinator.APIToken{}, err
-	}
-	copy(t.Hash[:], hash)
-	t.Projects = splitList(projects)
-	t.Scopes = splitList(scopes)
-	if revoked != nil {
-		t.RevokedAt = *revoked
-	}
-	if lastUsed != nil {
-		t.LastUsedAt = *lastUsed
-	}
-	return t, nil
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
+func scanToken(row pgx.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
-func (s *Store) CreateAPIToken(ctx context.Context, t coordinator.APIToken) (coordinator.APIToken, error) {
+func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
 	out, err := scanToken(s.pool.QueryRow(ctx, `
 		INSERT INTO api_tokens (name, hash, projects, scopes) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING
 		RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, coordinator.ErrTokenExists)
-	}
-	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
-	}
-	return out, nil
+	return sqlstore.Found(out, err, jobstore.ErrTokenExists, "create api token %s", t.Name)
 }
 
 // APITokens lists every token by id.
-func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
+func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.APIToken, error) { return scanToken(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.APIToken, error) { return scanToken(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
@@ -80,7 +46,7 @@ func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
 // APITokenByHash returns the token with that hash and records its use, at
 // most every few seconds so that a busy token does not write on every
 // request.
-func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coordinator.APIToken, error) {
+func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (jobstore.APIToken, error) {
 	t, err := scanToken(s.pool.QueryRow(ctx, `
 		WITH used AS (
 			UPDATE api_tokens SET last_used_at = clock_timestamp()
@@ -88,17 +54,11 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coo
 			   AND (last_used_at IS NULL OR last_used_at < clock_timestamp() - interval '5 seconds')
 		)
 		SELECT `+tokenColumns+` FROM api_tokens WHERE hash = $1`, hash[:]))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", coordinator.ErrTokenNotFound)
-	}
-	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "find api token")
 }
 
 // RevokeAPIToken revokes a token by name, or by id.
-func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinator.APIToken, error) {
+func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.APIToken, error) {
 	id, err := strconv.ParseInt(nameOrID, 10, 64)
 	if err != nil {
 		id = -1
@@ -107,30 +67,21 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinato
 		UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, clock_timestamp())
 		 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = $1), $2)
 		RETURNING `+tokenColumns, nameOrID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, coordinator.ErrTokenNotFound)
-	}
-	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "revoke api token %s", nameOrID)
 }
 
 // Idempotent returns a stored submit.
-func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (coordinator.Idempotent, error) {
+func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobstore.Idempotent, error) {
 	return idempotent(ctx, s.pool, tokenID, key)
 }
 
-func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coordinator.Idempotent, error) {
-	rec := coordinator.Idempotent{TokenID: tokenID, Key: key}
+func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
+	rec := jobstore.Idempotent{TokenID: tokenID, Key: key}
 	var reply []byte
 	err := q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
 		tokenID, key).Scan(&rec.RequestHash, &reply, &rec.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", coordinator.ErrNotFound)
-	}
 	if err != nil {
-		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
 	}
 	rec.Reply = reply
 	return rec, nil
@@ -138,14 +89,14 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coor
 
 // insertJobs submits specs in tx, each with its submit event (the job's
 // queued event), as Submit does.
-func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
-	jobs := make([]coordinator.Job, 0, len(specs))
+func insertJobs(ctx context.Context, tx pgx.Tx, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
+	jobs := make([]jobstore.Job, 0, len(specs))
 	for _, spec := range specs {
 		id, task, err := sqlstore.PrepareSubmit(spec)
 		if err != nil {
 			return nil, err
 		}
-		p := sqlstore.Policy(spec)
+		p := jobstore.Policy(spec)
 		var notBefore any
 		if !spec.NotBefore.IsZero() {
 			notBefore = spec.NotBefore
@@ -159,7 +110,7 @@ func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]
 			), ev AS (`+submitEventSQL+`)
 			SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+			return nil, fmt.Errorf("submit job %s: id in use: %w", id, jobstore.ErrConflict)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("submit job %s: %w", id, err)
@@ -170,8 +121,8 @@ func insertJobs(ctx context.Context, tx pgx.Tx, specs []coordinator.JobSpec) ([]
 }
 
 // SubmitAll submits specs in one transaction.
-func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
-	var jobs []coordinator.Job
+func (s *Store) SubmitAll(ctx context.Context, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
+	var jobs []jobstore.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		jobs, err = insertJobs(ctx, tx, specs)
@@ -182,8 +133,8 @@ func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]c
 
 // SubmitIdempotent submits specs and stores the reply under the key, or
 // returns what the key stored.
-func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent, specs []coordinator.JobSpec, reply func([]coordinator.Job) (json.RawMessage, error)) (coordinator.Idempotent, error) {
-	var out coordinator.Idempotent
+func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, specs []jobstore.JobSpec, reply func([]jobstore.Job) (json.RawMessage, error)) (jobstore.Idempotent, error) {
+	var out jobstore.Idempotent
 	fresh := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// A concurrent submit with the same key waits here until the
@@ -214,23 +165,23 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent
 		return nil
 	})
 	if err != nil {
-		return coordinator.Idempotent{}, err
+		return jobstore.Idempotent{}, err
 	}
 	if fresh {
 		return out, nil
 	}
 	stored, err := s.Idempotent(ctx, rec.TokenID, rec.Key)
 	if err != nil {
-		return coordinator.Idempotent{}, err
+		return jobstore.Idempotent{}, err
 	}
 	if stored.RequestHash != rec.RequestHash {
-		return stored, fmt.Errorf("submit with idempotency key: %w", coordinator.ErrIdempotencyMismatch)
+		return stored, fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch)
 	}
 	return stored, nil
 }
 
 // RecordAPIDenial records a refused request.
-func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error {
+func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES ($1, $2, $3, $4, $5)`,
 		d.TokenName, d.Method, d.Route, d.JobID, d.Project); err != nil {
 		return fmt.Errorf("record api denial: %w", err)
@@ -239,13 +190,13 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) er
 }
 
 // APIDenials lists the recorded refusals, oldest first.
-func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error) {
+func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api denials: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.APIDenial, error) {
-		var d coordinator.APIDenial
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.APIDenial, error) {
+		var d jobstore.APIDenial
 		err := r.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &d.At)
 		return d, err
 	})
@@ -256,7 +207,7 @@ func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error)
 }
 
 // ListJobPage lists jobs newest first from a cursor (the jobs' seq).
-func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (coordinator.JobPage, error) {
+func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobstore.JobPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -281,10 +232,10 @@ func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (c
 		ORDER BY seq DESC
 		LIMIT $6`, projects, statuses, f.AgentID, f.Phone, after, limit+1)
 	if err != nil {
-		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	type row struct {
-		j   coordinator.Job
+		j   jobstore.Job
 		seq int64
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
@@ -297,9 +248,9 @@ func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (c
 		return x, err
 	})
 	if err != nil {
-		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
-	page := coordinator.JobPage{Jobs: []coordinator.Job{}}
+	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
 	for i, x := range got {
 		if i == limit {
 			page.Next = got[i-1].seq

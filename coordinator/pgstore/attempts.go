@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -36,7 +36,7 @@ func attemptEnd(class, cause, reason string) string {
 }
 
 // causesList is the attempt ends of the JSON array ends as listed in a
-// fail reason (coordinator.AttemptEnd.String), joined by "; ".
+// fail reason (jobstore.AttemptEnd.String), joined by "; ".
 func causesList(ends string) string {
 	return `(SELECT string_agg('g' || (e->>'generation')
 		|| CASE WHEN e->>'cause' <> '' THEN ' ' || (e->>'cause') ELSE '' END
@@ -45,15 +45,15 @@ func causesList(ends string) string {
 }
 
 // endAttemptSet is the SET list that ends the current attempt of a job.
-// kind is sqlstore.KindRetry or the end state to reach (SQL text); a retry
+// kind is jobstore.OutcomeRetry or the end state to reach (SQL text); a retry
 // goes back to QUEUED at generation + 1 without owner, not granted before
 // the backoff (base × 2^(attempts−1) µs, at most maxBackoff) has passed,
 // while attempts < max_attempts, and ends FAILED with every attempt's
 // cause listed otherwise. reason (SQL, NULL keeps the last one) becomes
 // the job's fail reason.
 func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
-	retry := `(` + kind + ` = '` + sqlstore.KindRetry + `' AND j.attempts < j.max_attempts)`
-	exhausted := `(` + kind + ` = '` + sqlstore.KindRetry + `' AND j.attempts >= j.max_attempts)`
+	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts < j.max_attempts)`
+	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts >= j.max_attempts)`
 	ends := attemptEnd(class, cause, reason)
 	return `
 		    status = CASE WHEN ` + retry + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
@@ -73,7 +73,7 @@ func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 // detects (cause is a protocol.Cause* constant), with the backoff in $2
 // and $3.
 func infraEnd(cause string) string {
-	return endAttemptSet(`'`+sqlstore.KindRetry+`'`, `'`+protocol.FailClassInfrastructure+`'`, `'`+cause+`'`, `NULL`, `$2`, `$3`)
+	return endAttemptSet(`'`+jobstore.OutcomeRetry+`'`, `'`+protocol.FailClassInfrastructure+`'`, `'`+cause+`'`, `NULL`, `$2`, `$3`)
 }
 
 // backoffArgs are the retry policy's backoff and cap in microseconds.
@@ -83,7 +83,7 @@ func (s *Store) backoffArgs() (int64, int64) {
 }
 
 // SetRetryPolicy sets the backoff of retried attempts.
-func (s *Store) SetRetryPolicy(p coordinator.RetryPolicy) { s.retry.Set(p) }
+func (s *Store) SetRetryPolicy(p jobstore.RetryPolicy) { s.retry.Set(p) }
 
 // failSQL ends the attempt of the token $1/$2/$3 as the failure plan
 // $4..$7 says, with the backoff in $8 and $9, and records it; it returns
@@ -96,19 +96,19 @@ var failSQL = `
 		RETURNING j.status
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, class, cause)
-		SELECT $1, '` + sqlstore.VerbFail + `', $3, $2, EXISTS (SELECT 1 FROM upd), $5, $6
+		SELECT $1, '` + jobstore.VerbFail + `', $3, $2, EXISTS (SELECT 1 FROM upd), $5, $6
 	)
 	SELECT (SELECT status FROM upd)`
 
 // failArgs are failSQL's arguments.
-func (s *Store) failArgs(tok fencing.Token, f coordinator.Failure) []any {
-	p := sqlstore.PlanFailure(f)
+func (s *Store) failArgs(tok fencing.Token, f jobstore.Failure) []any {
+	p := jobstore.PlanFailure(f)
 	base, maxB := p.Backoff(s.backoffArgs())
 	return []any{tok.JobID, tok.Generation, tok.Owner, p.Kind, p.Class, p.Cause, p.Reason, base, maxB}
 }
 
-// Fail ends the current attempt as f says (coordinator.Failure).
-func (s *Store) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+// Fail ends the current attempt as f says (jobstore.Failure).
+func (s *Store) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	var status *string
 	if err := s.pool.QueryRow(ctx, failSQL, s.failArgs(tok, f)...).Scan(&status); err != nil {
 		return fmt.Errorf("fail %s: %w", tok, err)
@@ -136,7 +136,7 @@ var expireSQL = `
 		UPDATE jobs j
 		SET status = 'TIMED_OUT',
 		    lease_expires_at = NULL,
-		    fail_reason = '` + sqlstore.DetailDeadline + `',
+		    fail_reason = '` + jobstore.DetailDeadline + `',
 		    attempt_ends = CASE WHEN j.status = 'IN_PROGRESS'
 		        THEN ` + attemptEnd(`'`+protocol.FailClassJob+`'`, `'`+protocol.CauseDeadline+`'`, `NULL`) + `
 		        ELSE j.attempt_ends END,
@@ -148,8 +148,8 @@ var expireSQL = `
 		          cand.lease_generation AS old_generation, cand.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
-		SELECT id, '` + sqlstore.VerbTimeout + `', CASE WHEN old_status = 'IN_PROGRESS' THEN old_owner ELSE '' END,
-		       old_generation, true, '` + sqlstore.DetailDeadline + `', '` + protocol.FailClassJob + `', '` + protocol.CauseDeadline + `'
+		SELECT id, '` + jobstore.VerbTimeout + `', CASE WHEN old_status = 'IN_PROGRESS' THEN old_owner ELSE '' END,
+		       old_generation, true, '` + jobstore.DetailDeadline + `', '` + protocol.FailClassJob + `', '` + protocol.CauseDeadline + `'
 		FROM upd
 	)
 	SELECT id, old_status, old_owner, old_generation FROM upd ORDER BY deadline_at, id`
@@ -171,7 +171,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token
 		status, ownr string
 	)
 	_, err = pgx.ForEachRow(rows, []any{&t.JobID, &status, &ownr, &t.Generation}, func() error {
-		if status == coordinator.StatusInProgress {
+		if status == jobstore.StatusInProgress {
 			out = append(out, fencing.Token{JobID: t.JobID, Owner: ownr, Generation: t.Generation})
 		}
 		return nil

@@ -1,4 +1,4 @@
-// Package pgstore is the PostgreSQL implementation of coordinator.Store,
+// Package pgstore is the PostgreSQL implementation of jobstore.Store,
 // through pgx v5 (pgxpool).
 //
 // Every fenced write is one statement whose WHERE clause checks the token

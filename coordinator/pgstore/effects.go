@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -37,35 +37,7 @@ const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` T
 
 var effectReadColumns = strings.Replace(effectColumns, "e.state", effectiveState+" AS state", 1)
 
-func scanEffect(row pgx.Row) (coordinator.EffectRecord, error) {
-	var (
-		r                          coordinator.EffectRecord
-		receipt, evidence, payload []byte
-		step, attempts, reserv     int32
-		doneAt                     *time.Time
-	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
-		&payload, &attempts, &r.LastError, &reserv, &r.Resolution, &r.Note, &r.CreatedAt, &r.UpdatedAt, &doneAt); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	r.Step, r.Attempts, r.Reservations = int(step), int(attempts), int(reserv)
-	if len(receipt) > 0 {
-		r.Receipt = json.RawMessage(receipt)
-	}
-	if len(payload) > 0 {
-		r.Payload = json.RawMessage(payload)
-	}
-	var err error
-	if r.Evidence, err = sqlstore.DecodeEvidence(evidence); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	r.CreatedAt = r.CreatedAt.UTC()
-	r.UpdatedAt = r.UpdatedAt.UTC()
-	if doneAt != nil {
-		r.DoneAt = doneAt.UTC()
-	}
-	return r, nil
-}
+func scanEffect(row pgx.Row) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
 
 // tokenCurrent reports whether tok is its job's current token. It only
 // classifies a fenced effect write that changed nothing; the write never
@@ -91,7 +63,7 @@ const fencedJob = `j AS (
 func effectEvent(action, cte string) string {
 	return `ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, '` + sqlstore.VerbEffect + `', $3, $2::bigint, EXISTS (SELECT 1 FROM ` + cte + `),
+		SELECT $1, '` + jobstore.VerbEffect + `', $3, $2::bigint, EXISTS (SELECT 1 FROM ` + cte + `),
 		       '` + action + ` ' || $4::text || ': ' || COALESCE((SELECT state FROM ` + cte + `),
 		           CASE WHEN EXISTS (SELECT 1 FROM j) THEN 'unchanged' ELSE 'refused' END)
 	)`
@@ -128,17 +100,17 @@ var reserveEffectSQL = `
 	SELECT * FROM up`
 
 // ReserveEffect reserves the intent in.Key for tok (see
-// coordinator.EffectStore).
-func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in coordinator.EffectIntent) (coordinator.EffectRecord, error) {
+// jobstore.EffectStore).
+func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in jobstore.EffectIntent) (jobstore.EffectRecord, error) {
 	if err := sqlstore.CheckEffectIntent(in); err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
 	}
 	r, err := scanEffect(s.pool.QueryRow(ctx, reserveEffectSQL, tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op, in.Attempt))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.EffectRecord{}, s.effectRefused(ctx, "reserve effect "+in.Key+" of", tok, in.Key)
+		return jobstore.EffectRecord{}, s.effectRefused(ctx, "reserve effect "+in.Key+" of", tok, in.Key)
 	}
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect %s of %s: %w", in.Key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("reserve effect %s of %s: %w", in.Key, tok, err)
 	}
 	return r, nil
 }
@@ -154,7 +126,7 @@ func (s *Store) effectRefused(ctx context.Context, what string, tok fencing.Toke
 	if !ok {
 		return s.refused(ctx, what, tok)
 	}
-	return fmt.Errorf("%s %s: key %q is not a step intent this token may change: %w", what, tok, key, coordinator.ErrConflict)
+	return fmt.Errorf("%s %s: key %q is not a step intent this token may change: %w", what, tok, key, jobstore.ErrConflict)
 }
 
 // receiptSQL records the receipt of an intent the token holds.
@@ -173,28 +145,28 @@ var receiptSQL = `
 	SELECT * FROM up`
 
 // RecordEffectReceipt records the receipt of an intent tok holds (see
-// coordinator.EffectStore).
-func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (coordinator.EffectRecord, error) {
+// jobstore.EffectStore).
+func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (jobstore.EffectRecord, error) {
 	rc.Owner, rc.Generation = tok.Owner, tok.Generation
 	b, err := json.Marshal(rc)
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
 	}
 	r, err := scanEffect(s.pool.QueryRow(ctx, receiptSQL, tok.JobID, tok.Generation, tok.Owner, key, rc.Outcome == protocol.ReceiptOK, b))
 	if err == nil {
 		return r, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
 	}
 	// A repeated receipt of the token that recorded it (its reply was lost).
-	if cur, gerr := s.GetEffect(ctx, key); gerr == nil && cur.Kind == coordinator.EffectKindStep &&
+	if cur, gerr := s.GetEffect(ctx, key); gerr == nil && cur.Kind == jobstore.EffectKindStep &&
 		cur.State == protocol.EffectDone && cur.JobID == tok.JobID && cur.Owner == tok.Owner && cur.Generation == tok.Generation {
 		if ok, err := s.tokenCurrent(ctx, tok); err == nil && ok {
 			return cur, nil
 		}
 	}
-	return coordinator.EffectRecord{}, s.effectRefused(ctx, "record receipt of effect "+key+" of", tok, key)
+	return jobstore.EffectRecord{}, s.effectRefused(ctx, "record receipt of effect "+key+" of", tok, key)
 }
 
 // evidenceSQL appends artifact keys to an intent's evidence (no key twice),
@@ -217,22 +189,22 @@ var evidenceSQL = `
 
 // AddEffectEvidence appends artifact keys to the evidence of an intent
 // while tok is current.
-func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (coordinator.EffectRecord, error) {
+func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.pool.QueryRow(ctx, evidenceSQL, tok.JobID, tok.Generation, tok.Owner, key, sqlstore.EncodeEvidence(keys)))
 	if err == nil {
 		return r, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
 	}
 	ok, err := s.tokenCurrent(ctx, tok)
 	switch {
 	case err != nil:
-		return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
 	case !ok:
-		return coordinator.EffectRecord{}, s.refused(ctx, "add evidence to effect "+key+" of", tok)
+		return jobstore.EffectRecord{}, s.refused(ctx, "add evidence to effect "+key+" of", tok)
 	}
-	return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, coordinator.ErrEffectNotFound)
+	return jobstore.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, jobstore.ErrEffectNotFound)
 }
 
 // MarkEffectsInDoubt writes down in_doubt for every intent still reserved by
@@ -272,7 +244,7 @@ var resolveSQL = `
 		RETURNING jobs.id, jobs.lease_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT up.job_id, '` + sqlstore.VerbResolve + `', '',
+		SELECT up.job_id, '` + jobstore.VerbResolve + `', '',
 		       COALESCE((SELECT lease_generation FROM rq), (SELECT lease_generation FROM jobs WHERE id = up.job_id)),
 		       true, up.key || ': ' || $2::text || CASE WHEN EXISTS (SELECT 1 FROM rq) THEN '; job queued again' ELSE '' END
 		FROM up
@@ -280,10 +252,10 @@ var resolveSQL = `
 	SELECT up.*, EXISTS (SELECT 1 FROM rq) FROM up`
 
 // ResolveEffect records a person's decision on an intent in doubt (see
-// coordinator.EffectStore).
-func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (coordinator.EffectRecord, bool, error) {
+// jobstore.EffectStore).
+func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (jobstore.EffectRecord, bool, error) {
 	if err := sqlstore.CheckDecision(decision); err != nil {
-		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+		return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
 	}
 	var requeued bool
 	row := s.pool.QueryRow(ctx, resolveSQL, key, decision, note, sqlstore.ResolvedReceipt(note, time.Now()))
@@ -291,13 +263,13 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := s.GetEffect(ctx, key)
 		if gerr != nil {
-			return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, gerr)
+			return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, gerr)
 		}
-		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: it is %s (%s), not in doubt: %w",
-			key, cur.State, cur.Kind, coordinator.ErrConflict)
+		return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: it is %s (%s), not in doubt: %w",
+			key, cur.State, cur.Kind, jobstore.ErrConflict)
 	}
 	if err != nil {
-		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+		return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
 	}
 	return r, requeued, nil
 }
@@ -311,19 +283,13 @@ type scanTail struct {
 func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }
 
 // GetEffect returns one effect, or ErrEffectNotFound.
-func (s *Store) GetEffect(ctx context.Context, key string) (coordinator.EffectRecord, error) {
+func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.pool.QueryRow(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = $1`, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, coordinator.ErrEffectNotFound)
-	}
-	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.
-func (s *Store) ListEffects(ctx context.Context, f coordinator.EffectFilter) ([]coordinator.EffectRecord, error) {
+func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]jobstore.EffectRecord, error) {
 	var lim any
 	if f.Limit > 0 {
 		lim = int64(f.Limit)
@@ -341,7 +307,7 @@ func (s *Store) ListEffects(ctx context.Context, f coordinator.EffectFilter) ([]
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.EffectRecord, error) { return scanEffect(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
@@ -355,7 +321,7 @@ const outboxInsertSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
 	        jsonb_build_object(
-	            'key', $4::text, 'event', '` + coordinator.OutboxEventResult + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'key', $4::text, 'event', '` + jobstore.OutboxEventResult + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
 	            'result', $5::jsonb,
 	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
 	                                  FROM artifacts a WHERE a.job_id = $1 AND a.generation = $2::bigint), '[]'::jsonb)))
@@ -414,7 +380,7 @@ const outboxFailedSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES ($4::text, 'outbox', 'pending', $1::text, $3::text, $2::bigint,
 	        jsonb_build_object(
-	            'key', $4::text, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
+	            'key', $4::text, 'event', '` + jobstore.OutboxEventFailed + `', 'job_id', $1::text, 'generation', $2::bigint, 'owner', $3::text,
 	            'status', (SELECT status FROM jobs WHERE id = $1::text),
 	            'reason', (SELECT COALESCE(fail_reason, '') FROM jobs WHERE id = $1::text),
 	            'manifest', COALESCE((SELECT jsonb_agg(a.key ORDER BY a.created_at, a.name)
@@ -424,7 +390,7 @@ const outboxFailedSQL = `
 // FailOutbox is Fail with the outbox message written in the same
 // transaction when the failure is accepted and ends the job. The fenced
 // write is failSQL, unchanged.
-func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f coordinator.Failure, key string) error {
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f jobstore.Failure, key string) error {
 	var status *string
 	return s.withOutbox(ctx, "fail", tok,
 		func(tx pgx.Tx) (bool, error) {
@@ -432,7 +398,7 @@ func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f coordinator
 			return status != nil, err
 		},
 		func(tx pgx.Tx) error {
-			if !coordinator.Finished(*status) {
+			if !jobstore.Finished(*status) {
 				return nil // a retry is not the end of the job
 			}
 			_, err := tx.Exec(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key)
@@ -458,8 +424,8 @@ var claimOutboxSQL = `
 	RETURNING ` + effectColumns
 
 // ClaimOutbox takes up to limit due pending outbox messages (see
-// coordinator.EffectStore).
-func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]coordinator.EffectRecord, error) {
+// jobstore.EffectStore).
+func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]jobstore.EffectRecord, error) {
 	if limit <= 0 {
 		limit = 1
 	}
@@ -467,7 +433,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.EffectRecord, error) { return scanEffect(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}

@@ -2,24 +2,23 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.EventStore = (*Store)(nil)
+var _ jobstore.EventStore = (*Store)(nil)
 
 // submitEventSQL records the submit of the job inserted by the CTE ins, in
 // the statement that inserts it.
 const submitEventSQL = `
 	INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-	SELECT id, '` + coordinator.VerbSubmit + `', '', 0, true, submitted_by FROM ins`
+	SELECT id, '` + jobstore.VerbSubmit + `', '', 0, true, submitted_by FROM ins`
 
 // eventSelect reads write_events rows with what their job says about them
 // (docs/api.md, "Events"): ended is true on the last accepted row of an
@@ -39,7 +38,7 @@ var eventSelect = `
 	WHERE w.id > $1 AND ($2::bigint <= 0 OR w.id <= $2)`
 
 // Events lists job events oldest first as q selects them.
-func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error) {
+func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.Event, error) {
 	if q.All && (q.JobID != "" || q.Projects != nil) {
 		return nil, fmt.Errorf("list events: all rows cannot be filtered by job or project")
 	}
@@ -62,15 +61,15 @@ func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordin
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Event, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Event, error) {
 		var (
-			e  coordinator.RawEvent
+			e  jobstore.RawEvent
 			at time.Time
 		)
 		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
 			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended)
 		e.At = at.UTC()
-		return coordinator.NewEvent(e), err
+		return jobstore.NewEvent(e), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -88,8 +87,8 @@ func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 }
 
 // RecordEvent records e, accepted, and returns its id.
-func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64, error) {
-	if err := coordinator.CheckJobEvent(e); err != nil {
+func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, error) {
+	if err := jobstore.CheckJobEvent(e); err != nil {
 		return 0, fmt.Errorf("record event: %w", err)
 	}
 	var id int64
@@ -97,13 +96,7 @@ func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64,
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 		SELECT $1, $2, $3, $4, true, $5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)
 		RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, coordinator.ErrNotFound)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, err)
-	}
-	return id, nil
+	return sqlstore.Found(id, err, jobstore.ErrNotFound, "record %s event of job %s", e.Verb, e.JobID)
 }
 
 // publishEndSQL writes the outbox message of an end event: job, generation,
@@ -120,9 +113,9 @@ const publishEndSQL = `
 	ON CONFLICT (key) DO NOTHING`
 
 // PublishEnd writes the outbox message of an end event, once.
-func (s *Store) PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error) {
+func (s *Store) PublishEnd(ctx context.Context, e jobstore.Event, key string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
-		coordinator.OutboxEndEvent(e.Status), e.Reason)
+		jobstore.OutboxEndEvent(e.Status), e.Reason)
 	if err != nil {
 		return false, fmt.Errorf("publish end of job %s: %w", e.JobID, err)
 	}

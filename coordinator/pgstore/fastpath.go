@@ -11,14 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
 var (
-	_ coordinator.ManifestCommitter = (*Store)(nil)
-	_ coordinator.WorkCounter       = (*Store)(nil)
+	_ jobstore.ManifestCommitter = (*Store)(nil)
+	_ jobstore.WorkCounter       = (*Store)(nil)
 )
 
 const manifestSQL = `SELECT key FROM artifacts WHERE job_id = $1 AND generation = $2 ORDER BY created_at, name`

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -24,7 +24,7 @@ func TestGroupedCommitRefusedBatch(t *testing.T) {
 	toks := make([]fencing.Token, n)
 	for i := range n {
 		id := fmt.Sprintf("g-%02d", i)
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: task}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := s.Claim(ctx, id, "pc-1/boot", time.Minute)
@@ -75,9 +75,9 @@ func TestGroupedCommitRefusedBatch(t *testing.T) {
 			}
 		}
 		switch {
-		case i == bad && (j.Status != coordinator.StatusInProgress || results != 0):
+		case i == bad && (j.Status != jobstore.StatusInProgress || results != 0):
 			t.Errorf("refused job %s: %s, %d result events", tk.JobID, j.Status, results)
-		case i != bad && (j.Status != coordinator.StatusSucceeded || results != 1):
+		case i != bad && (j.Status != jobstore.StatusSucceeded || results != 1):
 			t.Errorf("job %s: %s, %d result events", tk.JobID, j.Status, results)
 		}
 	}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-var _ coordinator.ProjectCounter = (*Store)(nil)
+var _ jobstore.ProjectCounter = (*Store)(nil)
 
 // ProjectJobCounts counts the queued and in-progress jobs of every project
 // (partial indexes jobs_queued_project and jobs_in_progress_project).
-func (s *Store) ProjectJobCounts(ctx context.Context) ([]coordinator.ProjectJobCount, error) {
+func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCount, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT project, 'QUEUED', count(*) FROM jobs WHERE status = 'QUEUED' GROUP BY project
 		UNION ALL
@@ -22,7 +22,7 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]coordinator.ProjectJobC
 	if err != nil {
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[coordinator.ProjectJobCount])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobstore.ProjectJobCount])
 	if err != nil {
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}

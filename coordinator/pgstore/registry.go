@@ -3,56 +3,21 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
-	coordinator_id, connected_at, last_seen, EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
+const agentColumns = sqlstore.AgentColumns + `EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
 
-func scanAgent(row pgx.Row) (coordinator.Agent, error) {
-	var (
-		a                       coordinator.Agent
-		devices, caps, settings []byte
-		connectedAt, lastSeen   *time.Time
-		seenAgo                 *float64
-		slots                   int32
-	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &slots, &a.Draining, &a.AgentDraining, &settings,
-		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
-		return coordinator.Agent{}, err
-	}
-	a.Slots = int(slots)
-	if err := json.Unmarshal(devices, &a.Devices); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode devices: %w", err)
-	}
-	if err := json.Unmarshal(caps, &a.Capabilities); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode capabilities: %w", err)
-	}
-	if err := json.Unmarshal(settings, &a.Settings); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode settings: %w", err)
-	}
-	if connectedAt != nil {
-		a.ConnectedAt = connectedAt.UTC()
-	}
-	if lastSeen != nil {
-		a.LastSeen = lastSeen.UTC()
-	}
-	if seenAgo != nil {
-		a.SeenAgo = time.Duration(*seenAgo * float64(time.Second))
-	}
-	return a, nil
-}
+func scanAgent(row pgx.Row) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 const helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
@@ -90,7 +55,7 @@ var releaseOtherBootsSQL = `
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailAgentRestarted + `',
+		SELECT id, '` + jobstore.VerbReclaim + `', old_owner, old_generation, true, '` + jobstore.DetailAgentRestarted + `',
 		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseAgentRestarted + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY id`
@@ -98,16 +63,16 @@ var releaseOtherBootsSQL = `
 // AgentHello records the agent's session and reclaims the jobs of its
 // other boots, under the agent's grant lock so no grant to an old boot can
 // slip in between.
-func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+func (s *Store) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore.Agent, []fencing.Token, error) {
 	if err := sqlstore.CheckAgentID(h.AgentID); err != nil {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello: %w", err)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello: %w", err)
 	}
 	if h.BootID == "" {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
 	}
 	owner := fencing.Owner(h.AgentID, h.BootID)
 	var (
-		a    coordinator.Agent
+		a    jobstore.Agent
 		toks []fencing.Token
 	)
 	err := s.inAgentTx(ctx, h.AgentID, func(tx pgx.Tx) error {
@@ -130,13 +95,13 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		return err
 	})
 	if err != nil {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
 	}
 	return a, toks, nil
 }
 
 // AgentHeartbeat marks the session seen now.
-func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (coordinator.Agent, error) {
+func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobstore.Agent, error) {
 	agentID, bootID := hb.AgentID, hb.BootID
 	var dev any
 	if hb.Devices != nil {
@@ -146,22 +111,16 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (c
 		UPDATE agents SET last_seen = clock_timestamp(), devices = COALESCE($3::jsonb, devices), agent_draining = $4
 		WHERE agent_id = $1 AND boot_id = $2 AND boot_id <> ''
 		RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, coordinator.ErrNoSession)
-	}
-	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrNoSession, "record heartbeat of %s/%s", agentID, bootID)
 }
 
 // Agents lists every registered agent by id.
-func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
+func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Agent, error) { return scanAgent(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Agent, error) { return scanAgent(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -169,40 +128,28 @@ func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
 }
 
 // GetAgent returns one agent, or ErrAgentNotFound.
-func (s *Store) GetAgent(ctx context.Context, agentID string) (coordinator.Agent, error) {
+func (s *Store) GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error) {
 	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = $1`, agentID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, coordinator.ErrAgentNotFound)
-	}
-	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "get agent %s", agentID)
 }
 
 // SetAgentDraining sets or clears the drain flag. It takes the agent's
 // grant lock, so a grant in flight finishes first and no grant follows.
-func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (coordinator.Agent, error) {
-	var a coordinator.Agent
+func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (jobstore.Agent, error) {
+	var a jobstore.Agent
 	err := s.inAgentTx(ctx, agentID, func(tx pgx.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRow(ctx, `UPDATE agents SET draining = $2 WHERE agent_id = $1 RETURNING `+agentColumns, agentID, draining))
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, coordinator.ErrAgentNotFound)
-	}
-	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "set drain of agent %s", agentID)
 }
 
 // SetAgentSettings merges settings into the agent's, creating the agent
 // without a session when it is not registered yet.
-func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (coordinator.Agent, error) {
+func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (jobstore.Agent, error) {
 	if err := sqlstore.CheckAgentID(agentID); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set settings of agent: %w", err)
+		return jobstore.Agent{}, fmt.Errorf("set settings of agent: %w", err)
 	}
 	if set == nil {
 		set = map[string]string{}
@@ -212,7 +159,7 @@ func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[st
 	}
 	setJSON, err := json.Marshal(set)
 	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+		return jobstore.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
 	}
 	// One statement: insert or merge (jsonb || adds and replaces, - removes).
 	a, err := scanAgent(s.pool.QueryRow(ctx, `
@@ -220,7 +167,7 @@ func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[st
 		ON CONFLICT (agent_id) DO UPDATE SET settings = (agents.settings || $2::jsonb) - $3::text[]
 		RETURNING `+agentColumns, agentID, setJSON, unset))
 	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+		return jobstore.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
 	}
 	return a, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -138,7 +138,7 @@ const claimGrant = `, upd AS (
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.device_serial, j.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
+		SELECT id, '` + jobstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial, deadline_at FROM upd`
 
@@ -173,10 +173,10 @@ var takeOverSQL = claimCTEs + `, pick AS (
 		          pick.old_owner, pick.old_generation, j.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `',
+		SELECT id, '` + jobstore.VerbReclaim + `', old_owner, old_generation, true, '` + jobstore.DetailLeaseExpired + `',
 		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseLeaseExpired + `' FROM upd
 		UNION ALL
-		SELECT id, '` + sqlstore.VerbReassign + `', $1, lease_generation, true, '` + sqlstore.DetailLeaseExpired + `', '', '' FROM upd
+		SELECT id, '` + jobstore.VerbReassign + `', $1, lease_generation, true, '` + jobstore.DetailLeaseExpired + `', '', '' FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, device_serial, old_owner, old_generation, deadline_at FROM upd`
 
@@ -248,13 +248,13 @@ func uniqueViolation(err error) bool {
 // ClaimFor grants the first due queued job, highest priority first, oldest
 // first within one priority, matching a free phone of req.Owner, within
 // the project limits.
-func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
 	var (
-		l          coordinator.Lease
+		l          jobstore.Lease
 		jobID, dev string
 		task       []byte
 		deadline   *time.Time
@@ -265,10 +265,10 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &deadline)
 		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
-		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, coordinator.ErrNoJob)
+		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, jobstore.ErrNoJob)
 	}
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
 	l.Device = dev
 	return finishLease(l, jobID, c.Owner, task, deadline)
@@ -276,13 +276,13 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 
 // TakeOverExpired grants the longest-expired lease matching a free phone of
 // req.Owner to it.
-func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, fencing.Token, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
-		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
 	}
 	var (
-		l          coordinator.Lease
+		l          jobstore.Lease
 		old        fencing.Token
 		jobID, dev string
 		task       []byte
@@ -294,10 +294,10 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return r.Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &dev, &old.Owner, &old.Generation, &deadline)
 		})
 	if errors.Is(err, pgx.ErrNoRows) || uniqueViolation(err) {
-		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, coordinator.ErrNoJob)
+		return jobstore.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, jobstore.ErrNoJob)
 	}
 	if err != nil {
-		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
 	}
 	old.JobID = jobID
 	l.Device = dev
@@ -312,7 +312,7 @@ const authorizeUploadSQL = `
 		FOR SHARE
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, '` + sqlstore.VerbUpload + `', $3, $2, EXISTS (SELECT 1 FROM j), $4
+		SELECT $1, '` + jobstore.VerbUpload + `', $3, $2, EXISTS (SELECT 1 FROM j), $4
 	)
 	SELECT EXISTS (SELECT 1 FROM j)`
 
@@ -353,7 +353,7 @@ const cancelSQL = `
 		RETURNING cur.status AS old_status, cur.worker_id AS old_owner, cur.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, '` + sqlstore.VerbCancel + `',
+		SELECT $1, '` + jobstore.VerbCancel + `',
 		       COALESCE((SELECT worker_id FROM cur WHERE status = 'IN_PROGRESS'), ''),
 		       COALESCE((SELECT lease_generation FROM cur), 0),
 		       EXISTS (SELECT 1 FROM upd), $2
@@ -373,17 +373,17 @@ func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token
 	}
 	switch {
 	case !exists:
-		return fencing.Token{}, fmt.Errorf("cancel job %s: %w", jobID, coordinator.ErrNotFound)
+		return fencing.Token{}, fmt.Errorf("cancel job %s: %w", jobID, jobstore.ErrNotFound)
 	case status == nil:
-		return fencing.Token{}, fmt.Errorf("cancel job %s: already finished: %w", jobID, coordinator.ErrConflict)
-	case *status == coordinator.StatusInProgress && own != nil:
+		return fencing.Token{}, fmt.Errorf("cancel job %s: already finished: %w", jobID, jobstore.ErrConflict)
+	case *status == jobstore.StatusInProgress && own != nil:
 		return fencing.Token{JobID: jobID, Owner: *own, Generation: *gen}, nil
 	}
 	return fencing.Token{}, nil
 }
 
 // ListJobs lists jobs oldest first.
-func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error) {
+func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.Job, error) {
 	var statuses []string
 	if len(f.Statuses) > 0 {
 		statuses = f.Statuses
@@ -401,7 +401,7 @@ func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordi
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Job, error) { return scanJob(r) })
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Job, error) { return scanJob(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -63,12 +63,12 @@ func BenchmarkClaimFor(b *testing.B) {
 			seedQueue(b, dsn, []string{"big", "mid", "small"}, []int{7000, 2000, 1000})
 			holder := fencing.Owner("holder", "boot-1")
 			for _, serial := range []string{"H1", "H2"} {
-				if _, err := s.ClaimFor(ctx, coordinator.ClaimRequest{Owner: holder, TTL: time.Hour,
+				if _, err := s.ClaimFor(ctx, jobstore.ClaimRequest{Owner: holder, TTL: time.Hour,
 					Devices: []protocol.Device{{Serial: serial, State: protocol.DeviceReady}}, Slots: 2}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			req := coordinator.ClaimRequest{Owner: fencing.Owner("bench", "boot-1"), TTL: time.Hour, Slots: 1,
+			req := jobstore.ClaimRequest{Owner: fencing.Owner("bench", "boot-1"), TTL: time.Hour, Slots: 1,
 				Devices: []protocol.Device{{Serial: "B1", State: protocol.DeviceReady}}, ProjectLimits: bc.limits}
 			b.ResetTimer()
 			for range b.N {

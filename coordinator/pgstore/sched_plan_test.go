@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -67,7 +67,7 @@ func TestClaimForReadsFewJobRows(t *testing.T) {
 	}
 	limits := map[string]int{"big": 2}
 	for _, serial := range []string{"H1", "H2"} {
-		if _, err := s.ClaimFor(ctx, coordinator.ClaimRequest{Owner: fencing.Owner("holder", "b"), TTL: time.Hour, Slots: 2,
+		if _, err := s.ClaimFor(ctx, jobstore.ClaimRequest{Owner: fencing.Owner("holder", "b"), TTL: time.Hour, Slots: 2,
 			Devices: []protocol.Device{{Serial: serial, State: protocol.DeviceReady}}, ProjectLimits: limits}); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestClaimForReadsFewJobRows(t *testing.T) {
 // grant under limits, checks that it reads few job rows and grants want.
 func explainClaim(t *testing.T, s *Store, limits map[string]int, want string) {
 	ctx := context.Background()
-	c, err := sqlstore.PrepareClaim(coordinator.ClaimRequest{Owner: fencing.Owner("pc", "b"), TTL: time.Hour, Slots: 1,
+	c, err := sqlstore.PrepareClaim(jobstore.ClaimRequest{Owner: fencing.Owner("pc", "b"), TTL: time.Hour, Slots: 1,
 		Devices: []protocol.Device{{Serial: "P1", State: protocol.DeviceReady}}, ProjectLimits: limits})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -23,17 +23,16 @@ var migrationFS embed.FS
 // migrationLockKey is the advisory lock held while migrating ("edgemig").
 const migrationLockKey int64 = 0x656467656d6967
 
-// Store is a coordinator.Store on PostgreSQL.
+// Store is a jobstore.Store on PostgreSQL.
 type Store struct {
 	pool    *pgxpool.Pool
-	commits *commitGroup           // batches of CommitManifest (fastpath.go)
-	retry   sqlstore.Retry         // backoff of retried attempts (attempts.go)
-	fleet   coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
+	commits *commitGroup   // batches of CommitManifest (fastpath.go)
+	retry   jobstore.Retry // backoff of retried attempts (attempts.go)
 }
 
 var (
-	_ coordinator.Store = (*Store)(nil)
-	_ sqlstore.Lab      = (*Store)(nil)
+	_ jobstore.Store = (*Store)(nil)
+	_ sqlstore.Lab   = (*Store)(nil)
 )
 
 // Open connects to the database at dsn (a libpq URL or key=value string),
@@ -48,7 +47,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // OpenExisting connects to the database at dsn without migrating it: it
-// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// fails with an error wrapping jobstore.ErrSchemaOutdated when the schema
 // is behind this binary (an empty database included), and with another error
 // when the schema is ahead of it. It writes nothing.
 func OpenExisting(ctx context.Context, dsn string) (*Store, error) {
@@ -181,53 +180,12 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
-	attempt_ends`
+const jobColumns = sqlstore.JobColumns
 
-func scanJob(row pgx.Row) (coordinator.Job, error) {
-	var (
-		j                    coordinator.Job
-		task, result, ends   []byte
-		worker, by, reason   *string
-		device               *string
-		expires              *time.Time
-		notBefore, deadline  *time.Time
-		createdAt, updatedAt time.Time
-	)
-	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
-		&ends); err != nil {
-		return coordinator.Job{}, err
-	}
-	if err := json.Unmarshal(ends, &j.AttemptEnds); err != nil {
-		return coordinator.Job{}, fmt.Errorf("decode attempt ends: %w", err)
-	}
-	if err := json.Unmarshal(task, &j.Task); err != nil {
-		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
-	}
-	if len(result) > 0 {
-		j.Result = json.RawMessage(result)
-	}
-	j.WorkerID = deref(worker)
-	j.CompletedBy = deref(by)
-	j.FailReason = deref(reason)
-	j.Device = deref(device)
-	if expires != nil {
-		j.LeaseExpiresAt = expires.UTC()
-	}
-	if notBefore != nil {
-		j.NotBefore = notBefore.UTC()
-	}
-	if deadline != nil {
-		j.DeadlineAt = deadline.UTC()
-	}
-	j.CreatedAt = createdAt.UTC()
-	j.UpdatedAt = updatedAt.UTC()
-	return j, nil
-}
+// times decodes PostgreSQL's timestamptz columns (sqlstore.Times).
+var times = sqlstore.Times[time.Time](func(t time.Time) (time.Time, error) { return t.UTC(), nil })
+
+func scanJob(row pgx.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 func deref(s *string) string {
 	if s == nil {
@@ -248,12 +206,12 @@ func nullJSON(b json.RawMessage) any {
 }
 
 // Submit inserts a queued job at generation 0.
-func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
+func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
 	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, err
+		return jobstore.Job{}, err
 	}
-	p := sqlstore.Policy(spec)
+	p := jobstore.Policy(spec)
 	var notBefore any
 	if !spec.NotBefore.IsZero() {
 		notBefore = spec.NotBefore
@@ -267,24 +225,18 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 		), ev AS (`+submitEventSQL+`)
 		SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+		return jobstore.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, jobstore.ErrConflict)
 	}
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return jobstore.Job{}, fmt.Errorf("submit job %s: %w", id, err)
 	}
 	return j, nil
 }
 
 // Get returns a job, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, jobID string) (coordinator.Job, error) {
+func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, jobID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, coordinator.ErrNotFound)
-	}
-	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
-	}
-	return j, nil
+	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
 // exists reports whether a job exists. It is used only to classify a fenced
@@ -296,7 +248,7 @@ func (s *Store) exists(ctx context.Context, jobID string) (bool, error) {
 }
 
 // refused classifies a fenced write that matched no row: fencing.ErrStale
-// when the job exists, coordinator.ErrNotFound when it does not. what names
+// when the job exists, jobstore.ErrNotFound when it does not. what names
 // the write in the error ("commit", "renew").
 func (s *Store) refused(ctx context.Context, what string, tok fencing.Token) error {
 	ok, err := s.exists(ctx, tok.JobID)
@@ -306,7 +258,7 @@ func (s *Store) refused(ctx context.Context, what string, tok fencing.Token) err
 	case ok:
 		return fmt.Errorf("%s %s: %w", what, tok, fencing.ErrStale)
 	default:
-		return fmt.Errorf("%s %s: %w", what, tok, coordinator.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", what, tok, jobstore.ErrNotFound)
 	}
 }
 
@@ -335,16 +287,16 @@ func grantSQL(verb, statusCond string) string {
 }
 
 var (
-	claimSQL    = grantSQL(sqlstore.VerbClaim, `status = 'QUEUED'`)
-	reassignSQL = grantSQL(sqlstore.VerbReassign, `status IN ('QUEUED', 'IN_PROGRESS')`)
+	claimSQL    = grantSQL(jobstore.VerbClaim, `status = 'QUEUED'`)
+	reassignSQL = grantSQL(jobstore.VerbReassign, `status IN ('QUEUED', 'IN_PROGRESS')`)
 )
 
-func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (jobstore.Lease, error) {
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	var (
-		l        coordinator.Lease
+		l        jobstore.Lease
 		task     []byte
 		deadline *time.Time
 	)
@@ -353,20 +305,20 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 		ok, err := s.exists(ctx, jobID)
 		switch {
 		case err != nil:
-			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+			return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 		case ok:
-			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, coordinator.ErrConflict)
+			return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, jobstore.ErrConflict)
 		default:
-			return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, coordinator.ErrNotFound)
+			return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, jobstore.ErrNotFound)
 		}
 	}
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	return finishLease(l, jobID, owner, task, deadline)
 }
 
-func finishLease(l coordinator.Lease, jobID, owner string, task []byte, deadline *time.Time) (coordinator.Lease, error) {
+func finishLease(l jobstore.Lease, jobID, owner string, task []byte, deadline *time.Time) (jobstore.Lease, error) {
 	l.Token.JobID = jobID
 	l.Token.Owner = owner
 	l.ExpiresAt = l.ExpiresAt.UTC()
@@ -374,19 +326,19 @@ func finishLease(l coordinator.Lease, jobID, owner string, task []byte, deadline
 		l.DeadlineAt = deadline.UTC()
 	}
 	if err := json.Unmarshal(task, &l.Task); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("decode task of job %s: %w", jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("decode task of job %s: %w", jobID, err)
 	}
 	return l, nil
 }
 
 // Claim grants the given queued job to owner (generation + 1).
-func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, sqlstore.VerbClaim, claimSQL, jobID, owner, ttl)
+func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (jobstore.Lease, error) {
+	return s.grant(ctx, jobstore.VerbClaim, claimSQL, jobID, owner, ttl)
 }
 
 // Reassign grants a queued or in-progress job to newOwner (generation + 1).
-func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
+func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (jobstore.Lease, error) {
+	return s.grant(ctx, jobstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
 }
 
 var claimNextSQL = `
@@ -409,28 +361,25 @@ var claimNextSQL = `
 		RETURNING j.id, j.lease_generation, j.lease_expires_at, j.task, j.deadline_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT id, '` + sqlstore.VerbClaim + `', $1, lease_generation, true FROM upd
+		SELECT id, '` + jobstore.VerbClaim + `', $1, lease_generation, true FROM upd
 	)
 	SELECT id, lease_generation, lease_expires_at, task, deadline_at FROM upd`
 
 // ClaimNext grants the oldest queued job to owner (generation + 1), skipping
 // jobs another coordinator is claiming at the same moment.
-func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
+func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (jobstore.Lease, error) {
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
 	var (
-		l        coordinator.Lease
+		l        jobstore.Lease
 		jobID    string
 		task     []byte
 		deadline *time.Time
 	)
 	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &deadline)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", coordinator.ErrNoJob)
-	}
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, sqlstore.RowErr(err, jobstore.ErrNoJob, "claim next job")
 	}
 	return finishLease(l, jobID, owner, task, deadline)
 }
@@ -445,7 +394,7 @@ const renewSQL = `
 		RETURNING lease_expires_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, '` + sqlstore.VerbRenew + `', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + jobstore.VerbRenew + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT lease_expires_at FROM upd`
 
@@ -475,7 +424,7 @@ const commitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, '` + sqlstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + jobstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
@@ -502,12 +451,12 @@ const unfencedCommitSQL = `
 		RETURNING id
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
-		SELECT $1, '` + sqlstore.VerbResultUnfenced + `', $2, 0, EXISTS (SELECT 1 FROM upd)
+		SELECT $1, '` + jobstore.VerbResultUnfenced + `', $2, 0, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
 
 // UnfencedCommit writes a result with no token check: the write a lease
-// without fencing amounts to. It is not part of coordinator.Store and no
+// without fencing amounts to. It is not part of jobstore.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
 // stale-writer experiment of docs/design.md ("Why fencing"). It reports
 // whether the job existed.
@@ -551,7 +500,7 @@ const artifactSQL = `
 			created_at = EXCLUDED.created_at
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		SELECT $1, '` + sqlstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins), $4
+		SELECT $1, '` + jobstore.VerbArtifact + `', $3, $2, EXISTS (SELECT 1 FROM ins), $4
 	)
 	SELECT EXISTS (SELECT 1 FROM j), EXISTS (SELECT 1 FROM ins)`
 
@@ -559,7 +508,7 @@ const artifactSQL = `
 // generation and owner of a are ignored: the token's are used. Registering
 // the same name again in the same generation succeeds only with the same
 // sha256; another sha256 is ErrConflict.
-func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobstore.ArtifactRecord) error {
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
 		return fmt.Errorf("register artifact of %s: %w", tok, err)
 	}
@@ -574,14 +523,14 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 	}
 	if !inserted {
 		return fmt.Errorf("register artifact %s of %s: another sha256 is registered under this name: %w",
-			a.Name, tok, coordinator.ErrConflict)
+			a.Name, tok, jobstore.ErrConflict)
 	}
 	return nil
 }
 
 // Artifacts lists the artifacts registered for one generation of a job,
 // oldest first. ErrNotFound when the job does not exist.
-func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]coordinator.ArtifactRecord, error) {
+func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]jobstore.ArtifactRecord, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT job_id, generation, owner, name, key, size, sha256, content_type, etag, created_at
 		FROM artifacts WHERE job_id = $1 AND generation = $2
@@ -589,8 +538,8 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.ArtifactRecord, error) {
-		var a coordinator.ArtifactRecord
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.ArtifactRecord, error) {
+		var a jobstore.ArtifactRecord
 		err := r.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &a.CreatedAt)
 		a.CreatedAt = a.CreatedAt.UTC()
 		return a, err
@@ -604,7 +553,7 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, coordinator.ErrNotFound)
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, jobstore.ErrNotFound)
 		}
 	}
 	return out, nil
@@ -637,14 +586,14 @@ var reclaimSQL = `
 		          cand.lease_expires_at AS old_expiry
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
-		SELECT id, '` + sqlstore.VerbReclaim + `', old_owner, old_generation, true, '` + sqlstore.DetailLeaseExpired + `',
+		SELECT id, '` + jobstore.VerbReclaim + `', old_owner, old_generation, true, '` + jobstore.DetailLeaseExpired + `',
 		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseLeaseExpired + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY old_expiry, id`
 
 // ReclaimExpired ends the attempt of up to limit in-progress jobs whose
 // lease expired on the database clock (retried or FAILED, see
-// coordinator.Store) and returns the tokens they were taken from. A limit
+// jobstore.Store) and returns the tokens they were taken from. A limit
 // of zero or less means no limit.
 func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
 	var lim any
@@ -668,15 +617,15 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 }
 
 // WriteEvents lists every recorded attempt on a job, oldest first.
-func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
+func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.WriteEvent, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, job_id, verb, owner, generation, accepted, at, detail, class, cause
 		FROM write_events WHERE job_id = $1 AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.WriteEvent, error) {
-		var e coordinator.WriteEvent
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.WriteEvent, error) {
+		var e jobstore.WriteEvent
 		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At, &e.Detail, &e.Class, &e.Cause)
 		e.At = e.At.UTC()
 		return e, err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
@@ -66,7 +66,7 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "kept", Task: task}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "kept", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -108,10 +108,10 @@ func opener() storetest.Opener {
 	}
 	return storetest.Opener{
 		Fresh: func(t *testing.T) string { return testenv.Postgres(t) },
-		Open: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+		Open: func(ctx context.Context, dsn string) (jobstore.Store, error) {
 			return pgstore.Open(ctx, dsn)
 		},
-		OpenExisting: func(ctx context.Context, dsn string) (coordinator.Store, error) {
+		OpenExisting: func(ctx context.Context, dsn string) (jobstore.Store, error) {
 			s, err := pgstore.OpenExisting(ctx, dsn)
 			if err != nil {
 				return nil, err
@@ -169,7 +169,7 @@ func TestClaimNextConcurrentCoordinators(t *testing.T) {
 		stores[i] = open(t, dsn)
 	}
 	for i := range jobs {
-		if _, err := stores[0].Submit(ctx, coordinator.JobSpec{ID: fmt.Sprintf("j%03d", i), Task: task}); err != nil {
+		if _, err := stores[0].Submit(ctx, jobstore.JobSpec{ID: fmt.Sprintf("j%03d", i), Task: task}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +186,7 @@ func TestClaimNextConcurrentCoordinators(t *testing.T) {
 				owner := fencing.Owner(fmt.Sprintf("agent-%d-%d", c, w), "boot")
 				for {
 					l, err := s.ClaimNext(ctx, owner, time.Minute)
-					if errors.Is(err, coordinator.ErrNoJob) {
+					if errors.Is(err, jobstore.ErrNoJob) {
 						return
 					}
 					if err != nil {

@@ -9,14 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.UIStore = (*Store)(nil)
+var _ jobstore.UIStore = (*Store)(nil)
 
 // CreateUISession stores a dashboard session and deletes the expired ones.
-func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (coordinator.UISession, error) {
-	out := coordinator.UISession{Hash: hash, TokenID: tokenID}
+func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (jobstore.UISession, error) {
+	out := jobstore.UISession{Hash: hash, TokenID: tokenID}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM ui_sessions WHERE expires_at <= clock_timestamp()`); err != nil {
 			return err
@@ -27,14 +28,14 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 			RETURNING created_at, expires_at`, hash[:], tokenID, ttl.Microseconds()).Scan(&out.CreatedAt, &out.ExpiresAt)
 	})
 	if err != nil {
-		return coordinator.UISession{}, fmt.Errorf("create dashboard session: %w", err)
+		return jobstore.UISession{}, fmt.Errorf("create dashboard session: %w", err)
 	}
 	return out, nil
 }
 
 // UISession returns an unexpired session and its token.
-func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordinator.UISession, coordinator.APIToken, error) {
-	sess := coordinator.UISession{Hash: hash}
+func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
+	sess := jobstore.UISession{Hash: hash}
 	var tail struct{ created, expires time.Time }
 	t, err := scanToken(scanMore{row: s.pool.QueryRow(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
@@ -42,10 +43,10 @@ func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordina
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
 		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), more: []any{&tail.created, &tail.expires}})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return coordinator.UISession{}, coordinator.APIToken{}, coordinator.ErrUISessionNotFound
+		return jobstore.UISession{}, jobstore.APIToken{}, jobstore.ErrUISessionNotFound
 	}
 	if err != nil {
-		return coordinator.UISession{}, coordinator.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
+		return jobstore.UISession{}, jobstore.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
 	}
 	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, tail.created, tail.expires
 	return sess, t, nil
@@ -60,7 +61,7 @@ func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) err
 }
 
 // RecordUIAction records a dashboard action.
-func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) error {
+func (s *Store) RecordUIAction(ctx context.Context, a jobstore.UIAction) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO ui_actions (token_name, action, target, job_id, detail) VALUES ($1, $2, $3, $4, $5)`,
 		a.TokenName, a.Action, a.Target, a.JobID, a.Detail); err != nil {
 		return fmt.Errorf("record dashboard action: %w", err)
@@ -69,7 +70,7 @@ func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) erro
 }
 
 // UIActions lists recorded actions, oldest first.
-func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]coordinator.UIAction, error) {
+func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]jobstore.UIAction, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -83,8 +84,8 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 	if err != nil {
 		return nil, fmt.Errorf("list dashboard actions: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.UIAction, error) {
-		var a coordinator.UIAction
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.UIAction, error) {
+		var a jobstore.UIAction
 		err := r.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &a.At)
 		return a, err
 	})
@@ -98,7 +99,7 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 // phone_screens by its primary key, which RegisterArtifact keeps up to date,
 // and of each screenshot's job by its key, to drop the screenshots of a
 // generation the job has left (docs/benchmarks.md, "Web dashboard").
-func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
+func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, projects []string) ([]jobstore.PhoneScreen, error) {
 	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
@@ -116,8 +117,8 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.PhoneScreen, error) {
-		var x coordinator.PhoneScreen
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.PhoneScreen, error) {
+		var x jobstore.PhoneScreen
 		err := r.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
 		return x, err
 	})
@@ -127,64 +128,33 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
-// FleetAgents lists the agents as Agents does, their device lists decoded
-// through the store's DeviceMemo: scanAgent is handed a JSON null for the
-// devices, and the memo decodes the real list only when it changed.
-func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+// FleetAgents lists the agents as Agents does, their device lists left as
+// stored: scanAgent is handed a JSON null for the devices, and the stored
+// JSON is kept in DevicesJSON for the dashboard to decode when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.Agent, error) {
-		row := &rawDevices{row: r}
-		a, err := scanAgent(row)
-		if err != nil {
-			return a, err
-		}
-		a.Devices, err = s.fleet.Devices(a.ID, row.raw)
-		return a, err
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.FleetAgent, error) {
+		return sqlstore.ScanFleetAgent(r, times)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	keep := make(map[string]bool, len(out))
-	for _, a := range out {
-		keep[a.ID] = true
-	}
-	s.fleet.Keep(keep)
 	return out, nil
 }
 
-// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
-// for itself and handing the scanner a JSON null in its place.
-type rawDevices struct {
-	row pgx.Row
-	raw []byte
-}
-
-func (d *rawDevices) Scan(dest ...any) error {
-	target, ok := dest[3].(*[]byte)
-	if !ok {
-		return fmt.Errorf("scan agent: devices into %T", dest[3])
-	}
-	dest[3] = &d.raw
-	if err := d.row.Scan(dest...); err != nil {
-		return err
-	}
-	*target = []byte("null")
-	return nil
-}
-
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
-func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
 	if err != nil {
 		return nil, fmt.Errorf("list running jobs: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (coordinator.RunningJob, error) {
-		var j coordinator.RunningJob
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.RunningJob, error) {
+		var j jobstore.RunningJob
 		err := r.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
 		return j, err
 	})

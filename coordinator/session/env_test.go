@@ -15,13 +15,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
-	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -68,7 +67,8 @@ type env struct {
 	// tokens maps the test's token names (tokenOperator, ...) to the
 	// tokens the API takes; a name not in it is sent as it is.
 	tokens map[string]string
-	wg     sync.WaitGroup
+	// servers are the NATS, PostgreSQL and MinIO of the test.
+	servers *e2e.Env
 
 	lastType string // Content-Type of the last reply of call
 }
@@ -82,12 +82,11 @@ func (e *env) token(name string) string {
 }
 
 // baseEnv starts NATS, PostgreSQL and MinIO and returns the env without
-// a coordinator, and the store's DSN.
-func baseEnv(t *testing.T) (*env, string, testenv.MinIOServer) {
+// a coordinator, and the servers it runs on.
+func baseEnv(t *testing.T) (*env, *e2e.Env) {
 	t.Helper()
-	ns := testenv.NATS(t)
-	dsn := testenv.Postgres(t)
-	mio := testenv.MinIO(t)
+	servers := e2e.NewEnv(t)
+	mio := servers.MinIO()
 	s3, err := uploader.NewS3(uploader.S3Options{Endpoint: mio.Endpoint, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, Bucket: mio.Bucket})
 	if err != nil {
 		t.Fatalf("new s3: %v", err)
@@ -97,18 +96,15 @@ func baseEnv(t *testing.T) (*env, string, testenv.MinIOServer) {
 		t.Fatalf("new presigner: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, ctx: ctx, url: ns.ClientURL(), pre: pre, s3: s3}
-	t.Cleanup(func() {
-		cancel()
-		e.wg.Wait()
-	})
-	return e, dsn, mio
+	e := &env{t: t, ctx: ctx, url: servers.NATSURL(), pre: pre, s3: s3, servers: servers}
+	t.Cleanup(cancel)
+	return e, servers
 }
 
 func newEnv(t *testing.T, leaseTTL time.Duration) *env {
 	t.Helper()
-	e, dsn, _ := baseEnv(t)
-	st, err := pgstore.Open(e.ctx, dsn)
+	e, servers := baseEnv(t)
+	st, err := pgstore.Open(e.ctx, servers.Postgres())
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -168,67 +164,11 @@ func (e *env) conn(name, inbox string) *nats.Conn {
 	return nc
 }
 
-// simAgent is an agent of the test with its simulated phone.
-type simAgent struct {
-	id    string
-	a     *agent.Agent
-	phone *capture.Simulated
-	nc    *nats.Conn
-	stop  context.CancelFunc
-	done  chan struct{}
-}
-
-// startAgent runs agent id with one simulated phone (serial sim-<id>) until
-// the test ends or kill.
-func (e *env) startAgent(id string, phone capture.SimOptions) *simAgent {
+// startAgent runs agent id in the test process with one simulated phone
+// (serial sim-<id>) until the test ends or Kill.
+func (e *env) startAgent(id string, phone capture.SimOptions) *e2e.SimAgent {
 	e.t.Helper()
-	if phone.Serial == "" {
-		phone.Serial = "sim-" + id
-	}
-	if phone.Width == 0 {
-		phone.Width, phone.Height = 180, 320
-	}
-	sa := &simAgent{id: id, phone: capture.NewSimulated(phone), done: make(chan struct{})}
-	inv := capture.NewInventory()
-	if err := inv.Add(sa.phone); err != nil {
-		e.t.Fatal(err)
-	}
-	sa.nc = e.conn(id, protocol.InboxPrefix(id))
-	a, err := agent.New(agent.Options{
-		AgentID: id, Conn: sa.nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
-		Store: e.s3, SafetyMargin: 200 * time.Millisecond, RequestTimeout: time.Second,
-		Log: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	sa.a = a
-	ctx, cancel := context.WithCancel(e.ctx)
-	sa.stop = cancel
-	e.wg.Go(func() {
-		defer close(sa.done)
-		_ = a.Run(ctx)
-	})
-	e.t.Cleanup(cancel)
-	testenv.Eventually(e.t, 10*time.Second, "agent "+id+" connected", a.Ready)
-	return sa
-}
-
-// kill ends the agent as a crash would: its connection goes first, so it
-// sends nothing more (no failure report, no renewal), then its process.
-func (sa *simAgent) kill() {
-	sa.nc.Close()
-	sa.stop()
-	<-sa.done
-}
-
-// ops counts the phone's operations by op.
-func (sa *simAgent) ops() map[string]int {
-	n := map[string]int{}
-	for _, c := range sa.phone.History() {
-		n[c.Op]++
-	}
-	return n
+	return e.servers.StartSimAgent(e2e.SimAgentOptions{ID: id, Phone: phone})
 }
 
 // call makes one API request and decodes the JSON reply into out (when not

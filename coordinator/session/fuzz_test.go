@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -23,18 +23,18 @@ import (
 // session.
 type emptyStore struct{}
 
-func (emptyStore) Submit(context.Context, coordinator.JobSpec) (coordinator.Job, error) {
-	return coordinator.Job{}, errors.New("no submit in the fuzz store")
+func (emptyStore) Submit(context.Context, jobstore.JobSpec) (jobstore.Job, error) {
+	return jobstore.Job{}, errors.New("no submit in the fuzz store")
 }
-func (emptyStore) Get(context.Context, string) (coordinator.Job, error) {
-	return coordinator.Job{}, coordinator.ErrNotFound
+func (emptyStore) Get(context.Context, string) (jobstore.Job, error) {
+	return jobstore.Job{}, jobstore.ErrNotFound
 }
 func (emptyStore) Cancel(context.Context, string, string) (fencing.Token, error) {
-	return fencing.Token{}, coordinator.ErrNotFound
+	return fencing.Token{}, jobstore.ErrNotFound
 }
-func (emptyStore) Agents(context.Context) ([]coordinator.Agent, error) { return nil, nil }
-func (emptyStore) GetAgent(context.Context, string) (coordinator.Agent, error) {
-	return coordinator.Agent{}, coordinator.ErrAgentNotFound
+func (emptyStore) Agents(context.Context) ([]jobstore.Agent, error) { return nil, nil }
+func (emptyStore) GetAgent(context.Context, string) (jobstore.Agent, error) {
+	return jobstore.Agent{}, jobstore.ErrAgentNotFound
 }
 
 // FuzzSessionHandler: any method, path and body gets a reply that is a

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -170,7 +170,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request) {
 		}
 		project = own[0]
 	}
-	if err := coordinator.CheckProject(project); err != nil {
+	if err := jobstore.CheckProject(project); err != nil {
 		writeError(w, r, inputErr("project", "%v", err), nil)
 		return
 	}

@@ -17,8 +17,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // Session statuses.
@@ -41,13 +43,13 @@ const (
 )
 
 // Store is what the manager needs of the coordinator's store
-// (coordinator.Store has it).
+// (jobstore.Store has it).
 type Store interface {
-	Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error)
-	Get(ctx context.Context, jobID string) (coordinator.Job, error)
+	Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error)
+	Get(ctx context.Context, jobID string) (jobstore.Job, error)
 	Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error)
-	Agents(ctx context.Context) ([]coordinator.Agent, error)
-	GetAgent(ctx context.Context, agentID string) (coordinator.Agent, error)
+	Agents(ctx context.Context) ([]jobstore.Agent, error)
+	GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error)
 }
 
 // GetPresigner signs artifact downloads (coordinator.S3Presigner has it).
@@ -134,7 +136,7 @@ func New(opts Options) (*Manager, error) {
 
 // OpenRequest asks for a session.
 type OpenRequest struct {
-	Project     string // "" means coordinator.DefaultProject
+	Project     string // "" means jobstore.DefaultProject
 	SubmittedBy string // who opens it (an API token's name)
 	Device      protocol.DeviceSelector
 	// IdleTimeout ends the session when no step comes for this long; 0
@@ -273,9 +275,9 @@ func randomJobID() string {
 // *BusyError.
 func (m *Manager) Open(ctx context.Context, req OpenRequest) (Info, error) {
 	if req.Project == "" {
-		req.Project = coordinator.DefaultProject
+		req.Project = jobstore.DefaultProject
 	}
-	if err := coordinator.CheckProject(req.Project); err != nil {
+	if err := jobstore.CheckProject(req.Project); err != nil {
 		return Info{}, inputErr("project", "%v", err)
 	}
 	switch {
@@ -294,7 +296,7 @@ func (m *Manager) Open(ctx context.Context, req OpenRequest) (Info, error) {
 	if err := m.checkPhones(ctx, req.Device); err != nil {
 		return Info{}, err
 	}
-	job, err := m.store.Submit(ctx, coordinator.JobSpec{
+	job, err := m.store.Submit(ctx, jobstore.JobSpec{
 		ID:               randomJobID(),
 		Task:             protocol.Task{Device: req.Device, Interactive: true, IdleTimeoutMS: req.IdleTimeout.Milliseconds()},
 		Project:          req.Project,
@@ -356,7 +358,7 @@ func (m *Manager) checkPhones(ctx context.Context, sel protocol.DeviceSelector) 
 // under the job's current token. A grant whose assign the agent refused
 // goes back to the queue and is granted again: the wait follows it, since
 // no step ran yet.
-func (m *Manager) awaitGrant(ctx context.Context, jobID string, wait time.Duration) (coordinator.Job, error) {
+func (m *Manager) awaitGrant(ctx context.Context, jobID string, wait time.Duration) (jobstore.Job, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(m.opts.PollEvery)
@@ -366,10 +368,10 @@ func (m *Manager) awaitGrant(ctx context.Context, jobID string, wait time.Durati
 		if err != nil {
 			return j, fmt.Errorf("open session: read job %s: %w", jobID, err)
 		}
-		if coordinator.Finished(j.Status) {
+		if jobstore.Finished(j.Status) {
 			return j, fmt.Errorf("open session: job %s ended %s before a step: %s", jobID, j.Status, j.FailReason)
 		}
-		if j.Status == coordinator.StatusInProgress && j.WorkerID != "" {
+		if j.Status == jobstore.StatusInProgress && j.WorkerID != "" {
 			tok := fencing.Token{JobID: j.ID, Owner: j.WorkerID, Generation: j.Generation}
 			if _, ok := m.agentRuns(ctx, tok); ok {
 				return j, nil
@@ -427,7 +429,7 @@ func (m *Manager) abandon(ctx context.Context, jobID, reason string) {
 	defer cancel()
 	tok, err := m.store.Cancel(ctx, jobID, reason)
 	switch {
-	case errors.Is(err, coordinator.ErrConflict), errors.Is(err, coordinator.ErrNotFound):
+	case errors.Is(err, jobstore.ErrConflict), errors.Is(err, jobstore.ErrNotFound):
 		return
 	case err != nil:
 		m.log.Warn().Err(err).Str("job_id", jobID).Msg("cancel the job of a session")
@@ -470,7 +472,7 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 		return nil, ErrNotFound
 	}
 	j, err := m.store.Get(ctx, jobID)
-	if errors.Is(err, coordinator.ErrNotFound) {
+	if errors.Is(err, jobstore.ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
@@ -485,20 +487,20 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	}}
 	if gen == j.Generation {
 		s.tok.Owner = j.WorkerID
-		if j.Status == coordinator.StatusSucceeded {
+		if j.Status == jobstore.StatusSucceeded {
 			s.tok.Owner = j.CompletedBy
 		}
 		s.info.Agent = s.tok.AgentID()
 		s.info.Phone = m.phone(ctx, s.info.Agent, j.Device)
 	}
 	switch {
-	case gen == j.Generation && j.Status == coordinator.StatusInProgress:
+	case gen == j.Generation && j.Status == jobstore.StatusInProgress:
 		if step, ok := m.agentRuns(ctx, s.tok); ok {
 			s.info.LastStep = step
 		}
-	case gen == j.Generation && j.Status == coordinator.StatusSucceeded:
+	case gen == j.Generation && j.Status == jobstore.StatusSucceeded:
 		s.info.Status, s.jobStatus = StatusClosed, j.Status
-	case gen == j.Generation && coordinator.Finished(j.Status):
+	case gen == j.Generation && jobstore.Finished(j.Status):
 		s.info.Status, s.info.Reason, s.jobStatus = StatusEnded, endReason(j), j.Status
 	default:
 		reason := fmt.Sprintf("the job's lease moved to generation %d", j.Generation)
@@ -508,7 +510,7 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 		s.info.Status = StatusLost
 		s.info.Lost = &LostError{SessionID: id, JobID: jobID, Generation: gen, Reason: reason}
 		s.info.Reason = s.info.Lost.Reason
-		if !coordinator.Finished(j.Status) {
+		if !jobstore.Finished(j.Status) {
 			m.abandon(ctx, jobID, fmt.Sprintf("session %s lost: %s", id, s.info.Reason))
 		}
 	}
@@ -522,7 +524,7 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	return s, nil
 }
 
-func endReason(j coordinator.Job) string {
+func endReason(j jobstore.Job) string {
 	if j.FailReason != "" {
 		return "job " + j.Status + ": " + j.FailReason
 	}
@@ -566,9 +568,9 @@ func (m *Manager) check(ctx context.Context, s *session) error {
 		return fmt.Errorf("read job %s: %w", s.tok.JobID, err)
 	}
 	switch {
-	case j.Generation == s.tok.Generation && j.Status == coordinator.StatusInProgress && j.WorkerID == s.tok.Owner:
+	case j.Generation == s.tok.Generation && j.Status == jobstore.StatusInProgress && j.WorkerID == s.tok.Owner:
 		return nil
-	case j.Generation == s.tok.Generation && coordinator.Finished(j.Status):
+	case j.Generation == s.tok.Generation && jobstore.Finished(j.Status):
 		return m.markEnded(s, j)
 	case j.Generation == s.tok.Generation:
 		return m.markLost(ctx, s, fmt.Sprintf("the job is %s without an owner", j.Status))
@@ -580,10 +582,10 @@ func (m *Manager) check(ctx context.Context, s *session) error {
 	return m.markLost(ctx, s, fmt.Sprintf("the job's lease moved to generation %d%s (%s)", j.Generation, where, j.Status))
 }
 
-func (m *Manager) markEnded(s *session, j coordinator.Job) error {
+func (m *Manager) markEnded(s *session, j jobstore.Job) error {
 	s.mu.Lock()
 	s.jobStatus = j.Status
-	if j.Status == coordinator.StatusSucceeded {
+	if j.Status == jobstore.StatusSucceeded {
 		s.info.Status = StatusClosed
 	} else {
 		s.info.Status, s.info.Reason = StatusEnded, endReason(j)
@@ -678,7 +680,7 @@ func (m *Manager) send(ctx context.Context, s *session, req protocol.StepRequest
 	rctx, cancel := context.WithTimeout(ctx, m.opts.StepTimeout+extra)
 	defer cancel()
 	agentID := s.tok.AgentID()
-	err := protocol.Request(rctx, m.nc, protocol.AgentSubject(agentID, protocol.VerbStep), req, rep)
+	err := natsrpc.Request(rctx, m.nc, protocol.AgentSubject(agentID, protocol.VerbStep), req, rep)
 	if err == nil {
 		return nil
 	}
@@ -781,7 +783,7 @@ func (m *Manager) Close(ctx context.Context, id string) (Info, []Capture, error)
 		return s.snapshot(), nil, fmt.Errorf("close session %s: the agent did not finish the job", id)
 	}
 	s.mu.Lock()
-	s.info.Status, s.jobStatus = StatusClosed, coordinator.StatusSucceeded
+	s.info.Status, s.jobStatus = StatusClosed, jobstore.StatusSucceeded
 	s.mu.Unlock()
 	m.log.Info().Str("session_id", id).Str("job_id", s.tok.JobID).Int("steps", s.snapshot().LastStep).Msg("session closed")
 	return s.snapshot(), m.captures(ctx, s.tok, rep.Manifest), nil

@@ -19,9 +19,11 @@ import (
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -70,8 +72,7 @@ func aiLoop(t *testing.T, args ...string) (int, string, string) {
 // closes the session; every step ran once on the phone, the captures are
 // PNGs behind their presigned URLs with the job's stamps, and the job
 // succeeded. Errors come back as the API's problem detail with a non-zero
-// exit; another project's session is refused and recorded (issue 17, must
-// show 3).
+// exit; another project's session is refused and recorded.
 func TestAILoopExample(t *testing.T) {
 	e := newBinaryEnv(t, 3*time.Second)
 	pc := e.startAgent("pc-a", capture.SimOptions{Model: "Pixel-Sim", Width: 240, Height: 400})
@@ -91,10 +92,10 @@ func TestAILoopExample(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if got := pc.ops(); got[protocol.OpScreenshot] != 2 || got[protocol.OpTap] != 1 || len(got) != 2 {
+	if got := pc.Ops(); got[protocol.OpScreenshot] != 2 || got[protocol.OpTap] != 1 || len(got) != 2 {
 		t.Fatalf("phone operations %v, want 2 screenshots and 1 tap", got)
 	}
-	for _, c := range pc.phone.History() {
+	for _, c := range pc.Phone.History() {
 		if c.Op == protocol.OpTap && (c.X != 120 || c.Y != 200) {
 			t.Fatalf("tap at %d,%d, want 120,200", c.X, c.Y)
 		}
@@ -104,7 +105,7 @@ func TestAILoopExample(t *testing.T) {
 		t.Fatalf("no session line in %q", out)
 	}
 	job, err := e.store.Get(e.ctx, m[2])
-	if err != nil || job.Status != coordinator.StatusSucceeded || !job.Task.Interactive || job.Project != "lab" || job.SubmittedBy != "alice" {
+	if err != nil || job.Status != jobstore.StatusSucceeded || !job.Task.Interactive || job.Project != "lab" || job.SubmittedBy != "alice" {
 		t.Fatalf("job %+v, %v; want SUCCEEDED, interactive, project lab, submitted by alice", job, err)
 	}
 	// The capture URL the script printed serves the PNG with its stamps.
@@ -152,7 +153,7 @@ func TestAILoopExample(t *testing.T) {
 		ds[1].TokenName != "oscar" || ds[1].Project != "lab" || ds[1].JobID != job.ID || ds[1].Route != "/api/v1/sessions/"+m[1] {
 		t.Fatalf("recorded denials %+v", ds)
 	}
-	if got := pc.ops(); got[protocol.OpScreenshot] != 2 || got[protocol.OpTap] != 1 {
+	if got := pc.Ops(); got[protocol.OpScreenshot] != 2 || got[protocol.OpTap] != 1 {
 		t.Fatalf("after the refused runs, phone operations %v", got)
 	}
 }
@@ -169,7 +170,7 @@ type stepsReply struct {
 // phone the job moved to is released.
 func TestSessionLostWhenAgentKilled(t *testing.T) {
 	e := newBinaryEnv(t, 1500*time.Millisecond)
-	agents := map[string]*simAgent{"pc-a": e.startAgent("pc-a", capture.SimOptions{}), "pc-b": e.startAgent("pc-b", capture.SimOptions{})}
+	agents := map[string]*e2e.SimAgent{"pc-a": e.startAgent("pc-a", capture.SimOptions{}), "pc-b": e.startAgent("pc-b", capture.SimOptions{})}
 
 	var doc session.Doc
 	if code, body := e.call("POST", "/api/v1/sessions", tokenOperator, map[string]any{"device": map[string]any{}, "idle_timeout": "1m"}, &doc); code != 201 {
@@ -188,7 +189,7 @@ func TestSessionLostWhenAgentKilled(t *testing.T) {
 		t.Fatalf("steps: %d %s", code, body)
 	}
 
-	held.kill()
+	held.Kill()
 	// Until the lease moves, the session is not lost: its agent is just
 	// not there, and the step does not run.
 	code, body := e.call("POST", steps, tokenOperator, `{"steps": [{"op": "tap", "x": 7, "y": 8}]}`, nil)
@@ -199,9 +200,9 @@ func TestSessionLostWhenAgentKilled(t *testing.T) {
 	default:
 		t.Fatalf("step to a killed agent: %d %s", code, body)
 	}
-	testenv.Eventually(t, 20*time.Second, "the job taken over by "+other.id, func() bool {
+	testenv.Eventually(t, 20*time.Second, "the job taken over by "+other.ID, func() bool {
 		j, err := e.store.Get(e.ctx, doc.JobID)
-		return err == nil && j.Generation >= 2 && strings.HasPrefix(j.WorkerID, other.id+"/")
+		return err == nil && j.Generation >= 2 && strings.HasPrefix(j.WorkerID, other.ID+"/")
 	})
 
 	code, body = e.call("POST", steps, tokenOperator, `{"steps": [{"op": "tap", "x": 9, "y": 10}, {"op": "screenshot"}]}`, nil)
@@ -221,14 +222,14 @@ func TestSessionLostWhenAgentKilled(t *testing.T) {
 	}
 
 	// The job is ended and the phone it moved to released, without a step.
-	testenv.Eventually(t, 10*time.Second, other.id+" released the job", func() bool {
+	testenv.Eventually(t, 10*time.Second, other.ID+" released the job", func() bool {
 		j, err := e.store.Get(e.ctx, doc.JobID)
-		return err == nil && coordinator.Finished(j.Status) && len(other.a.Jobs()) == 0
+		return err == nil && jobstore.Finished(j.Status) && len(other.Agent.Jobs()) == 0
 	})
-	if ops := held.ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
+	if ops := held.Ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 2 {
 		t.Fatalf("killed agent's phone ran %v, want 1 screenshot and 1 tap", ops)
 	}
-	if ops := other.ops(); len(ops) != 0 {
+	if ops := other.Ops(); len(ops) != 0 {
 		t.Fatalf("the phone the job moved to ran %v, want nothing", ops)
 	}
 }
@@ -283,7 +284,7 @@ func TestSessionAPI(t *testing.T) {
 	// leaves no job behind.
 	code, body = e.call("POST", "/api/v1/sessions", tokenOperator, `{"device": {"serial": "sim-pc-a"}, "wait": "300ms"}`, nil)
 	e.wantProblem("second session on a held phone", 503, body, code, "no matching phone became free within 300ms")
-	queued, err := e.store.ListJobs(e.ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusQueued, coordinator.StatusInProgress}})
+	queued, err := e.store.ListJobs(e.ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusQueued, jobstore.StatusInProgress}})
 	if err != nil || len(queued) != 1 || queued[0].ID != doc.JobID {
 		t.Fatalf("live jobs after a busy open: %v, %v; want only %s", queued, err, doc.JobID)
 	}
@@ -313,7 +314,7 @@ func TestSessionAPI(t *testing.T) {
 	e.wantProblem("unknown session", 404, body, code)
 	code, body = e.call("GET", "/api/v1/sessions/nonsense", tokenOperator, nil, nil)
 	e.wantProblem("bad session id", 404, body, code)
-	if ops := pc.ops(); len(ops) != 0 {
+	if ops := pc.Ops(); len(ops) != 0 {
 		t.Fatalf("refused requests reached the phone: %v", ops)
 	}
 
@@ -370,7 +371,7 @@ func TestSessionAPI(t *testing.T) {
 	e.api = e1 // the first manager learns it from the store
 	code, body = e.call("POST", steps, tokenOperator, `{"steps": [{"op": "tap"}]}`, nil)
 	e.wantProblem("step after close", 410, body, code, `"session_status":"closed"`)
-	if ops := pc.ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpUIDump] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 3 {
+	if ops := pc.Ops(); ops[protocol.OpScreenshot] != 1 || ops[protocol.OpUIDump] != 1 || ops[protocol.OpTap] != 1 || len(ops) != 3 {
 		t.Fatalf("phone operations %v, want one each of screenshot, ui_dump, tap", ops)
 	}
 
@@ -381,13 +382,13 @@ func TestSessionAPI(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "the idle session's job failed", func() bool {
 		j, err := e.store.Get(e.ctx, doc.JobID)
-		return err == nil && j.Status == coordinator.StatusFailed
+		return err == nil && j.Status == jobstore.StatusFailed
 	})
 	code, body = e.call("POST", "/api/v1/sessions/"+doc.ID+"/steps", tokenOperator, `{"steps": [{"op": "tap"}]}`, nil)
 	e.wantProblem("step on an idle-ended session", 410, body, code, `"session_status":"ended"`, "interactive job idle")
 
 	// job submit and every other way in refuse interactive jobs.
-	_, err = e.store.Submit(e.ctx, coordinator.JobSpec{Task: protocol.Task{Interactive: true}})
+	_, err = e.store.Submit(e.ctx, jobstore.JobSpec{Task: protocol.Task{Interactive: true}})
 	if err == nil || !strings.Contains(err.Error(), "/api/v1/sessions") {
 		t.Fatalf("submit of an interactive job: %v, want a refusal pointing to sessions", err)
 	}

@@ -10,55 +10,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.APIStore = (*Store)(nil)
+var _ jobstore.APIStore = (*Store)(nil)
 
-const tokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row scanner) (coordinator.APIToken, error) {
-	var (
-		t                 coordinator.APIToken
-		hash              []byte
-		projects, scopes  string
-		created           string
-		revoked, lastUsed sql.NullString
-	)
-	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &created, &revoked, &lastUsed); err != nil {
-		return coordinator.APIToken{}, err
-	}
-	copy(t.Hash[:], hash)
-	t.Projects = splitList(projects)
-	t.Scopes = splitList(scopes)
-	var err error
-	if t.CreatedAt, err = parseTime(created); err != nil {
-		return coordinator.APIToken{}, err
-	}
-	if revoked.Valid {
-		if t.RevokedAt, err = parseTime(revoked.String); err != nil {
-			return coordinator.APIToken{}, err
-		}
-	}
-	if lastUsed.Valid {
-		if t.LastUsedAt, err = parseTime(lastUsed.String); err != nil {
-			return coordinator.APIToken{}, err
-		}
-	}
-	return t, nil
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
+func scanToken(row scanner) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
-func (s *Store) CreateAPIToken(ctx context.Context, t coordinator.APIToken) (coordinator.APIToken, error) {
-	var out coordinator.APIToken
+func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
+	var out jobstore.APIToken
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = scanToken(tx.QueryRowContext(ctx, `
@@ -66,24 +30,24 @@ func (s *Store) CreateAPIToken(ctx context.Context, t coordinator.APIToken) (coo
 			ON CONFLICT (name) DO NOTHING
 			RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrTokenExists)
+			return answer(jobstore.ErrTokenExists)
 		}
 		return err
 	})
 	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
+		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
 	}
 	return out, nil
 }
 
 // APITokens lists every token by id.
-func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
+func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.APIToken
+	var out []jobstore.APIToken
 	for rows.Next() {
 		t, err := scanToken(rows)
 		if err != nil {
@@ -100,13 +64,10 @@ func (s *Store) APITokens(ctx context.Context) ([]coordinator.APIToken, error) {
 // APITokenByHash returns the token with that hash and records its use, at
 // most every few seconds so that a busy token does not write on every
 // request.
-func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coordinator.APIToken, error) {
+func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (jobstore.APIToken, error) {
 	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`, hash[:]))
-	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", coordinator.ErrTokenNotFound)
-	}
 	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("find api token: %w", err)
+		return jobstore.APIToken{}, sqlstore.RowErr(err, jobstore.ErrTokenNotFound, "find api token")
 	}
 	if !t.Revoked() {
 		err := s.write(ctx, func(tx *sql.Tx) error {
@@ -115,19 +76,19 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (coo
 			return err
 		})
 		if err != nil {
-			return coordinator.APIToken{}, fmt.Errorf("record api token use: %w", err)
+			return jobstore.APIToken{}, fmt.Errorf("record api token use: %w", err)
 		}
 	}
 	return t, nil
 }
 
 // RevokeAPIToken revokes a token by name, or by id.
-func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinator.APIToken, error) {
+func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.APIToken, error) {
 	id, err := strconv.ParseInt(nameOrID, 10, 64)
 	if err != nil {
 		id = -1
 	}
-	var t coordinator.APIToken
+	var t jobstore.APIToken
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		t, err = scanToken(tx.QueryRowContext(ctx, `
@@ -135,49 +96,46 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (coordinato
 			 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = ?), ?)
 			RETURNING `+tokenColumns, nameOrID, id))
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrTokenNotFound)
+			return answer(jobstore.ErrTokenNotFound)
 		}
 		return err
 	})
 	if err != nil {
-		return coordinator.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
+		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
 	}
 	return t, nil
 }
 
 // Idempotent returns a stored submit.
-func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (coordinator.Idempotent, error) {
+func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobstore.Idempotent, error) {
 	return idempotent(ctx, s.r, tokenID, key)
 }
 
-func idempotent(ctx context.Context, q querier, tokenID int64, key string) (coordinator.Idempotent, error) {
-	rec := coordinator.Idempotent{TokenID: tokenID, Key: key}
+func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
+	rec := jobstore.Idempotent{TokenID: tokenID, Key: key}
 	var reply, created string
 	err := q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
 		tokenID, key).Scan(&rec.RequestHash, &reply, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", coordinator.ErrNotFound)
-	}
 	if err != nil {
-		return coordinator.Idempotent{}, fmt.Errorf("find idempotent submit: %w", err)
+		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
 	}
 	rec.Reply = json.RawMessage(reply)
 	if rec.CreatedAt, err = parseTime(created); err != nil {
-		return coordinator.Idempotent{}, err
+		return jobstore.Idempotent{}, err
 	}
 	return rec, nil
 }
 
 // insertJobs submits specs in tx, each with its submit event (the job's
 // queued event), as Submit does.
-func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
-	jobs := make([]coordinator.Job, 0, len(specs))
+func insertJobs(ctx context.Context, tx *sql.Tx, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
+	jobs := make([]jobstore.Job, 0, len(specs))
 	for _, spec := range specs {
 		id, task, err := sqlstore.PrepareSubmit(spec)
 		if err != nil {
 			return nil, err
 		}
-		p := sqlstore.Policy(spec)
+		p := jobstore.Policy(spec)
 		var notBefore any
 		if !spec.NotBefore.IsZero() {
 			notBefore = formatTime(spec.NotBefore)
@@ -188,13 +146,13 @@ func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("submit job %s: id in use: %w", id, coordinator.ErrConflict)
+			return nil, fmt.Errorf("submit job %s: id in use: %w", id, jobstore.ErrConflict)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("submit job %s: %w", id, err)
 		}
 		// The job's queued event, as Submit records it.
-		if err := recordDetail(ctx, tx, id, coordinator.VerbSubmit, "", 0, true, p.SubmittedBy); err != nil {
+		if err := recordDetail(ctx, tx, id, jobstore.VerbSubmit, "", 0, true, p.SubmittedBy); err != nil {
 			return nil, fmt.Errorf("submit job %s: %w", id, err)
 		}
 		jobs = append(jobs, j)
@@ -203,8 +161,8 @@ func insertJobs(ctx context.Context, tx *sql.Tx, specs []coordinator.JobSpec) ([
 }
 
 // SubmitAll submits specs in one transaction.
-func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]coordinator.Job, error) {
-	var jobs []coordinator.Job
+func (s *Store) SubmitAll(ctx context.Context, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
+	var jobs []jobstore.Job
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		jobs, err = insertJobs(ctx, tx, specs)
@@ -215,18 +173,18 @@ func (s *Store) SubmitAll(ctx context.Context, specs []coordinator.JobSpec) ([]c
 
 // SubmitIdempotent submits specs and stores the reply under the key, or
 // returns what the key stored.
-func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent, specs []coordinator.JobSpec, reply func([]coordinator.Job) (json.RawMessage, error)) (coordinator.Idempotent, error) {
-	var out coordinator.Idempotent
+func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, specs []jobstore.JobSpec, reply func([]jobstore.Job) (json.RawMessage, error)) (jobstore.Idempotent, error) {
+	var out jobstore.Idempotent
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		stored, err := idempotent(ctx, tx, rec.TokenID, rec.Key)
 		if err == nil {
 			out = stored
 			if stored.RequestHash != rec.RequestHash {
-				return answer(fmt.Errorf("submit with idempotency key: %w", coordinator.ErrIdempotencyMismatch))
+				return answer(fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch))
 			}
 			return nil
 		}
-		if !errors.Is(err, coordinator.ErrNotFound) {
+		if !errors.Is(err, jobstore.ErrNotFound) {
 			return err
 		}
 		jobs, err := insertJobs(ctx, tx, specs)
@@ -249,7 +207,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec coordinator.Idempotent
 }
 
 // RecordAPIDenial records a refused request.
-func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) error {
+func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES (?, ?, ?, ?, ?)`,
 			d.TokenName, d.Method, d.Route, d.JobID, d.Project)
@@ -262,16 +220,16 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d coordinator.APIDenial) er
 }
 
 // APIDenials lists the recorded refusals, oldest first.
-func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error) {
+func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api denials: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.APIDenial
+	var out []jobstore.APIDenial
 	for rows.Next() {
 		var (
-			d  coordinator.APIDenial
+			d  jobstore.APIDenial
 			at string
 		)
 		if err := rows.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
@@ -292,7 +250,7 @@ func (s *Store) APIDenials(ctx context.Context) ([]coordinator.APIDenial, error)
 // insertion order since jobs are never deleted). A copy made with VACUUM
 // INTO may number the rows anew: cursors are for paging now, not for
 // keeping.
-func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (coordinator.JobPage, error) {
+func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobstore.JobPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -331,16 +289,16 @@ func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (c
 	args = append(args, limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	page := coordinator.JobPage{Jobs: []coordinator.Job{}}
+	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
 	var last int64
 	for rows.Next() {
 		var seq int64
 		j, err := scanJob(scanTail{rows, &seq})
 		if err != nil {
-			return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+			return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 		}
 		if len(page.Jobs) == limit {
 			page.Next = last
@@ -350,7 +308,7 @@ func (s *Store) ListJobPage(ctx context.Context, f coordinator.JobPageFilter) (c
 		last = seq
 	}
 	if err := rows.Err(); err != nil {
-		return coordinator.JobPage{}, fmt.Errorf("list jobs: %w", err)
+		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	return page, nil
 }

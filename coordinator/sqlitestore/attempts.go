@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -43,7 +43,7 @@ func attemptEnd(class, cause, reason string) string {
 }
 
 // causesList is the attempt ends of the JSON array ends as listed in a
-// fail reason (coordinator.AttemptEnd.String), joined by "; ".
+// fail reason (jobstore.AttemptEnd.String), joined by "; ".
 func causesList(ends string) string {
 	return `(SELECT group_concat('g' || json_extract(e.value, '$.generation')
 		|| CASE WHEN json_extract(e.value, '$.cause') <> '' THEN ' ' || json_extract(e.value, '$.cause') ELSE '' END
@@ -52,15 +52,15 @@ func causesList(ends string) string {
 }
 
 // endAttemptSet is the SET list that ends the current attempt of a job,
-// as in the PostgreSQL store: kind is sqlstore.KindRetry or the end state
+// as in the PostgreSQL store: kind is jobstore.OutcomeRetry or the end state
 // to reach (SQL text); a retry goes back to QUEUED at generation + 1
 // without owner, not granted before the backoff (base × 2^(attempts−1) ms,
 // at most maxBackoff) has passed, while attempts < max_attempts, and ends
 // FAILED with every attempt's cause listed otherwise. reason (SQL, NULL
 // keeps the last one) becomes the job's fail reason.
 func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
-	retry := `(` + kind + ` = '` + sqlstore.KindRetry + `' AND attempts < max_attempts)`
-	exhausted := `(` + kind + ` = '` + sqlstore.KindRetry + `' AND attempts >= max_attempts)`
+	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts < max_attempts)`
+	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts >= max_attempts)`
 	ends := attemptEnd(class, cause, reason)
 	backoff := fmt.Sprintf(`min(%s << min(max(attempts - 1, 0), %d), %s)`, base, sqlstore.MaxBackoffShift, maxBackoff)
 	return `
@@ -83,7 +83,7 @@ func (s *Store) backoffArgs() (int64, int64) {
 }
 
 // SetRetryPolicy sets the backoff of retried attempts.
-func (s *Store) SetRetryPolicy(p coordinator.RetryPolicy) { s.retry.Set(p) }
+func (s *Store) SetRetryPolicy(p jobstore.RetryPolicy) { s.retry.Set(p) }
 
 // recordEnd inserts the write_events row of an attempt that ends an
 // attempt, with its class and cause.
@@ -108,8 +108,8 @@ var failSQL = `
 
 // fail runs failSQL for tok and f in tx, records the attempt and returns
 // the job's new status; a refusal is returned as the attempt's outcome.
-func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f coordinator.Failure) (string, error) {
-	p := sqlstore.PlanFailure(f)
+func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f jobstore.Failure) (string, error) {
+	p := jobstore.PlanFailure(f)
 	base, maxB := p.Backoff(s.backoffArgs())
 	var status string
 	err := tx.QueryRowContext(ctx, failSQL, tok.JobID, tok.Generation, tok.Owner, p.Kind, p.Class, p.Cause, p.Reason, base, maxB).Scan(&status)
@@ -117,7 +117,7 @@ func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f coord
 		return "", err
 	}
 	accepted := err == nil
-	if err := recordEnd(ctx, tx, tok.JobID, sqlstore.VerbFail, tok.Owner, tok.Generation, accepted, "", p.Class, p.Cause); err != nil {
+	if err := recordEnd(ctx, tx, tok.JobID, jobstore.VerbFail, tok.Owner, tok.Generation, accepted, "", p.Class, p.Cause); err != nil {
 		return "", err
 	}
 	if !accepted {
@@ -126,8 +126,8 @@ func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f coord
 	return status, nil
 }
 
-// Fail ends the current attempt as f says (coordinator.Failure).
-func (s *Store) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+// Fail ends the current attempt as f says (jobstore.Failure).
+func (s *Store) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := s.fail(ctx, tx, tok, f)
 		return err
@@ -148,7 +148,7 @@ var (
 	UPDATE jobs
 	SET status = 'TIMED_OUT',
 	    lease_expires_at = NULL,
-	    fail_reason = '` + sqlstore.DetailDeadline + `',
+	    fail_reason = '` + jobstore.DetailDeadline + `',
 	    attempt_ends = CASE WHEN status = 'IN_PROGRESS'
 	        THEN ` + attemptEnd(`'`+protocol.FailClassJob+`'`, `'`+protocol.CauseDeadline+`'`, `NULL`) + `
 	        ELSE attempt_ends END,
@@ -199,12 +199,12 @@ func (s *Store) ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token
 				return err
 			}
 			owner := ""
-			if c.status == coordinator.StatusInProgress {
+			if c.status == jobstore.StatusInProgress {
 				owner = c.tok.Owner
 				out = append(out, c.tok)
 			}
-			if err := recordEnd(ctx, tx, c.tok.JobID, sqlstore.VerbTimeout, owner, c.tok.Generation, true,
-				sqlstore.DetailDeadline, protocol.FailClassJob, protocol.CauseDeadline); err != nil {
+			if err := recordEnd(ctx, tx, c.tok.JobID, jobstore.VerbTimeout, owner, c.tok.Generation, true,
+				jobstore.DetailDeadline, protocol.FailClassJob, protocol.CauseDeadline); err != nil {
 				return err
 			}
 		}
@@ -221,7 +221,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token
 func releaseSQL(cause, cond string) string {
 	return `
 	UPDATE jobs
-	SET ` + endAttemptSet(`'`+sqlstore.KindRetry+`'`, `'`+protocol.FailClassInfrastructure+`'`, `'`+cause+`'`, `NULL`, `?4`, `?5`) + `
+	SET ` + endAttemptSet(`'`+jobstore.OutcomeRetry+`'`, `'`+protocol.FailClassInfrastructure+`'`, `'`+cause+`'`, `NULL`, `?4`, `?5`) + `
 	WHERE id = ?1 AND lease_generation = ?2 AND worker_id = ?3 AND status = 'IN_PROGRESS'` + cond + `
 	RETURNING id`
 }

@@ -1,4 +1,4 @@
-// Package sqlitestore is the SQLite implementation of coordinator.Store, the
+// Package sqlitestore is the SQLite implementation of jobstore.Store, the
 // embedded default, through modernc.org/sqlite (no cgo).
 //
 // The database runs in WAL mode with a busy timeout. All writes go through

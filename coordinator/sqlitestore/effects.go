@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -30,40 +30,7 @@ var effectReadColumns = `e.key, e.kind, CASE WHEN e.state = 'reserved' AND ` + h
 	e.job_id, e.step, e.op, e.owner, e.generation, e.attempt, e.receipt, e.evidence, e.payload, e.attempts, e.last_error,
 	e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
 
-func scanEffect(row scanner) (coordinator.EffectRecord, error) {
-	var (
-		r                        coordinator.EffectRecord
-		receipt, payload, doneAt sql.NullString
-		evidence                 string
-		createdAt, updatedAt     string
-	)
-	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
-		&payload, &r.Attempts, &r.LastError, &r.Reservations, &r.Resolution, &r.Note, &createdAt, &updatedAt, &doneAt); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	if receipt.Valid && receipt.String != "" {
-		r.Receipt = json.RawMessage(receipt.String)
-	}
-	if payload.Valid && payload.String != "" {
-		r.Payload = json.RawMessage(payload.String)
-	}
-	var err error
-	if r.Evidence, err = sqlstore.DecodeEvidence([]byte(evidence)); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	if r.CreatedAt, err = parseTime(createdAt); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	if r.UpdatedAt, err = parseTime(updatedAt); err != nil {
-		return coordinator.EffectRecord{}, err
-	}
-	if doneAt.Valid {
-		if r.DoneAt, err = parseTime(doneAt.String); err != nil {
-			return coordinator.EffectRecord{}, err
-		}
-	}
-	return r, nil
-}
+func scanEffect(row scanner) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
 
 // tokenCurrent reports, inside tx, whether tok is its job's current token.
 // It only classifies an effect write that changed nothing.
@@ -86,7 +53,7 @@ func effectRefusal(ctx context.Context, tx *sql.Tx, tok fencing.Token, key strin
 	if !ok {
 		return refusal(ctx, tx, tok.JobID)
 	}
-	return answer(fmt.Errorf("key %q is not a step intent this token may change: %w", key, coordinator.ErrConflict))
+	return answer(fmt.Errorf("key %q is not a step intent this token may change: %w", key, jobstore.ErrConflict))
 }
 
 // tokenMatches is the fenced clause of the effect writes (?1 job, ?2
@@ -127,8 +94,8 @@ var reserveEffectSQL = `
 // wrote, records the attempt and classifies a statement that wrote nothing
 // with refuse.
 func (s *Store) effectWrite(ctx context.Context, action string, tok fencing.Token, key, query string, args []any,
-	refuse func(tx *sql.Tx) (coordinator.EffectRecord, error)) (coordinator.EffectRecord, error) {
-	var r coordinator.EffectRecord
+	refuse func(tx *sql.Tx) (jobstore.EffectRecord, error)) (jobstore.EffectRecord, error) {
+	var r jobstore.EffectRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		r, err = scanEffect(tx.QueryRowContext(ctx, query, args...))
@@ -148,7 +115,7 @@ func (s *Store) effectWrite(ctx context.Context, action string, tok fencing.Toke
 				state = "unchanged"
 			}
 		}
-		if rerr := recordDetail(ctx, tx, tok.JobID, sqlstore.VerbEffect, tok.Owner, tok.Generation, accepted,
+		if rerr := recordDetail(ctx, tx, tok.JobID, jobstore.VerbEffect, tok.Owner, tok.Generation, accepted,
 			sqlstore.EffectDetail(action, key, state)); rerr != nil {
 			return rerr
 		}
@@ -158,18 +125,18 @@ func (s *Store) effectWrite(ctx context.Context, action string, tok fencing.Toke
 }
 
 // ReserveEffect reserves the intent in.Key for tok (see
-// coordinator.EffectStore).
-func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in coordinator.EffectIntent) (coordinator.EffectRecord, error) {
+// jobstore.EffectStore).
+func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in jobstore.EffectIntent) (jobstore.EffectRecord, error) {
 	if err := sqlstore.CheckEffectIntent(in); err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("reserve effect of %s: %w", tok, err)
 	}
 	r, err := s.effectWrite(ctx, protocol.EffectActionReserve, tok, in.Key, reserveEffectSQL,
 		[]any{tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op, in.Attempt},
-		func(tx *sql.Tx) (coordinator.EffectRecord, error) {
-			return coordinator.EffectRecord{}, effectRefusal(ctx, tx, tok, in.Key)
+		func(tx *sql.Tx) (jobstore.EffectRecord, error) {
+			return jobstore.EffectRecord{}, effectRefusal(ctx, tx, tok, in.Key)
 		})
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("reserve effect %s of %s: %w", in.Key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("reserve effect %s of %s: %w", in.Key, tok, err)
 	}
 	return r, nil
 }
@@ -185,29 +152,29 @@ var receiptSQL = `
 	RETURNING ` + effectColumns
 
 // RecordEffectReceipt records the receipt of an intent tok holds (see
-// coordinator.EffectStore).
-func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (coordinator.EffectRecord, error) {
+// jobstore.EffectStore).
+func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (jobstore.EffectRecord, error) {
 	rc.Owner, rc.Generation = tok.Owner, tok.Generation
 	b, err := json.Marshal(rc)
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
 	}
 	r, err := s.effectWrite(ctx, protocol.EffectActionReceipt, tok, key, receiptSQL,
 		[]any{tok.JobID, tok.Generation, tok.Owner, key, rc.Outcome == protocol.ReceiptOK, string(b)},
-		func(tx *sql.Tx) (coordinator.EffectRecord, error) {
+		func(tx *sql.Tx) (jobstore.EffectRecord, error) {
 			// A repeated receipt of the token that recorded it (its reply
 			// was lost) is answered with the intent as it stands.
 			cur, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE key = ?`, key))
-			if err == nil && cur.Kind == coordinator.EffectKindStep && cur.State == protocol.EffectDone &&
+			if err == nil && cur.Kind == jobstore.EffectKindStep && cur.State == protocol.EffectDone &&
 				cur.JobID == tok.JobID && cur.Owner == tok.Owner && cur.Generation == tok.Generation {
 				if ok, err := tokenCurrent(ctx, tx, tok); err == nil && ok {
 					return cur, nil
 				}
 			}
-			return coordinator.EffectRecord{}, effectRefusal(ctx, tx, tok, key)
+			return jobstore.EffectRecord{}, effectRefusal(ctx, tx, tok, key)
 		})
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("record receipt of effect %s of %s: %w", key, tok, err)
 	}
 	return r, nil
 }
@@ -223,8 +190,8 @@ var evidenceSQL = `
 // AddEffectEvidence appends artifact keys to the evidence of an intent
 // while tok is current. The writer connection serialises writes, so the
 // evidence read in the transaction is the one the update replaces.
-func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (coordinator.EffectRecord, error) {
-	var r coordinator.EffectRecord
+func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (jobstore.EffectRecord, error) {
+	var r jobstore.EffectRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT evidence FROM effects WHERE key = ? AND kind = 'step'`, key).Scan(&cur)
@@ -249,19 +216,19 @@ func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key st
 			case err != nil:
 				return err
 			case ok:
-				out = answer(coordinator.ErrEffectNotFound)
+				out = answer(jobstore.ErrEffectNotFound)
 			default:
 				out = refusal(ctx, tx, tok.JobID)
 			}
 		}
-		if err := recordDetail(ctx, tx, tok.JobID, sqlstore.VerbEffect, tok.Owner, tok.Generation, accepted,
+		if err := recordDetail(ctx, tx, tok.JobID, jobstore.VerbEffect, tok.Owner, tok.Generation, accepted,
 			sqlstore.EffectDetail(protocol.EffectActionEvidence, key, state)); err != nil {
 			return err
 		}
 		return out
 	})
 	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
+		return jobstore.EffectRecord{}, fmt.Errorf("add evidence to effect %s of %s: %w", key, tok, err)
 	}
 	return r, nil
 }
@@ -309,12 +276,12 @@ var (
 // ResolveEffect records a person's decision on an intent in doubt and, in
 // the same transaction, queues its job again when it is NEEDS_DECISION,
 // with one more attempt when it had used them all and its deadline cleared.
-func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (coordinator.EffectRecord, bool, error) {
+func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (jobstore.EffectRecord, bool, error) {
 	if err := sqlstore.CheckDecision(decision); err != nil {
-		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+		return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
 	}
 	var (
-		r        coordinator.EffectRecord
+		r        jobstore.EffectRecord
 		requeued bool
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -323,12 +290,12 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 		if errors.Is(err, sql.ErrNoRows) {
 			cur, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
 			if errors.Is(err, sql.ErrNoRows) {
-				return answer(coordinator.ErrEffectNotFound)
+				return answer(jobstore.ErrEffectNotFound)
 			}
 			if err != nil {
 				return err
 			}
-			return answer(fmt.Errorf("it is %s (%s), not in doubt: %w", cur.State, cur.Kind, coordinator.ErrConflict))
+			return answer(fmt.Errorf("it is %s (%s), not in doubt: %w", cur.State, cur.Kind, jobstore.ErrConflict))
 		}
 		if err != nil {
 			return err
@@ -349,28 +316,22 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 		if requeued {
 			detail += "; job queued again"
 		}
-		return recordDetail(ctx, tx, r.JobID, sqlstore.VerbResolve, "", gen, true, detail)
+		return recordDetail(ctx, tx, r.JobID, jobstore.VerbResolve, "", gen, true, detail)
 	})
 	if err != nil {
-		return coordinator.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
+		return jobstore.EffectRecord{}, false, fmt.Errorf("resolve effect %s: %w", key, err)
 	}
 	return r, requeued, nil
 }
 
 // GetEffect returns one effect, or ErrEffectNotFound.
-func (s *Store) GetEffect(ctx context.Context, key string) (coordinator.EffectRecord, error) {
+func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
 	r, err := scanEffect(s.r.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, coordinator.ErrEffectNotFound)
-	}
-	if err != nil {
-		return coordinator.EffectRecord{}, fmt.Errorf("get effect %s: %w", key, err)
-	}
-	return r, nil
+	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
 // ListEffects lists effects oldest first.
-func (s *Store) ListEffects(ctx context.Context, f coordinator.EffectFilter) ([]coordinator.EffectRecord, error) {
+func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]jobstore.EffectRecord, error) {
 	q := `SELECT * FROM (SELECT ` + effectReadColumns + ` FROM effects e
 		WHERE (?1 = '' OR e.kind = ?1) AND (?2 = '' OR e.job_id = ?2)) x`
 	args := []any{f.Kind, f.JobID}
@@ -391,7 +352,7 @@ func (s *Store) ListEffects(ctx context.Context, f coordinator.EffectFilter) ([]
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.EffectRecord
+	var out []jobstore.EffectRecord
 	for rows.Next() {
 		r, err := scanEffect(rows)
 		if err != nil {
@@ -411,7 +372,7 @@ const outboxInsertSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES (?4, 'outbox', 'pending', ?1, ?3, ?2,
 	        json_object(
-	            'key', ?4, 'event', '` + coordinator.OutboxEventResult + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
+	            'key', ?4, 'event', '` + jobstore.OutboxEventResult + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
 	            'result', json(?5),
 	            'manifest', json((SELECT json_group_array(key) FROM (
 	                SELECT key FROM artifacts WHERE job_id = ?1 AND generation = ?2 ORDER BY created_at, rowid)))))
@@ -424,7 +385,7 @@ const outboxFailedSQL = `
 	INSERT INTO effects (key, kind, state, job_id, owner, generation, payload)
 	VALUES (?4, 'outbox', 'pending', ?1, ?3, ?2,
 	        json_object(
-	            'key', ?4, 'event', '` + coordinator.OutboxEventFailed + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
+	            'key', ?4, 'event', '` + jobstore.OutboxEventFailed + `', 'job_id', ?1, 'generation', ?2, 'owner', ?3,
 	            'status', (SELECT status FROM jobs WHERE id = ?1),
 	            'reason', (SELECT COALESCE(fail_reason, '') FROM jobs WHERE id = ?1),
 	            'manifest', json((SELECT json_group_array(key) FROM (
@@ -434,10 +395,10 @@ const outboxFailedSQL = `
 // FailOutbox is Fail with the outbox message written in the same
 // transaction when the failure is accepted and ends the job. The fenced
 // write is failSQL, unchanged.
-func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f coordinator.Failure, key string) error {
+func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f jobstore.Failure, key string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		status, err := s.fail(ctx, tx, tok, f)
-		if err != nil || !coordinator.Finished(status) {
+		if err != nil || !jobstore.Finished(status) {
 			return err // a refusal, or a retry: not the end of the job
 		}
 		if _, err := tx.ExecContext(ctx, outboxFailedSQL, tok.JobID, tok.Generation, tok.Owner, key); err != nil {
@@ -465,7 +426,7 @@ func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json
 			return err
 		}
 		accepted := err == nil
-		if err := record(ctx, tx, tok.JobID, sqlstore.VerbResult, tok.Owner, tok.Generation, accepted); err != nil {
+		if err := record(ctx, tx, tok.JobID, jobstore.VerbResult, tok.Owner, tok.Generation, accepted); err != nil {
 			return err
 		}
 		if !accepted {
@@ -483,12 +444,12 @@ func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json
 }
 
 // ClaimOutbox takes up to limit due pending outbox messages (see
-// coordinator.EffectStore). The writer connection serialises dispatchers.
-func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]coordinator.EffectRecord, error) {
+// jobstore.EffectStore). The writer connection serialises dispatchers.
+func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]jobstore.EffectRecord, error) {
 	if limit <= 0 {
 		limit = 1
 	}
-	var out []coordinator.EffectRecord
+	var out []jobstore.EffectRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `
@@ -532,7 +493,7 @@ func (s *Store) OutboxDelivered(ctx context.Context, key string, receipt json.Ra
 		var one int
 		err = tx.QueryRowContext(ctx, `SELECT 1 FROM effects WHERE key = ?`, key).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrEffectNotFound)
+			return answer(jobstore.ErrEffectNotFound)
 		}
 		return err
 	})

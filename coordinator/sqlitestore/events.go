@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.EventStore = (*Store)(nil)
+var _ jobstore.EventStore = (*Store)(nil)
 
 // eventSelect reads write_events rows with what their job says about them
 // (docs/api.md, "Events"): ended is 1 on the last accepted row of an ending
@@ -31,7 +31,7 @@ var eventSelect = `
 	WHERE w.id > ? AND (? <= 0 OR w.id <= ?)`
 
 // Events lists job events oldest first as q selects them.
-func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error) {
+func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.Event, error) {
 	if q.All && (q.JobID != "" || q.Projects != nil) {
 		return nil, fmt.Errorf("list events: all rows cannot be filtered by job or project")
 	}
@@ -61,10 +61,10 @@ func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordin
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.Event
+	var out []jobstore.Event
 	for rows.Next() {
 		var (
-			e  coordinator.RawEvent
+			e  jobstore.RawEvent
 			at string
 		)
 		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
@@ -74,7 +74,7 @@ func (s *Store) Events(ctx context.Context, q coordinator.EventQuery) ([]coordin
 		if e.At, err = parseTime(at); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
-		out = append(out, coordinator.NewEvent(e))
+		out = append(out, jobstore.NewEvent(e))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -92,8 +92,8 @@ func (s *Store) LastEventID(ctx context.Context) (int64, error) {
 }
 
 // RecordEvent records e, accepted, and returns its id.
-func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64, error) {
-	if err := coordinator.CheckJobEvent(e); err != nil {
+func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, error) {
+	if err := jobstore.CheckJobEvent(e); err != nil {
 		return 0, fmt.Errorf("record event: %w", err)
 	}
 	var id int64
@@ -103,7 +103,7 @@ func (s *Store) RecordEvent(ctx context.Context, e coordinator.JobEvent) (int64,
 			SELECT ?1, ?2, ?3, ?4, 1, ?5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
 			RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNotFound)
+			return answer(jobstore.ErrNotFound)
 		}
 		return err
 	})
@@ -127,11 +127,11 @@ const publishEndSQL = `
 	ON CONFLICT (key) DO NOTHING`
 
 // PublishEnd writes the outbox message of an end event, once.
-func (s *Store) PublishEnd(ctx context.Context, e coordinator.Event, key string) (bool, error) {
+func (s *Store) PublishEnd(ctx context.Context, e jobstore.Event, key string) (bool, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
-			coordinator.OutboxEndEvent(e.Status), e.Reason)
+			jobstore.OutboxEndEvent(e.Status), e.Reason)
 		if err != nil {
 			return err
 		}

@@ -7,14 +7,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
 var (
-	_ coordinator.ManifestCommitter = (*Store)(nil)
-	_ coordinator.WorkCounter       = (*Store)(nil)
+	_ jobstore.ManifestCommitter = (*Store)(nil)
+	_ jobstore.WorkCounter       = (*Store)(nil)
 )
 
 // CommitManifest is Commit and the manifest in one write transaction: the
@@ -34,7 +34,7 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if err := record(ctx, tx, tok.JobID, sqlstore.VerbResult, tok.Owner, tok.Generation, accepted); err != nil {
+		if err := record(ctx, tx, tok.JobID, jobstore.VerbResult, tok.Owner, tok.Generation, accepted); err != nil {
 			return err
 		}
 		if !accepted {

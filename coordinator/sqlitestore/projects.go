@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-var _ coordinator.ProjectCounter = (*Store)(nil)
+var _ jobstore.ProjectCounter = (*Store)(nil)
 
 // ProjectJobCounts counts the queued and in-progress jobs of every project
 // (partial indexes jobs_queued_project and jobs_in_progress_project).
-func (s *Store) ProjectJobCounts(ctx context.Context) ([]coordinator.ProjectJobCount, error) {
+func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCount, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT project, 'QUEUED', count(*) FROM jobs WHERE status = 'QUEUED' GROUP BY project
 		UNION ALL
@@ -21,9 +21,9 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]coordinator.ProjectJobC
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.ProjectJobCount
+	var out []jobstore.ProjectJobCount
 	for rows.Next() {
-		var c coordinator.ProjectJobCount
+		var c jobstore.ProjectJobCount
 		if err := rows.Scan(&c.Project, &c.Status, &c.N); err != nil {
 			return nil, fmt.Errorf("count jobs by project: %w", err)
 		}

@@ -6,54 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // agentColumns ends with the seconds since last_seen on the database clock.
-const agentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
-	coordinator_id, connected_at, last_seen, (julianday('now') - julianday(last_seen)) * 86400.0`
+const agentColumns = sqlstore.AgentColumns + `(julianday('now') - julianday(last_seen)) * 86400.0`
 
-func scanAgent(row scanner) (coordinator.Agent, error) {
-	var (
-		a                       coordinator.Agent
-		devices, caps, settings string
-		connectedAt, lastSeen   sql.NullString
-		seenAgo                 sql.NullFloat64
-	)
-	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &a.AgentDraining, &settings,
-		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
-		return coordinator.Agent{}, err
-	}
-	if err := json.Unmarshal([]byte(devices), &a.Devices); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode devices: %w", err)
-	}
-	if err := json.Unmarshal([]byte(caps), &a.Capabilities); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode capabilities: %w", err)
-	}
-	if err := json.Unmarshal([]byte(settings), &a.Settings); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("decode settings: %w", err)
-	}
-	var err error
-	if connectedAt.Valid {
-		if a.ConnectedAt, err = parseTime(connectedAt.String); err != nil {
-			return coordinator.Agent{}, err
-		}
-	}
-	if lastSeen.Valid {
-		if a.LastSeen, err = parseTime(lastSeen.String); err != nil {
-			return coordinator.Agent{}, err
-		}
-	}
-	if seenAgo.Valid {
-		a.SeenAgo = max(0, time.Duration(seenAgo.Float64*float64(time.Second)))
-	}
-	return a, nil
-}
+func scanAgent(row scanner) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 var helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
@@ -77,16 +40,16 @@ var releaseOtherBootSQL = releaseSQL(protocol.CauseAgentRestarted, "")
 
 // AgentHello records the agent's session and, in the same transaction,
 // reclaims the in-progress jobs of its other boots.
-func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+func (s *Store) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore.Agent, []fencing.Token, error) {
 	if err := sqlstore.CheckAgentID(h.AgentID); err != nil {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello: %w", err)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello: %w", err)
 	}
 	if h.BootID == "" {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello of %s: boot id is empty", h.AgentID)
 	}
 	owner := fencing.Owner(h.AgentID, h.BootID)
 	var (
-		a    coordinator.Agent
+		a    jobstore.Agent
 		toks []fencing.Token
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -98,23 +61,23 @@ func (s *Store) AgentHello(ctx context.Context, h coordinator.AgentHello) (coord
 		}
 		toks, err = s.releaseEach(ctx, tx, `SELECT id, lease_generation, worker_id FROM jobs
 			WHERE status = 'IN_PROGRESS' AND substr(worker_id, 1, length(?1) + 1) = ?1 || '/' AND worker_id <> ?2
-			ORDER BY id`, []any{h.AgentID, owner}, releaseOtherBootSQL, sqlstore.DetailAgentRestarted, protocol.CauseAgentRestarted)
+			ORDER BY id`, []any{h.AgentID, owner}, releaseOtherBootSQL, jobstore.DetailAgentRestarted, protocol.CauseAgentRestarted)
 		return err
 	})
 	if err != nil {
-		return coordinator.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
+		return jobstore.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
 	}
 	return a, toks, nil
 }
 
 // AgentHeartbeat marks the session seen now.
-func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (coordinator.Agent, error) {
+func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobstore.Agent, error) {
 	agentID, bootID := hb.AgentID, hb.BootID
 	var dev any
 	if hb.Devices != nil {
 		dev = string(sqlstore.EncodeDevices(hb.Devices))
 	}
-	var a coordinator.Agent
+	var a jobstore.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `
@@ -122,24 +85,24 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (c
 			WHERE agent_id = ?1 AND boot_id = ?2 AND boot_id <> ''
 			RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNoSession)
+			return answer(jobstore.ErrNoSession)
 		}
 		return err
 	})
 	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
+		return jobstore.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
 	}
 	return a, nil
 }
 
 // Agents lists every registered agent by id.
-func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
+func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.Agent
+	var out []jobstore.Agent
 	for rows.Next() {
 		a, err := scanAgent(rows)
 		if err != nil {
@@ -154,41 +117,35 @@ func (s *Store) Agents(ctx context.Context) ([]coordinator.Agent, error) {
 }
 
 // GetAgent returns one agent, or ErrAgentNotFound.
-func (s *Store) GetAgent(ctx context.Context, agentID string) (coordinator.Agent, error) {
+func (s *Store) GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error) {
 	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = ?`, agentID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, coordinator.ErrAgentNotFound)
-	}
-	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "get agent %s", agentID)
 }
 
 // SetAgentDraining sets or clears the drain flag.
-func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (coordinator.Agent, error) {
-	var a coordinator.Agent
+func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (jobstore.Agent, error) {
+	var a jobstore.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET draining = ? WHERE agent_id = ? RETURNING `+agentColumns, draining, agentID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrAgentNotFound)
+			return answer(jobstore.ErrAgentNotFound)
 		}
 		return err
 	})
 	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
+		return jobstore.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
 	}
 	return a, nil
 }
 
 // SetAgentSettings merges settings into the agent's, creating the agent
 // without a session when it is not registered yet.
-func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (coordinator.Agent, error) {
+func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[string]string, unset []string) (jobstore.Agent, error) {
 	if err := sqlstore.CheckAgentID(agentID); err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set settings of agent: %w", err)
+		return jobstore.Agent{}, fmt.Errorf("set settings of agent: %w", err)
 	}
-	var a coordinator.Agent
+	var a jobstore.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (agent_id) VALUES (?) ON CONFLICT (agent_id) DO NOTHING`, agentID); err != nil {
 			return err
@@ -209,7 +166,7 @@ func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[st
 		return err
 	})
 	if err != nil {
-		return coordinator.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
+		return jobstore.Agent{}, fmt.Errorf("set settings of agent %s: %w", agentID, err)
 	}
 	return a, nil
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -167,19 +167,19 @@ func canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
 // ClaimFor grants the first due queued job, highest priority first, oldest
 // first within one priority, matching a free phone of req.Owner, within
 // the project limits.
-func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
-	var l coordinator.Lease
+	var l jobstore.Lease
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		ok, err := canGrant(ctx, tx, c)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return answer(coordinator.ErrNoJob)
+			return answer(jobstore.ErrNoJob)
 		}
 		var (
 			id, prevOwner, serial string
@@ -187,7 +187,7 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 		)
 		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNoJob)
+			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
@@ -197,23 +197,23 @@ func (s *Store) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coo
 			return err // the pick and the grant share the transaction: the row is there
 		}
 		l.Device = serial
-		return record(ctx, tx, id, sqlstore.VerbClaim, c.Owner, l.Token.Generation, true)
+		return record(ctx, tx, id, jobstore.VerbClaim, c.Owner, l.Token.Generation, true)
 	})
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
 	return l, nil
 }
 
 // TakeOverExpired grants the longest-expired lease matching a free phone of
 // req.Owner to it.
-func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, fencing.Token, error) {
 	c, err := sqlstore.PrepareClaim(req)
 	if err != nil {
-		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
 	}
 	var (
-		l   coordinator.Lease
+		l   jobstore.Lease
 		old fencing.Token
 	)
 	err = s.write(ctx, func(tx *sql.Tx) error {
@@ -222,12 +222,12 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return err
 		}
 		if !ok {
-			return answer(coordinator.ErrNoJob)
+			return answer(jobstore.ErrNoJob)
 		}
 		var serial string
 		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNoJob)
+			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
@@ -238,14 +238,14 @@ func (s *Store) TakeOverExpired(ctx context.Context, req coordinator.ClaimReques
 			return err
 		}
 		l.Device = serial
-		if err := recordEnd(ctx, tx, old.JobID, sqlstore.VerbReclaim, old.Owner, old.Generation, true, sqlstore.DetailLeaseExpired,
+		if err := recordEnd(ctx, tx, old.JobID, jobstore.VerbReclaim, old.Owner, old.Generation, true, jobstore.DetailLeaseExpired,
 			protocol.FailClassInfrastructure, protocol.CauseLeaseExpired); err != nil {
 			return err
 		}
-		return recordDetail(ctx, tx, old.JobID, sqlstore.VerbReassign, c.Owner, l.Token.Generation, true, sqlstore.DetailLeaseExpired)
+		return recordDetail(ctx, tx, old.JobID, jobstore.VerbReassign, c.Owner, l.Token.Generation, true, jobstore.DetailLeaseExpired)
 	})
 	if err != nil {
-		return coordinator.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
+		return jobstore.Lease{}, fencing.Token{}, fmt.Errorf("take over expired lease for %s: %w", req.Owner, err)
 	}
 	return l, old, nil
 }
@@ -263,7 +263,7 @@ func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name str
 			tok.JobID, tok.Generation, tok.Owner).Scan(&ok); err != nil {
 			return err
 		}
-		if err := recordDetail(ctx, tx, tok.JobID, sqlstore.VerbUpload, tok.Owner, tok.Generation, ok, name); err != nil {
+		if err := recordDetail(ctx, tx, tok.JobID, jobstore.VerbUpload, tok.Owner, tok.Generation, ok, name); err != nil {
 			return err
 		}
 		if ok {
@@ -305,7 +305,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token
 		)
 		err := tx.QueryRowContext(ctx, `SELECT status, worker_id, lease_generation FROM jobs WHERE id = ?`, jobID).Scan(&status, &owner, &gen)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNotFound)
+			return answer(jobstore.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -317,14 +317,14 @@ func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token
 		}
 		accepted := err == nil
 		taken := ""
-		if status == coordinator.StatusInProgress {
+		if status == jobstore.StatusInProgress {
 			taken = owner.String
 		}
-		if err := recordDetail(ctx, tx, jobID, sqlstore.VerbCancel, taken, gen, accepted, reason); err != nil {
+		if err := recordDetail(ctx, tx, jobID, jobstore.VerbCancel, taken, gen, accepted, reason); err != nil {
 			return err
 		}
 		if !accepted {
-			return answer(fmt.Errorf("already finished: %w", coordinator.ErrConflict))
+			return answer(fmt.Errorf("already finished: %w", jobstore.ErrConflict))
 		}
 		if taken != "" {
 			tok = fencing.Token{JobID: jobID, Owner: taken, Generation: gen}
@@ -338,7 +338,7 @@ func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token
 }
 
 // ListJobs lists jobs oldest first.
-func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordinator.Job, error) {
+func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.Job, error) {
 	q := `SELECT ` + jobColumns + ` FROM jobs WHERE 1 = 1`
 	var args []any
 	if len(f.Statuses) > 0 {
@@ -365,7 +365,7 @@ func (s *Store) ListJobs(ctx context.Context, f coordinator.JobFilter) ([]coordi
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.Job
+	var out []jobstore.Job
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -33,17 +33,16 @@ const nowPlus = `strftime('%Y-%m-%d %H:%M:%f', 'now', ?)`
 // timeLayout parses stored times.
 const timeLayout = "2006-01-02 15:04:05.000"
 
-// Store is a coordinator.Store on SQLite.
+// Store is a jobstore.Store on SQLite.
 type Store struct {
-	w     *sql.DB                // the one writer connection; transactions BEGIN IMMEDIATE
-	r     *sql.DB                // readers
-	retry sqlstore.Retry         // backoff of retried attempts (attempts.go)
-	fleet coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
+	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB        // readers
+	retry jobstore.Retry // backoff of retried attempts (attempts.go)
 }
 
 var (
-	_ coordinator.Store = (*Store)(nil)
-	_ sqlstore.Lab      = (*Store)(nil)
+	_ jobstore.Store = (*Store)(nil)
+	_ sqlstore.Lab   = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database file at path, applies pending
@@ -53,7 +52,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 // OpenExisting opens the database file at path without migrating it: it
-// fails with an error wrapping coordinator.ErrSchemaOutdated when the schema
+// fails with an error wrapping jobstore.ErrSchemaOutdated when the schema
 // is behind this binary (or the file does not exist, which it does not
 // create), and with another error when the schema is ahead of it.
 func OpenExisting(ctx context.Context, path string) (*Store, error) {
@@ -61,7 +60,7 @@ func OpenExisting(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("open sqlite store %s: no database file: %w", path, coordinator.ErrSchemaOutdated)
+		return nil, fmt.Errorf("open sqlite store %s: no database file: %w", path, jobstore.ErrSchemaOutdated)
 	}
 	return open(ctx, path, false)
 }
@@ -294,7 +293,7 @@ func currentGeneration(ctx context.Context, tx *sql.Tx, jobID string) (gen int64
 }
 
 // refusal answers a fenced write that matched no row: fencing.ErrStale when
-// the job exists, coordinator.ErrNotFound when it does not.
+// the job exists, jobstore.ErrNotFound when it does not.
 func refusal(ctx context.Context, tx *sql.Tx, jobID string) error {
 	_, ok, err := currentGeneration(ctx, tx, jobID)
 	if err != nil {
@@ -303,7 +302,7 @@ func refusal(ctx context.Context, tx *sql.Tx, jobID string) error {
 	if ok {
 		return answer(fencing.ErrStale)
 	}
-	return answer(coordinator.ErrNotFound)
+	return answer(jobstore.ErrNotFound)
 }
 
 // modifier is ttl as an SQLite date modifier, rounded up to the millisecond.
@@ -337,77 +336,27 @@ func nullJSON(b json.RawMessage) any {
 	return string(b)
 }
 
-const jobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
-	result, completed_by, fail_reason, created_at, updated_at, device_serial,
-	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
-	attempt_ends`
+const jobColumns = sqlstore.JobColumns
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = sqlstore.Row
 
-func scanJob(row scanner) (coordinator.Job, error) {
-	var (
-		j                                   coordinator.Job
-		task, ends                          string
-		worker, expires, result, by, reason sql.NullString
-		device, notBefore, deadline         sql.NullString
-		createdAt, updatedAt                string
-	)
-	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
-		&result, &by, &reason, &createdAt, &updatedAt, &device,
-		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &deadline, &j.SubmittedBy,
-		&ends); err != nil {
-		return coordinator.Job{}, err
-	}
-	if err := json.Unmarshal([]byte(ends), &j.AttemptEnds); err != nil {
-		return coordinator.Job{}, fmt.Errorf("decode attempt ends: %w", err)
-	}
-	if err := json.Unmarshal([]byte(task), &j.Task); err != nil {
-		return coordinator.Job{}, fmt.Errorf("decode task: %w", err)
-	}
-	if result.Valid && result.String != "" {
-		j.Result = json.RawMessage(result.String)
-	}
-	j.WorkerID = nullString(worker)
-	j.CompletedBy = nullString(by)
-	j.FailReason = nullString(reason)
-	j.Device = nullString(device)
-	var err error
-	if expires.Valid {
-		if j.LeaseExpiresAt, err = parseTime(expires.String); err != nil {
-			return coordinator.Job{}, err
-		}
-	}
-	if notBefore.Valid {
-		if j.NotBefore, err = parseTime(notBefore.String); err != nil {
-			return coordinator.Job{}, err
-		}
-	}
-	if deadline.Valid {
-		if j.DeadlineAt, err = parseTime(deadline.String); err != nil {
-			return coordinator.Job{}, err
-		}
-	}
-	if j.CreatedAt, err = parseTime(createdAt); err != nil {
-		return coordinator.Job{}, err
-	}
-	if j.UpdatedAt, err = parseTime(updatedAt); err != nil {
-		return coordinator.Job{}, err
-	}
-	return j, nil
-}
+// times decodes the timestamps SQLite keeps as text (sqlstore.Times).
+var times = sqlstore.Times[string](parseTime)
+
+func scanJob(row scanner) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 // Submit inserts a queued job at generation 0.
-func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
+func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
 	id, task, err := sqlstore.PrepareSubmit(spec)
 	if err != nil {
-		return coordinator.Job{}, err
+		return jobstore.Job{}, err
 	}
-	p := sqlstore.Policy(spec)
+	p := jobstore.Policy(spec)
 	var notBefore any
 	if !spec.NotBefore.IsZero() {
 		notBefore = formatTime(spec.NotBefore)
 	}
-	var j coordinator.Job
+	var j jobstore.Job
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
@@ -416,55 +365,49 @@ func (s *Store) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinat
 			ON CONFLICT (id) DO NOTHING
 			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrConflict)
+			return answer(jobstore.ErrConflict)
 		}
 		if err != nil {
 			return err
 		}
-		return recordDetail(ctx, tx, id, coordinator.VerbSubmit, "", 0, true, p.SubmittedBy)
+		return recordDetail(ctx, tx, id, jobstore.VerbSubmit, "", 0, true, p.SubmittedBy)
 	})
-	if errors.Is(err, coordinator.ErrConflict) {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, err)
+	if errors.Is(err, jobstore.ErrConflict) {
+		return jobstore.Job{}, fmt.Errorf("submit job %s: id in use: %w", id, err)
 	}
 	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("submit job %s: %w", id, err)
+		return jobstore.Job{}, fmt.Errorf("submit job %s: %w", id, err)
 	}
 	return j, nil
 }
 
 // Get returns a job, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, jobID string) (coordinator.Job, error) {
+func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, coordinator.ErrNotFound)
-	}
-	if err != nil {
-		return coordinator.Job{}, fmt.Errorf("get job %s: %w", jobID, err)
-	}
-	return j, nil
+	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
 // scanLease reads generation, expiry, task and deadline of a granted job.
-func scanLease(row scanner, jobID, owner string, dest ...any) (coordinator.Lease, error) {
+func scanLease(row scanner, jobID, owner string, dest ...any) (jobstore.Lease, error) {
 	var (
-		l             coordinator.Lease
+		l             jobstore.Lease
 		expires, task string
 		deadline      sql.NullString
 	)
 	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task, &deadline)...); err != nil {
-		return coordinator.Lease{}, err
+		return jobstore.Lease{}, err
 	}
 	var err error
 	if l.ExpiresAt, err = parseTime(expires); err != nil {
-		return coordinator.Lease{}, err
+		return jobstore.Lease{}, err
 	}
 	if deadline.Valid {
 		if l.DeadlineAt, err = parseTime(deadline.String); err != nil {
-			return coordinator.Lease{}, err
+			return jobstore.Lease{}, err
 		}
 	}
 	if err := json.Unmarshal([]byte(task), &l.Task); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("decode task: %w", err)
+		return jobstore.Lease{}, fmt.Errorf("decode task: %w", err)
 	}
 	l.Token.JobID = jobID
 	l.Token.Owner = owner
@@ -491,11 +434,11 @@ var (
 	reassignSQL = grantSQL(`status IN ('QUEUED', 'IN_PROGRESS')`)
 )
 
-func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
+func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl time.Duration) (jobstore.Lease, error) {
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
-	var l coordinator.Lease
+	var l jobstore.Lease
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
@@ -513,24 +456,24 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 			return err
 		}
 		if ok {
-			return answer(coordinator.ErrConflict)
+			return answer(jobstore.ErrConflict)
 		}
-		return answer(coordinator.ErrNotFound)
+		return answer(jobstore.ErrNotFound)
 	})
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
+		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	return l, nil
 }
 
 // Claim grants the given queued job to owner (generation + 1).
-func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, sqlstore.VerbClaim, claimSQL, jobID, owner, ttl)
+func (s *Store) Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (jobstore.Lease, error) {
+	return s.grant(ctx, jobstore.VerbClaim, claimSQL, jobID, owner, ttl)
 }
 
 // Reassign grants a queued or in-progress job to newOwner (generation + 1).
-func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
-	return s.grant(ctx, sqlstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
+func (s *Store) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (jobstore.Lease, error) {
+	return s.grant(ctx, jobstore.VerbReassign, reassignSQL, jobID, newOwner, ttl)
 }
 
 var claimNextSQL = `
@@ -546,11 +489,11 @@ var claimNextSQL = `
 	RETURNING id, lease_generation, lease_expires_at, task, deadline_at`
 
 // ClaimNext grants the oldest queued job to owner (generation + 1).
-func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error) {
+func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) (jobstore.Lease, error) {
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
-	var l coordinator.Lease
+	var l jobstore.Lease
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var (
 			jobID string
@@ -559,16 +502,16 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		row := tx.QueryRowContext(ctx, claimNextSQL, owner, modifier(ttl))
 		l, err = scanLease(row, "", owner, &jobID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return answer(coordinator.ErrNoJob)
+			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
 		}
 		l.Token.JobID = jobID
-		return record(ctx, tx, jobID, sqlstore.VerbClaim, owner, l.Token.Generation, true)
+		return record(ctx, tx, jobID, jobstore.VerbClaim, owner, l.Token.Generation, true)
 	})
 	if err != nil {
-		return coordinator.Lease{}, fmt.Errorf("claim next job: %w", err)
+		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
 	return l, nil
 }
@@ -612,7 +555,7 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 		return time.Time{}, fmt.Errorf("renew %s: %w", tok, err)
 	}
 	var exp string
-	err := s.fenced(ctx, sqlstore.VerbRenew, tok, renewSQL,
+	err := s.fenced(ctx, jobstore.VerbRenew, tok, renewSQL,
 		[]any{modifier(ttl), tok.JobID, tok.Generation, tok.Owner},
 		func(r *sql.Row) error { return r.Scan(&exp) })
 	if err != nil {
@@ -638,7 +581,7 @@ func (s *Store) Commit(ctx context.Context, tok fencing.Token, result json.RawMe
 		return fmt.Errorf("commit %s: %w", tok, err)
 	}
 	var id string
-	err := s.fenced(ctx, sqlstore.VerbResult, tok, commitSQL,
+	err := s.fenced(ctx, jobstore.VerbResult, tok, commitSQL,
 		[]any{nullJSON(result), tok.Owner, tok.JobID, tok.Generation, tok.Owner},
 		func(r *sql.Row) error { return r.Scan(&id) })
 	if err != nil {
@@ -654,7 +597,7 @@ var unfencedCommitSQL = `
 	RETURNING id`
 
 // UnfencedCommit writes a result with no token check: the write a lease
-// without fencing amounts to. It is not part of coordinator.Store and no
+// without fencing amounts to. It is not part of jobstore.Store and no
 // protocol endpoint reaches it; it exists only so the lab can reproduce the
 // stale-writer experiment of docs/design.md ("Why fencing"). It reports
 // whether the job existed.
@@ -670,7 +613,7 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 			return err
 		}
 		ok = err == nil
-		return record(ctx, tx, jobID, sqlstore.VerbResultUnfenced, owner, 0, ok)
+		return record(ctx, tx, jobID, jobstore.VerbResultUnfenced, owner, 0, ok)
 	})
 	if err != nil {
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
@@ -705,7 +648,7 @@ const phoneScreenSQL = `
 // generation and owner of a are ignored: the token's are used. Registering
 // the same name again in the same generation succeeds only with the same
 // sha256; another sha256 is ErrConflict.
-func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobstore.ArtifactRecord) error {
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
 		return fmt.Errorf("register artifact of %s: %w", tok, err)
 	}
@@ -717,7 +660,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 			return err
 		}
 		accepted := err == nil
-		if err := recordDetail(ctx, tx, tok.JobID, sqlstore.VerbArtifact, tok.Owner, tok.Generation, accepted, a.Name); err != nil {
+		if err := recordDetail(ctx, tx, tok.JobID, jobstore.VerbArtifact, tok.Owner, tok.Generation, accepted, a.Name); err != nil {
 			return err
 		}
 		if accepted {
@@ -735,7 +678,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 			return err
 		}
 		if matched {
-			return answer(fmt.Errorf("another sha256 is registered under this name: %w", coordinator.ErrConflict))
+			return answer(fmt.Errorf("another sha256 is registered under this name: %w", jobstore.ErrConflict))
 		}
 		return refusal(ctx, tx, tok.JobID)
 	})
@@ -747,7 +690,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a coord
 
 // Artifacts lists the artifacts registered for one generation of a job,
 // oldest first. ErrNotFound when the job does not exist.
-func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]coordinator.ArtifactRecord, error) {
+func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]jobstore.ArtifactRecord, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT job_id, generation, owner, name, key, size, sha256, content_type, etag, created_at
 		FROM artifacts WHERE job_id = ? AND generation = ?
@@ -756,10 +699,10 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
 	defer rows.Close()
-	var out []coordinator.ArtifactRecord
+	var out []jobstore.ArtifactRecord
 	for rows.Next() {
 		var (
-			a  coordinator.ArtifactRecord
+			a  jobstore.ArtifactRecord
 			at string
 		)
 		if err := rows.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &at); err != nil {
@@ -779,7 +722,7 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, coordinator.ErrNotFound)
+			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, jobstore.ErrNotFound)
 		}
 	}
 	return out, nil
@@ -797,7 +740,7 @@ var (
 
 // ReclaimExpired ends the attempt of up to limit in-progress jobs whose
 // lease expired on the database clock (retried or FAILED, see
-// coordinator.Store) and returns the tokens they were taken from. Each job
+// jobstore.Store) and returns the tokens they were taken from. Each job
 // is taken back by its own fenced statement. A limit of zero or less means
 // no limit.
 func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token, error) {
@@ -808,7 +751,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 	var out []fencing.Token
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = s.releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, sqlstore.DetailLeaseExpired, protocol.CauseLeaseExpired)
+		out, err = s.releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, jobstore.DetailLeaseExpired, protocol.CauseLeaseExpired)
 		return err
 	})
 	if err != nil {
@@ -852,7 +795,7 @@ func (s *Store) releaseEach(ctx context.Context, tx *sql.Tx, candidates string, 
 		if err != nil {
 			return nil, err
 		}
-		if err := recordEnd(ctx, tx, t.JobID, sqlstore.VerbReclaim, t.Owner, t.Generation, true, detail, protocol.FailClassInfrastructure, cause); err != nil {
+		if err := recordEnd(ctx, tx, t.JobID, jobstore.VerbReclaim, t.Owner, t.Generation, true, detail, protocol.FailClassInfrastructure, cause); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -861,7 +804,7 @@ func (s *Store) releaseEach(ctx context.Context, tx *sql.Tx, candidates string, 
 }
 
 // WriteEvents lists every recorded attempt on a job, oldest first.
-func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.WriteEvent, error) {
+func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.WriteEvent, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, job_id, verb, owner, generation, accepted, at, detail, class, cause
 		FROM write_events WHERE job_id = ? AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
@@ -869,10 +812,10 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]coordinator.Wr
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
 	defer rows.Close()
-	var out []coordinator.WriteEvent
+	var out []jobstore.WriteEvent
 	for rows.Next() {
 		var (
-			e  coordinator.WriteEvent
+			e  jobstore.WriteEvent
 			at string
 		)
 		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail, &e.Class, &e.Cause); err != nil {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/coordinator/storetest"
@@ -43,7 +43,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "kept", Task: task}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "kept", Task: task}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -100,10 +100,10 @@ func opener() storetest.Opener {
 	}
 	return storetest.Opener{
 		Fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "jobs.db") },
-		Open: func(ctx context.Context, path string) (coordinator.Store, error) {
+		Open: func(ctx context.Context, path string) (jobstore.Store, error) {
 			return sqlitestore.Open(ctx, path)
 		},
-		OpenExisting: func(ctx context.Context, path string) (coordinator.Store, error) {
+		OpenExisting: func(ctx context.Context, path string) (jobstore.Store, error) {
 			s, err := sqlitestore.OpenExisting(ctx, path)
 			if err != nil {
 				return nil, err
@@ -127,7 +127,7 @@ func TestOpenExisting(t *testing.T) {
 	storetest.RunOpen(t, opener())
 	// A missing file is an empty database, and it is not created.
 	path := filepath.Join(t.TempDir(), "missing.db")
-	if _, err := sqlitestore.OpenExisting(t.Context(), path); !errors.Is(err, coordinator.ErrSchemaOutdated) {
+	if _, err := sqlitestore.OpenExisting(t.Context(), path); !errors.Is(err, jobstore.ErrSchemaOutdated) {
 		t.Fatalf("open existing of a missing file: %v", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

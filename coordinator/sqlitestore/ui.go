@@ -9,14 +9,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
-var _ coordinator.UIStore = (*Store)(nil)
+var _ jobstore.UIStore = (*Store)(nil)
 
 // CreateUISession stores a dashboard session and deletes the expired ones.
-func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (coordinator.UISession, error) {
-	out := coordinator.UISession{Hash: hash, TokenID: tokenID}
+func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (jobstore.UISession, error) {
+	out := jobstore.UISession{Hash: hash, TokenID: tokenID}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM ui_sessions WHERE expires_at <= `+now); err != nil {
 			return err
@@ -35,14 +36,14 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 		return err
 	})
 	if err != nil {
-		return coordinator.UISession{}, fmt.Errorf("create dashboard session: %w", err)
+		return jobstore.UISession{}, fmt.Errorf("create dashboard session: %w", err)
 	}
 	return out, nil
 }
 
 // UISession returns an unexpired session and its token.
-func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordinator.UISession, coordinator.APIToken, error) {
-	sess := coordinator.UISession{Hash: hash}
+func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
+	sess := jobstore.UISession{Hash: hash}
 	var created, expires string
 	t, err := scanToken(scanMore{row: s.r.QueryRowContext(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
@@ -50,16 +51,16 @@ func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (coordina
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
 		WHERE u.hash = ? AND u.expires_at > `+now, hash[:]), more: []any{&created, &expires}})
 	if errors.Is(err, sql.ErrNoRows) {
-		return coordinator.UISession{}, coordinator.APIToken{}, coordinator.ErrUISessionNotFound
+		return jobstore.UISession{}, jobstore.APIToken{}, jobstore.ErrUISessionNotFound
 	}
 	if err != nil {
-		return coordinator.UISession{}, coordinator.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
+		return jobstore.UISession{}, jobstore.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
 	}
 	if sess.CreatedAt, err = parseTime(created); err != nil {
-		return coordinator.UISession{}, coordinator.APIToken{}, err
+		return jobstore.UISession{}, jobstore.APIToken{}, err
 	}
 	if sess.ExpiresAt, err = parseTime(expires); err != nil {
-		return coordinator.UISession{}, coordinator.APIToken{}, err
+		return jobstore.UISession{}, jobstore.APIToken{}, err
 	}
 	sess.TokenID = t.ID
 	return sess, t, nil
@@ -78,7 +79,7 @@ func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) err
 }
 
 // RecordUIAction records a dashboard action.
-func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) error {
+func (s *Store) RecordUIAction(ctx context.Context, a jobstore.UIAction) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO ui_actions (token_name, action, target, job_id, detail) VALUES (?, ?, ?, ?, ?)`,
 			a.TokenName, a.Action, a.Target, a.JobID, a.Detail)
@@ -91,7 +92,7 @@ func (s *Store) RecordUIAction(ctx context.Context, a coordinator.UIAction) erro
 }
 
 // UIActions lists recorded actions, oldest first.
-func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]coordinator.UIAction, error) {
+func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]jobstore.UIAction, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -106,10 +107,10 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 		return nil, fmt.Errorf("list dashboard actions: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.UIAction
+	var out []jobstore.UIAction
 	for rows.Next() {
 		var (
-			a  coordinator.UIAction
+			a  jobstore.UIAction
 			at string
 		)
 		if err := rows.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &at); err != nil {
@@ -130,13 +131,13 @@ func (s *Store) UIActions(ctx context.Context, f coordinator.UIActionFilter) ([]
 // phone_screens, which RegisterArtifact keeps up to date,
 // and of each screenshot's job by its key, to drop the screenshots of a
 // generation the job has left (docs/benchmarks.md, "Web dashboard").
-func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef, projects []string) ([]coordinator.PhoneScreen, error) {
+func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, projects []string) ([]jobstore.PhoneScreen, error) {
 	if len(phones) == 0 || (projects != nil && len(projects) == 0) {
 		return nil, nil
 	}
 	// The whole table is read (one row per phone that ever registered an
 	// image) and matched here: cheaper than a lookup per listed phone.
-	want := make(map[coordinator.PhoneRef]bool, len(phones))
+	want := make(map[jobstore.PhoneRef]bool, len(phones))
 	for _, p := range phones {
 		want[p] = true
 	}
@@ -156,10 +157,10 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	defer rows.Close()
-	var got []coordinator.PhoneScreen
+	var got []jobstore.PhoneScreen
 	for rows.Next() {
 		var (
-			x  coordinator.PhoneScreen
+			x  jobstore.PhoneScreen
 			at string
 		)
 		if err := rows.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
@@ -179,58 +180,31 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []coordinator.PhoneRef,
 	return got, nil
 }
 
-// FleetAgents lists the agents as Agents does, their device lists decoded
-// through the store's DeviceMemo: scanAgent is handed a JSON null for the
-// devices, and the memo decodes the real list only when it changed.
-func (s *Store) FleetAgents(ctx context.Context) ([]coordinator.Agent, error) {
+// FleetAgents lists the agents as Agents does, their device lists left as
+// stored: scanAgent is handed a JSON null for the devices, and the stored
+// JSON is kept in DevicesJSON for the dashboard to decode when it changed.
+func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.Agent
-	keep := map[string]bool{}
+	var out []jobstore.FleetAgent
 	for rows.Next() {
-		row := &rawDevices{row: rows}
-		a, err := scanAgent(row)
+		a, err := sqlstore.ScanFleetAgent(rows, times)
 		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
-		if a.Devices, err = s.fleet.Devices(a.ID, []byte(row.raw)); err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
-		}
-		keep[a.ID] = true
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	s.fleet.Keep(keep)
 	return out, nil
 }
 
-// rawDevices scans an agent row (agentColumns) keeping the devices' JSON
-// for itself and handing the scanner a JSON null in its place.
-type rawDevices struct {
-	row scanner
-	raw string
-}
-
-func (d *rawDevices) Scan(dest ...any) error {
-	target, ok := dest[3].(*string)
-	if !ok {
-		return fmt.Errorf("scan agent: devices into %T", dest[3])
-	}
-	dest[3] = &d.raw
-	if err := d.row.Scan(dest...); err != nil {
-		return err
-	}
-	*target = "null"
-	return nil
-}
-
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
-func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, error) {
+func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
@@ -238,9 +212,9 @@ func (s *Store) RunningJobs(ctx context.Context) ([]coordinator.RunningJob, erro
 		return nil, fmt.Errorf("list running jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []coordinator.RunningJob
+	var out []jobstore.RunningJob
 	for rows.Next() {
-		var j coordinator.RunningJob
+		var j jobstore.RunningJob
 		if err := rows.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device); err != nil {
 			return nil, fmt.Errorf("list running jobs: %w", err)
 		}

@@ -1,6 +1,10 @@
-// Package sqlstore holds what the SQL implementations of coordinator.Store
+// Package sqlstore holds what the SQL implementations of jobstore.Store
 // (coordinator/pgstore on PostgreSQL, coordinator/sqlitestore on SQLite)
-// share: the write_events verbs, versioned migrations read from embedded SQL
-// files, job id and input checks, and the lab-only surface (Lab) that the
-// stale-writer experiment and the benchmarks use.
+// share: the scanners of jobs, agents, API tokens and effects over one
+// Scan(...any) row, each dialect handing in its time codec (Times); the
+// one-row read's not-found mapping (Found, RowErr); versioned migrations
+// read from embedded SQL files, job id and input checks, and the lab-only
+// surface (Lab) that the stale-writer experiment and the benchmarks use.
+// The fenced writes stay in each store: one statement with a data-modifying
+// CTE on PostgreSQL, a BEGIN IMMEDIATE transaction on SQLite.
 package sqlstore

@@ -6,21 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
-)
-
-// Verbs recorded in write_events for effects.
-//
-//   - effect: an effect request of an agent (reserve, receipt, evidence),
-//     fenced by the token presented, with the detail "<action> <key>: <state>"
-//     ("refused" when the token was not current).
-//   - resolve: a person's decision on an intent in doubt (edgecoord effect
-//     resolve), recorded under the intent's job with owner "" and the job's
-//     generation, detail "<key>: <decision>".
-const (
-	VerbEffect  = "effect"
-	VerbResolve = "resolve"
 )
 
 // EffectDetail is the write_events detail of an effect request.
@@ -32,14 +19,14 @@ func EffectDetail(action, key, state string) string {
 }
 
 // CheckEffectIntent validates a reservation.
-func CheckEffectIntent(in coordinator.EffectIntent) error {
+func CheckEffectIntent(in jobstore.EffectIntent) error {
 	return protocol.ValidateEffectKey(in.Key)
 }
 
 // CheckDecision validates a person's decision.
 func CheckDecision(decision string) error {
-	if decision != coordinator.ResolveDone && decision != coordinator.ResolveRetry {
-		return fmt.Errorf("decision %q: want %s or %s", decision, coordinator.ResolveDone, coordinator.ResolveRetry)
+	if decision != jobstore.ResolveDone && decision != jobstore.ResolveRetry {
+		return fmt.Errorf("decision %q: want %s or %s", decision, jobstore.ResolveDone, jobstore.ResolveRetry)
 	}
 	return nil
 }

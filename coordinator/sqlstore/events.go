@@ -3,19 +3,19 @@ package sqlstore
 import (
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // JobEventOnlyVerbs is the SQL list of the write_events verbs that record
 // job events rather than write attempts (submit, step): WriteEvents and
 // WriteCounts leave them out.
-var JobEventOnlyVerbs = sqlList([]string{coordinator.VerbSubmit, coordinator.VerbStep})
+var JobEventOnlyVerbs = sqlList([]string{jobstore.VerbSubmit, jobstore.VerbStep})
 
-// NonEventVerbs and NonEndingVerbs are coordinator.NonEventVerbs and
-// coordinator.NonEndingVerbs as SQL lists.
+// NonEventVerbs and NonEndingVerbs are jobstore.NonEventVerbs and
+// jobstore.NonEndingVerbs as SQL lists.
 var (
-	NonEventVerbs  = sqlList(coordinator.NonEventVerbs)
-	NonEndingVerbs = sqlList(coordinator.NonEndingVerbs)
+	NonEventVerbs  = sqlList(jobstore.NonEventVerbs)
+	NonEndingVerbs = sqlList(jobstore.NonEndingVerbs)
 )
 
 // sqlList renders constant verbs as a parenthesised SQL list of literals.
@@ -29,9 +29,9 @@ func sqlList(verbs []string) string {
 }
 
 // EventLimit is q's limit with the default applied.
-func EventLimit(q coordinator.EventQuery) int {
+func EventLimit(q jobstore.EventQuery) int {
 	if q.Limit <= 0 {
-		return coordinator.DefaultEventLimit
+		return jobstore.DefaultEventLimit
 	}
 	return q.Limit
 }

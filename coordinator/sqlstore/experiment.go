@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -53,7 +53,7 @@ func StaleWriterExperiment(ctx context.Context, s Lab, jobs int, fenced bool) (E
 	oldResult, _ := json.Marshal(map[string]string{"value": ResultOld, "by": a})
 	for i := range jobs {
 		id := fmt.Sprintf("exp-%s-%d", run, i)
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: task}); err != nil {
 			return res, fmt.Errorf("run experiment: %w", err)
 		}
 		la, err := s.Claim(ctx, id, a, time.Minute)
@@ -97,7 +97,7 @@ func StaleWriterExperiment(ctx context.Context, s Lab, jobs int, fenced bool) (E
 			return res, fmt.Errorf("run experiment: %w", err)
 		}
 		for _, e := range evs {
-			if e.Owner == a && e.Accepted && (e.Verb == VerbResult || e.Verb == VerbResultUnfenced) {
+			if e.Owner == a && e.Accepted && (e.Verb == jobstore.VerbResult || e.Verb == jobstore.VerbResultUnfenced) {
 				res.StaleAccepted++
 			}
 		}

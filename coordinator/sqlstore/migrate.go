@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // Migration is one versioned schema change, read from a file named
@@ -82,7 +82,7 @@ func Pending(all []Migration, applied map[int64]bool) ([]Migration, error) {
 
 // CheckSchema reports whether a database whose applied migrations are
 // applied can be used as it is by this binary, whose migrations are those of
-// dir in fsys: an error wrapping coordinator.ErrSchemaOutdated when some are
+// dir in fsys: an error wrapping jobstore.ErrSchemaOutdated when some are
 // not applied (an empty database included), Pending's error when the
 // database has a version this binary does not know.
 func CheckSchema(fsys fs.FS, dir string, applied map[int64]bool) error {
@@ -100,7 +100,7 @@ func CheckSchema(fsys fs.FS, dir string, applied map[int64]bool) error {
 			have = max(have, v)
 		}
 		return fmt.Errorf("database schema is at version %d, this binary needs version %d: %w",
-			have, all[len(all)-1].Version, coordinator.ErrSchemaOutdated)
+			have, all[len(all)-1].Version, jobstore.ErrSchemaOutdated)
 	}
 	return nil
 }

@@ -8,47 +8,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
-)
-
-// Verbs recorded in write_events. Every attempt of a fenced write or a grant
-// is one row, accepted or not.
-//
-//   - claim, reassign: owner and generation of the grant (the new generation
-//     when accepted, the job's current one when refused).
-//   - reclaim: the token taken away (old owner, old generation).
-//   - renew, upload, artifact, result, fail: the token presented.
-//   - cancel: the token taken away (owner "" and the job's generation when
-//     the job was queued).
-//   - timeout: the token taken away by ExpireDeadlines (owner "" when the
-//     job was queued), class job, cause deadline.
-//
-// The rows that end an attempt (fail, reclaim, timeout) carry its class
-// (protocol.FailClass*) and cause (protocol.Cause*).
-//   - result_unfenced: the lab-only UnfencedCommit; generation 0, since it
-//     carries no token.
-//
-// A takeover of an expired lease (TakeOverExpired) is recorded as two rows of
-// one statement: reclaim (the old token) and reassign (the new one). An
-// attempt refused before it reached the store (a 403) is recorded under its
-// verb, not accepted, with a detail saying why.
-const (
-	VerbClaim          = "claim"
-	VerbReassign       = "reassign"
-	VerbReclaim        = "reclaim"
-	VerbRenew          = "renew"
-	VerbArtifact       = "artifact"
-	VerbResult         = "result"
-	VerbFail           = "fail"
-	VerbUpload         = "upload"
-	VerbCancel         = "cancel"
-	VerbTimeout        = "timeout"
-	VerbResultUnfenced = "result_unfenced"
 )
 
 // WriteCount is the number of accepted and rejected write attempts of one
@@ -59,19 +23,19 @@ type WriteCount struct {
 	Rejected int64
 }
 
-// Lab is the surface of a SQL store beyond coordinator.Store that the lab
+// Lab is the surface of a SQL store beyond jobstore.Store that the lab
 // (experiments, benchmarks, statistics) and the tests use. The wire protocol
 // cannot reach it: no coordinator endpoint calls these methods, and the
-// coordinator holds a coordinator.Store, which lacks them.
+// coordinator holds a jobstore.Store, which lacks them.
 type Lab interface {
-	coordinator.Store
+	jobstore.Store
 	// ClaimNext grants the oldest queued job to owner (generation + 1),
-	// whatever its selector and owner's phones. coordinator.ErrNoJob when
+	// whatever its selector and owner's phones. jobstore.ErrNoJob when
 	// none is queued.
-	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (coordinator.Lease, error)
+	ClaimNext(ctx context.Context, owner string, ttl time.Duration) (jobstore.Lease, error)
 	// Claim grants the given queued job to owner (generation + 1).
-	// coordinator.ErrConflict when it is not queued.
-	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (coordinator.Lease, error)
+	// jobstore.ErrConflict when it is not queued.
+	Claim(ctx context.Context, jobID, owner string, ttl time.Duration) (jobstore.Lease, error)
 	// UnfencedCommit writes a result with no token check at all:
 	// UPDATE jobs SET status='SUCCEEDED', result=$r, completed_by=$owner
 	// WHERE id=$job. It reports whether a row was updated. It exists only to
@@ -92,11 +56,11 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// PrepareSubmit checks a job to submit (coordinator.CheckSubmit) and
+// PrepareSubmit checks a job to submit (jobstore.CheckSubmit) and
 // returns its id (a new one when spec has none) and its task encoded for
 // storage.
-func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error) {
-	if err := coordinator.CheckSubmit(spec); err != nil {
+func PrepareSubmit(spec jobstore.JobSpec) (id string, task []byte, err error) {
+	if err := jobstore.CheckSubmit(spec); err != nil {
 		if spec.ID != "" && protocol.CheckJobID(spec.ID) == nil {
 			return "", nil, fmt.Errorf("submit job %s: %w", spec.ID, err)
 		}
@@ -113,27 +77,6 @@ func PrepareSubmit(spec coordinator.JobSpec) (id string, task []byte, err error)
 	return id, task, nil
 }
 
-// JobPolicy is the policy columns of a job to submit, defaults applied.
-type JobPolicy struct {
-	Project     string
-	Priority    int
-	MaxAttempts int
-	SubmittedBy string
-}
-
-// Policy returns spec's policy with the defaults applied: project
-// coordinator.DefaultProject, coordinator.DefaultMaxAttempts attempts.
-func Policy(spec coordinator.JobSpec) JobPolicy {
-	p := JobPolicy{Project: spec.Project, Priority: spec.Priority, MaxAttempts: spec.MaxAttempts, SubmittedBy: spec.SubmittedBy}
-	if p.Project == "" {
-		p.Project = coordinator.DefaultProject
-	}
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = coordinator.DefaultMaxAttempts
-	}
-	return p
-}
-
 // CheckGrant validates the arguments of a claim or reassignment.
 func CheckGrant(owner string, ttl time.Duration) error {
 	if owner == "" {
@@ -148,70 +91,6 @@ func CheckTTL(ttl time.Duration) error {
 		return fmt.Errorf("lease ttl %s is not positive", ttl)
 	}
 	return nil
-}
-
-// Details recorded with write events.
-const (
-	DetailLeaseExpired   = "lease expired"
-	DetailAgentRestarted = "agent restarted"
-	DetailDeadline       = "deadline passed"
-)
-
-// KindRetry is the kind of a Failure that is retried while the job has
-// attempts left; the other kinds are the end state it leads to.
-const KindRetry = coordinator.OutcomeRetry
-
-// FailPlan is a Failure prepared for a store's fail statement.
-type FailPlan struct {
-	Kind   string // KindRetry, or the end state: FAILED, TIMED_OUT, NEEDS_DECISION
-	Class  string // recorded class (never empty)
-	Cause  string
-	Reason string
-	// Immediate: retried without the backoff (coordinator.Failure.Immediate).
-	Immediate bool
-}
-
-// Backoff returns the backoff base and cap a retry of the plan waits out:
-// base and maxBackoff, or 0 and 0 when the plan is Immediate.
-func (p FailPlan) Backoff(base, maxBackoff int64) (int64, int64) {
-	if p.Immediate {
-		return 0, 0
-	}
-	return base, maxBackoff
-}
-
-// PlanFailure prepares f (coordinator.Failure.Outcome).
-func PlanFailure(f coordinator.Failure) FailPlan {
-	reason := f.Reason
-	if reason == "" && f.Cause == protocol.CauseDeadline {
-		reason = DetailDeadline
-	}
-	return FailPlan{Kind: f.Outcome(), Class: f.RecordedClass(), Cause: f.Cause, Reason: reason, Immediate: f.Immediate()}
-}
-
-// Retry holds a store's retry policy; its zero value holds
-// coordinator.DefaultRetryPolicy. It is safe for concurrent use.
-type Retry struct {
-	p atomic.Pointer[coordinator.RetryPolicy]
-}
-
-// Set replaces the policy; a zero Backoff or BackoffMax keeps the default's.
-func (r *Retry) Set(p coordinator.RetryPolicy) {
-	if p.Backoff <= 0 {
-		p.Backoff = coordinator.DefaultRetryPolicy.Backoff
-	}
-	if p.BackoffMax <= 0 {
-		p.BackoffMax = max(coordinator.DefaultRetryPolicy.BackoffMax, p.Backoff)
-	}
-	r.p.Store(&p)
-}
-
-// Policy returns the policy.
-func (r *Retry) Policy() coordinator.RetryPolicy {
-	if p := r.p.Load(); p != nil {
-		return *p
-	}
-	return coordinator.DefaultRetryPolicy
 }
 
 // MaxBackoffShift bounds the doubling of the backoff (2^20 times the base),
@@ -238,7 +117,7 @@ type Claim struct {
 
 // PrepareClaim validates req and keeps only the phones that can take a job
 // (state "device", non-empty serial).
-func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
+func PrepareClaim(req jobstore.ClaimRequest) (Claim, error) {
 	agentID, bootID, err := fencing.SplitOwner(req.Owner)
 	if err != nil {
 		return Claim{}, err
@@ -259,7 +138,7 @@ func PrepareClaim(req coordinator.ClaimRequest) (Claim, error) {
 	}
 	limits := map[string]int{}
 	for p, n := range req.ProjectLimits {
-		if err := coordinator.CheckProject(p); err != nil {
+		if err := jobstore.CheckProject(p); err != nil {
 			return Claim{}, fmt.Errorf("project limit: %w", err)
 		}
 		if n < 0 {

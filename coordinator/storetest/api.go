@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// apiTests check what the HTTP API keeps (coordinator.APIStore).
+// apiTests check what the HTTP API keeps (jobstore.APIStore).
 var apiTests = []struct {
 	name string
 	fn   func(t *testing.T, s sqlstore.Lab)
@@ -27,11 +27,11 @@ var apiTests = []struct {
 	{"APIJobPage", testAPIJobPage},
 }
 
-func apiStore(t *testing.T, s sqlstore.Lab) coordinator.APIStore {
+func apiStore(t *testing.T, s sqlstore.Lab) jobstore.APIStore {
 	t.Helper()
-	a, ok := s.(coordinator.APIStore)
+	a, ok := s.(jobstore.APIStore)
 	if !ok {
-		t.Fatalf("%T does not implement coordinator.APIStore", s)
+		t.Fatalf("%T does not implement jobstore.APIStore", s)
 	}
 	return a
 }
@@ -40,28 +40,28 @@ func testAPITokens(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	a := apiStore(t, s)
 	h1 := sha256.Sum256([]byte("secret-1"))
-	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: h1, Projects: []string{"p1", "p2"}, Scopes: []string{"read", "submit"}})
+	tok, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "alice", Hash: h1, Projects: []string{"p1", "p2"}, Scopes: []string{"read", "submit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tok.ID == 0 || tok.Name != "alice" || !slices.Equal(tok.Projects, []string{"p1", "p2"}) || !slices.Equal(tok.Scopes, []string{"read", "submit"}) || tok.CreatedAt.IsZero() || tok.Revoked() {
 		t.Fatalf("created %+v", tok)
 	}
-	if _, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("other"))}); !errors.Is(err, coordinator.ErrTokenExists) {
+	if _, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("other"))}); !errors.Is(err, jobstore.ErrTokenExists) {
 		t.Fatalf("same name again: %v, want ErrTokenExists", err)
 	}
 	got, err := a.APITokenByHash(ctx, h1)
 	if err != nil || got.ID != tok.ID || got.Hash != h1 {
 		t.Fatalf("by hash: %+v, %v", got, err)
 	}
-	if _, err := a.APITokenByHash(ctx, sha256.Sum256([]byte("unknown"))); !errors.Is(err, coordinator.ErrTokenNotFound) {
+	if _, err := a.APITokenByHash(ctx, sha256.Sum256([]byte("unknown"))); !errors.Is(err, jobstore.ErrTokenNotFound) {
 		t.Fatalf("unknown hash: %v", err)
 	}
 	list, err := a.APITokens(ctx)
 	if err != nil || len(list) != 1 || list[0].LastUsedAt.IsZero() {
 		t.Fatalf("list after use: %+v, %v (want last_used_at set)", list, err)
 	}
-	bob, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "bob", Hash: sha256.Sum256([]byte("secret-2")), Projects: []string{"p3"}, Scopes: []string{"read"}})
+	bob, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "bob", Hash: sha256.Sum256([]byte("secret-2")), Projects: []string{"p3"}, Scopes: []string{"read"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func testAPITokens(t *testing.T, s sqlstore.Lab) {
 	if err != nil || !r2.RevokedAt.Equal(r.RevokedAt) {
 		t.Fatalf("revoke again: %+v, %v (first at %v)", r2, err, r.RevokedAt)
 	}
-	if _, err := a.RevokeAPIToken(ctx, "nobody"); !errors.Is(err, coordinator.ErrTokenNotFound) {
+	if _, err := a.RevokeAPIToken(ctx, "nobody"); !errors.Is(err, jobstore.ErrTokenNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
 	got, err = a.APITokenByHash(ctx, bob.Hash)
@@ -83,17 +83,17 @@ func testAPITokens(t *testing.T, s sqlstore.Lab) {
 	}
 }
 
-func apiSpecs(n int, project string) []coordinator.JobSpec {
-	var specs []coordinator.JobSpec
+func apiSpecs(n int, project string) []jobstore.JobSpec {
+	var specs []jobstore.JobSpec
 	for i := range n {
 		task := testTask()
 		task.Device = protocol.DeviceSelector{Serial: fmt.Sprintf("phone-%d", i)}
-		specs = append(specs, coordinator.JobSpec{Task: task, Project: project, SubmittedBy: "alice"})
+		specs = append(specs, jobstore.JobSpec{Task: task, Project: project, SubmittedBy: "alice"})
 	}
 	return specs
 }
 
-func replyOf(jobs []coordinator.Job) (json.RawMessage, error) {
+func replyOf(jobs []jobstore.Job) (json.RawMessage, error) {
 	var ids []string
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
@@ -113,11 +113,11 @@ func idsOf(t *testing.T, reply json.RawMessage) []string {
 func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	a := apiStore(t, s)
-	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
+	tok, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := coordinator.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h1"}
+	rec := jobstore.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h1"}
 	first, err := a.SubmitIdempotent(ctx, rec, apiSpecs(3, "p"), replyOf)
 	if err != nil {
 		t.Fatal(err)
@@ -130,30 +130,30 @@ func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 	if err != nil || !slices.Equal(idsOf(t, again.Reply), ids) {
 		t.Fatalf("retry: %s, %v; want the ids %v", again.Reply, err, ids)
 	}
-	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{})
+	page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{})
 	if err != nil || len(page.Jobs) != 3 {
 		t.Fatalf("after a retried submit: %d jobs, %v; want 3", len(page.Jobs), err)
 	}
-	if _, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h2"}, apiSpecs(1, "p"), replyOf); !errors.Is(err, coordinator.ErrIdempotencyMismatch) {
+	if _, err := a.SubmitIdempotent(ctx, jobstore.Idempotent{TokenID: tok.ID, Key: "k1", RequestHash: "h2"}, apiSpecs(1, "p"), replyOf); !errors.Is(err, jobstore.ErrIdempotencyMismatch) {
 		t.Fatalf("same key, other body: %v", err)
 	}
 	got, err := a.Idempotent(ctx, tok.ID, "k1")
 	if err != nil || got.RequestHash != "h1" {
 		t.Fatalf("stored: %+v, %v", got, err)
 	}
-	if _, err := a.Idempotent(ctx, tok.ID, "k2"); !errors.Is(err, coordinator.ErrNotFound) {
+	if _, err := a.Idempotent(ctx, tok.ID, "k2"); !errors.Is(err, jobstore.ErrNotFound) {
 		t.Fatalf("unknown key: %v", err)
 	}
 	// A failed submit stores nothing: the key can be used again.
 	bad := apiSpecs(2, "p")
 	bad[1].ID = ids[0] // in use
-	if _, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "k3", RequestHash: "h"}, bad, replyOf); !errors.Is(err, coordinator.ErrConflict) {
+	if _, err := a.SubmitIdempotent(ctx, jobstore.Idempotent{TokenID: tok.ID, Key: "k3", RequestHash: "h"}, bad, replyOf); !errors.Is(err, jobstore.ErrConflict) {
 		t.Fatalf("submit with an id in use: %v", err)
 	}
-	if _, err := a.Idempotent(ctx, tok.ID, "k3"); !errors.Is(err, coordinator.ErrNotFound) {
+	if _, err := a.Idempotent(ctx, tok.ID, "k3"); !errors.Is(err, jobstore.ErrNotFound) {
 		t.Fatalf("key of a failed submit: %v", err)
 	}
-	if page, _ := a.ListJobPage(ctx, coordinator.JobPageFilter{}); len(page.Jobs) != 3 {
+	if page, _ := a.ListJobPage(ctx, jobstore.JobPageFilter{}); len(page.Jobs) != 3 {
 		t.Fatalf("a failed batch left %d jobs, want 3", len(page.Jobs))
 	}
 	jobs, err := a.SubmitAll(ctx, apiSpecs(2, "q"))
@@ -163,12 +163,12 @@ func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 	// Jobs submitted through the API have their queued event, as those of
 	// Submit do (docs/api.md, "Events"); the failed batch none.
 	for _, id := range append(ids, jobs[0].ID, jobs[1].ID) {
-		evs := listEvents(t, s, coordinator.EventQuery{JobID: id})
-		if len(evs) != 1 || evs[0].Type != coordinator.EventQueued || evs[0].Project == "" {
+		evs := listEvents(t, s, jobstore.EventQuery{JobID: id})
+		if len(evs) != 1 || evs[0].Type != jobstore.EventQueued || evs[0].Project == "" {
 			t.Errorf("events of %s submitted through the API: %+v, want one queued", id, evs)
 		}
 	}
-	if evs := listEvents(t, s, coordinator.EventQuery{}); len(evs) != 5 {
+	if evs := listEvents(t, s, jobstore.EventQuery{}); len(evs) != 5 {
 		t.Errorf("%d events after 5 jobs submitted and a failed batch, want 5: %+v", len(evs), evs)
 	}
 }
@@ -176,7 +176,7 @@ func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	a := apiStore(t, s)
-	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
+	tok, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "alice", Hash: sha256.Sum256([]byte("x")), Projects: []string{"p"}, Scopes: []string{"submit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 	)
 	for range 8 {
 		wg.Go(func() {
-			rec, err := a.SubmitIdempotent(ctx, coordinator.Idempotent{TokenID: tok.ID, Key: "same", RequestHash: "h"}, apiSpecs(3, "p"), replyOf)
+			rec, err := a.SubmitIdempotent(ctx, jobstore.Idempotent{TokenID: tok.ID, Key: "same", RequestHash: "h"}, apiSpecs(3, "p"), replyOf)
 			if err != nil {
 				t.Error(err)
 				return
@@ -198,7 +198,7 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 		})
 	}
 	wg.Wait()
-	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{})
+	page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{})
 	if err != nil || len(page.Jobs) != 3 {
 		t.Fatalf("8 concurrent submits with one key: %d jobs, %v; want 3", len(page.Jobs), err)
 	}
@@ -215,7 +215,7 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 func testAPIDenials(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	a := apiStore(t, s)
-	if err := a.RecordAPIDenial(ctx, coordinator.APIDenial{TokenName: "alice", Method: "GET", Route: "/api/v1/jobs/j1", JobID: "j1", Project: "b"}); err != nil {
+	if err := a.RecordAPIDenial(ctx, jobstore.APIDenial{TokenName: "alice", Method: "GET", Route: "/api/v1/jobs/j1", JobID: "j1", Project: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := a.APIDenials(ctx)
@@ -239,7 +239,7 @@ func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
 		if i == 2 {
 			project = "b"
 		}
-		j, err := s.Submit(ctx, coordinator.JobSpec{Task: task, Project: project})
+		j, err := s.Submit(ctx, jobstore.JobSpec{Task: task, Project: project})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
 		}
 	}
 	var got []string
-	f := coordinator.JobPageFilter{Projects: []string{"a"}, Limit: 2}
+	f := jobstore.JobPageFilter{Projects: []string{"a"}, Limit: 2}
 	for pages := 0; ; pages++ {
 		if pages > 5 {
 			t.Fatal("pagination does not end")
@@ -262,7 +262,7 @@ func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
 		}
 		if pages == 0 {
 			// A job submitted between two pages does not shift the pages.
-			if _, err := s.Submit(ctx, coordinator.JobSpec{Task: testTask(), Project: "a"}); err != nil {
+			if _, err := s.Submit(ctx, jobstore.JobSpec{Task: testTask(), Project: "a"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -274,14 +274,14 @@ func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages of project a: %v, want %v", got, want)
 	}
-	if page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{Projects: []string{}}); err != nil || len(page.Jobs) != 0 {
+	if page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{Projects: []string{}}); err != nil || len(page.Jobs) != 0 {
 		t.Fatalf("no project: %d jobs, %v", len(page.Jobs), err)
 	}
-	page, err := a.ListJobPage(ctx, coordinator.JobPageFilter{Phone: "phone-1"})
+	page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{Phone: "phone-1"})
 	if err != nil || len(page.Jobs) != 2 {
 		t.Fatalf("phone-1: %d jobs, %v; want 2", len(page.Jobs), err)
 	}
-	page, err = a.ListJobPage(ctx, coordinator.JobPageFilter{Statuses: []string{coordinator.StatusSucceeded}})
+	page, err = a.ListJobPage(ctx, jobstore.JobPageFilter{Statuses: []string{jobstore.StatusSucceeded}})
 	if err != nil || len(page.Jobs) != 0 {
 		t.Fatalf("succeeded: %d jobs, %v; want 0", len(page.Jobs), err)
 	}
@@ -289,7 +289,7 @@ func testAPIJobPage(t *testing.T, s sqlstore.Lab) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err = a.ListJobPage(ctx, coordinator.JobPageFilter{AgentID: "agent-a"})
+	page, err = a.ListJobPage(ctx, jobstore.JobPageFilter{AgentID: "agent-a"})
 	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != lease.Token.JobID {
 		t.Fatalf("agent-a: %+v, %v", page.Jobs, err)
 	}

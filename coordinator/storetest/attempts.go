@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -41,7 +42,7 @@ func submitPolicy(t *testing.T, s sqlstore.Lab, id string, maxAttempts int, time
 	t.Helper()
 	task := testTask()
 	task.TimeoutMS = timeout.Milliseconds()
-	if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: task, MaxAttempts: maxAttempts}); err != nil {
+	if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: id, Task: task, MaxAttempts: maxAttempts}); err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
 }
@@ -69,13 +70,13 @@ func attemptEnds(t *testing.T, s sqlstore.Lab, id string) []classified {
 	return out
 }
 
-func infra(cause, reason string) coordinator.Failure {
-	return coordinator.Failure{Reason: reason, Class: protocol.FailClassInfrastructure, Cause: cause}
+func infra(cause, reason string) jobstore.Failure {
+	return jobstore.Failure{Reason: reason, Class: protocol.FailClassInfrastructure, Cause: cause}
 }
 
 func testAttemptsCounted(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
 	submitPolicy(t, s, "n", 10, 0)
 	if j := get(t, s, "n"); j.Attempts != 0 || j.MaxAttempts != 10 || len(j.AttemptEnds) != 0 {
 		t.Fatalf("submitted job: %+v", j)
@@ -91,11 +92,11 @@ func testAttemptsCounted(t *testing.T, s sqlstore.Lab) {
 	}
 	time.Sleep(expiredWait)
 	// TakeOverExpired
-	if _, _, err := s.TakeOverExpired(ctx, coordinator.ClaimRequest{Owner: ownerC, Devices: []protocol.Device{phone("C1", "Pixel 7")}, Slots: 1, TTL: long}); err != nil {
+	if _, _, err := s.TakeOverExpired(ctx, jobstore.ClaimRequest{Owner: ownerC, Devices: []protocol.Device{phone("C1", "Pixel 7")}, Slots: 1, TTL: long}); err != nil {
 		t.Fatalf("take over: %v", err)
 	}
 	j := get(t, s, "n")
-	if j.Attempts != 4 || len(j.AttemptEnds) != 1 || j.AttemptEnds[0] != (coordinator.AttemptEnd{
+	if j.Attempts != 4 || len(j.AttemptEnds) != 1 || j.AttemptEnds[0] != (jobstore.AttemptEnd{
 		Generation: lb.Token.Generation, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseLeaseExpired}) {
 		t.Fatalf("after takeover: attempts %d, ends %+v", j.Attempts, j.AttemptEnds)
 	}
@@ -103,10 +104,10 @@ func testAttemptsCounted(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	// ClaimFor, once the backoff has passed.
-	var l coordinator.Lease
+	var l jobstore.Lease
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		l, err = claimFor(t, s, ownerB, 1, phone("B1", "Pixel 7"))
-		if err == nil || !errors.Is(err, coordinator.ErrNoJob) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, jobstore.ErrNoJob) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -125,9 +126,9 @@ func testAttemptsCounted(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("attempts after six grants: %d (%+v)", j.Attempts, j)
 	}
 	want := []classified{
-		{sqlstore.VerbReclaim, ownerA, lb.Token.Generation, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired},
-		{sqlstore.VerbFail, ownerC, lb.Token.Generation + 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
-		{sqlstore.VerbFail, ownerB, l.Token.Generation, protocol.FailClassInfrastructure, protocol.CauseAdbServerGone},
+		{jobstore.VerbReclaim, ownerA, lb.Token.Generation, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired},
+		{jobstore.VerbFail, ownerC, lb.Token.Generation + 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
+		{jobstore.VerbFail, ownerB, l.Token.Generation, protocol.FailClassInfrastructure, protocol.CauseAdbServerGone},
 	}
 	if got := attemptEnds(t, s, "n"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("classified events:\n got %+v\nwant %+v", got, want)
@@ -136,7 +137,7 @@ func testAttemptsCounted(t *testing.T, s sqlstore.Lab) {
 
 func testDeadlineSetAtFirstGrant(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
 	submitPolicy(t, s, "d", 3, time.Hour)
 	if j := get(t, s, "d"); !j.DeadlineAt.IsZero() {
 		t.Fatalf("deadline before the first grant: %v", j.DeadlineAt)
@@ -178,18 +179,18 @@ func testFailJobClass(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submitPolicy(t, s, "bad", 5, 0)
 	l := claim(t, s, "bad", ownerA, long)
-	f := coordinator.Failure{Reason: "step 1 (launch): package com.nope is not installed", Class: protocol.FailClassJob, Cause: protocol.CauseAppNotInstalled}
+	f := jobstore.Failure{Reason: "step 1 (launch): package com.nope is not installed", Class: protocol.FailClassJob, Cause: protocol.CauseAppNotInstalled}
 	if err := s.Fail(ctx, l.Token, f); err != nil {
 		t.Fatal(err)
 	}
 	j := get(t, s, "bad")
-	if j.Status != coordinator.StatusFailed || j.Generation != 1 || j.Attempts != 1 || j.FailReason != f.Reason ||
-		!reflect.DeepEqual(j.AttemptEnds, []coordinator.AttemptEnd{{Generation: 1, Class: protocol.FailClassJob, Cause: protocol.CauseAppNotInstalled, Reason: f.Reason}}) {
+	if j.Status != jobstore.StatusFailed || j.Generation != 1 || j.Attempts != 1 || j.FailReason != f.Reason ||
+		!reflect.DeepEqual(j.AttemptEnds, []jobstore.AttemptEnd{{Generation: 1, Class: protocol.FailClassJob, Cause: protocol.CauseAppNotInstalled, Reason: f.Reason}}) {
 		t.Fatalf("job after a job error: %+v", j)
 	}
 	_, err := s.ClaimNext(ctx, ownerB, long)
-	wantErr(t, "claim after a job error", err, coordinator.ErrNoJob)
-	want := []classified{{sqlstore.VerbFail, ownerA, 1, protocol.FailClassJob, protocol.CauseAppNotInstalled}}
+	wantErr(t, "claim after a job error", err, jobstore.ErrNoJob)
+	want := []classified{{jobstore.VerbFail, ownerA, 1, protocol.FailClassJob, protocol.CauseAppNotInstalled}}
 	if got := attemptEnds(t, s, "bad"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("classified events %+v", got)
 	}
@@ -197,13 +198,13 @@ func testFailJobClass(t *testing.T, s sqlstore.Lab) {
 	// No class and no requeue: the job's own error too.
 	submit(t, s, "plain")
 	lp := claim(t, s, "plain", ownerA, long)
-	if err := s.Fail(ctx, lp.Token, coordinator.Failure{Reason: "boom"}); err != nil {
+	if err := s.Fail(ctx, lp.Token, jobstore.Failure{Reason: "boom"}); err != nil {
 		t.Fatal(err)
 	}
-	if j := get(t, s, "plain"); j.Status != coordinator.StatusFailed || j.FailReason != "boom" {
+	if j := get(t, s, "plain"); j.Status != jobstore.StatusFailed || j.FailReason != "boom" {
 		t.Fatalf("unclassified failure: %+v", j)
 	}
-	want = []classified{{sqlstore.VerbFail, ownerA, 1, protocol.FailClassJob, ""}}
+	want = []classified{{jobstore.VerbFail, ownerA, 1, protocol.FailClassJob, ""}}
 	if got := attemptEnds(t, s, "plain"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("classified events %+v", got)
 	}
@@ -215,7 +216,7 @@ func testFailJobClass(t *testing.T, s sqlstore.Lab) {
 func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	backoff := 300 * time.Millisecond
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: backoff, BackoffMax: time.Minute})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: backoff, BackoffMax: time.Minute})
 	submitPolicy(t, s, "r", 3, 0)
 
 	l1 := claim(t, s, "r", ownerA, long)
@@ -223,7 +224,7 @@ func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	j := get(t, s, "r")
-	if j.Status != coordinator.StatusQueued || j.Generation != 2 || j.WorkerID != "" || j.Device != "" ||
+	if j.Status != jobstore.StatusQueued || j.Generation != 2 || j.WorkerID != "" || j.Device != "" ||
 		!j.LeaseExpiresAt.IsZero() || j.Attempts != 1 || j.FailReason != "adb: device offline" {
 		t.Fatalf("job after an infrastructure failure: %+v", j)
 	}
@@ -247,11 +248,11 @@ func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 	if l2.Token.Generation != 3 {
 		t.Fatalf("second attempt at generation %d", l2.Token.Generation)
 	}
-	if err := s.Fail(ctx, l2.Token, coordinator.Failure{Reason: "draining", Requeue: true}); err != nil {
+	if err := s.Fail(ctx, l2.Token, jobstore.Failure{Reason: "draining", Requeue: true}); err != nil {
 		t.Fatal(err)
 	}
 	j = get(t, s, "r")
-	if j.Status != coordinator.StatusQueued || j.Generation != 4 || j.Attempts != 2 {
+	if j.Status != jobstore.StatusQueued || j.Generation != 4 || j.Attempts != 2 {
 		t.Fatalf("job after a release: %+v", j)
 	}
 	if d := j.NotBefore.Sub(j.UpdatedAt); d < 2*backoff-5*time.Millisecond || d > 2*backoff+time.Second {
@@ -267,11 +268,11 @@ func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 	}
 	j = get(t, s, "r")
 	wantReason := "attempts exhausted (3 of 3): g1 phone_unplugged: adb: device offline; g3: draining; g5 lease_expired"
-	if j.Status != coordinator.StatusFailed || j.Generation != 5 || j.Attempts != 3 || j.FailReason != wantReason {
+	if j.Status != jobstore.StatusFailed || j.Generation != 5 || j.Attempts != 3 || j.FailReason != wantReason {
 		t.Fatalf("job after its last attempt: status %s gen %d attempts %d reason %q, want reason %q",
 			j.Status, j.Generation, j.Attempts, j.FailReason, wantReason)
 	}
-	wantEnds := []coordinator.AttemptEnd{
+	wantEnds := []jobstore.AttemptEnd{
 		{Generation: 1, Class: protocol.FailClassInfrastructure, Cause: protocol.CausePhoneUnplugged, Reason: "adb: device offline"},
 		{Generation: 3, Class: protocol.FailClassInfrastructure, Reason: "draining"},
 		{Generation: 5, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseLeaseExpired},
@@ -287,11 +288,11 @@ func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("AttemptEnd.String lists %q, the store %q", got, wantReason)
 	}
 	_, err = s.ClaimNext(ctx, ownerA, long)
-	wantErr(t, "claim of an exhausted job", err, coordinator.ErrNoJob)
+	wantErr(t, "claim of an exhausted job", err, jobstore.ErrNoJob)
 	want := []classified{
-		{sqlstore.VerbFail, ownerA, 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
-		{sqlstore.VerbFail, ownerB, 3, protocol.FailClassInfrastructure, ""},
-		{sqlstore.VerbReclaim, ownerC, 5, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired},
+		{jobstore.VerbFail, ownerA, 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
+		{jobstore.VerbFail, ownerB, 3, protocol.FailClassInfrastructure, ""},
+		{jobstore.VerbReclaim, ownerC, 5, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired},
 	}
 	if got := attemptEnds(t, s, "r"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("classified events:\n got %+v\nwant %+v", got, want)
@@ -301,7 +302,7 @@ func testFailInfrastructureRetried(t *testing.T, s sqlstore.Lab) {
 // testFailBackoff: the backoff doubles per attempt up to its cap.
 func testFailBackoff(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond})
 	submitPolicy(t, s, "b", 10, 0)
 	for i, want := range []time.Duration{200, 400, 500, 500} {
 		want *= time.Millisecond
@@ -323,15 +324,15 @@ func testFailBackoff(t *testing.T, s sqlstore.Lab) {
 // failure waits out the backoff as usual.
 func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour})
 	submitPolicy(t, s, "s", 5, 0)
 	l1 := claim(t, s, "s", ownerA, long)
-	if err := s.Fail(ctx, l1.Token, coordinator.Failure{Reason: "the PC is going to sleep", Requeue: true,
+	if err := s.Fail(ctx, l1.Token, jobstore.Failure{Reason: "the PC is going to sleep", Requeue: true,
 		Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep}); err != nil {
 		t.Fatal(err)
 	}
 	j := get(t, s, "s")
-	if j.Status != coordinator.StatusQueued || j.Generation != 2 || j.WorkerID != "" || j.Attempts != 1 {
+	if j.Status != jobstore.StatusQueued || j.Generation != 2 || j.WorkerID != "" || j.Attempts != 1 {
 		t.Fatalf("job after a sleep hand-back: %+v", j)
 	}
 	if d := j.NotBefore.Sub(j.UpdatedAt); d > time.Second {
@@ -342,7 +343,7 @@ func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
 	if err != nil || l2.Token.JobID != "s" || l2.Token.Generation != 3 {
 		t.Fatalf("claim after a sleep hand-back: %+v, %v", l2.Token, err)
 	}
-	wantEnds := []coordinator.AttemptEnd{{Generation: 1, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep, Reason: "the PC is going to sleep"}}
+	wantEnds := []jobstore.AttemptEnd{{Generation: 1, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep, Reason: "the PC is going to sleep"}}
 	if j := get(t, s, "s"); !reflect.DeepEqual(j.AttemptEnds, wantEnds) || j.Attempts != 2 {
 		t.Fatalf("attempts %d, ends %+v, want 2 and %+v", j.Attempts, j.AttemptEnds, wantEnds)
 	}
@@ -372,12 +373,12 @@ func testFailEndStates(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	cases := []struct {
 		id   string
-		f    coordinator.Failure
+		f    jobstore.Failure
 		want string
 	}{
-		{"deadline", coordinator.Failure{Reason: "deadline passed at step 3", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseDeadline}, coordinator.StatusTimedOut},
-		{"deadline-noreason", coordinator.Failure{Cause: protocol.CauseDeadline, Requeue: true}, coordinator.StatusTimedOut},
-		{"decision", coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect k is in doubt", Class: protocol.FailClassJob}, coordinator.StatusNeedsDecision},
+		{"deadline", jobstore.Failure{Reason: "deadline passed at step 3", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseDeadline}, jobstore.StatusTimedOut},
+		{"deadline-noreason", jobstore.Failure{Cause: protocol.CauseDeadline, Requeue: true}, jobstore.StatusTimedOut},
+		{"decision", jobstore.Failure{Reason: jobstore.ReasonNeedsDecision + ": effect k is in doubt", Class: protocol.FailClassJob}, jobstore.StatusNeedsDecision},
 	}
 	for _, tc := range cases {
 		submitPolicy(t, s, tc.id, 3, 0)
@@ -389,11 +390,11 @@ func testFailEndStates(t *testing.T, s sqlstore.Lab) {
 		if j.Status != tc.want || j.Generation != 1 || !j.LeaseExpiresAt.IsZero() || j.FailReason == "" {
 			t.Fatalf("%s: job %+v, want %s", tc.id, j, tc.want)
 		}
-		if !coordinator.Finished(j.Status) {
+		if !jobstore.Finished(j.Status) {
 			t.Fatalf("%s: %s is not finished", tc.id, j.Status)
 		}
 		_, err := s.ClaimNext(ctx, ownerB, long)
-		wantErr(t, tc.id+": claim", err, coordinator.ErrNoJob)
+		wantErr(t, tc.id+": claim", err, jobstore.ErrNoJob)
 	}
 }
 
@@ -410,15 +411,15 @@ func testReclaimExhausted(t *testing.T, s sqlstore.Lab) {
 	if err != nil || len(toks) != 2 {
 		t.Fatalf("reclaim: %v, %v", toks, err)
 	}
-	if j := get(t, s, "one"); j.Status != coordinator.StatusFailed || j.Generation != l1.Token.Generation ||
+	if j := get(t, s, "one"); j.Status != jobstore.StatusFailed || j.Generation != l1.Token.Generation ||
 		j.FailReason != "attempts exhausted (1 of 1): g1 lease_expired" || !j.LeaseExpiresAt.IsZero() {
 		t.Fatalf("job with one attempt: %+v", j)
 	}
-	if j := get(t, s, "two"); j.Status != coordinator.StatusQueued || j.Generation != l2.Token.Generation+1 || j.NotBefore.IsZero() {
+	if j := get(t, s, "two"); j.Status != jobstore.StatusQueued || j.Generation != l2.Token.Generation+1 || j.NotBefore.IsZero() {
 		t.Fatalf("job with two attempts: %+v", j)
 	}
 	for _, id := range []string{"one", "two"} {
-		want := []classified{{sqlstore.VerbReclaim, ownerA, 1, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired}}
+		want := []classified{{jobstore.VerbReclaim, ownerA, 1, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired}}
 		if got := attemptEnds(t, s, id); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: classified events %+v", id, got)
 		}
@@ -445,15 +446,15 @@ func testHelloReleaseExhausted(t *testing.T, s sqlstore.Lab) {
 	if len(released) != 2 {
 		t.Fatalf("released %v", released)
 	}
-	if j := get(t, s, la.Token.JobID); j.Status != coordinator.StatusFailed ||
+	if j := get(t, s, la.Token.JobID); j.Status != jobstore.StatusFailed ||
 		j.FailReason != "attempts exhausted (1 of 1): g1 agent_restarted" {
 		t.Fatalf("%s after the restart: %+v", la.Token.JobID, j)
 	}
-	if j := get(t, s, lb.Token.JobID); j.Status != coordinator.StatusQueued || j.Generation != 2 {
+	if j := get(t, s, lb.Token.JobID); j.Status != jobstore.StatusQueued || j.Generation != 2 {
 		t.Fatalf("%s after the restart: %+v", lb.Token.JobID, j)
 	}
-	for _, l := range []coordinator.Lease{la, lb} {
-		want := []classified{{sqlstore.VerbReclaim, ownerA, 1, protocol.FailClassInfrastructure, protocol.CauseAgentRestarted}}
+	for _, l := range []jobstore.Lease{la, lb} {
+		want := []classified{{jobstore.VerbReclaim, ownerA, 1, protocol.FailClassInfrastructure, protocol.CauseAgentRestarted}}
 		if got := attemptEnds(t, s, l.Token.JobID); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: classified events %+v", l.Token.JobID, got)
 		}
@@ -468,14 +469,14 @@ func testAttemptLimitGrants(t *testing.T, s sqlstore.Lab) {
 	devA := phone("A1", "Pixel 7")
 	devB := phone("B1", "Pixel 7")
 	submitPolicy(t, s, "once", 1, 0)
-	l, err := s.ClaimFor(ctx, coordinator.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{devA}, Slots: 1, TTL: short})
+	l, err := s.ClaimFor(ctx, jobstore.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{devA}, Slots: 1, TTL: short})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(expiredWait)
-	_, _, err = s.TakeOverExpired(ctx, coordinator.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{devB}, Slots: 1, TTL: long})
-	wantErr(t, "take over a job with no attempt left", err, coordinator.ErrNoJob)
-	if j := get(t, s, "once"); j.Status != coordinator.StatusInProgress || j.Generation != l.Token.Generation || j.Attempts != 1 {
+	_, _, err = s.TakeOverExpired(ctx, jobstore.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{devB}, Slots: 1, TTL: long})
+	wantErr(t, "take over a job with no attempt left", err, jobstore.ErrNoJob)
+	if j := get(t, s, "once"); j.Status != jobstore.StatusInProgress || j.Generation != l.Token.Generation || j.Attempts != 1 {
 		t.Fatalf("job after a refused takeover: %+v", j)
 	}
 	// The operator may grant it all the same: one attempt more.
@@ -487,28 +488,28 @@ func testAttemptLimitGrants(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	// (The attempt the operator took away is not listed: it did not fail.)
-	if j := get(t, s, "once"); j.Status != coordinator.StatusFailed || j.FailReason != "attempts exhausted (2 of 1): g2 phone_unplugged" {
+	if j := get(t, s, "once"); j.Status != jobstore.StatusFailed || j.FailReason != "attempts exhausted (2 of 1): g2 phone_unplugged" {
 		t.Fatalf("job failed past its limit: %+v", j)
 	}
 
 	// A queued job whose deadline passed is not granted (the reaper ends
 	// it); one with time left is.
 	submitPolicy(t, s, "late", 3, 100*time.Millisecond)
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond})
 	ll := claim(t, s, "late", ownerA, long)
 	if err := s.Fail(ctx, ll.Token, infra(protocol.CausePhoneUnplugged, "")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(expiredWait)
-	_, err = s.ClaimFor(ctx, coordinator.ClaimRequest{Owner: ownerC, Devices: []protocol.Device{phone("C1", "Pixel 7")}, Slots: 1, TTL: long})
-	wantErr(t, "claim of a job past its deadline", err, coordinator.ErrNoJob)
+	_, err = s.ClaimFor(ctx, jobstore.ClaimRequest{Owner: ownerC, Devices: []protocol.Device{phone("C1", "Pixel 7")}, Slots: 1, TTL: long})
+	wantErr(t, "claim of a job past its deadline", err, jobstore.ErrNoJob)
 }
 
 // testExpireDeadlines: jobs past their deadline end TIMED_OUT in one sweep,
 // queued or in progress; the tokens taken away are returned and stale.
 func testExpireDeadlines(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	s.SetRetryPolicy(coordinator.RetryPolicy{Backoff: time.Minute, BackoffMax: time.Minute})
+	s.SetRetryPolicy(jobstore.RetryPolicy{Backoff: time.Minute, BackoffMax: time.Minute})
 	submitPolicy(t, s, "run", 3, 100*time.Millisecond)
 	submitPolicy(t, s, "wait", 3, 100*time.Millisecond)
 	submitPolicy(t, s, "later", 3, time.Hour)
@@ -527,16 +528,16 @@ func testExpireDeadlines(t *testing.T, s sqlstore.Lab) {
 	}
 	for _, id := range []string{"run", "wait"} {
 		j := get(t, s, id)
-		if j.Status != coordinator.StatusTimedOut || j.FailReason != sqlstore.DetailDeadline || !j.LeaseExpiresAt.IsZero() {
+		if j.Status != jobstore.StatusTimedOut || j.FailReason != jobstore.DetailDeadline || !j.LeaseExpiresAt.IsZero() {
 			t.Fatalf("%s after its deadline: %+v", id, j)
 		}
 	}
 	if j := get(t, s, "run"); j.Generation != lr.Token.Generation || len(j.AttemptEnds) != 1 ||
-		j.AttemptEnds[0] != (coordinator.AttemptEnd{Generation: 1, Class: protocol.FailClassJob, Cause: protocol.CauseDeadline}) {
+		j.AttemptEnds[0] != (jobstore.AttemptEnd{Generation: 1, Class: protocol.FailClassJob, Cause: protocol.CauseDeadline}) {
 		t.Fatalf("run after its deadline: %+v", j)
 	}
 	for _, id := range []string{"later", "never"} {
-		if j := get(t, s, id); j.Status != coordinator.StatusInProgress {
+		if j := get(t, s, id); j.Status != jobstore.StatusInProgress {
 			t.Fatalf("%s: %+v", id, j)
 		}
 	}
@@ -547,19 +548,19 @@ func testExpireDeadlines(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "renew after the deadline", err, fencing.ErrStale)
 	wantErr(t, "artifact after the deadline", s.RegisterArtifact(ctx, lr.Token, artifact(lr.Token, "x.png", "1")), fencing.ErrStale)
 	wantErr(t, "upload after the deadline", s.AuthorizeUpload(ctx, lr.Token, "x.png"), fencing.ErrStale)
-	wantErr(t, "fail after the deadline", s.Fail(ctx, lr.Token, coordinator.Failure{Reason: "x"}), fencing.ErrStale)
+	wantErr(t, "fail after the deadline", s.Fail(ctx, lr.Token, jobstore.Failure{Reason: "x"}), fencing.ErrStale)
 	wantUnchanged(t, "writes after the deadline", before, get(t, s, "run"))
 	if toks, err := s.ExpireDeadlines(ctx, 0); err != nil || len(toks) != 0 {
 		t.Fatalf("second sweep: %v, %v", toks, err)
 	}
 
-	want := []classified{{sqlstore.VerbTimeout, ownerA, 1, protocol.FailClassJob, protocol.CauseDeadline}}
+	want := []classified{{jobstore.VerbTimeout, ownerA, 1, protocol.FailClassJob, protocol.CauseDeadline}}
 	if got := attemptEnds(t, s, "run"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("run: classified events %+v", got)
 	}
 	want = []classified{
-		{sqlstore.VerbFail, ownerA, 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
-		{sqlstore.VerbTimeout, "", 2, protocol.FailClassJob, protocol.CauseDeadline},
+		{jobstore.VerbFail, ownerA, 1, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged},
+		{jobstore.VerbTimeout, "", 2, protocol.FailClassJob, protocol.CauseDeadline},
 	}
 	if got := attemptEnds(t, s, "wait"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("wait: classified events %+v", got)
@@ -583,29 +584,29 @@ func testExpireDeadlines(t *testing.T, s sqlstore.Lab) {
 // end state.
 func testFinishedRefuseWrites(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	end := map[string]func(l coordinator.Lease){
-		coordinator.StatusSucceeded: func(l coordinator.Lease) {
+	end := map[string]func(l jobstore.Lease){
+		jobstore.StatusSucceeded: func(l jobstore.Lease) {
 			if err := s.Commit(ctx, l.Token, result("ok")); err != nil {
 				t.Fatal(err)
 			}
 		},
-		coordinator.StatusFailed: func(l coordinator.Lease) {
-			if err := s.Fail(ctx, l.Token, coordinator.Failure{Class: protocol.FailClassJob, Cause: protocol.CauseAssertion}); err != nil {
+		jobstore.StatusFailed: func(l jobstore.Lease) {
+			if err := s.Fail(ctx, l.Token, jobstore.Failure{Class: protocol.FailClassJob, Cause: protocol.CauseAssertion}); err != nil {
 				t.Fatal(err)
 			}
 		},
-		coordinator.StatusCancelled: func(l coordinator.Lease) {
+		jobstore.StatusCancelled: func(l jobstore.Lease) {
 			if _, err := s.Cancel(ctx, l.Token.JobID, "stop"); err != nil {
 				t.Fatal(err)
 			}
 		},
-		coordinator.StatusTimedOut: func(l coordinator.Lease) {
-			if err := s.Fail(ctx, l.Token, coordinator.Failure{Cause: protocol.CauseDeadline}); err != nil {
+		jobstore.StatusTimedOut: func(l jobstore.Lease) {
+			if err := s.Fail(ctx, l.Token, jobstore.Failure{Cause: protocol.CauseDeadline}); err != nil {
 				t.Fatal(err)
 			}
 		},
-		coordinator.StatusNeedsDecision: func(l coordinator.Lease) {
-			if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": k"}); err != nil {
+		jobstore.StatusNeedsDecision: func(l jobstore.Lease) {
+			if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: jobstore.ReasonNeedsDecision + ": k"}); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -616,7 +617,7 @@ func testFinishedRefuseWrites(t *testing.T, s sqlstore.Lab) {
 		l := claim(t, s, id, ownerA, long)
 		fn(l)
 		before := get(t, s, id)
-		if before.Status != state || !coordinator.Finished(before.Status) {
+		if before.Status != state || !jobstore.Finished(before.Status) {
 			t.Fatalf("%s: status %s", id, before.Status)
 		}
 		_, err := s.Renew(ctx, l.Token, long)
@@ -626,9 +627,9 @@ func testFinishedRefuseWrites(t *testing.T, s sqlstore.Lab) {
 		wantErr(t, state+": artifact", s.RegisterArtifact(ctx, l.Token, artifact(l.Token, "x.png", "1")), fencing.ErrStale)
 		wantErr(t, state+": upload", s.AuthorizeUpload(ctx, l.Token, "x.png"), fencing.ErrStale)
 		_, err = s.Cancel(ctx, id, "again")
-		wantErr(t, state+": cancel", err, coordinator.ErrConflict)
+		wantErr(t, state+": cancel", err, jobstore.ErrConflict)
 		_, err = s.Reassign(ctx, id, ownerB, long)
-		wantErr(t, state+": reassign", err, coordinator.ErrConflict)
+		wantErr(t, state+": reassign", err, jobstore.ErrConflict)
 		if toks, err := s.ExpireDeadlines(ctx, 0); err != nil || len(toks) != 0 {
 			t.Fatalf("%s: expire: %v, %v", state, toks, err)
 		}
@@ -644,17 +645,17 @@ func testResolveGivesAnAttempt(t *testing.T, s sqlstore.Lab) {
 	l := claim(t, s, "nd", ownerA, long)
 	reserve(t, s, l.Token, "once-1")
 	first := get(t, s, "nd").DeadlineAt
-	if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect once-1 is in doubt", Class: protocol.FailClassInfrastructure}); err != nil {
+	if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: jobstore.ReasonNeedsDecision + ": effect once-1 is in doubt", Class: protocol.FailClassInfrastructure}); err != nil {
 		t.Fatal(err)
 	}
-	if j := get(t, s, "nd"); j.Status != coordinator.StatusNeedsDecision || !coordinator.NeedsDecision(j) {
+	if j := get(t, s, "nd"); j.Status != jobstore.StatusNeedsDecision || !jobstore.NeedsDecision(j) {
 		t.Fatalf("job with an effect in doubt: %+v", j)
 	}
-	if _, requeued, err := s.ResolveEffect(ctx, "once-1", coordinator.ResolveRetry, "not sent"); err != nil || !requeued {
+	if _, requeued, err := s.ResolveEffect(ctx, "once-1", jobstore.ResolveRetry, "not sent"); err != nil || !requeued {
 		t.Fatalf("resolve: requeued=%v, %v", requeued, err)
 	}
 	j := get(t, s, "nd")
-	if j.Status != coordinator.StatusQueued || j.MaxAttempts != 2 || j.Attempts != 1 || !j.DeadlineAt.IsZero() {
+	if j.Status != jobstore.StatusQueued || j.MaxAttempts != 2 || j.Attempts != 1 || !j.DeadlineAt.IsZero() {
 		t.Fatalf("job after the decision: %+v", j)
 	}
 	time.Sleep(2 * time.Millisecond)

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every coordinator.Store
+// Package storetest is the conformance suite every jobstore.Store
 // implementation runs: the fencing rules of docs/design.md (a write is accepted
 // only for the current token, checked in the statement that applies it),
 // generations, lease expiry on the database clock, artifacts, the write_events
@@ -8,7 +8,7 @@
 // release of a restarted agent's jobs, fenced upload authorisation, refusals
 // recorded before the store, cancellation, listing and counts. Stores are
 // driven through sqlstore.Lab, which adds the lab's direct grants (Claim,
-// ClaimNext) to coordinator.Store. RunOpen checks that opening without
+// ClaimNext) to jobstore.Store. RunOpen checks that opening without
 // migrating (OpenExisting) refuses a schema behind or ahead of the binary.
 //
 // An implementation's test calls Run with a function that opens a fresh,

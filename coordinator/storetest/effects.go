@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -37,23 +37,23 @@ var effectTests = []struct {
 	{"OutboxDelivery", testOutboxDelivery},
 }
 
-func intent(key string) coordinator.EffectIntent {
-	return coordinator.EffectIntent{Key: key, Step: 2, Op: protocol.OpTap}
+func intent(key string) jobstore.EffectIntent {
+	return jobstore.EffectIntent{Key: key, Step: 2, Op: protocol.OpTap}
 }
 
-func reserve(t *testing.T, s sqlstore.Lab, tk fencing.Token, key string) coordinator.EffectRecord {
+func reserve(t *testing.T, s sqlstore.Lab, tk fencing.Token, key string) jobstore.EffectRecord {
 	t.Helper()
 	r, err := s.ReserveEffect(t.Context(), tk, intent(key))
 	if err != nil {
 		t.Fatalf("reserve %s by %s: %v", key, tk, err)
 	}
-	if r.Key != key || r.Kind != coordinator.EffectKindStep {
+	if r.Key != key || r.Kind != jobstore.EffectKindStep {
 		t.Fatalf("reserve %s: got %+v", key, r)
 	}
 	return r
 }
 
-func getEffect(t *testing.T, s sqlstore.Lab, key string) coordinator.EffectRecord {
+func getEffect(t *testing.T, s sqlstore.Lab, key string) jobstore.EffectRecord {
 	t.Helper()
 	r, err := s.GetEffect(t.Context(), key)
 	if err != nil {
@@ -62,7 +62,7 @@ func getEffect(t *testing.T, s sqlstore.Lab, key string) coordinator.EffectRecor
 	return r
 }
 
-func wantState(t *testing.T, what string, r coordinator.EffectRecord, state string, holder fencing.Token) {
+func wantState(t *testing.T, what string, r jobstore.EffectRecord, state string, holder fencing.Token) {
 	t.Helper()
 	if r.State != state || r.JobID != holder.JobID || r.Owner != holder.Owner || r.Generation != holder.Generation {
 		t.Fatalf("%s: got %s held by %s@%s#g%d, want %s held by %s", what, r.State, r.JobID, r.Owner, r.Generation, state, holder)
@@ -76,7 +76,7 @@ func okReceipt(tk fencing.Token) protocol.EffectReceipt {
 	}
 }
 
-func receiptOf(t *testing.T, r coordinator.EffectRecord) *protocol.EffectReceipt {
+func receiptOf(t *testing.T, r jobstore.EffectRecord) *protocol.EffectReceipt {
 	t.Helper()
 	rc, err := r.StepReceipt()
 	if err != nil {
@@ -94,7 +94,7 @@ func effectEvents(t *testing.T, s sqlstore.Lab, id string) []string {
 	}
 	var out []string
 	for _, e := range evs {
-		if e.Verb == sqlstore.VerbEffect || e.Verb == sqlstore.VerbResolve {
+		if e.Verb == jobstore.VerbEffect || e.Verb == jobstore.VerbResolve {
 			acc := "refused"
 			if e.Accepted {
 				acc = "accepted"
@@ -151,7 +151,7 @@ func testEffectReserveAndReceipt(t *testing.T, s sqlstore.Lab) {
 	}
 	// The new generation cannot write a receipt over it.
 	_, err = s.RecordEffectReceipt(ctx, lb.Token, "order-1/submit", okReceipt(lb.Token))
-	wantErr(t, "receipt of an intent the token does not hold", err, coordinator.ErrConflict)
+	wantErr(t, "receipt of an intent the token does not hold", err, jobstore.ErrConflict)
 	if r := getEffect(t, s, "order-1/submit"); receiptOf(t, r).Generation != la.Token.Generation {
 		t.Fatalf("receipt replaced: %+v", r)
 	}
@@ -203,39 +203,39 @@ func testEffectInDoubtAndRetry(t *testing.T, s sqlstore.Lab) {
 	_, err = s.AddEffectEvidence(ctx, la.Token, "msg-7", []string{"x"})
 	wantErr(t, "evidence of the stale token", err, fencing.ErrStale)
 	_, err = s.AddEffectEvidence(ctx, lb.Token, "no-such-key", ev)
-	wantErr(t, "evidence of an unknown intent", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "evidence of an unknown intent", err, jobstore.ErrEffectNotFound)
 
 	// The job stops needing a decision.
-	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: coordinator.ReasonNeedsDecision + ": effect msg-7 is in doubt"}); err != nil {
+	if err := s.Fail(ctx, lb.Token, jobstore.Failure{Reason: jobstore.ReasonNeedsDecision + ": effect msg-7 is in doubt"}); err != nil {
 		t.Fatal(err)
 	}
-	if j := get(t, s, "d"); !coordinator.NeedsDecision(j) {
+	if j := get(t, s, "d"); !jobstore.NeedsDecision(j) {
 		t.Fatalf("job %+v does not need a decision", j)
 	}
 
 	// A person says it did not happen: the job is queued again and the
 	// next generation runs it.
-	res, requeued, err := s.ResolveEffect(ctx, "msg-7", coordinator.ResolveRetry, "checked the outbox: not sent")
-	if err != nil || !requeued || res.State != protocol.EffectRetry || res.Resolution != coordinator.ResolveRetry ||
+	res, requeued, err := s.ResolveEffect(ctx, "msg-7", jobstore.ResolveRetry, "checked the outbox: not sent")
+	if err != nil || !requeued || res.State != protocol.EffectRetry || res.Resolution != jobstore.ResolveRetry ||
 		res.Note != "checked the outbox: not sent" {
 		t.Fatalf("resolve retry: %+v requeued=%v, %v", res, requeued, err)
 	}
 	j := get(t, s, "d")
-	if j.Status != coordinator.StatusQueued || j.WorkerID != "" || j.Generation != lb.Token.Generation {
+	if j.Status != jobstore.StatusQueued || j.WorkerID != "" || j.Generation != lb.Token.Generation {
 		t.Fatalf("job after resolve: %+v", j)
 	}
-	_, _, err = s.ResolveEffect(ctx, "msg-7", coordinator.ResolveDone, "")
-	wantErr(t, "resolve an intent not in doubt", err, coordinator.ErrConflict)
+	_, _, err = s.ResolveEffect(ctx, "msg-7", jobstore.ResolveDone, "")
+	wantErr(t, "resolve an intent not in doubt", err, jobstore.ErrConflict)
 
 	lc := claim(t, s, "d", ownerC, long)
 	rc := reserve(t, s, lc.Token, "msg-7")
 	if !rc.HeldBy(lc.Token) || rc.Reservations != 2 || rc.Receipt != nil || !slices.Equal(rc.Evidence, ev) {
 		t.Fatalf("reservation after retry: %+v", rc)
 	}
-	_, _, err = s.ResolveEffect(ctx, "msg-7", coordinator.ResolveRetry, "")
-	wantErr(t, "resolve an intent its current token holds", err, coordinator.ErrConflict)
-	_, _, err = s.ResolveEffect(ctx, "nope", coordinator.ResolveRetry, "")
-	wantErr(t, "resolve an unknown key", err, coordinator.ErrEffectNotFound)
+	_, _, err = s.ResolveEffect(ctx, "msg-7", jobstore.ResolveRetry, "")
+	wantErr(t, "resolve an intent its current token holds", err, jobstore.ErrConflict)
+	_, _, err = s.ResolveEffect(ctx, "nope", jobstore.ResolveRetry, "")
+	wantErr(t, "resolve an unknown key", err, jobstore.ErrEffectNotFound)
 
 	evs := effectEvents(t, s, "d")
 	if !slices.Contains(evs, "resolve g2 accepted msg-7: retry; job queued again") {
@@ -249,10 +249,10 @@ func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 	la := claim(t, s, "r", ownerA, long)
 	reserve(t, s, la.Token, "pay-1")
 	lb := reassign(t, s, "r", ownerB)
-	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: "something else"}); err != nil {
+	if err := s.Fail(ctx, lb.Token, jobstore.Failure{Reason: "something else"}); err != nil {
 		t.Fatal(err)
 	}
-	res, requeued, err := s.ResolveEffect(ctx, "pay-1", coordinator.ResolveDone, "bank statement shows it")
+	res, requeued, err := s.ResolveEffect(ctx, "pay-1", jobstore.ResolveDone, "bank statement shows it")
 	if err != nil || requeued || res.State != protocol.EffectDone {
 		t.Fatalf("resolve done: %+v requeued=%v, %v", res, requeued, err)
 	}
@@ -261,7 +261,7 @@ func testEffectResolveDone(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("receipt of a person's done: %+v", rc)
 	}
 	// A job that failed for another reason stays failed.
-	if j := get(t, s, "r"); j.Status != coordinator.StatusFailed {
+	if j := get(t, s, "r"); j.Status != jobstore.StatusFailed {
 		t.Fatalf("job %+v", j)
 	}
 	_, _, err = s.ResolveEffect(ctx, "pay-1", "maybe", "")
@@ -298,12 +298,12 @@ func testEffectFenced(t *testing.T, s sqlstore.Lab) {
 	_, err := s.ReserveEffect(ctx, la.Token, intent("f-key"))
 	wantErr(t, "reservation of a stale token", err, fencing.ErrStale)
 	_, err = s.GetEffect(ctx, "f-key")
-	wantErr(t, "the intent after a stale reservation", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "the intent after a stale reservation", err, jobstore.ErrEffectNotFound)
 	wantUnchanged(t, "stale reservation", before, get(t, s, "f"))
 	_, err = s.ReserveEffect(ctx, tok("ghost", ownerA, 1), intent("f-key"))
-	wantErr(t, "reservation for an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "reservation for an unknown job", err, jobstore.ErrNotFound)
 	_, err = s.RecordEffectReceipt(ctx, lb.Token, "f-key", okReceipt(lb.Token))
-	wantErr(t, "receipt without a reservation", err, coordinator.ErrConflict)
+	wantErr(t, "receipt without a reservation", err, jobstore.ErrConflict)
 	if _, err := s.ReserveEffect(ctx, lb.Token, intent("")); err == nil {
 		t.Fatal("empty key accepted")
 	}
@@ -347,7 +347,7 @@ func testEffectMarkInDoubt(t *testing.T, s sqlstore.Lab) {
 	}
 	wantState(t, "expired holder", getEffect(t, s, "m1-key"), protocol.EffectInDoubt, l1.Token)
 	wantState(t, "current holder", getEffect(t, s, "m2-key"), protocol.EffectReserved, l2.Token)
-	stored, err := s.ListEffects(ctx, coordinator.EffectFilter{States: []string{protocol.EffectInDoubt}})
+	stored, err := s.ListEffects(ctx, jobstore.EffectFilter{States: []string{protocol.EffectInDoubt}})
 	if err != nil || len(stored) != 1 || stored[0].Key != "m1-key" {
 		t.Fatalf("in doubt: %+v, %v", stored, err)
 	}
@@ -407,9 +407,9 @@ func testEffectReassignRace(t *testing.T, s sqlstore.Lab) {
 		la := claim(t, s, id, ownerA, long)
 		var (
 			wg   sync.WaitGroup
-			ra   coordinator.EffectRecord
+			ra   jobstore.EffectRecord
 			aerr error
-			lb   coordinator.Lease
+			lb   jobstore.Lease
 		)
 		wg.Go(func() { ra, aerr = s.ReserveEffect(ctx, la.Token, intent(key)) })
 		var berr error
@@ -445,7 +445,7 @@ func testEffectList(t *testing.T, s sqlstore.Lab) {
 	if _, err := s.RecordEffectReceipt(ctx, l1.Token, "l-b", okReceipt(l1.Token)); err != nil {
 		t.Fatal(err)
 	}
-	keys := func(f coordinator.EffectFilter) []string {
+	keys := func(f jobstore.EffectFilter) []string {
 		t.Helper()
 		rs, err := s.ListEffects(ctx, f)
 		if err != nil {
@@ -458,22 +458,22 @@ func testEffectList(t *testing.T, s sqlstore.Lab) {
 		return out
 	}
 	for _, c := range []struct {
-		f    coordinator.EffectFilter
+		f    jobstore.EffectFilter
 		want []string
 	}{
-		{coordinator.EffectFilter{}, []string{"l-a", "l-b", "l-c"}},
-		{coordinator.EffectFilter{JobID: "l1"}, []string{"l-a", "l-b"}},
-		{coordinator.EffectFilter{States: []string{protocol.EffectReserved}}, []string{"l-a", "l-c"}},
-		{coordinator.EffectFilter{States: []string{protocol.EffectDone, protocol.EffectInDoubt}}, []string{"l-b"}},
-		{coordinator.EffectFilter{Kind: coordinator.EffectKindOutbox}, nil},
-		{coordinator.EffectFilter{Limit: 2}, []string{"l-a", "l-b"}},
+		{jobstore.EffectFilter{}, []string{"l-a", "l-b", "l-c"}},
+		{jobstore.EffectFilter{JobID: "l1"}, []string{"l-a", "l-b"}},
+		{jobstore.EffectFilter{States: []string{protocol.EffectReserved}}, []string{"l-a", "l-c"}},
+		{jobstore.EffectFilter{States: []string{protocol.EffectDone, protocol.EffectInDoubt}}, []string{"l-b"}},
+		{jobstore.EffectFilter{Kind: jobstore.EffectKindOutbox}, nil},
+		{jobstore.EffectFilter{Limit: 2}, []string{"l-a", "l-b"}},
 	} {
 		if got := keys(c.f); !slices.Equal(got, c.want) {
 			t.Errorf("list %+v: %v, want %v", c.f, got, c.want)
 		}
 	}
 	_, err := s.GetEffect(ctx, "nope")
-	wantErr(t, "get unknown effect", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "get unknown effect", err, jobstore.ErrEffectNotFound)
 }
 
 type outboxPayload struct {
@@ -496,30 +496,30 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	submit(t, s, "f")
 	la := claim(t, s, "f", ownerA, long)
 	// A release for reassignment is not a failure of the job.
-	if err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "assign not accepted", Requeue: true}, coordinator.OutboxFailureKey("f", la.Token.Generation)); err != nil {
+	if err := s.FailOutbox(ctx, la.Token, jobstore.Failure{Reason: "assign not accepted", Requeue: true}, jobstore.OutboxFailureKey("f", la.Token.Generation)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetEffect(ctx, coordinator.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, coordinator.ErrEffectNotFound) {
+	if _, err := s.GetEffect(ctx, jobstore.OutboxFailureKey("f", la.Token.Generation)); !errors.Is(err, jobstore.ErrEffectNotFound) {
 		t.Fatalf("outbox of a release: %v", err)
 	}
 	lb := claim(t, s, "f", ownerB, long)
-	key := coordinator.OutboxFailureKey("f", lb.Token.Generation)
-	err := s.FailOutbox(ctx, la.Token, coordinator.Failure{Reason: "late"}, key)
+	key := jobstore.OutboxFailureKey("f", lb.Token.Generation)
+	err := s.FailOutbox(ctx, la.Token, jobstore.Failure{Reason: "late"}, key)
 	wantErr(t, "stale failure", err, fencing.ErrStale)
 	_, err = s.GetEffect(ctx, key)
-	wantErr(t, "outbox of a refused failure", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "outbox of a refused failure", err, jobstore.ErrEffectNotFound)
 
 	if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "last.png", "sha-last")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FailOutbox(ctx, lb.Token, coordinator.Failure{Reason: "step 2 (tap): phone unplugged"}, key); err != nil {
+	if err := s.FailOutbox(ctx, lb.Token, jobstore.Failure{Reason: "step 2 (tap): phone unplugged"}, key); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
-	if j := get(t, s, "f"); j.Status != coordinator.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {
+	if j := get(t, s, "f"); j.Status != jobstore.StatusFailed || j.FailReason != "step 2 (tap): phone unplugged" {
 		t.Fatalf("job after fail: %+v", j)
 	}
 	r := getEffect(t, s, key)
-	if r.Kind != coordinator.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "f" ||
+	if r.Kind != jobstore.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "f" ||
 		r.Owner != ownerB || r.Generation != lb.Token.Generation {
 		t.Fatalf("outbox row %+v", r)
 	}
@@ -527,35 +527,35 @@ func testOutboxFail(t *testing.T, s sqlstore.Lab) {
 	if err := json.Unmarshal(r.Payload, &p); err != nil {
 		t.Fatalf("payload %s: %v", r.Payload, err)
 	}
-	if p.Key != key || p.Event != coordinator.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
-		p.Owner != ownerB || p.Status != coordinator.StatusFailed || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
+	if p.Key != key || p.Event != jobstore.OutboxEventFailed || p.JobID != "f" || p.Generation != lb.Token.Generation ||
+		p.Owner != ownerB || p.Status != jobstore.StatusFailed || p.Reason != "step 2 (tap): phone unplugged" || !slices.Equal(p.Manifest, []string{lb.Token.ObjectKey("last.png")}) {
 		t.Fatalf("payload %+v", p)
 	}
 	evs := events(t, s, "f")
-	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbFail || !last.accepted {
+	if last := evs[len(evs)-1]; last.verb != jobstore.VerbFail || !last.accepted {
 		t.Fatalf("last event %+v", last)
 	}
 
 	// An infrastructure failure with attempts left is retried, not
 	// published; the one that uses the last attempt is, with every cause.
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "g", Task: testTask(), MaxAttempts: 2}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "g", Task: testTask(), MaxAttempts: 2}); err != nil {
 		t.Fatal(err)
 	}
-	infraFail := coordinator.Failure{Reason: "adb gone", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAdbServerGone}
+	infraFail := jobstore.Failure{Reason: "adb gone", Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAdbServerGone}
 	for i := range 2 {
 		l := claim(t, s, "g", ownerA, long)
-		key := coordinator.OutboxFailureKey("g", l.Token.Generation)
+		key := jobstore.OutboxFailureKey("g", l.Token.Generation)
 		if err := s.FailOutbox(ctx, l.Token, infraFail, key); err != nil {
 			t.Fatal(err)
 		}
 		_, err := s.GetEffect(ctx, key)
 		if i == 0 {
-			wantErr(t, "outbox of a retried attempt", err, coordinator.ErrEffectNotFound)
+			wantErr(t, "outbox of a retried attempt", err, jobstore.ErrEffectNotFound)
 			continue
 		}
 		var p outboxPayload
 		if err != nil || json.Unmarshal(getEffect(t, s, key).Payload, &p) != nil ||
-			p.Status != coordinator.StatusFailed || p.Reason != "attempts exhausted (2 of 2): g1 adb_server_gone: adb gone; g3 adb_server_gone: adb gone" {
+			p.Status != jobstore.StatusFailed || p.Reason != "attempts exhausted (2 of 2): g1 adb_server_gone: adb gone; g3 adb_server_gone: adb gone" {
 			t.Fatalf("outbox of the last attempt: %+v, %v", p, err)
 		}
 	}
@@ -566,11 +566,11 @@ func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
 	submit(t, s, "o")
 	la := claim(t, s, "o", ownerA, long)
 	lb := reassign(t, s, "o", ownerB)
-	key := coordinator.OutboxKey("o")
+	key := jobstore.OutboxKey("o")
 	err := s.CommitOutbox(ctx, la.Token, result("stale"), key)
 	wantErr(t, "stale commit", err, fencing.ErrStale)
 	_, err = s.GetEffect(ctx, key)
-	wantErr(t, "outbox of a refused commit", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "outbox of a refused commit", err, jobstore.ErrEffectNotFound)
 
 	for _, n := range []string{"b.png", "a.png"} {
 		if err := s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, n, "sha-"+n)); err != nil {
@@ -581,11 +581,11 @@ func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("commit: %v", err)
 	}
 	j := get(t, s, "o")
-	if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerB || !jsonEqual(j.Result, result("b")) {
+	if j.Status != jobstore.StatusSucceeded || j.CompletedBy != ownerB || !jsonEqual(j.Result, result("b")) {
 		t.Fatalf("job after commit: %+v", j)
 	}
 	r := getEffect(t, s, key)
-	if r.Kind != coordinator.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "o" ||
+	if r.Kind != jobstore.EffectKindOutbox || r.State != protocol.EffectPending || r.JobID != "o" ||
 		r.Owner != ownerB || r.Generation != lb.Token.Generation || r.Attempts != 0 {
 		t.Fatalf("outbox row %+v", r)
 	}
@@ -607,17 +607,17 @@ func testOutboxCommit(t *testing.T, s sqlstore.Lab) {
 	}
 	// The result write is recorded as always.
 	evs := events(t, s, "o")
-	if last := evs[len(evs)-1]; last.verb != sqlstore.VerbResult || !last.accepted {
+	if last := evs[len(evs)-1]; last.verb != jobstore.VerbResult || !last.accepted {
 		t.Fatalf("last event %+v", last)
 	}
 	// A job with no artifacts and a null result.
 	submit(t, s, "o2")
 	l2 := claim(t, s, "o2", ownerA, long)
-	if err := s.CommitOutbox(ctx, l2.Token, nil, coordinator.OutboxKey("o2")); err != nil {
+	if err := s.CommitOutbox(ctx, l2.Token, nil, jobstore.OutboxKey("o2")); err != nil {
 		t.Fatal(err)
 	}
 	var p2 outboxPayload
-	if err := json.Unmarshal(getEffect(t, s, coordinator.OutboxKey("o2")).Payload, &p2); err != nil {
+	if err := json.Unmarshal(getEffect(t, s, jobstore.OutboxKey("o2")).Payload, &p2); err != nil {
 		t.Fatal(err)
 	}
 	if p2.Manifest == nil || len(p2.Manifest) != 0 || string(p2.Result) != "null" {
@@ -629,11 +629,11 @@ func testOutboxDelivery(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "od")
 	la := claim(t, s, "od", ownerA, long)
-	key := coordinator.OutboxKey("od")
+	key := jobstore.OutboxKey("od")
 	if err := s.CommitOutbox(ctx, la.Token, result("x"), key); err != nil {
 		t.Fatal(err)
 	}
-	claimOut := func(lease time.Duration) []coordinator.EffectRecord {
+	claimOut := func(lease time.Duration) []jobstore.EffectRecord {
 		t.Helper()
 		rs, err := s.ClaimOutbox(ctx, 10, lease)
 		if err != nil {
@@ -683,7 +683,7 @@ func testOutboxDelivery(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("claimed a delivered message: %+v", rs)
 	}
 	err := s.OutboxDelivered(ctx, "edgecoord/result/none", receipt)
-	wantErr(t, "receipt of an unknown message", err, coordinator.ErrEffectNotFound)
+	wantErr(t, "receipt of an unknown message", err, jobstore.ErrEffectNotFound)
 	// Step intents are never claimed.
 	submit(t, s, "od2")
 	l2 := claim(t, s, "od2", ownerA, long)
@@ -700,7 +700,7 @@ func testEffectSameTokenTwice(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "t")
 	la := claim(t, s, "t", ownerA, long)
-	run := func(attempt string) coordinator.EffectIntent {
+	run := func(attempt string) jobstore.EffectIntent {
 		in := intent("twice")
 		in.Attempt = attempt
 		return in
@@ -716,7 +716,7 @@ func testEffectSameTokenTwice(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("reservation of run 2: %+v, %v; want in doubt, reserved by run 1", r, err)
 	}
 	_, err = s.RecordEffectReceipt(ctx, la.Token, "twice", okReceipt(la.Token))
-	wantErr(t, "receipt of run 1 after run 2 met it", err, coordinator.ErrConflict)
+	wantErr(t, "receipt of run 1 after run 2 met it", err, jobstore.ErrConflict)
 	// Without attempts (an agent that sends none) a repeat is a retry.
 	if r := reserve(t, s, la.Token, "no-attempt"); !r.HeldBy(la.Token) {
 		t.Fatalf("first: %+v", r)

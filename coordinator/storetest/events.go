@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -19,7 +19,7 @@ var eventTests = []struct {
 	{"RecordEvent", testRecordEvent},
 }
 
-func eventTypes(evs []coordinator.Event) []string {
+func eventTypes(evs []jobstore.Event) []string {
 	out := make([]string, 0, len(evs))
 	for _, e := range evs {
 		out = append(out, e.Type)
@@ -27,7 +27,7 @@ func eventTypes(evs []coordinator.Event) []string {
 	return out
 }
 
-func listEvents(t *testing.T, s sqlstore.Lab, q coordinator.EventQuery) []coordinator.Event {
+func listEvents(t *testing.T, s sqlstore.Lab, q jobstore.EventQuery) []jobstore.Event {
 	t.Helper()
 	evs, err := s.Events(t.Context(), q)
 	if err != nil {
@@ -40,10 +40,10 @@ func listEvents(t *testing.T, s sqlstore.Lab, q coordinator.EventQuery) []coordi
 // attempts; resume after any id gives the rest; project filters.
 func testEvents(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "ev", Task: testTask(), Project: "alpha", SubmittedBy: "tok-ann"}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "ev", Task: testTask(), Project: "alpha", SubmittedBy: "tok-ann"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "other", Task: testTask(), Project: "beta"}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "other", Task: testTask(), Project: "beta"}); err != nil {
 		t.Fatal(err)
 	}
 	la := claim(t, s, "ev", ownerA, long)
@@ -57,7 +57,7 @@ func testEvents(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	lb := reassign(t, s, "ev", ownerB)
-	if err := s.Fail(ctx, lb.Token, coordinator.Failure{Reason: "flaky", Requeue: true}); err != nil {
+	if err := s.Fail(ctx, lb.Token, jobstore.Failure{Reason: "flaky", Requeue: true}); err != nil {
 		t.Fatal(err)
 	}
 	lc := claim(t, s, "ev", ownerC, long)
@@ -68,9 +68,9 @@ func testEvents(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 
-	evs := listEvents(t, s, coordinator.EventQuery{JobID: "ev"})
-	want := []string{coordinator.EventQueued, coordinator.EventGranted, coordinator.EventArtifactRegistered,
-		coordinator.EventGranted, coordinator.EventAttemptFailed, coordinator.EventGranted, coordinator.EventSucceeded}
+	evs := listEvents(t, s, jobstore.EventQuery{JobID: "ev"})
+	want := []string{jobstore.EventQueued, jobstore.EventGranted, jobstore.EventArtifactRegistered,
+		jobstore.EventGranted, jobstore.EventAttemptFailed, jobstore.EventGranted, jobstore.EventSucceeded}
 	if got := eventTypes(evs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("event types of ev:\n got %v\nwant %v", got, want)
 	}
@@ -96,40 +96,40 @@ func testEvents(t *testing.T, s sqlstore.Lab) {
 	}
 	// The retried release raised the generation (2 to 3), and the grant
 	// after it again (to 4).
-	if end := evs[6]; end.Status != coordinator.StatusSucceeded || end.Generation != 4 {
+	if end := evs[6]; end.Status != jobstore.StatusSucceeded || end.Generation != 4 {
 		t.Errorf("end event: status %q generation %d, want SUCCEEDED 4", end.Status, end.Generation)
 	}
 
 	// Resume after every id gives exactly the rest.
 	for i := range evs {
-		rest := listEvents(t, s, coordinator.EventQuery{JobID: "ev", AfterID: evs[i].ID})
+		rest := listEvents(t, s, jobstore.EventQuery{JobID: "ev", AfterID: evs[i].ID})
 		if got, want := eventTypes(rest), eventTypes(evs[i+1:]); !reflect.DeepEqual(got, want) {
 			t.Errorf("after %d: %v, want %v", evs[i].ID, got, want)
 		}
 	}
 	// UpTo and Limit bound the answer.
-	if got := listEvents(t, s, coordinator.EventQuery{JobID: "ev", UpTo: evs[2].ID}); len(got) != 3 {
+	if got := listEvents(t, s, jobstore.EventQuery{JobID: "ev", UpTo: evs[2].ID}); len(got) != 3 {
 		t.Errorf("up to the third id: %d events, want 3", len(got))
 	}
-	if got := listEvents(t, s, coordinator.EventQuery{JobID: "ev", Limit: 2}); len(got) != 2 {
+	if got := listEvents(t, s, jobstore.EventQuery{JobID: "ev", Limit: 2}); len(got) != 2 {
 		t.Errorf("limit 2: %d events", len(got))
 	}
 
 	// Projects: alpha has only ev's events; an empty list has none.
-	for _, e := range listEvents(t, s, coordinator.EventQuery{Projects: []string{"alpha"}}) {
+	for _, e := range listEvents(t, s, jobstore.EventQuery{Projects: []string{"alpha"}}) {
 		if e.JobID != "ev" {
 			t.Errorf("project alpha gave an event of job %s", e.JobID)
 		}
 	}
-	if got := listEvents(t, s, coordinator.EventQuery{Projects: []string{"alpha", "beta"}}); len(got) != len(evs)+1 {
+	if got := listEvents(t, s, jobstore.EventQuery{Projects: []string{"alpha", "beta"}}); len(got) != len(evs)+1 {
 		t.Errorf("projects alpha and beta: %d events, want %d", len(got), len(evs)+1)
 	}
-	if got := listEvents(t, s, coordinator.EventQuery{Projects: []string{}}); len(got) != 0 {
+	if got := listEvents(t, s, jobstore.EventQuery{Projects: []string{}}); len(got) != 0 {
 		t.Errorf("no project: %d events, want none", len(got))
 	}
 
 	// All shows every row, the renewal and refused attempts as Type "".
-	all := listEvents(t, s, coordinator.EventQuery{All: true})
+	all := listEvents(t, s, jobstore.EventQuery{All: true})
 	var blank, typed int
 	for _, e := range all {
 		if e.Type == "" {
@@ -148,13 +148,13 @@ func testEvents(t *testing.T, s sqlstore.Lab) {
 	if last != all[len(all)-1].ID {
 		t.Errorf("last event id %d, want %d", last, all[len(all)-1].ID)
 	}
-	if _, err := s.Events(ctx, coordinator.EventQuery{All: true, JobID: "ev"}); err == nil {
+	if _, err := s.Events(ctx, jobstore.EventQuery{All: true, JobID: "ev"}); err == nil {
 		t.Error("all rows of one job accepted")
 	}
 
 	// The submit is a job event, not a write attempt.
 	for _, e := range events(t, s, "ev") {
-		if e.verb == coordinator.VerbSubmit {
+		if e.verb == jobstore.VerbSubmit {
 			t.Errorf("WriteEvents lists the submit: %+v", e)
 		}
 	}
@@ -166,12 +166,12 @@ func testEventsEndStates(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	lf := claim(t, s, "f", ownerA, long)
-	if err := s.Fail(ctx, lf.Token, coordinator.Failure{Reason: "screen locked"}); err != nil {
+	if err := s.Fail(ctx, lf.Token, jobstore.Failure{Reason: "screen locked"}); err != nil {
 		t.Fatal(err)
 	}
-	evs := listEvents(t, s, coordinator.EventQuery{JobID: "f"})
+	evs := listEvents(t, s, jobstore.EventQuery{JobID: "f"})
 	end := evs[len(evs)-1]
-	if end.Type != coordinator.EventFailed || end.Reason != "screen locked" || end.Status != coordinator.StatusFailed {
+	if end.Type != jobstore.EventFailed || end.Reason != "screen locked" || end.Status != jobstore.StatusFailed {
 		t.Errorf("end of f: %+v, want failed with the reason", end)
 	}
 
@@ -180,11 +180,11 @@ func testEventsEndStates(t *testing.T, s sqlstore.Lab) {
 	if _, err := s.Cancel(ctx, "c", "not needed"); err != nil {
 		t.Fatal(err)
 	}
-	evs = listEvents(t, s, coordinator.EventQuery{JobID: "c"})
+	evs = listEvents(t, s, jobstore.EventQuery{JobID: "c"})
 	end = evs[len(evs)-1]
 	status := get(t, s, "c").Status
-	if end.Type != coordinator.EndEvent(status) || end.Status != status || end.Reason != "not needed" {
-		t.Errorf("end of c (%s): %+v, want %s with the reason", status, end, coordinator.EndEvent(status))
+	if end.Type != jobstore.EndEvent(status) || end.Status != status || end.Reason != "not needed" {
+		t.Errorf("end of c (%s): %+v, want %s with the reason", status, end, jobstore.EndEvent(status))
 	}
 }
 
@@ -194,25 +194,25 @@ func testRecordEvent(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "st")
 	l := claim(t, s, "st", ownerA, long)
-	id, err := s.RecordEvent(ctx, coordinator.JobEvent{JobID: "st", Verb: coordinator.VerbStep,
+	id, err := s.RecordEvent(ctx, jobstore.JobEvent{JobID: "st", Verb: jobstore.VerbStep,
 		Owner: l.Token.Owner, Generation: l.Token.Generation, Detail: "1 " + protocol.OpTap + ": ok"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := listEvents(t, s, coordinator.EventQuery{JobID: "st"})
+	evs := listEvents(t, s, jobstore.EventQuery{JobID: "st"})
 	last := evs[len(evs)-1]
-	if last.ID != id || last.Type != coordinator.EventStep || last.Detail != "1 tap: ok" || last.Generation != 1 {
+	if last.ID != id || last.Type != jobstore.EventStep || last.Detail != "1 tap: ok" || last.Generation != 1 {
 		t.Errorf("step event %+v, want id %d step '1 tap: ok' g1", last, id)
 	}
 	for _, e := range events(t, s, "st") {
-		if e.verb == coordinator.VerbStep {
+		if e.verb == jobstore.VerbStep {
 			t.Errorf("WriteEvents lists the step: %+v", e)
 		}
 	}
-	if _, err := s.RecordEvent(ctx, coordinator.JobEvent{JobID: "nope", Verb: coordinator.VerbStep}); !errors.Is(err, coordinator.ErrNotFound) {
+	if _, err := s.RecordEvent(ctx, jobstore.JobEvent{JobID: "nope", Verb: jobstore.VerbStep}); !errors.Is(err, jobstore.ErrNotFound) {
 		t.Errorf("step of an unknown job: %v, want ErrNotFound", err)
 	}
-	if _, err := s.RecordEvent(ctx, coordinator.JobEvent{JobID: "st", Verb: "result"}); err == nil {
+	if _, err := s.RecordEvent(ctx, jobstore.JobEvent{JobID: "st", Verb: "result"}); err == nil {
 		t.Error("a result recorded as an event")
 	}
 }

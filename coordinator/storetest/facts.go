@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -60,7 +60,7 @@ func testClaimForFactSelectors(t *testing.T, s sqlstore.Lab) {
 		switch {
 		case c.want && (err != nil || l.Token.JobID != id || l.Device != serial):
 			t.Fatalf("case %d (%s, facts %s): claim %v on %q, %v; want the job", i, sel.Describe(), c.facts.Summary(), l.Token, l.Device, err)
-		case !c.want && !errors.Is(err, coordinator.ErrNoJob):
+		case !c.want && !errors.Is(err, jobstore.ErrNoJob):
 			t.Fatalf("case %d (%s, facts %s): claim %v on %q, %v; want no job", i, sel.Describe(), c.facts.Summary(), l.Token, l.Device, err)
 		}
 	}

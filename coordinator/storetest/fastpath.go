@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // The part of the suite for the optional fast paths of a store
-// (coordinator.ManifestCommitter, coordinator.WorkCounter). A store that
+// (jobstore.ManifestCommitter, jobstore.WorkCounter). A store that
 // does not implement one skips its tests.
 var fastpathTests = []struct {
 	name string
@@ -26,11 +26,11 @@ var fastpathTests = []struct {
 	{"WorkCounter", testWorkCounter},
 }
 
-func manifestCommitter(t *testing.T, s sqlstore.Lab) coordinator.ManifestCommitter {
+func manifestCommitter(t *testing.T, s sqlstore.Lab) jobstore.ManifestCommitter {
 	t.Helper()
-	mc, ok := s.(coordinator.ManifestCommitter)
+	mc, ok := s.(jobstore.ManifestCommitter)
 	if !ok {
-		t.Skip("the store is not a coordinator.ManifestCommitter")
+		t.Skip("the store is not a jobstore.ManifestCommitter")
 	}
 	return mc
 }
@@ -77,7 +77,7 @@ func testCommitManifest(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("manifest %v, want %v (Artifacts lists %v)", keys, want, listed)
 	}
 	j := get(t, s, "m1")
-	if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerB || !jsonEqual(j.Result, result("current")) {
+	if j.Status != jobstore.StatusSucceeded || j.CompletedBy != ownerB || !jsonEqual(j.Result, result("current")) {
 		t.Fatalf("committed job: %+v", j)
 	}
 	_, err = mc.CommitManifest(ctx, lb.Token, result("again"))
@@ -108,7 +108,7 @@ func testCommitManifest(t *testing.T, s sqlstore.Lab) {
 	}
 
 	_, err = mc.CommitManifest(ctx, tok("nope", ownerA, 1), result("x"))
-	wantErr(t, "commit an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "commit an unknown job", err, jobstore.ErrNotFound)
 	if _, err := mc.CommitManifest(ctx, l2.Token, json.RawMessage(`{"broken"`)); err == nil {
 		t.Fatal("commit of invalid JSON succeeded")
 	}
@@ -177,7 +177,7 @@ func testCommitManifestRace(t *testing.T, s sqlstore.Lab) {
 	}
 	for id := range want {
 		j := get(t, s, id)
-		if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerB {
+		if j.Status != jobstore.StatusSucceeded || j.CompletedBy != ownerB {
 			t.Fatalf("job %s: %+v", id, j)
 		}
 	}
@@ -185,9 +185,9 @@ func testCommitManifestRace(t *testing.T, s sqlstore.Lab) {
 
 func testWorkCounter(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	wc, ok := s.(coordinator.WorkCounter)
+	wc, ok := s.(jobstore.WorkCounter)
 	if !ok {
-		t.Skip("the store is not a coordinator.WorkCounter")
+		t.Skip("the store is not a jobstore.WorkCounter")
 	}
 	check := func(what string, queued, expired int64, load map[string]int) {
 		t.Helper()

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -59,10 +59,10 @@ func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
 	}
 	defer s.Close()
 	for id, want := range map[string]string{
-		"cancelled": coordinator.StatusCancelled,
-		"decision":  coordinator.StatusNeedsDecision,
-		"failed":    coordinator.StatusFailed,
-		"requeued":  coordinator.StatusQueued,
+		"cancelled": jobstore.StatusCancelled,
+		"decision":  jobstore.StatusNeedsDecision,
+		"failed":    jobstore.StatusFailed,
+		"requeued":  jobstore.StatusQueued,
 	} {
 		j, err := s.Get(ctx, id)
 		if err != nil {
@@ -71,7 +71,7 @@ func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
 		if j.Status != want {
 			t.Errorf("%s: status %s after the migration, want %s", id, j.Status, want)
 		}
-		if want == coordinator.StatusNeedsDecision && !coordinator.NeedsDecision(j) {
+		if want == jobstore.StatusNeedsDecision && !jobstore.NeedsDecision(j) {
 			t.Errorf("%s: NeedsDecision false", id)
 		}
 		if j.Attempts != int(j.Generation) || len(j.AttemptEnds) != 0 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // Opener opens one kind of store, for RunOpen.
@@ -15,7 +15,7 @@ type Opener struct {
 	Fresh func(t *testing.T) string
 	// Open opens the store at a location and migrates its schema;
 	// OpenExisting opens it without migrating.
-	Open, OpenExisting func(ctx context.Context, location string) (coordinator.Store, error)
+	Open, OpenExisting func(ctx context.Context, location string) (jobstore.Store, error)
 	// Count runs a query returning one integer on the database at location,
 	// outside the store.
 	Count func(ctx context.Context, location, query string) (int64, error)
@@ -25,11 +25,11 @@ type Opener struct {
 
 // RunOpen checks that migrations are explicit: OpenExisting refuses a
 // database whose schema is behind this binary (empty included) with
-// coordinator.ErrSchemaOutdated, and one whose schema is ahead of it, and
+// jobstore.ErrSchemaOutdated, and one whose schema is ahead of it, and
 // writes nothing doing so; after Open it opens the store as it is.
 func RunOpen(t *testing.T, o Opener) {
 	ctx := t.Context()
-	openExisting := func(loc string) (coordinator.Store, error) {
+	openExisting := func(loc string) (jobstore.Store, error) {
 		s, err := o.OpenExisting(ctx, loc)
 		if err == nil {
 			t.Cleanup(func() { s.Close() })
@@ -40,7 +40,7 @@ func RunOpen(t *testing.T, o Opener) {
 	t.Run("Fresh", func(t *testing.T) {
 		loc := o.Fresh(t)
 		_, err := openExisting(loc)
-		if !errors.Is(err, coordinator.ErrSchemaOutdated) {
+		if !errors.Is(err, jobstore.ErrSchemaOutdated) {
 			t.Fatalf("open existing of an empty database: err = %v, want ErrSchemaOutdated", err)
 		}
 		if !strings.Contains(err.Error(), "edgecoord migrate") {
@@ -57,7 +57,7 @@ func RunOpen(t *testing.T, o Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "kept", Task: testTask()}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "kept", Task: testTask()}); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
@@ -79,7 +79,7 @@ func RunOpen(t *testing.T, o Opener) {
 		if err := o.Exec(ctx, loc, `DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := openExisting(loc); !errors.Is(err, coordinator.ErrSchemaOutdated) {
+		if _, err := openExisting(loc); !errors.Is(err, jobstore.ErrSchemaOutdated) {
 			t.Fatalf("open existing of a schema one version behind: err = %v, want ErrSchemaOutdated", err)
 		}
 		if n, err := o.Count(ctx, loc, `SELECT count(*) FROM schema_migrations`); err != nil || n != migrations-1 {
@@ -98,7 +98,7 @@ func RunOpen(t *testing.T, o Opener) {
 			t.Fatal(err)
 		}
 		_, err = openExisting(loc)
-		if err == nil || errors.Is(err, coordinator.ErrSchemaOutdated) {
+		if err == nil || errors.Is(err, jobstore.ErrSchemaOutdated) {
 			t.Fatalf("open existing of a newer schema: err = %v, want an error that is not ErrSchemaOutdated", err)
 		}
 		if !strings.Contains(err.Error(), "newer") {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -45,7 +45,7 @@ func submitSel(t *testing.T, s sqlstore.Lab, id string, sel protocol.DeviceSelec
 	t.Helper()
 	task := testTask()
 	task.Device = sel
-	if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: task}); err != nil {
+	if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: id, Task: task}); err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
 	// Submission order is the claim order; keep created_at apart on
@@ -53,18 +53,18 @@ func submitSel(t *testing.T, s sqlstore.Lab, id string, sel protocol.DeviceSelec
 	time.Sleep(2 * time.Millisecond)
 }
 
-func claimFor(t *testing.T, s sqlstore.Lab, owner string, slots int, devs ...protocol.Device) (coordinator.Lease, error) {
+func claimFor(t *testing.T, s sqlstore.Lab, owner string, slots int, devs ...protocol.Device) (jobstore.Lease, error) {
 	t.Helper()
-	return s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
+	return s.ClaimFor(t.Context(), jobstore.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
 }
 
-func hello(t *testing.T, s sqlstore.Lab, owner string, devs ...protocol.Device) (coordinator.Agent, []fencing.Token) {
+func hello(t *testing.T, s sqlstore.Lab, owner string, devs ...protocol.Device) (jobstore.Agent, []fencing.Token) {
 	t.Helper()
 	agentID, bootID, err := fencing.SplitOwner(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, toks, err := s.AgentHello(t.Context(), coordinator.AgentHello{
+	a, toks, err := s.AgentHello(t.Context(), jobstore.AgentHello{
 		AgentID: agentID, BootID: bootID, Version: "1.2.3", Devices: devs, Slots: 2,
 		Capabilities: []string{"screenshot"}, CoordinatorID: "c1",
 	})
@@ -107,13 +107,13 @@ func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 			t.Fatalf("lease task %+v", l.Task)
 		}
 		j := get(t, s, w.job)
-		if j.Status != coordinator.StatusInProgress || j.WorkerID != ownerA || j.Device != w.dev || !j.LeaseExpiresAt.Equal(l.ExpiresAt) {
+		if j.Status != jobstore.StatusInProgress || j.WorkerID != ownerA || j.Device != w.dev || !j.LeaseExpiresAt.Equal(l.ExpiresAt) {
 			t.Fatalf("claimed job %+v", j)
 		}
 	}
 	// Every phone is busy now: by-tags waits for S3.
 	_, err := claimFor(t, s, ownerA, 10, devs...)
-	wantErr(t, "claim with every phone busy", err, coordinator.ErrNoJob)
+	wantErr(t, "claim with every phone busy", err, jobstore.ErrNoJob)
 	// Another agent with a matching phone gets it; the job for an absent
 	// phone and the one for an offline phone stay queued.
 	l, err := claimFor(t, s, ownerB, 10, phone("T1", "x", "rooted", "eu"), phone("T2", "Pixel 7"))
@@ -121,9 +121,9 @@ func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("claim for B: %v on %q, %v", l.Token, l.Device, err)
 	}
 	_, err = claimFor(t, s, ownerB, 10, phone("T2", "x"))
-	wantErr(t, "claim with no matching phone", err, coordinator.ErrNoJob)
+	wantErr(t, "claim with no matching phone", err, jobstore.ErrNoJob)
 	for _, id := range []string{"never", "offline-only"} {
-		if j := get(t, s, id); j.Status != coordinator.StatusQueued || j.Generation != 0 {
+		if j := get(t, s, id); j.Status != jobstore.StatusQueued || j.Generation != 0 {
 			t.Fatalf("job %s: %+v", id, j)
 		}
 	}
@@ -137,8 +137,8 @@ func testClaimForSelectors(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("claim after a phone freed: %v on %q, %v", l.Token, l.Device, err)
 	}
 	_, err = claimFor(t, s, ownerC, 10)
-	wantErr(t, "claim without phones", err, coordinator.ErrNoJob)
-	if _, err := s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: "no-boot", Slots: 1, TTL: long}); err == nil || errors.Is(err, coordinator.ErrNoJob) {
+	wantErr(t, "claim without phones", err, jobstore.ErrNoJob)
+	if _, err := s.ClaimFor(t.Context(), jobstore.ClaimRequest{Owner: "no-boot", Slots: 1, TTL: long}); err == nil || errors.Is(err, jobstore.ErrNoJob) {
 		t.Fatalf("claim with a malformed owner: %v", err)
 	}
 }
@@ -154,11 +154,11 @@ func testClaimForCapacity(t *testing.T, s sqlstore.Lab) {
 		}
 	}
 	_, err := claimFor(t, s, ownerA, 2, devs...)
-	wantErr(t, "claim beyond the slots", err, coordinator.ErrNoJob)
+	wantErr(t, "claim beyond the slots", err, jobstore.ErrNoJob)
 	// Jobs granted without a phone (management reassignment) count too.
 	reassign(t, s, "cap-2", ownerB)
 	_, err = claimFor(t, s, ownerB, 1, devs...)
-	wantErr(t, "claim with the slot taken by a reassigned job", err, coordinator.ErrNoJob)
+	wantErr(t, "claim with the slot taken by a reassigned job", err, jobstore.ErrNoJob)
 	if l, err := claimFor(t, s, ownerB, 2, devs...); err != nil || l.Token.JobID != "cap-3" {
 		t.Fatalf("claim with a free slot: %v, %v", l.Token, err)
 	}
@@ -168,22 +168,22 @@ func testClaimForSession(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "sess", protocol.DeviceSelector{})
 	hello(t, s, ownerA2, phone("P1", "m")) // agent-a runs as boot-2 now
 	_, err := claimFor(t, s, ownerA, 1, phone("P1", "m"))
-	wantErr(t, "claim for an old boot", err, coordinator.ErrNoJob)
+	wantErr(t, "claim for an old boot", err, jobstore.ErrNoJob)
 	if _, err := s.SetAgentDraining(t.Context(), "agent-a", true); err != nil {
 		t.Fatal(err)
 	}
 	_, err = claimFor(t, s, ownerA2, 1, phone("P1", "m"))
-	wantErr(t, "claim for a draining agent", err, coordinator.ErrNoJob)
+	wantErr(t, "claim for a draining agent", err, jobstore.ErrNoJob)
 	if _, err := s.SetAgentDraining(t.Context(), "agent-a", false); err != nil {
 		t.Fatal(err)
 	}
 	// The agent's own report of draining blocks grants as well.
-	if _, err := s.AgentHeartbeat(t.Context(), coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2", Draining: true}); err != nil {
+	if _, err := s.AgentHeartbeat(t.Context(), jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-2", Draining: true}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = claimFor(t, s, ownerA2, 1, phone("P1", "m"))
-	wantErr(t, "claim for an agent that reports draining", err, coordinator.ErrNoJob)
-	if _, err := s.AgentHeartbeat(t.Context(), coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2"}); err != nil {
+	wantErr(t, "claim for an agent that reports draining", err, jobstore.ErrNoJob)
+	if _, err := s.AgentHeartbeat(t.Context(), jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-2"}); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := claimFor(t, s, ownerA2, 1, phone("P1", "m")); err != nil || l.Token != tok("sess", ownerA2, 1) {
@@ -202,22 +202,22 @@ func testClaimForRace(t *testing.T, s sqlstore.Lab) {
 		devs = append(devs, phone(fmt.Sprintf("P%02d", i), "m"))
 	}
 	for i := range jobs {
-		if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: fmt.Sprintf("cr-%02d", i),
+		if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: fmt.Sprintf("cr-%02d", i),
 			Task: protocol.Task{Device: protocol.DeviceSelector{Serial: devs[i%phones].Serial}, Steps: testTask().Steps}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var (
 		mu     sync.Mutex
-		leases []coordinator.Lease
+		leases []jobstore.Lease
 		wg     sync.WaitGroup
 	)
 	for _, owner := range []string{ownerA, ownerB} {
 		for range claimers {
 			wg.Go(func() {
 				for {
-					l, err := s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
-					if errors.Is(err, coordinator.ErrNoJob) {
+					l, err := s.ClaimFor(t.Context(), jobstore.ClaimRequest{Owner: owner, Devices: devs, Slots: slots, TTL: long})
+					if errors.Is(err, jobstore.ErrNoJob) {
 						return
 					}
 					if err != nil {
@@ -259,15 +259,15 @@ func testClaimForEffectCapability(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	fx := testTask()
 	fx.Steps[1].Effect = &protocol.EffectSpec{Key: "order-1/submit"}
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "fx", Task: fx}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "fx", Task: fx}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Millisecond)
 	submit(t, s, "plain")
 	plainCaps := []string{"screenshot", "input"}
 	effectCaps := []string{"screenshot", "input", protocol.CapabilityEffect}
-	req := func(owner string, ttl time.Duration, caps []string, serial string) coordinator.ClaimRequest {
-		return coordinator.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial, "Pixel 7")}, Slots: 2, TTL: ttl, Capabilities: caps}
+	req := func(owner string, ttl time.Duration, caps []string, serial string) jobstore.ClaimRequest {
+		return jobstore.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial, "Pixel 7")}, Slots: 2, TTL: ttl, Capabilities: caps}
 	}
 
 	// The oldest job has effects: an agent without the capability gets the
@@ -277,8 +277,8 @@ func testClaimForEffectCapability(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("claim without the effect capability: got %v, %v; want job plain", l.Token, err)
 	}
 	_, err = s.ClaimFor(ctx, req(ownerB, long, nil, "B2"))
-	wantErr(t, "claim of an effect job without the capability", err, coordinator.ErrNoJob)
-	if j := get(t, s, "fx"); j.Status != coordinator.StatusQueued {
+	wantErr(t, "claim of an effect job without the capability", err, jobstore.ErrNoJob)
+	if j := get(t, s, "fx"); j.Status != jobstore.StatusQueued {
 		t.Fatalf("effect job granted to an agent without the capability: %+v", j)
 	}
 
@@ -288,7 +288,7 @@ func testClaimForEffectCapability(t *testing.T, s sqlstore.Lab) {
 	}
 	time.Sleep(expiredWait)
 	_, _, err = s.TakeOverExpired(ctx, req(ownerB, long, plainCaps, "B2"))
-	wantErr(t, "take over of an effect job without the capability", err, coordinator.ErrNoJob)
+	wantErr(t, "take over of an effect job without the capability", err, jobstore.ErrNoJob)
 	lc, old, err := s.TakeOverExpired(ctx, req(ownerC, long, effectCaps, "C1"))
 	if err != nil || old != l.Token || lc.Token != tok("fx", ownerC, 2) {
 		t.Fatalf("take over with the effect capability: %v from %v, %v", lc.Token, old, err)
@@ -300,10 +300,10 @@ func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 	submitSel(t, s, "exp", protocol.DeviceSelector{Model: "M"})
 	submitSel(t, s, "live", protocol.DeviceSelector{})
 	claim(t, s, "live", ownerC, long)
-	req := coordinator.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{phone("B1", "M")}, Slots: 1, TTL: long}
+	req := jobstore.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{phone("B1", "M")}, Slots: 1, TTL: long}
 	_, _, err := s.TakeOverExpired(ctx, req)
-	wantErr(t, "take over an unexpired lease", err, coordinator.ErrNoJob)
-	la, err := s.ClaimFor(ctx, coordinator.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{phone("A1", "M")}, Slots: 1, TTL: short})
+	wantErr(t, "take over an unexpired lease", err, jobstore.ErrNoJob)
+	la, err := s.ClaimFor(ctx, jobstore.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{phone("A1", "M")}, Slots: 1, TTL: short})
 	if err != nil || la.Token.JobID != "exp" {
 		t.Fatalf("claim: %v %v", la.Token, err)
 	}
@@ -311,10 +311,10 @@ func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 
 	// The expired owner itself, and an agent without a matching phone, do
 	// not take it.
-	_, _, err = s.TakeOverExpired(ctx, coordinator.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{phone("A2", "M")}, Slots: 5, TTL: long})
-	wantErr(t, "take over by the same owner", err, coordinator.ErrNoJob)
-	_, _, err = s.TakeOverExpired(ctx, coordinator.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{phone("B1", "other")}, Slots: 1, TTL: long})
-	wantErr(t, "take over without a matching phone", err, coordinator.ErrNoJob)
+	_, _, err = s.TakeOverExpired(ctx, jobstore.ClaimRequest{Owner: ownerA, Devices: []protocol.Device{phone("A2", "M")}, Slots: 5, TTL: long})
+	wantErr(t, "take over by the same owner", err, jobstore.ErrNoJob)
+	_, _, err = s.TakeOverExpired(ctx, jobstore.ClaimRequest{Owner: ownerB, Devices: []protocol.Device{phone("B1", "other")}, Slots: 1, TTL: long})
+	wantErr(t, "take over without a matching phone", err, jobstore.ErrNoJob)
 
 	lb, old, err := s.TakeOverExpired(ctx, req)
 	if err != nil {
@@ -325,7 +325,7 @@ func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 	}
 	wantUTC(t, "lease expiry", lb.ExpiresAt)
 	j := get(t, s, "exp")
-	if j.Status != coordinator.StatusInProgress || j.WorkerID != ownerB || j.Generation != 2 || j.Device != "B1" {
+	if j.Status != jobstore.StatusInProgress || j.WorkerID != ownerB || j.Generation != 2 || j.Device != "B1" {
 		t.Fatalf("taken over job %+v", j)
 	}
 	_, err = s.Renew(ctx, la.Token, long)
@@ -343,18 +343,18 @@ func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 	var got []event
 	for _, e := range evs {
 		got = append(got, event{e.Verb, e.Owner, e.Generation, e.Accepted})
-		if (e.Verb == sqlstore.VerbReclaim || e.Verb == sqlstore.VerbReassign) && e.Detail != sqlstore.DetailLeaseExpired {
+		if (e.Verb == jobstore.VerbReclaim || e.Verb == jobstore.VerbReassign) && e.Detail != jobstore.DetailLeaseExpired {
 			t.Errorf("%s event detail %q", e.Verb, e.Detail)
 		}
 	}
 	// Takeovers that found nothing are not attempts on this job.
 	want := []event{
-		{sqlstore.VerbClaim, ownerA, 1, true},
-		{sqlstore.VerbReclaim, ownerA, 1, true},
-		{sqlstore.VerbReassign, ownerB, 2, true},
-		{sqlstore.VerbRenew, ownerA, 1, false},
-		{sqlstore.VerbResult, ownerA, 1, false},
-		{sqlstore.VerbResult, ownerB, 2, true},
+		{jobstore.VerbClaim, ownerA, 1, true},
+		{jobstore.VerbReclaim, ownerA, 1, true},
+		{jobstore.VerbReassign, ownerB, 2, true},
+		{jobstore.VerbRenew, ownerA, 1, false},
+		{jobstore.VerbResult, ownerA, 1, false},
+		{jobstore.VerbResult, ownerB, 2, true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events\n got %v\nwant %v", got, want)
@@ -371,7 +371,7 @@ func testTakeOverExpired(t *testing.T, s sqlstore.Lab) {
 func testAgentHello(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.GetAgent(ctx, "agent-a")
-	wantErr(t, "get unknown agent", err, coordinator.ErrAgentNotFound)
+	wantErr(t, "get unknown agent", err, jobstore.ErrAgentNotFound)
 	devs := []protocol.Device{phone("P1", "Pixel 7", "eu"), {Serial: "P2", State: "unauthorized"}}
 	a, toks := hello(t, s, ownerA, devs...)
 	if len(toks) != 0 {
@@ -405,10 +405,10 @@ func testAgentHello(t *testing.T, s sqlstore.Lab) {
 	if err != nil || len(list) != 2 || list[0].ID != "agent-a" || list[1].ID != "agent-b" {
 		t.Fatalf("agents %+v, %v", list, err)
 	}
-	if _, _, err := s.AgentHello(ctx, coordinator.AgentHello{AgentID: "a.b", BootID: "x"}); err == nil {
+	if _, _, err := s.AgentHello(ctx, jobstore.AgentHello{AgentID: "a.b", BootID: "x"}); err == nil {
 		t.Fatal("hello with an invalid agent id accepted")
 	}
-	if _, _, err := s.AgentHello(ctx, coordinator.AgentHello{AgentID: "ok"}); err == nil {
+	if _, _, err := s.AgentHello(ctx, jobstore.AgentHello{AgentID: "ok"}); err == nil {
 		t.Fatal("hello without a boot id accepted")
 	}
 }
@@ -429,7 +429,7 @@ func testAgentHelloReleases(t *testing.T, s sqlstore.Lab) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	leases := map[string]coordinator.Lease{}
+	leases := map[string]jobstore.Lease{}
 	for _, id := range ids {
 		submit(t, s, id)
 		leases[id] = claim(t, s, id, held[id], long)
@@ -454,26 +454,26 @@ func testAgentHelloReleases(t *testing.T, s sqlstore.Lab) {
 	}
 	for _, id := range []string{"r1", "r2", "r3"} {
 		j := get(t, s, id)
-		if j.Status != coordinator.StatusQueued || j.Generation != 2 || j.WorkerID != "" || !j.LeaseExpiresAt.IsZero() {
+		if j.Status != jobstore.StatusQueued || j.Generation != 2 || j.WorkerID != "" || !j.LeaseExpiresAt.IsZero() {
 			t.Fatalf("released job %s: %+v", id, j)
 		}
 		evs := events(t, s, id)
-		if last := evs[len(evs)-1]; last != (event{sqlstore.VerbReclaim, held[id], 1, true}) {
+		if last := evs[len(evs)-1]; last != (event{jobstore.VerbReclaim, held[id], 1, true}) {
 			t.Fatalf("job %s last event %v", id, last)
 		}
 		all, _ := s.WriteEvents(ctx, id)
-		if d := all[len(all)-1].Detail; d != sqlstore.DetailAgentRestarted {
+		if d := all[len(all)-1].Detail; d != jobstore.DetailAgentRestarted {
 			t.Fatalf("release detail %q", d)
 		}
 		err := s.Commit(ctx, leases[id].Token, result("old life"))
 		wantErr(t, "commit of a released job", err, fencing.ErrStale)
 	}
 	for _, id := range []string{"keep-same-boot", "keep-other", "keep-prefix"} {
-		if j := get(t, s, id); j.Status != coordinator.StatusInProgress || j.WorkerID != held[id] || j.Generation != 1 {
+		if j := get(t, s, id); j.Status != jobstore.StatusInProgress || j.WorkerID != held[id] || j.Generation != 1 {
 			t.Fatalf("job %s touched: %+v", id, j)
 		}
 	}
-	if j := get(t, s, "done"); j.Status != coordinator.StatusSucceeded {
+	if j := get(t, s, "done"); j.Status != jobstore.StatusSucceeded {
 		t.Fatalf("finished job touched: %+v", j)
 	}
 	// The same boot again releases nothing.
@@ -484,28 +484,28 @@ func testAgentHelloReleases(t *testing.T, s sqlstore.Lab) {
 
 func testAgentHeartbeat(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
-	_, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
-	wantErr(t, "heartbeat of an unknown agent", err, coordinator.ErrNoSession)
+	_, err := s.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
+	wantErr(t, "heartbeat of an unknown agent", err, jobstore.ErrNoSession)
 	a, _ := hello(t, s, ownerA, phone("P1", "m"))
 	time.Sleep(5 * time.Millisecond)
-	hb, err := s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
+	hb, err := s.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !hb.LastSeen.After(a.LastSeen) || len(hb.Devices) != 1 || !hb.Online(time.Second) {
 		t.Fatalf("heartbeat %+v after hello %+v", hb, a)
 	}
-	hb, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-1", Devices: []protocol.Device{phone("P1", "m"), phone("P2", "m")}, Draining: true})
+	hb, err = s.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-1", Devices: []protocol.Device{phone("P1", "m"), phone("P2", "m")}, Draining: true})
 	if err != nil || len(hb.Devices) != 2 || !hb.AgentDraining || hb.Draining {
 		t.Fatalf("heartbeat with devices, draining: %+v, %v", hb, err)
 	}
-	_, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "agent-a", BootID: "boot-2"})
-	wantErr(t, "heartbeat of another boot", err, coordinator.ErrNoSession)
+	_, err = s.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: "agent-a", BootID: "boot-2"})
+	wantErr(t, "heartbeat of another boot", err, jobstore.ErrNoSession)
 	if _, err := s.SetAgentSettings(ctx, "fresh", map[string]string{"k": "v"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.AgentHeartbeat(ctx, coordinator.AgentBeat{AgentID: "fresh"})
-	wantErr(t, "heartbeat of an agent without a session", err, coordinator.ErrNoSession)
+	_, err = s.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: "fresh"})
+	wantErr(t, "heartbeat of an agent without a session", err, jobstore.ErrNoSession)
 	time.Sleep(expiredWait)
 	g, err := s.GetAgent(ctx, "agent-a")
 	if err != nil || g.Online(expiredWait/2) || !g.Online(time.Minute) {
@@ -516,7 +516,7 @@ func testAgentHeartbeat(t *testing.T, s sqlstore.Lab) {
 func testAgentDrainAndSettings(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.SetAgentDraining(ctx, "agent-a", true)
-	wantErr(t, "drain an unknown agent", err, coordinator.ErrAgentNotFound)
+	wantErr(t, "drain an unknown agent", err, jobstore.ErrAgentNotFound)
 	// Settings may come before the first hello; the agent then has no session.
 	a, err := s.SetAgentSettings(ctx, "agent-a", map[string]string{"log_level": "debug", "x": "1"}, nil)
 	if err != nil {
@@ -566,14 +566,14 @@ func testAuthorizeUpload(t *testing.T, s sqlstore.Lab) {
 		t.Fatal("authorize an unsafe name")
 	}
 	err = s.AuthorizeUpload(ctx, tok("nope", ownerA, 1), "x.png")
-	wantErr(t, "authorize unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "authorize unknown job", err, jobstore.ErrNotFound)
 	if j := get(t, s, "u"); j.Generation != 2 || j.WorkerID != ownerB || before.Generation != 1 {
 		t.Fatalf("authorization changed the job: %+v", j)
 	}
 	evs, _ := s.WriteEvents(ctx, "u")
 	var ups []string
 	for _, e := range evs {
-		if e.Verb == sqlstore.VerbUpload {
+		if e.Verb == jobstore.VerbUpload {
 			ups = append(ups, fmt.Sprintf("%s g%d %v %s", e.Owner, e.Generation, e.Accepted, e.Detail))
 		}
 	}
@@ -587,17 +587,17 @@ func testRecordRefused(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	l := claim(t, s, "f", ownerB, long)
-	if err := s.RecordRefused(ctx, sqlstore.VerbRenew, l.Token, "forbidden: sent by agent agent-a"); err != nil {
+	if err := s.RecordRefused(ctx, jobstore.VerbRenew, l.Token, "forbidden: sent by agent agent-a"); err != nil {
 		t.Fatal(err)
 	}
 	evs, err := s.WriteEvents(ctx, "f")
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("events %+v, %v", evs, err)
 	}
-	if e := evs[1]; e.Verb != sqlstore.VerbRenew || e.Owner != ownerB || e.Generation != 1 || e.Accepted || e.Detail != "forbidden: sent by agent agent-a" {
+	if e := evs[1]; e.Verb != jobstore.VerbRenew || e.Owner != ownerB || e.Generation != 1 || e.Accepted || e.Detail != "forbidden: sent by agent agent-a" {
 		t.Fatalf("refused event %+v", e)
 	}
-	if j := get(t, s, "f"); j.WorkerID != ownerB || j.Status != coordinator.StatusInProgress {
+	if j := get(t, s, "f"); j.WorkerID != ownerB || j.Status != jobstore.StatusInProgress {
 		t.Fatalf("recording changed the job %+v", j)
 	}
 }
@@ -609,11 +609,11 @@ func testCancel(t *testing.T, s sqlstore.Lab) {
 	if err != nil || tk != (fencing.Token{}) {
 		t.Fatalf("cancel queued: %v, %v", tk, err)
 	}
-	if j := get(t, s, "cq"); j.Status != coordinator.StatusCancelled || j.FailReason != "cancelled by operator" {
+	if j := get(t, s, "cq"); j.Status != jobstore.StatusCancelled || j.FailReason != "cancelled by operator" {
 		t.Fatalf("cancelled queued job %+v", j)
 	}
 	_, err = s.ClaimNext(ctx, ownerA, long)
-	wantErr(t, "claim after cancel", err, coordinator.ErrNoJob)
+	wantErr(t, "claim after cancel", err, jobstore.ErrNoJob)
 
 	submit(t, s, "cp")
 	l := claim(t, s, "cp", ownerA, long)
@@ -622,7 +622,7 @@ func testCancel(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("cancel in progress: %v, %v", tk, err)
 	}
 	j := get(t, s, "cp")
-	if j.Status != coordinator.StatusCancelled || j.FailReason != "no longer needed" || !j.LeaseExpiresAt.IsZero() {
+	if j.Status != jobstore.StatusCancelled || j.FailReason != "no longer needed" || !j.LeaseExpiresAt.IsZero() {
 		t.Fatalf("cancelled job %+v", j)
 	}
 	for what, err := range map[string]error{
@@ -633,14 +633,14 @@ func testCancel(t *testing.T, s sqlstore.Lab) {
 		wantErr(t, what+" after cancel", err, fencing.ErrStale)
 	}
 	_, err = s.Cancel(ctx, "cp", "again")
-	wantErr(t, "cancel a finished job", err, coordinator.ErrConflict)
+	wantErr(t, "cancel a finished job", err, jobstore.ErrConflict)
 	_, err = s.Cancel(ctx, "nope", "x")
-	wantErr(t, "cancel an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "cancel an unknown job", err, jobstore.ErrNotFound)
 
 	var got []string
 	evs, _ := s.WriteEvents(ctx, "cp")
 	for _, e := range evs {
-		if e.Verb == sqlstore.VerbCancel {
+		if e.Verb == jobstore.VerbCancel {
 			got = append(got, fmt.Sprintf("%s g%d %v %s", e.Owner, e.Generation, e.Accepted, e.Detail))
 		}
 	}
@@ -668,11 +668,11 @@ func testListAndCount(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	c, err := s.JobCounts(ctx)
-	want := map[string]int64{coordinator.StatusQueued: 1, coordinator.StatusInProgress: 2, coordinator.StatusSucceeded: 1}
+	want := map[string]int64{jobstore.StatusQueued: 1, jobstore.StatusInProgress: 2, jobstore.StatusSucceeded: 1}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Fatalf("counts %v, %v; want %v", c, err, want)
 	}
-	ids := func(f coordinator.JobFilter) []string {
+	ids := func(f jobstore.JobFilter) []string {
 		t.Helper()
 		js, err := s.ListJobs(ctx, f)
 		if err != nil {
@@ -685,15 +685,15 @@ func testListAndCount(t *testing.T, s sqlstore.Lab) {
 		return out
 	}
 	for name, tc := range map[string]struct {
-		f    coordinator.JobFilter
+		f    jobstore.JobFilter
 		want []string
 	}{
-		"all":         {coordinator.JobFilter{}, []string{"j1", "j2", "j3", "j4"}},
-		"limit":       {coordinator.JobFilter{Limit: 2}, []string{"j1", "j2"}},
-		"status":      {coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}}, []string{"j2", "j3"}},
-		"two states":  {coordinator.JobFilter{Statuses: []string{coordinator.StatusQueued, coordinator.StatusSucceeded}}, []string{"j1", "j4"}},
-		"agent":       {coordinator.JobFilter{AgentID: "agent-a"}, []string{"j2"}},
-		"agent+state": {coordinator.JobFilter{AgentID: "agent-b", Statuses: []string{coordinator.StatusQueued}}, nil},
+		"all":         {jobstore.JobFilter{}, []string{"j1", "j2", "j3", "j4"}},
+		"limit":       {jobstore.JobFilter{Limit: 2}, []string{"j1", "j2"}},
+		"status":      {jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}}, []string{"j2", "j3"}},
+		"two states":  {jobstore.JobFilter{Statuses: []string{jobstore.StatusQueued, jobstore.StatusSucceeded}}, []string{"j1", "j4"}},
+		"agent":       {jobstore.JobFilter{AgentID: "agent-a"}, []string{"j2"}},
+		"agent+state": {jobstore.JobFilter{AgentID: "agent-b", Statuses: []string{jobstore.StatusQueued}}, nil},
 	} {
 		if got := ids(tc.f); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)

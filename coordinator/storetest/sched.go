@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -38,7 +38,7 @@ func anyTask() protocol.Task {
 
 // submitSpec submits spec (with anyTask when it has no steps) and keeps
 // created_at of consecutive submissions apart on millisecond clocks.
-func submitSpec(t *testing.T, s sqlstore.Lab, spec coordinator.JobSpec) {
+func submitSpec(t *testing.T, s sqlstore.Lab, spec jobstore.JobSpec) {
 	t.Helper()
 	if len(spec.Task.Steps) == 0 {
 		spec.Task = anyTask()
@@ -59,9 +59,9 @@ func phones(prefix string, n int) []protocol.Device {
 }
 
 // limitedClaim asks for a job for owner on devs under the given limits.
-func limitedClaim(t *testing.T, s sqlstore.Lab, owner string, limits map[string]int, def int, devs []protocol.Device) (coordinator.Lease, error) {
+func limitedClaim(t *testing.T, s sqlstore.Lab, owner string, limits map[string]int, def int, devs []protocol.Device) (jobstore.Lease, error) {
 	t.Helper()
-	return s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: devs, Slots: len(devs), TTL: long,
+	return s.ClaimFor(t.Context(), jobstore.ClaimRequest{Owner: owner, Devices: devs, Slots: len(devs), TTL: long,
 		ProjectLimits: limits, DefaultProjectLimit: def})
 }
 
@@ -71,7 +71,7 @@ func claimAll(t *testing.T, s sqlstore.Lab, owner string, limits map[string]int,
 	var ids []string
 	for {
 		l, err := limitedClaim(t, s, owner, limits, def, devs)
-		if errors.Is(err, coordinator.ErrNoJob) {
+		if errors.Is(err, jobstore.ErrNoJob) {
 			return ids
 		}
 		if err != nil {
@@ -90,7 +90,7 @@ func testClaimForPriority(t *testing.T, s sqlstore.Lab) {
 	}{
 		{"p0-old", "", 0}, {"p5-old", "x", 5}, {"neg", "", -3}, {"p0-new", "y", 0}, {"p5-new", "", 5}, {"p9", "y", 9},
 	} {
-		submitSpec(t, s, coordinator.JobSpec{ID: j.id, Project: j.project, Priority: j.prio})
+		submitSpec(t, s, jobstore.JobSpec{ID: j.id, Project: j.project, Priority: j.prio})
 	}
 	want := []string{"p9", "p5-old", "p5-new", "p0-old", "p0-new", "neg"}
 	if got := claimAll(t, s, ownerA, nil, 0, phones("A", 3)); !reflect.DeepEqual(got, want[:3]) {
@@ -112,10 +112,10 @@ func testClaimForNotBefore(t *testing.T, s sqlstore.Lab) {
 	for _, lim := range []map[string]int{nil, {"nb-1": 100}} {
 		p := fmt.Sprintf("nb-%d", len(lim))
 		now := time.Now()
-		submitSpec(t, s, coordinator.JobSpec{ID: p + "-tomorrow", Project: p, Priority: 10, NotBefore: now.Add(24 * time.Hour)})
-		submitSpec(t, s, coordinator.JobSpec{ID: p + "-soon", Project: p, Priority: 5, NotBefore: now.Add(400 * time.Millisecond)})
-		submitSpec(t, s, coordinator.JobSpec{ID: p + "-past", Project: p, Priority: 1, NotBefore: now.Add(-time.Hour)})
-		submitSpec(t, s, coordinator.JobSpec{ID: p + "-now", Project: p})
+		submitSpec(t, s, jobstore.JobSpec{ID: p + "-tomorrow", Project: p, Priority: 10, NotBefore: now.Add(24 * time.Hour)})
+		submitSpec(t, s, jobstore.JobSpec{ID: p + "-soon", Project: p, Priority: 5, NotBefore: now.Add(400 * time.Millisecond)})
+		submitSpec(t, s, jobstore.JobSpec{ID: p + "-past", Project: p, Priority: 1, NotBefore: now.Add(-time.Hour)})
+		submitSpec(t, s, jobstore.JobSpec{ID: p + "-now", Project: p})
 		owner := fmt.Sprintf("agent-%s/boot-1", p)
 		// Before soon is due (on a slow machine it may be already: then
 		// it comes first, by its priority).
@@ -139,7 +139,7 @@ func testClaimForNotBefore(t *testing.T, s sqlstore.Lab) {
 			}
 		}
 		j := get(t, s, p+"-tomorrow")
-		if j.Status != coordinator.StatusQueued || j.Generation != 0 || j.NotBefore.Sub(now) < 23*time.Hour {
+		if j.Status != jobstore.StatusQueued || j.Generation != 0 || j.NotBefore.Sub(now) < 23*time.Hour {
 			t.Fatalf("job tomorrow: %+v", j)
 		}
 	}
@@ -152,13 +152,13 @@ func testClaimForNotBefore(t *testing.T, s sqlstore.Lab) {
 func testClaimForProjectLimit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	for i := range 5 {
-		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("a%d", i), Project: "survey-a"})
+		submitSpec(t, s, jobstore.JobSpec{ID: fmt.Sprintf("a%d", i), Project: "survey-a"})
 	}
 	for i := range 3 {
-		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("b%d", i), Project: "survey-b"})
+		submitSpec(t, s, jobstore.JobSpec{ID: fmt.Sprintf("b%d", i), Project: "survey-b"})
 	}
 	for i := range 3 {
-		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("c%d", i), Project: "open-c"})
+		submitSpec(t, s, jobstore.JobSpec{ID: fmt.Sprintf("c%d", i), Project: "open-c"})
 	}
 	limits := map[string]int{"survey-a": 2, "open-c": 0}
 	const def = 1
@@ -181,12 +181,12 @@ func testClaimForProjectLimit(t *testing.T, s sqlstore.Lab) {
 	if got, want := claimAll(t, s, ownerB, nil, 0, phones("B", 10)), []string{"a3", "a4", "b1", "b2"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("agent B without limits: %v, want %v", got, want)
 	}
-	for _, req := range []coordinator.ClaimRequest{
+	for _, req := range []jobstore.ClaimRequest{
 		{Owner: ownerA, Slots: 1, TTL: long, DefaultProjectLimit: -1},
 		{Owner: ownerA, Slots: 1, TTL: long, ProjectLimits: map[string]int{"x": -1}},
 		{Owner: ownerA, Slots: 1, TTL: long, ProjectLimits: map[string]int{"bad name": 1}},
 	} {
-		if _, err := s.ClaimFor(ctx, req); err == nil || errors.Is(err, coordinator.ErrNoJob) {
+		if _, err := s.ClaimFor(ctx, req); err == nil || errors.Is(err, jobstore.ErrNoJob) {
 			t.Errorf("claim with limits %v / %d: %v, want an error", req.ProjectLimits, req.DefaultProjectLimit, err)
 		}
 	}
@@ -198,13 +198,13 @@ func testClaimForProjectLimit(t *testing.T, s sqlstore.Lab) {
 func testClaimForProjectLimitSkips(t *testing.T, s sqlstore.Lab) {
 	const queued = 300
 	for i := range queued {
-		if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: fmt.Sprintf("big-%03d", i), Project: "big", Priority: 1, Task: anyTask()}); err != nil {
+		if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: fmt.Sprintf("big-%03d", i), Project: "big", Priority: 1, Task: anyTask()}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(2 * time.Millisecond)
 	for i := range 3 {
-		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("small-%d", i), Project: "small"})
+		submitSpec(t, s, jobstore.JobSpec{ID: fmt.Sprintf("small-%d", i), Project: "small"})
 	}
 	limits := map[string]int{"big": 2}
 	got := claimAll(t, s, ownerA, limits, 0, phones("A", 10))
@@ -223,14 +223,14 @@ func testClaimForProjectLimitRace(t *testing.T, s sqlstore.Lab) {
 	serial := func(a int) string { return fmt.Sprintf("S-%d", a) }
 	for r := range rounds {
 		for a := range agents {
-			if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: fmt.Sprintf("lim-%d-%d", r, a), Project: "lim",
+			if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: fmt.Sprintf("lim-%d-%d", r, a), Project: "lim",
 				Task: protocol.Task{Device: protocol.DeviceSelector{Serial: serial(a)}, Steps: anyTask().Steps}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for i := range rounds * agents {
-		if _, err := s.Submit(t.Context(), coordinator.JobSpec{ID: fmt.Sprintf("free-%02d", i), Project: "free", Task: anyTask()}); err != nil {
+		if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: fmt.Sprintf("free-%02d", i), Project: "free", Task: anyTask()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,7 +238,7 @@ func testClaimForProjectLimitRace(t *testing.T, s sqlstore.Lab) {
 	for round := range rounds {
 		var (
 			mu     sync.Mutex
-			leases []coordinator.Lease
+			leases []jobstore.Lease
 			wg     sync.WaitGroup
 		)
 		start := make(chan struct{})
@@ -246,9 +246,9 @@ func testClaimForProjectLimitRace(t *testing.T, s sqlstore.Lab) {
 			owner := fmt.Sprintf("agent-%d/boot-%d", a, round)
 			wg.Go(func() {
 				<-start
-				l, err := s.ClaimFor(t.Context(), coordinator.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial(a), "m")},
+				l, err := s.ClaimFor(t.Context(), jobstore.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial(a), "m")},
 					Slots: 1, TTL: long, ProjectLimits: limits})
-				if errors.Is(err, coordinator.ErrNoJob) {
+				if errors.Is(err, jobstore.ErrNoJob) {
 					return
 				}
 				if err != nil {
@@ -262,7 +262,7 @@ func testClaimForProjectLimitRace(t *testing.T, s sqlstore.Lab) {
 		}
 		close(start)
 		wg.Wait()
-		running, err := s.ListJobs(t.Context(), coordinator.JobFilter{Project: "lim", Statuses: []string{coordinator.StatusInProgress}})
+		running, err := s.ListJobs(t.Context(), jobstore.JobFilter{Project: "lim", Statuses: []string{jobstore.StatusInProgress}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,10 +287,10 @@ func testClaimForProjectLimitRace(t *testing.T, s sqlstore.Lab) {
 func testTakeOverProjectLimit(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	for _, id := range []string{"t1", "t2"} {
-		submitSpec(t, s, coordinator.JobSpec{ID: id, Project: "tp"})
+		submitSpec(t, s, jobstore.JobSpec{ID: id, Project: "tp"})
 	}
-	req := func(owner string, ttl time.Duration, limit int) coordinator.ClaimRequest {
-		return coordinator.ClaimRequest{Owner: owner, Devices: phones(owner[:7], 2), Slots: 2, TTL: ttl,
+	req := func(owner string, ttl time.Duration, limit int) jobstore.ClaimRequest {
+		return jobstore.ClaimRequest{Owner: owner, Devices: phones(owner[:7], 2), Slots: 2, TTL: ttl,
 			ProjectLimits: map[string]int{"tp": limit}}
 	}
 	for range 2 {
@@ -302,7 +302,7 @@ func testTakeOverProjectLimit(t *testing.T, s sqlstore.Lab) {
 	// Two in progress (both expired), limit 1: above it, nothing is taken
 	// over.
 	_, _, err := s.TakeOverExpired(ctx, req(ownerB, long, 1))
-	wantErr(t, "take over above the project limit", err, coordinator.ErrNoJob)
+	wantErr(t, "take over above the project limit", err, jobstore.ErrNoJob)
 	// Limit 2: at it, the takeover keeps the count and goes ahead.
 	l, old, err := s.TakeOverExpired(ctx, req(ownerB, long, 2))
 	if err != nil || old.Owner != ownerA || l.Token.Owner != ownerB {
@@ -312,20 +312,20 @@ func testTakeOverProjectLimit(t *testing.T, s sqlstore.Lab) {
 
 // testListJobsByProject: ListJobs filters by project.
 func testListJobsByProject(t *testing.T, s sqlstore.Lab) {
-	submitSpec(t, s, coordinator.JobSpec{ID: "l1", Project: "p1"})
-	submitSpec(t, s, coordinator.JobSpec{ID: "l2"})
-	submitSpec(t, s, coordinator.JobSpec{ID: "l3", Project: "p1"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "l1", Project: "p1"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "l2"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "l3", Project: "p1"})
 	if _, err := limitedClaim(t, s, ownerA, nil, 0, phones("A", 1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		f    coordinator.JobFilter
+		f    jobstore.JobFilter
 		want []string
 	}{
-		{coordinator.JobFilter{Project: "p1"}, []string{"l1", "l3"}},
-		{coordinator.JobFilter{Project: coordinator.DefaultProject}, []string{"l2"}},
-		{coordinator.JobFilter{Project: "p1", Statuses: []string{coordinator.StatusQueued}}, []string{"l3"}},
-		{coordinator.JobFilter{Project: "none"}, nil},
+		{jobstore.JobFilter{Project: "p1"}, []string{"l1", "l3"}},
+		{jobstore.JobFilter{Project: jobstore.DefaultProject}, []string{"l2"}},
+		{jobstore.JobFilter{Project: "p1", Statuses: []string{jobstore.StatusQueued}}, []string{"l3"}},
+		{jobstore.JobFilter{Project: "none"}, nil},
 	} {
 		js, err := s.ListJobs(t.Context(), tc.f)
 		if err != nil {
@@ -344,11 +344,11 @@ func testListJobsByProject(t *testing.T, s sqlstore.Lab) {
 // testProjectJobCounts: the queued and in-progress jobs of every project
 // that has any, by project and then state; finished jobs are not counted.
 func testProjectJobCounts(t *testing.T, s sqlstore.Lab) {
-	pc, ok := s.(coordinator.ProjectCounter)
+	pc, ok := s.(jobstore.ProjectCounter)
 	if !ok {
-		t.Skip("the store is not a coordinator.ProjectCounter")
+		t.Skip("the store is not a jobstore.ProjectCounter")
 	}
-	counts := func() []coordinator.ProjectJobCount {
+	counts := func() []jobstore.ProjectJobCount {
 		t.Helper()
 		c, err := pc.ProjectJobCounts(t.Context())
 		if err != nil {
@@ -360,10 +360,10 @@ func testProjectJobCounts(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("empty store: %v", c)
 	}
 	for i := range 4 {
-		submitSpec(t, s, coordinator.JobSpec{ID: fmt.Sprintf("pa-%d", i), Project: "pa"})
+		submitSpec(t, s, jobstore.JobSpec{ID: fmt.Sprintf("pa-%d", i), Project: "pa"})
 	}
-	submitSpec(t, s, coordinator.JobSpec{ID: "pb-0", Project: "pb"})
-	submitSpec(t, s, coordinator.JobSpec{ID: "pc-0", Project: "pc"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "pb-0", Project: "pb"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "pc-0", Project: "pc"})
 	got := claimAll(t, s, ownerA, map[string]int{"pa": 2}, 0, phones("A", 4))
 	if want := []string{"pa-0", "pa-1", "pb-0", "pc-0"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("granted %v, want %v", got, want)
@@ -371,10 +371,10 @@ func testProjectJobCounts(t *testing.T, s sqlstore.Lab) {
 	if err := s.Commit(t.Context(), tok("pc-0", ownerA, 1), result("ok")); err != nil {
 		t.Fatal(err)
 	}
-	want := []coordinator.ProjectJobCount{
-		{Project: "pa", Status: coordinator.StatusQueued, N: 2},
-		{Project: "pa", Status: coordinator.StatusInProgress, N: 2},
-		{Project: "pb", Status: coordinator.StatusInProgress, N: 1},
+	want := []jobstore.ProjectJobCount{
+		{Project: "pa", Status: jobstore.StatusQueued, N: 2},
+		{Project: "pa", Status: jobstore.StatusInProgress, N: 2},
+		{Project: "pb", Status: jobstore.StatusInProgress, N: 1},
 	}
 	if c := counts(); !reflect.DeepEqual(c, want) {
 		t.Fatalf("counts %+v, want %+v", c, want)

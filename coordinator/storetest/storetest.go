@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -84,16 +84,16 @@ func testTask() protocol.Task {
 	}
 }
 
-func submit(t *testing.T, s sqlstore.Lab, id string) coordinator.Job {
+func submit(t *testing.T, s sqlstore.Lab, id string) jobstore.Job {
 	t.Helper()
-	j, err := s.Submit(t.Context(), coordinator.JobSpec{ID: id, Task: testTask()})
+	j, err := s.Submit(t.Context(), jobstore.JobSpec{ID: id, Task: testTask()})
 	if err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
 	return j
 }
 
-func claim(t *testing.T, s sqlstore.Lab, id, owner string, ttl time.Duration) coordinator.Lease {
+func claim(t *testing.T, s sqlstore.Lab, id, owner string, ttl time.Duration) jobstore.Lease {
 	t.Helper()
 	l, err := s.Claim(t.Context(), id, owner, ttl)
 	if err != nil {
@@ -102,7 +102,7 @@ func claim(t *testing.T, s sqlstore.Lab, id, owner string, ttl time.Duration) co
 	return l
 }
 
-func reassign(t *testing.T, s sqlstore.Lab, id, owner string) coordinator.Lease {
+func reassign(t *testing.T, s sqlstore.Lab, id, owner string) jobstore.Lease {
 	t.Helper()
 	l, err := s.Reassign(t.Context(), id, owner, long)
 	if err != nil {
@@ -111,7 +111,7 @@ func reassign(t *testing.T, s sqlstore.Lab, id, owner string) coordinator.Lease 
 	return l
 }
 
-func get(t *testing.T, s sqlstore.Lab, id string) coordinator.Job {
+func get(t *testing.T, s sqlstore.Lab, id string) jobstore.Job {
 	t.Helper()
 	j, err := s.Get(t.Context(), id)
 	if err != nil {
@@ -157,7 +157,7 @@ func wantUTC(t *testing.T, what string, tm time.Time) {
 }
 
 // wantUnchanged fails unless the job's lease state is the same as before.
-func wantUnchanged(t *testing.T, what string, before, after coordinator.Job) {
+func wantUnchanged(t *testing.T, what string, before, after jobstore.Job) {
 	t.Helper()
 	if before.Status != after.Status || before.Generation != after.Generation ||
 		before.WorkerID != after.WorkerID || !before.LeaseExpiresAt.Equal(after.LeaseExpiresAt) ||
@@ -174,17 +174,17 @@ func wantUnchanged(t *testing.T, what string, before, after coordinator.Job) {
 func testSubmitJobID(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	for _, id := range []string{"a", "job_7-X", strings.Repeat("x", 64)} {
-		if j, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: testTask()}); err != nil || j.ID != id {
+		if j, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: testTask()}); err != nil || j.ID != id {
 			t.Fatalf("submit %q: %+v, %v", id, j, err)
 		}
 	}
 	for _, id := range []string{"victim/g1", "a/b", "..", ".", "a..b", "job.1", "a b", "grüße", strings.Repeat("x", 65), strings.Repeat("y", 2000)} {
-		_, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: testTask()})
+		_, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: testTask()})
 		if err == nil || !strings.Contains(err.Error(), "invalid job id") {
 			t.Errorf("submit with id %q: err = %v, want an invalid job id refusal", id, err)
 			continue
 		}
-		if _, err := s.Get(ctx, id); !errors.Is(err, coordinator.ErrNotFound) {
+		if _, err := s.Get(ctx, id); !errors.Is(err, jobstore.ErrNotFound) {
 			t.Errorf("get %q after a refused submit: %v, want not found", id, err)
 		}
 	}
@@ -193,7 +193,7 @@ func testSubmitJobID(t *testing.T, s sqlstore.Lab) {
 func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	j := submit(t, s, "job-1")
-	if j.ID != "job-1" || j.Status != coordinator.StatusQueued || j.Generation != 0 || j.WorkerID != "" ||
+	if j.ID != "job-1" || j.Status != jobstore.StatusQueued || j.Generation != 0 || j.WorkerID != "" ||
 		!j.LeaseExpiresAt.IsZero() || j.Result != nil || j.CompletedBy != "" || j.FailReason != "" {
 		t.Fatalf("submitted job: %+v", j)
 	}
@@ -210,7 +210,7 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("get returned\n%+v\nsubmit returned\n%+v", g, j)
 	}
 
-	auto, err := s.Submit(ctx, coordinator.JobSpec{Task: testTask()})
+	auto, err := s.Submit(ctx, jobstore.JobSpec{Task: testTask()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +219,15 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	}
 	get(t, s, auto.ID)
 
-	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-1", Task: testTask()})
-	wantErr(t, "submit duplicate id", err, coordinator.ErrConflict)
+	_, err = s.Submit(ctx, jobstore.JobSpec{ID: "job-1", Task: testTask()})
+	wantErr(t, "submit duplicate id", err, jobstore.ErrConflict)
 
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "job-bad", Task: protocol.Task{}}); err == nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "job-bad", Task: protocol.Task{}}); err == nil {
 		t.Fatal("submit of a task without steps succeeded")
 	}
 	_, err = s.Get(ctx, "job-bad")
-	wantErr(t, "get rejected job", err, coordinator.ErrNotFound)
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "a/b", Task: testTask()}); err == nil {
+	wantErr(t, "get rejected job", err, jobstore.ErrNotFound)
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "a/b", Task: testTask()}); err == nil {
 		t.Fatal("submit with id a/b succeeded")
 	}
 	// Refused at submit, not when the job runs: text a phone cannot type
@@ -235,30 +235,30 @@ func testSubmitGet(t *testing.T, s sqlstore.Lab) {
 	// steps to.
 	unicode := testTask()
 	unicode.Steps = append(unicode.Steps, protocol.Step{Op: protocol.OpText, Text: "grüße\tnext"})
-	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-unicode", Task: unicode})
+	_, err = s.Submit(ctx, jobstore.JobSpec{ID: "job-unicode", Task: unicode})
 	if err == nil || !strings.Contains(err.Error(), "steps[3]: text:") || !strings.Contains(err.Error(), "is not printable") {
 		t.Fatalf("submit of text with a tab: err = %v, want a refusal naming steps[3]", err)
 	}
 	interactive := testTask()
 	interactive.Interactive = true
-	_, err = s.Submit(ctx, coordinator.JobSpec{ID: "job-interactive", Task: interactive})
+	_, err = s.Submit(ctx, jobstore.JobSpec{ID: "job-interactive", Task: interactive})
 	if err == nil || !strings.Contains(err.Error(), "interactive jobs cannot be submitted") {
 		t.Fatalf("submit of an interactive job: err = %v, want a refusal", err)
 	}
 	for _, id := range []string{"job-unicode", "job-interactive"} {
 		_, err = s.Get(ctx, id)
-		wantErr(t, "get refused "+id, err, coordinator.ErrNotFound)
+		wantErr(t, "get refused "+id, err, jobstore.ErrNotFound)
 	}
 	// The session manager, which sends an interactive job its steps, may
 	// submit one (docs/sessions.md).
-	if _, err := s.Submit(ctx, coordinator.JobSpec{ID: "job-session", Task: protocol.Task{Interactive: true}, AllowInteractive: true}); err != nil {
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "job-session", Task: protocol.Task{Interactive: true}, AllowInteractive: true}); err != nil {
 		t.Fatalf("submit of a session's interactive job: %v", err)
 	}
-	if j := get(t, s, "job-session"); !j.Task.Interactive || j.Status != coordinator.StatusQueued {
+	if j := get(t, s, "job-session"); !j.Task.Interactive || j.Status != jobstore.StatusQueued {
 		t.Fatalf("session job stored as %+v", j)
 	}
 	_, err = s.Get(ctx, "nope")
-	wantErr(t, "get unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "get unknown job", err, jobstore.ErrNotFound)
 }
 
 func testClaim(t *testing.T, s sqlstore.Lab) {
@@ -273,7 +273,7 @@ func testClaim(t *testing.T, s sqlstore.Lab) {
 	}
 	wantUTC(t, "lease expiry", l.ExpiresAt)
 	j := get(t, s, "j")
-	if j.Status != coordinator.StatusInProgress || j.Generation != 1 || j.WorkerID != ownerA {
+	if j.Status != jobstore.StatusInProgress || j.Generation != 1 || j.WorkerID != ownerA {
 		t.Fatalf("claimed job: %+v", j)
 	}
 	if !j.LeaseExpiresAt.Equal(l.ExpiresAt) {
@@ -289,10 +289,10 @@ func testClaim(t *testing.T, s sqlstore.Lab) {
 	}
 
 	_, err := s.Claim(ctx, "j", ownerB, long)
-	wantErr(t, "claim of an in-progress job", err, coordinator.ErrConflict)
+	wantErr(t, "claim of an in-progress job", err, jobstore.ErrConflict)
 	wantUnchanged(t, "refused claim", j, get(t, s, "j"))
 	_, err = s.Claim(ctx, "nope", ownerA, long)
-	wantErr(t, "claim of an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "claim of an unknown job", err, jobstore.ErrNotFound)
 
 	submit(t, s, "k")
 	if _, err := s.Claim(ctx, "k", "", long); err == nil {
@@ -301,7 +301,7 @@ func testClaim(t *testing.T, s sqlstore.Lab) {
 	if _, err := s.Claim(ctx, "k", ownerA, 0); err == nil {
 		t.Fatal("claim with a zero ttl succeeded")
 	}
-	if g := get(t, s, "k"); g.Status != coordinator.StatusQueued || g.Generation != 0 {
+	if g := get(t, s, "k"); g.Status != jobstore.StatusQueued || g.Generation != 0 {
 		t.Fatalf("invalid claims changed the job: %+v", g)
 	}
 }
@@ -309,7 +309,7 @@ func testClaim(t *testing.T, s sqlstore.Lab) {
 func testClaimNext(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	_, err := s.ClaimNext(ctx, ownerA, long)
-	wantErr(t, "claim next on an empty store", err, coordinator.ErrNoJob)
+	wantErr(t, "claim next on an empty store", err, jobstore.ErrNoJob)
 	ids := []string{"first", "second", "third", "fourth"}
 	for _, id := range ids {
 		submit(t, s, id)
@@ -328,12 +328,12 @@ func testClaimNext(t *testing.T, s sqlstore.Lab) {
 			t.Fatalf("lease task %+v", l.Task)
 		}
 		j := get(t, s, want)
-		if j.Status != coordinator.StatusInProgress || j.WorkerID != ownerA || !j.LeaseExpiresAt.Equal(l.ExpiresAt) {
+		if j.Status != jobstore.StatusInProgress || j.WorkerID != ownerA || !j.LeaseExpiresAt.Equal(l.ExpiresAt) {
 			t.Fatalf("claimed job: %+v", j)
 		}
 	}
 	_, err = s.ClaimNext(ctx, ownerA, long)
-	wantErr(t, "claim next with nothing queued", err, coordinator.ErrNoJob)
+	wantErr(t, "claim next with nothing queued", err, jobstore.ErrNoJob)
 }
 
 func testRenew(t *testing.T, s sqlstore.Lab) {
@@ -400,14 +400,14 @@ func testRenew(t *testing.T, s sqlstore.Lab) {
 		}},
 		{"failed job", func(t *testing.T, id string) fencing.Token {
 			l := claim(t, s, id, ownerA, long)
-			if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "broken"}); err != nil {
+			if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: "broken"}); err != nil {
 				t.Fatal(err)
 			}
 			return l.Token
 		}},
 		{"requeued job", func(t *testing.T, id string) fencing.Token {
 			l := claim(t, s, id, ownerA, long)
-			if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "released", Requeue: true}); err != nil {
+			if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: "released", Requeue: true}); err != nil {
 				t.Fatal(err)
 			}
 			return l.Token
@@ -430,7 +430,7 @@ func testRenew(t *testing.T, s sqlstore.Lab) {
 
 	t.Run("unknown job", func(t *testing.T) {
 		_, err := s.Renew(ctx, tok("nope", ownerA, 1), long)
-		wantErr(t, "renew", err, coordinator.ErrNotFound)
+		wantErr(t, "renew", err, jobstore.ErrNotFound)
 	})
 }
 
@@ -444,7 +444,7 @@ func testCommit(t *testing.T, s sqlstore.Lab) {
 			t.Fatalf("commit: %v", err)
 		}
 		j := get(t, s, "c1")
-		if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerA || j.Generation != 1 ||
+		if j.Status != jobstore.StatusSucceeded || j.CompletedBy != ownerA || j.Generation != 1 ||
 			!jsonEqual(j.Result, result("first")) {
 			t.Fatalf("committed job: %+v (result %s)", j, j.Result)
 		}
@@ -501,7 +501,7 @@ func testCommit(t *testing.T, s sqlstore.Lab) {
 		if err := s.Commit(ctx, l.Token, nil); err != nil {
 			t.Fatalf("commit: %v", err)
 		}
-		if j := get(t, s, "c4"); j.Status != coordinator.StatusSucceeded || j.Result != nil {
+		if j := get(t, s, "c4"); j.Status != jobstore.StatusSucceeded || j.Result != nil {
 			t.Fatalf("committed job: %+v", j)
 		}
 	})
@@ -519,7 +519,7 @@ func testCommit(t *testing.T, s sqlstore.Lab) {
 
 	t.Run("unknown job", func(t *testing.T) {
 		err := s.Commit(ctx, tok("nope", ownerA, 1), result("x"))
-		wantErr(t, "commit", err, coordinator.ErrNotFound)
+		wantErr(t, "commit", err, jobstore.ErrNotFound)
 	})
 }
 
@@ -533,7 +533,7 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 	}
 	wantUTC(t, "lease expiry", lb.ExpiresAt)
 	j := get(t, s, "r")
-	if j.Status != coordinator.StatusInProgress || j.Generation != 2 || j.WorkerID != ownerB ||
+	if j.Status != jobstore.StatusInProgress || j.Generation != 2 || j.WorkerID != ownerB ||
 		!j.LeaseExpiresAt.Equal(lb.ExpiresAt) {
 		t.Fatalf("reassigned job: %+v", j)
 	}
@@ -547,9 +547,9 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 	wantErr(t, "artifact with the old token", err, fencing.ErrStale)
 	err = s.Commit(ctx, old, result("old"))
 	wantErr(t, "commit with the old token", err, fencing.ErrStale)
-	err = s.Fail(ctx, old, coordinator.Failure{Reason: "old"})
+	err = s.Fail(ctx, old, jobstore.Failure{Reason: "old"})
 	wantErr(t, "fail with the old token", err, fencing.ErrStale)
-	err = s.Fail(ctx, old, coordinator.Failure{Reason: "old", Requeue: true})
+	err = s.Fail(ctx, old, jobstore.Failure{Reason: "old", Requeue: true})
 	wantErr(t, "requeue with the old token", err, fencing.ErrStale)
 	wantUnchanged(t, "old token writes", before, get(t, s, "r"))
 
@@ -573,7 +573,7 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("commit: %v", err)
 	}
 	_, err = s.Reassign(ctx, "r", ownerC, long)
-	wantErr(t, "reassign a succeeded job", err, coordinator.ErrConflict)
+	wantErr(t, "reassign a succeeded job", err, jobstore.ErrConflict)
 
 	// A queued job can be reassigned (granted) too.
 	submit(t, s, "q")
@@ -584,13 +584,13 @@ func testReassign(t *testing.T, s sqlstore.Lab) {
 
 	submit(t, s, "f")
 	lf := claim(t, s, "f", ownerA, long)
-	if err := s.Fail(ctx, lf.Token, coordinator.Failure{Reason: "broken"}); err != nil {
+	if err := s.Fail(ctx, lf.Token, jobstore.Failure{Reason: "broken"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Reassign(ctx, "f", ownerC, long)
-	wantErr(t, "reassign a failed job", err, coordinator.ErrConflict)
+	wantErr(t, "reassign a failed job", err, jobstore.ErrConflict)
 	_, err = s.Reassign(ctx, "nope", ownerC, long)
-	wantErr(t, "reassign an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "reassign an unknown job", err, jobstore.ErrNotFound)
 }
 
 func testReclaimExpired(t *testing.T, s sqlstore.Lab) {
@@ -619,7 +619,7 @@ func testReclaimExpired(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("reclaimed %v, want [%v]", toks, le.Token)
 	}
 	j := get(t, s, "expiring")
-	if j.Status != coordinator.StatusQueued || j.Generation != 2 || j.WorkerID != "" || !j.LeaseExpiresAt.IsZero() {
+	if j.Status != jobstore.StatusQueued || j.Generation != 2 || j.WorkerID != "" || !j.LeaseExpiresAt.IsZero() {
 		t.Fatalf("reclaimed job: %+v", j)
 	}
 	wantUnchanged(t, "reclaim", heldBefore, get(t, s, "held"))
@@ -690,19 +690,19 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 	t.Run("failed", func(t *testing.T) {
 		submit(t, s, "f1")
 		l := claim(t, s, "f1", ownerA, long)
-		if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "phone unplugged"}); err != nil {
+		if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: "phone unplugged"}); err != nil {
 			t.Fatalf("fail: %v", err)
 		}
 		j := get(t, s, "f1")
-		if j.Status != coordinator.StatusFailed || j.FailReason != "phone unplugged" || j.Generation != 1 {
+		if j.Status != jobstore.StatusFailed || j.FailReason != "phone unplugged" || j.Generation != 1 {
 			t.Fatalf("failed job: %+v", j)
 		}
 		err := s.Commit(ctx, l.Token, result("after fail"))
 		wantErr(t, "commit after fail", err, fencing.ErrStale)
-		err = s.Fail(ctx, l.Token, coordinator.Failure{Reason: "again"})
+		err = s.Fail(ctx, l.Token, jobstore.Failure{Reason: "again"})
 		wantErr(t, "second fail", err, fencing.ErrStale)
 		_, err = s.Claim(ctx, "f1", ownerB, long)
-		wantErr(t, "claim of a failed job", err, coordinator.ErrConflict)
+		wantErr(t, "claim of a failed job", err, jobstore.ErrConflict)
 		wantUnchanged(t, "writes after fail", j, get(t, s, "f1"))
 		if got := get(t, s, "f1").FailReason; got != "phone unplugged" {
 			t.Fatalf("fail reason %q", got)
@@ -712,11 +712,11 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 	t.Run("requeued", func(t *testing.T) {
 		submit(t, s, "f2")
 		l := claim(t, s, "f2", ownerA, long)
-		if err := s.Fail(ctx, l.Token, coordinator.Failure{Reason: "draining", Requeue: true}); err != nil {
+		if err := s.Fail(ctx, l.Token, jobstore.Failure{Reason: "draining", Requeue: true}); err != nil {
 			t.Fatalf("requeue: %v", err)
 		}
 		j := get(t, s, "f2")
-		if j.Status != coordinator.StatusQueued || j.WorkerID != "" || j.Generation != 2 || !j.LeaseExpiresAt.IsZero() || j.NotBefore.IsZero() {
+		if j.Status != jobstore.StatusQueued || j.WorkerID != "" || j.Generation != 2 || !j.LeaseExpiresAt.IsZero() || j.NotBefore.IsZero() {
 			t.Fatalf("requeued job: %+v", j)
 		}
 		err := s.Commit(ctx, l.Token, result("after requeue"))
@@ -738,20 +738,20 @@ func testFail(t *testing.T, s sqlstore.Lab) {
 		reassign(t, s, "f3", ownerB)
 		before := get(t, s, "f3")
 		for _, requeue := range []bool{false, true} {
-			err := s.Fail(ctx, la.Token, coordinator.Failure{Reason: "stale", Requeue: requeue})
+			err := s.Fail(ctx, la.Token, jobstore.Failure{Reason: "stale", Requeue: requeue})
 			wantErr(t, "fail with the old token", err, fencing.ErrStale)
 		}
 		wantUnchanged(t, "stale fail", before, get(t, s, "f3"))
 	})
 
 	t.Run("unknown job", func(t *testing.T) {
-		err := s.Fail(ctx, tok("nope", ownerA, 1), coordinator.Failure{Reason: "x"})
-		wantErr(t, "fail", err, coordinator.ErrNotFound)
+		err := s.Fail(ctx, tok("nope", ownerA, 1), jobstore.Failure{Reason: "x"})
+		wantErr(t, "fail", err, jobstore.ErrNotFound)
 	})
 }
 
-func artifact(tk fencing.Token, name, sha string) coordinator.ArtifactRecord {
-	return coordinator.ArtifactRecord{
+func artifact(tk fencing.Token, name, sha string) jobstore.ArtifactRecord {
+	return jobstore.ArtifactRecord{
 		Name:        name,
 		Key:         tk.ObjectKey(name),
 		Size:        int64(len(name)) * 1000,
@@ -773,7 +773,7 @@ func testArtifacts(t *testing.T, s sqlstore.Lab) {
 	if err := s.RegisterArtifact(ctx, la.Token, in); err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	list := func(gen int64) []coordinator.ArtifactRecord {
+	list := func(gen int64) []jobstore.ArtifactRecord {
 		t.Helper()
 		as, err := s.Artifacts(ctx, "a", gen)
 		if err != nil {
@@ -797,7 +797,7 @@ func testArtifacts(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("re-register identical: %v", err)
 	}
 	err := s.RegisterArtifact(ctx, la.Token, artifact(la.Token, "screen.png", "sha-other"))
-	wantErr(t, "register another sha256 under the same name", err, coordinator.ErrConflict)
+	wantErr(t, "register another sha256 under the same name", err, jobstore.ErrConflict)
 	if got := list(1); len(got) != 1 || got[0].SHA256 != "sha-a" {
 		t.Fatalf("generation 1 after duplicates: %+v", got)
 	}
@@ -840,9 +840,9 @@ func testArtifacts(t *testing.T, s sqlstore.Lab) {
 	}
 
 	err = s.RegisterArtifact(ctx, tok("nope", ownerA, 1), artifact(tok("nope", ownerA, 1), "x.png", "x"))
-	wantErr(t, "register on an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "register on an unknown job", err, jobstore.ErrNotFound)
 	_, err = s.Artifacts(ctx, "nope", 1)
-	wantErr(t, "list an unknown job", err, coordinator.ErrNotFound)
+	wantErr(t, "list an unknown job", err, jobstore.ErrNotFound)
 }
 
 type event struct {
@@ -859,7 +859,7 @@ func events(t *testing.T, s sqlstore.Lab, id string) []event {
 		t.Fatal(err)
 	}
 	var out []event
-	var last coordinator.WriteEvent
+	var last jobstore.WriteEvent
 	for i, e := range evs {
 		if e.JobID != id {
 			t.Fatalf("event of job %s listed for %s", e.JobID, id)
@@ -892,26 +892,26 @@ func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 	ignore(s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "b.png", "2")))
 	ignore(s.RegisterArtifact(ctx, lb.Token, artifact(lb.Token, "b.png", "3"))) // conflict
 	ignore(s.Commit(ctx, la.Token, result("a")))
-	ignore(s.Fail(ctx, la.Token, coordinator.Failure{Reason: "a", Requeue: true}))
+	ignore(s.Fail(ctx, la.Token, jobstore.Failure{Reason: "a", Requeue: true}))
 	ignore(s.Commit(ctx, lb.Token, result("b")))
 	ignore(s.Commit(ctx, lb.Token, result("b again")))
 	_, err = s.Reassign(ctx, "w", ownerC, long)
 	ignore(err)
 
 	want := []event{
-		{sqlstore.VerbClaim, ownerA, 1, true},
-		{sqlstore.VerbClaim, ownerB, 1, false},
-		{sqlstore.VerbRenew, ownerA, 1, true},
-		{sqlstore.VerbReassign, ownerB, 2, true},
-		{sqlstore.VerbRenew, ownerA, 1, false},
-		{sqlstore.VerbArtifact, ownerA, 1, false},
-		{sqlstore.VerbArtifact, ownerB, 2, true},
-		{sqlstore.VerbArtifact, ownerB, 2, false},
-		{sqlstore.VerbResult, ownerA, 1, false},
-		{sqlstore.VerbFail, ownerA, 1, false},
-		{sqlstore.VerbResult, ownerB, 2, true},
-		{sqlstore.VerbResult, ownerB, 2, false},
-		{sqlstore.VerbReassign, ownerC, 2, false},
+		{jobstore.VerbClaim, ownerA, 1, true},
+		{jobstore.VerbClaim, ownerB, 1, false},
+		{jobstore.VerbRenew, ownerA, 1, true},
+		{jobstore.VerbReassign, ownerB, 2, true},
+		{jobstore.VerbRenew, ownerA, 1, false},
+		{jobstore.VerbArtifact, ownerA, 1, false},
+		{jobstore.VerbArtifact, ownerB, 2, true},
+		{jobstore.VerbArtifact, ownerB, 2, false},
+		{jobstore.VerbResult, ownerA, 1, false},
+		{jobstore.VerbFail, ownerA, 1, false},
+		{jobstore.VerbResult, ownerB, 2, true},
+		{jobstore.VerbResult, ownerB, 2, false},
+		{jobstore.VerbReassign, ownerC, 2, false},
 	}
 	if got := events(t, s, "w"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("write events of w:\n got %v\nwant %v", got, want)
@@ -934,14 +934,14 @@ func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	ly := claim(t, s, "x", ownerB, long)
-	if err := s.Fail(ctx, ly.Token, coordinator.Failure{Reason: "release", Requeue: true}); err != nil {
+	if err := s.Fail(ctx, ly.Token, jobstore.Failure{Reason: "release", Requeue: true}); err != nil {
 		t.Fatal(err)
 	}
 	want = []event{
-		{sqlstore.VerbClaim, ownerA, 1, true},
-		{sqlstore.VerbReclaim, ownerA, 1, true},
-		{sqlstore.VerbClaim, ownerB, 3, true},
-		{sqlstore.VerbFail, ownerB, 3, true},
+		{jobstore.VerbClaim, ownerA, 1, true},
+		{jobstore.VerbReclaim, ownerA, 1, true},
+		{jobstore.VerbClaim, ownerB, 3, true},
+		{jobstore.VerbFail, ownerB, 3, true},
 	}
 	if lx.Token.Generation != 1 || ly.Token.Generation != 3 {
 		t.Fatalf("generations %d, %d", lx.Token.Generation, ly.Token.Generation)
@@ -952,7 +952,7 @@ func testWriteEvents(t *testing.T, s sqlstore.Lab) {
 
 	// Attempts on unknown jobs are recorded too.
 	ignore(s.Commit(ctx, tok("ghost", ownerA, 1), result("boo")))
-	want = []event{{sqlstore.VerbResult, ownerA, 1, false}}
+	want = []event{{jobstore.VerbResult, ownerA, 1, false}}
 	if got := events(t, s, "ghost"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("write events of ghost:\n got %v\nwant %v", got, want)
 	}
@@ -1047,13 +1047,13 @@ func testCommitRace(t *testing.T, s sqlstore.Lab) {
 		if err := json.Unmarshal(j.Result, &stored); err != nil {
 			t.Fatalf("job %s result %s: %v", id, j.Result, err)
 		}
-		if j.Status != coordinator.StatusSucceeded || j.CompletedBy != cur.Owner || j.Generation != cur.Generation ||
+		if j.Status != jobstore.StatusSucceeded || j.CompletedBy != cur.Owner || j.Generation != cur.Generation ||
 			stored.Owner != cur.Owner || stored.Generation != cur.Generation {
 			t.Errorf("job %s: %+v, result %s; want the result of %v", id, j, j.Result, cur)
 		}
 		var results, acc int
 		for _, e := range events(t, s, id) {
-			if e.verb != sqlstore.VerbResult {
+			if e.verb != jobstore.VerbResult {
 				continue
 			}
 			results++
@@ -1111,12 +1111,12 @@ func testReassignRace(t *testing.T, s sqlstore.Lab) {
 			t.Fatal(err)
 		}
 		switch {
-		case o.commit == nil && errors.Is(o.reassign, coordinator.ErrConflict):
-			if j.Status != coordinator.StatusSucceeded || j.CompletedBy != ownerA || j.Generation != 1 {
+		case o.commit == nil && errors.Is(o.reassign, jobstore.ErrConflict):
+			if j.Status != jobstore.StatusSucceeded || j.CompletedBy != ownerA || j.Generation != 1 {
 				t.Errorf("%s: commit won but job is %+v", id, j)
 			}
 		case o.reassign == nil && errors.Is(o.commit, fencing.ErrStale):
-			if j.Status != coordinator.StatusInProgress || j.WorkerID != ownerB || j.Generation != 2 || j.Result != nil {
+			if j.Status != jobstore.StatusInProgress || j.WorkerID != ownerB || j.Generation != 2 || j.Result != nil {
 				t.Errorf("%s: reassignment won but job is %+v", id, j)
 			}
 		default:
@@ -1172,10 +1172,10 @@ func testStaleWriterExperiment(t *testing.T, s sqlstore.Lab) {
 		byVerb[c.Verb] = c
 	}
 	want := map[string]sqlstore.WriteCount{
-		sqlstore.VerbClaim:          {Verb: sqlstore.VerbClaim, Accepted: 2 * jobs},
-		sqlstore.VerbReassign:       {Verb: sqlstore.VerbReassign, Accepted: 2 * jobs},
-		sqlstore.VerbResult:         {Verb: sqlstore.VerbResult, Accepted: 2 * jobs, Rejected: jobs},
-		sqlstore.VerbResultUnfenced: {Verb: sqlstore.VerbResultUnfenced, Accepted: jobs},
+		jobstore.VerbClaim:          {Verb: jobstore.VerbClaim, Accepted: 2 * jobs},
+		jobstore.VerbReassign:       {Verb: jobstore.VerbReassign, Accepted: 2 * jobs},
+		jobstore.VerbResult:         {Verb: jobstore.VerbResult, Accepted: 2 * jobs, Rejected: jobs},
+		jobstore.VerbResultUnfenced: {Verb: jobstore.VerbResultUnfenced, Accepted: jobs},
 	}
 	if !reflect.DeepEqual(byVerb, want) {
 		t.Errorf("write counts %+v, want %+v", byVerb, want)
@@ -1194,7 +1194,7 @@ func BenchmarkCommit(b *testing.B, s sqlstore.Lab, fenced bool) {
 	toks := make([]fencing.Token, b.N)
 	for i := range toks {
 		id := fmt.Sprintf("bench-%s-%d", run, i)
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: testTask()}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: testTask()}); err != nil {
 			b.Fatal(err)
 		}
 		l, err := s.Claim(ctx, id, ownerA, time.Hour)

@@ -2,13 +2,15 @@ package storetest
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -24,9 +26,9 @@ var uiTests = []struct {
 	{"FleetAgents", testFleetAgents},
 }
 
-func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
+func uiStore(t *testing.T, s sqlstore.Lab) jobstore.UIStore {
 	t.Helper()
-	u, ok := s.(coordinator.UIStore)
+	u, ok := s.(jobstore.UIStore)
 	if !ok {
 		t.Fatalf("%T does not keep dashboard sessions", s)
 	}
@@ -36,8 +38,8 @@ func uiStore(t *testing.T, s sqlstore.Lab) coordinator.UIStore {
 func testUISessions(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	u := uiStore(t, s)
-	a := s.(coordinator.APIStore)
-	tok, err := a.CreateAPIToken(ctx, coordinator.APIToken{Name: "ops", Hash: sha256.Sum256([]byte("t")), Projects: []string{"p1"}, Scopes: []string{"read"}})
+	a := s.(jobstore.APIStore)
+	tok, err := a.CreateAPIToken(ctx, jobstore.APIToken{Name: "ops", Hash: sha256.Sum256([]byte("t")), Projects: []string{"p1"}, Scopes: []string{"read"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func testUISessions(t *testing.T, s sqlstore.Lab) {
 	if got.TokenID != tok.ID || gotTok.Name != "ops" || len(gotTok.Projects) != 1 || gotTok.Projects[0] != "p1" || gotTok.Revoked() {
 		t.Errorf("session %+v, token %+v", got, gotTok)
 	}
-	if _, _, err := u.UISession(ctx, sha256.Sum256([]byte("other"))); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+	if _, _, err := u.UISession(ctx, sha256.Sum256([]byte("other"))); !errors.Is(err, jobstore.ErrUISessionNotFound) {
 		t.Errorf("unknown session: err = %v, want ErrUISessionNotFound", err)
 	}
 	// A revoked token's session is found with its token revoked: the
@@ -73,13 +75,13 @@ func testUISessions(t *testing.T, s sqlstore.Lab) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if _, _, err := u.UISession(ctx, short); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+	if _, _, err := u.UISession(ctx, short); !errors.Is(err, jobstore.ErrUISessionNotFound) {
 		t.Errorf("expired session: err = %v, want ErrUISessionNotFound", err)
 	}
 	if err := u.DeleteUISession(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := u.UISession(ctx, h); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+	if _, _, err := u.UISession(ctx, h); !errors.Is(err, jobstore.ErrUISessionNotFound) {
 		t.Errorf("deleted session: err = %v, want ErrUISessionNotFound", err)
 	}
 	if err := u.DeleteUISession(ctx, h); err != nil {
@@ -90,28 +92,28 @@ func testUISessions(t *testing.T, s sqlstore.Lab) {
 func testUIActions(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	u := uiStore(t, s)
-	for _, a := range []coordinator.UIAction{
-		{TokenName: "ops", Action: coordinator.UIActionDrain, Target: "agent-a"},
-		{TokenName: "ops", Action: coordinator.UIActionCancel, Target: "j1", JobID: "j1", Detail: "wrong phone"},
-		{TokenName: "bob", Action: coordinator.UIActionResume, Target: "agent-a"},
+	for _, a := range []jobstore.UIAction{
+		{TokenName: "ops", Action: jobstore.UIActionDrain, Target: "agent-a"},
+		{TokenName: "ops", Action: jobstore.UIActionCancel, Target: "j1", JobID: "j1", Detail: "wrong phone"},
+		{TokenName: "bob", Action: jobstore.UIActionResume, Target: "agent-a"},
 	} {
 		if err := u.RecordUIAction(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all, err := u.UIActions(ctx, coordinator.UIActionFilter{})
+	all, err := u.UIActions(ctx, jobstore.UIActionFilter{})
 	if err != nil || len(all) != 3 || all[0].Action != "drain" || all[2].TokenName != "bob" || all[0].At.IsZero() {
 		t.Fatalf("all actions %+v, %v", all, err)
 	}
-	byAgent, err := u.UIActions(ctx, coordinator.UIActionFilter{Target: "agent-a"})
+	byAgent, err := u.UIActions(ctx, jobstore.UIActionFilter{Target: "agent-a"})
 	if err != nil || len(byAgent) != 2 {
 		t.Errorf("agent-a's actions %+v, %v", byAgent, err)
 	}
-	byJob, err := u.UIActions(ctx, coordinator.UIActionFilter{JobID: "j1"})
+	byJob, err := u.UIActions(ctx, jobstore.UIActionFilter{JobID: "j1"})
 	if err != nil || len(byJob) != 1 || byJob[0].Detail != "wrong phone" {
 		t.Errorf("j1's actions %+v, %v", byJob, err)
 	}
-	last, err := u.UIActions(ctx, coordinator.UIActionFilter{Limit: 1})
+	last, err := u.UIActions(ctx, jobstore.UIActionFilter{Limit: 1})
 	if err != nil || len(last) != 1 || last[0].TokenName != "bob" {
 		t.Errorf("the newest action %+v, %v", last, err)
 	}
@@ -125,7 +127,7 @@ func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
 		t.Helper()
 		task := testTask()
 		task.Device = protocol.DeviceSelector{Serial: devs[0].Serial}
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: project}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: task, Project: project}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := claimFor(t, s, ownerA, 4, devs...)
@@ -147,12 +149,12 @@ func testPhoneScreens(t *testing.T, s sqlstore.Lab) {
 	run("xml", "p1", "dump.xml", "application/xml", phone("S1", "Pixel 7"))
 	run("other", "p2", "secret.png", "image/png", phone("S2", "Pixel 7"))
 
-	refs := []coordinator.PhoneRef{{AgentID: "agent-a", Serial: "S1"}, {AgentID: "agent-a", Serial: "S2"}, {AgentID: "agent-b", Serial: "S1"}}
+	refs := []jobstore.PhoneRef{{AgentID: "agent-a", Serial: "S1"}, {AgentID: "agent-a", Serial: "S2"}, {AgentID: "agent-b", Serial: "S1"}}
 	got, err := u.PhoneScreens(ctx, refs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byPhone := map[string]coordinator.PhoneScreen{}
+	byPhone := map[string]jobstore.PhoneScreen{}
 	for _, p := range got {
 		byPhone[p.AgentID+"/"+p.Serial] = p
 	}
@@ -191,7 +193,7 @@ func testRunningJobs(t *testing.T, s sqlstore.Lab) {
 	for _, id := range []string{"run", "wait"} {
 		task := testTask()
 		task.Device = protocol.DeviceSelector{Serial: "S1"}
-		if _, err := s.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: "p1"}); err != nil {
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: id, Task: task, Project: "p1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,9 +207,9 @@ func testRunningJobs(t *testing.T, s sqlstore.Lab) {
 	}
 }
 
-// testFleetAgents: FleetAgents lists what Agents lists, and a changed
-// device list shows at once (its decoded lists are kept only while the
-// stored JSON is the same).
+// testFleetAgents: FleetAgents lists what Agents lists, each agent's
+// device list as the stored JSON of what Agents decodes (Devices left nil),
+// and a changed device list shows at once.
 func testFleetAgents(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	u := uiStore(t, s)
@@ -228,8 +230,18 @@ func testFleetAgents(t *testing.T, s sqlstore.Lab) {
 			fleet[0].Slots != all[0].Slots || !slices.Equal(fleet[0].Capabilities, all[0].Capabilities) {
 			t.Fatalf("round %d: fleet agents %+v, agents %+v", round, fleet, all)
 		}
+		if fleet[0].Devices != nil {
+			t.Fatalf("round %d: fleet agent decoded its devices: %+v", round, fleet[0].Devices)
+		}
+		var devs []protocol.Device
+		if err := json.Unmarshal(fleet[0].DevicesJSON, &devs); err != nil {
+			t.Fatalf("round %d: devices JSON %q: %v", round, fleet[0].DevicesJSON, err)
+		}
+		if !reflect.DeepEqual(devs, all[0].Devices) {
+			t.Errorf("round %d: fleet devices %+v, agents' %+v", round, devs, all[0].Devices)
+		}
 		var got []string
-		for _, d := range fleet[0].Devices {
+		for _, d := range devs {
 			got = append(got, fmt.Sprintf("%s %s %v", d.Serial, d.Model, d.Tags))
 		}
 		if !slices.Equal(got, want) {

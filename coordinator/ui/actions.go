@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -38,7 +38,7 @@ func (h *Handler) confirmDrain(drain bool) func(w http.ResponseWriter, r *http.R
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		id := r.PathValue("id")
 		a, err := h.store.GetAgent(r.Context(), id)
-		if errors.Is(err, coordinator.ErrAgentNotFound) {
+		if errors.Is(err, jobstore.ErrAgentNotFound) {
 			h.message(w, r, c, http.StatusNotFound, "Not found", fmt.Sprintf("No agent %s.", id))
 			return
 		}
@@ -58,7 +58,7 @@ func (h *Handler) confirmDrain(drain bool) func(w http.ResponseWriter, r *http.R
 }
 
 func (h *Handler) runningOn(r *http.Request, agentID string) int {
-	js, err := h.store.ListJobs(r.Context(), coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}, AgentID: agentID})
+	js, err := h.store.ListJobs(r.Context(), jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}, AgentID: agentID})
 	if err != nil {
 		return 0
 	}
@@ -71,7 +71,7 @@ func (h *Handler) drain(drain bool) func(w http.ResponseWriter, r *http.Request,
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		id := r.PathValue("id")
 		a, err := h.store.SetAgentDraining(r.Context(), id, drain)
-		if errors.Is(err, coordinator.ErrAgentNotFound) {
+		if errors.Is(err, jobstore.ErrAgentNotFound) {
 			h.message(w, r, c, http.StatusNotFound, "Not found", fmt.Sprintf("No agent %s.", id))
 			return
 		}
@@ -79,11 +79,11 @@ func (h *Handler) drain(drain bool) func(w http.ResponseWriter, r *http.Request,
 			h.internal(w, r, c, err)
 			return
 		}
-		act, ctl := coordinator.UIActionResume, protocol.Control{Command: protocol.ControlResume}
+		act, ctl := jobstore.UIActionResume, protocol.Control{Command: protocol.ControlResume}
 		if drain {
-			act, ctl = coordinator.UIActionDrain, protocol.Control{Command: protocol.ControlDrain}
+			act, ctl = jobstore.UIActionDrain, protocol.Control{Command: protocol.ControlDrain}
 		}
-		h.record(r, c, coordinator.UIAction{Action: act, Target: a.ID})
+		h.record(r, c, jobstore.UIAction{Action: act, Target: a.ID})
 		if h.opts.PushControl != nil {
 			if err := h.opts.PushControl(r.Context(), a.ID, ctl); err != nil {
 				h.log.Warn().Err(err).Str("agent", a.ID).Msg("ui: agent not told of its drain; the coordinator holds it all the same")
@@ -94,7 +94,7 @@ func (h *Handler) drain(drain bool) func(w http.ResponseWriter, r *http.Request,
 }
 
 // record records a dashboard action with the caller's token name.
-func (h *Handler) record(r *http.Request, c *caller, a coordinator.UIAction) {
+func (h *Handler) record(r *http.Request, c *caller, a jobstore.UIAction) {
 	a.TokenName = c.Name
 	if err := h.store.RecordUIAction(r.Context(), a); err != nil {
 		h.log.Error().Err(err).Str("action", a.Action).Msg("ui: record action")
@@ -112,7 +112,7 @@ func (h *Handler) confirmCancel(w http.ResponseWriter, r *http.Request, c *calle
 		return
 	}
 	back := "/ui/jobs/" + url.PathEscape(j.ID)
-	if coordinator.Finished(j.Status) {
+	if jobstore.Finished(j.Status) {
 		h.render(w, r, http.StatusConflict, "message", view{Title: "Nothing to cancel", Caller: c,
 			Data: messageData{Text: fmt.Sprintf("Job %s is %s already.", j.ID, j.Status), Back: back}})
 		return
@@ -141,7 +141,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c *caller) {
 		reason = "cancelled on the dashboard by " + c.Name
 	}
 	tok, err := h.store.Cancel(r.Context(), j.ID, reason)
-	if errors.Is(err, coordinator.ErrConflict) {
+	if errors.Is(err, jobstore.ErrConflict) {
 		h.render(w, r, http.StatusConflict, "message", view{Title: "Nothing to cancel", Caller: c,
 			Data: messageData{Text: fmt.Sprintf("Job %s is finished already.", j.ID), Back: back}})
 		return
@@ -150,7 +150,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c *caller) {
 		h.internal(w, r, c, err)
 		return
 	}
-	h.record(r, c, coordinator.UIAction{Action: coordinator.UIActionCancel, Target: j.ID, JobID: j.ID, Detail: reason})
+	h.record(r, c, jobstore.UIAction{Action: jobstore.UIActionCancel, Target: j.ID, JobID: j.ID, Detail: reason})
 	if tok != (fencing.Token{}) && h.opts.Revoke != nil {
 		if err := h.opts.Revoke(tok, "cancelled: "+reason); err != nil {
 			h.log.Warn().Err(err).Str("job", j.ID).Msg("ui: revoke after cancel not sent; the agent stops at its next fenced call")
@@ -161,29 +161,29 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c *caller) {
 
 // effectOf reads the effect named by the form or query's key and checks
 // that the caller sees its job.
-func (h *Handler) effectOf(w http.ResponseWriter, r *http.Request, c *caller, key string) (coordinator.EffectRecord, bool) {
+func (h *Handler) effectOf(w http.ResponseWriter, r *http.Request, c *caller, key string) (jobstore.EffectRecord, bool) {
 	e, err := h.store.GetEffect(r.Context(), key)
 	if err == nil && e.JobID != "" {
-		var j coordinator.Job
+		var j jobstore.Job
 		if j, err = h.store.Get(r.Context(), e.JobID); err == nil && !c.Sees(j.Project) {
 			h.deny(r, c, j.ID, j.Project)
-			err = coordinator.ErrEffectNotFound
+			err = jobstore.ErrEffectNotFound
 		}
 	}
-	if errors.Is(err, coordinator.ErrEffectNotFound) || errors.Is(err, coordinator.ErrNotFound) || err == nil && e.Kind != coordinator.EffectKindStep {
+	if errors.Is(err, jobstore.ErrEffectNotFound) || errors.Is(err, jobstore.ErrNotFound) || err == nil && e.Kind != jobstore.EffectKindStep {
 		h.message(w, r, c, http.StatusNotFound, "Not found", fmt.Sprintf("No effect %q among the projects of token %s.", key, c.Name))
-		return coordinator.EffectRecord{}, false
+		return jobstore.EffectRecord{}, false
 	}
 	if err != nil {
 		h.internal(w, r, c, err)
-		return coordinator.EffectRecord{}, false
+		return jobstore.EffectRecord{}, false
 	}
 	return e, true
 }
 
 func checkDecision(d string) error {
-	if d != coordinator.ResolveDone && d != coordinator.ResolveRetry {
-		return fmt.Errorf("decision: %q must be %s or %s", d, coordinator.ResolveDone, coordinator.ResolveRetry)
+	if d != jobstore.ResolveDone && d != jobstore.ResolveRetry {
+		return fmt.Errorf("decision: %q must be %s or %s", d, jobstore.ResolveDone, jobstore.ResolveRetry)
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func (h *Handler) confirmResolve(w http.ResponseWriter, r *http.Request, c *call
 		Action:   "/ui/effects/resolve", Button: "Retry the step", Back: back,
 		Hidden: map[string]string{"key": e.Key, "decision": decision}, Text: "Note (optional)",
 	}
-	if decision == coordinator.ResolveDone {
+	if decision == jobstore.ResolveDone {
 		d.Question = fmt.Sprintf("Step %d (%s) of job %s happened: mark it done?", e.Step, e.Op, e.JobID)
 		d.Detail, d.Button = "The job is queued again and its next generation skips the step.", "Mark done"
 	}
@@ -237,7 +237,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 		stored += ": " + note
 	}
 	_, _, err := h.store.ResolveEffect(r.Context(), e.Key, decision, stored)
-	if errors.Is(err, coordinator.ErrConflict) {
+	if errors.Is(err, jobstore.ErrConflict) {
 		h.render(w, r, http.StatusConflict, "message", view{Title: "Nothing to resolve", Caller: c,
 			Data: messageData{Text: fmt.Sprintf("Effect %s is not in doubt (it is %s).", e.Key, e.State), Back: back}})
 		return
@@ -246,6 +246,6 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request, c *caller) {
 		h.internal(w, r, c, err)
 		return
 	}
-	h.record(r, c, coordinator.UIAction{Action: coordinator.UIActionResolve, Target: e.Key, JobID: e.JobID, Detail: decision + strings.TrimSuffix(": "+note, ": ")})
+	h.record(r, c, jobstore.UIAction{Action: jobstore.UIActionResolve, Target: e.Key, JobID: e.JobID, Detail: decision + strings.TrimSuffix(": "+note, ": ")})
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // CookieName is the session cookie's name.
@@ -59,7 +59,7 @@ func bearer(r *http.Request) (string, bool) {
 func (h *Handler) authenticate(r *http.Request) (caller, bool, error) {
 	if tok, ok := bearer(r); ok {
 		t, err := h.store.APITokenByHash(r.Context(), api.HashToken(tok))
-		if errors.Is(err, coordinator.ErrTokenNotFound) {
+		if errors.Is(err, jobstore.ErrTokenNotFound) {
 			return caller{}, false, nil
 		}
 		if err != nil {
@@ -76,7 +76,7 @@ func (h *Handler) authenticate(r *http.Request) (caller, bool, error) {
 	}
 	hash := sha256.Sum256([]byte(ck.Value))
 	_, t, err := h.store.UISession(r.Context(), hash)
-	if errors.Is(err, coordinator.ErrUISessionNotFound) {
+	if errors.Is(err, jobstore.ErrUISessionNotFound) {
 		return caller{}, false, nil
 	}
 	if err != nil {
@@ -88,7 +88,7 @@ func (h *Handler) authenticate(r *http.Request) (caller, bool, error) {
 	return caller{Caller: callerOf(t), CSRF: csrfFor(ck.Value), session: &hash}, true, nil
 }
 
-func callerOf(t coordinator.APIToken) api.Caller {
+func callerOf(t jobstore.APIToken) api.Caller {
 	ps := t.Projects
 	if ps == nil {
 		ps = []string{}
@@ -231,7 +231,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := h.store.APITokenByHash(r.Context(), api.HashToken(tok))
 	switch {
-	case errors.Is(err, coordinator.ErrTokenNotFound):
+	case errors.Is(err, jobstore.ErrTokenNotFound):
 		h.log.Warn().Msg("ui: login with an unknown token")
 		fail(http.StatusUnauthorized, "Unknown token.")
 		return
@@ -241,7 +241,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	case t.Revoked():
 		fail(http.StatusUnauthorized, fmt.Sprintf("Token %s was revoked.", t.Name))
 		return
-	case !callerOf(t).Has(coordinator.ScopeRead):
+	case !callerOf(t).Has(jobstore.ScopeRead):
 		fail(http.StatusUnauthorized, fmt.Sprintf("Token %s lacks scope read, which the dashboard needs.", t.Name))
 		return
 	}
@@ -267,7 +267,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 // logout is POST /ui/logout: the session is deleted and its cookie
 // cleared.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	h.action(coordinator.ScopeRead, func(w http.ResponseWriter, r *http.Request, c *caller) {
+	h.action(jobstore.ScopeRead, func(w http.ResponseWriter, r *http.Request, c *caller) {
 		if c.session != nil {
 			if err := h.store.DeleteUISession(r.Context(), *c.session); err != nil {
 				h.internal(w, r, c, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -93,7 +94,7 @@ func benchSetup(b *testing.B, kind string) *benchEnv {
 				Tags:  []string{"lab", "row-" + fmt.Sprint(a%10)},
 				Facts: &protocol.PhoneFacts{BatteryLevel: &level, BatteryTempC: &temp, AndroidVersion: "14", SDK: 34, ScreenWidth: 1080, ScreenHeight: 2400}})
 		}
-		if _, _, err := st.AgentHello(ctx, coordinator.AgentHello{AgentID: fmt.Sprintf("agent-%04d", a), BootID: "boot-1", Version: "1.0.0",
+		if _, _, err := st.AgentHello(ctx, jobstore.AgentHello{AgentID: fmt.Sprintf("agent-%04d", a), BootID: "boot-1", Version: "1.0.0",
 			Devices: devs, Slots: benchPhones, CoordinatorID: "c1"}); err != nil {
 			b.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func benchSetup(b *testing.B, kind string) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.CreateAPIToken(ctx, coordinator.APIToken{Name: "bench", Hash: hash, Projects: []string{"p0", "p1"}, Scopes: []string{"read", "operate", "admin"}}); err != nil {
+	if _, err := st.CreateAPIToken(ctx, jobstore.APIToken{Name: "bench", Hash: hash, Projects: []string{"p0", "p1"}, Scopes: []string{"read", "operate", "admin"}}); err != nil {
 		b.Fatal(err)
 	}
 	// A presigner that signs locally (its region is set): the thumbnails

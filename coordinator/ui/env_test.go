@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // direct grants.
 type store interface {
 	ui.Store
-	ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error)
+	ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, error)
 }
 
 // kinds are the stores every behaviour test runs on.
@@ -107,7 +107,7 @@ func (e *env) token(name string, projects []string, scopes ...string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.CreateAPIToken(e.t.Context(), coordinator.APIToken{Name: name, Hash: hash, Projects: projects, Scopes: scopes}); err != nil {
+	if _, err := e.store.CreateAPIToken(e.t.Context(), jobstore.APIToken{Name: name, Hash: hash, Projects: projects, Scopes: scopes}); err != nil {
 		e.t.Fatal(err)
 	}
 	return secret
@@ -190,7 +190,7 @@ func (r reply) csrf(t *testing.T) string {
 // hello registers agent id with phones.
 func (e *env) hello(id string, devs ...protocol.Device) {
 	e.t.Helper()
-	if _, _, err := e.store.AgentHello(e.t.Context(), coordinator.AgentHello{AgentID: id, BootID: "boot-1", Version: "1.0.0", Devices: devs, Slots: 2, CoordinatorID: "c1"}); err != nil {
+	if _, _, err := e.store.AgentHello(e.t.Context(), jobstore.AgentHello{AgentID: id, BootID: "boot-1", Version: "1.0.0", Devices: devs, Slots: 2, CoordinatorID: "c1"}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -199,9 +199,9 @@ func ready(serial, model string, tags ...string) protocol.Device {
 	return protocol.Device{Serial: serial, State: protocol.DeviceReady, Model: model, Tags: tags}
 }
 
-func (e *env) submit(id, project string, sel protocol.DeviceSelector) coordinator.Job {
+func (e *env) submit(id, project string, sel protocol.DeviceSelector) jobstore.Job {
 	e.t.Helper()
-	j, err := e.store.Submit(e.t.Context(), coordinator.JobSpec{ID: id, Project: project, SubmittedBy: "alice",
+	j, err := e.store.Submit(e.t.Context(), jobstore.JobSpec{ID: id, Project: project, SubmittedBy: "alice",
 		Task: protocol.Task{Device: sel, Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -210,9 +210,9 @@ func (e *env) submit(id, project string, sel protocol.DeviceSelector) coordinato
 }
 
 // claim grants the next job to agent's session on its phones.
-func (e *env) claim(agent string, devs ...protocol.Device) coordinator.Lease {
+func (e *env) claim(agent string, devs ...protocol.Device) jobstore.Lease {
 	e.t.Helper()
-	l, err := e.store.ClaimFor(e.t.Context(), coordinator.ClaimRequest{Owner: fencing.Owner(agent, "boot-1"), Devices: devs, Slots: 4, TTL: time.Minute})
+	l, err := e.store.ClaimFor(e.t.Context(), jobstore.ClaimRequest{Owner: fencing.Owner(agent, "boot-1"), Devices: devs, Slots: 4, TTL: time.Minute})
 	if err != nil {
 		e.t.Fatalf("claim for %s: %v", agent, err)
 	}

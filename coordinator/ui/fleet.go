@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"context"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -9,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -73,7 +75,7 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request, c *caller) {
 	// page's time (docs/benchmarks.md, "Web dashboard").
 	var b strings.Builder
 	b.Grow(len(d.Agents)*400 + len(d.Phones)*600)
-	writeAgentRows(&b, d.Agents, c.Has(coordinator.ScopeAdmin))
+	writeAgentRows(&b, d.Agents, c.Has(jobstore.ScopeAdmin))
 	d.AgentRows = template.HTML(b.String()) //nolint:gosec // every value is escaped by writeAgentRows
 	b.Reset()
 	writePhoneRows(&b, d.Phones)
@@ -88,29 +90,29 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	// fleet each read takes tens of milliseconds (docs/benchmarks.md, "Web
 	// dashboard").
 	var (
-		running        []coordinator.RunningJob
-		actions        []coordinator.UIAction
+		running        []jobstore.RunningJob
+		actions        []jobstore.UIAction
 		runErr, actErr error
-		screens        []coordinator.PhoneScreen
+		screens        []jobstore.PhoneScreen
 		screenErr      error
 		side, wg       sync.WaitGroup
 	)
 	side.Go(func() {
 		running, runErr = h.store.RunningJobs(ctx)
 		if runErr == nil {
-			actions, actErr = h.store.UIActions(ctx, coordinator.UIActionFilter{Limit: 200})
+			actions, actErr = h.store.UIActions(ctx, jobstore.UIActionFilter{Limit: 200})
 		}
 	})
 	defer side.Wait()
-	agents, err := h.store.FleetAgents(ctx)
+	agents, err := h.fleetAgents(ctx)
 	if err != nil {
 		return fleetData{}, err
 	}
 	if h.opts.Presigner != nil {
-		var refs []coordinator.PhoneRef
+		var refs []jobstore.PhoneRef
 		for _, a := range agents {
 			for _, dev := range a.Devices {
-				refs = append(refs, coordinator.PhoneRef{AgentID: a.ID, Serial: dev.Serial})
+				refs = append(refs, jobstore.PhoneRef{AgentID: a.ID, Serial: dev.Serial})
 			}
 		}
 		wg.Go(func() { screens, screenErr = h.store.PhoneScreens(ctx, refs, c.Projects) })
@@ -125,7 +127,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	}
 	type phoneKey struct{ agent, serial string }
 	perAgent := map[string]int{}
-	onPhone := map[phoneKey]coordinator.RunningJob{}
+	onPhone := map[phoneKey]jobstore.RunningJob{}
 	for _, j := range running {
 		agent, _, _ := splitOwner(j.WorkerID)
 		perAgent[agent]++
@@ -133,9 +135,9 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 			onPhone[phoneKey{agent, j.Device}] = j
 		}
 	}
-	lastAction := map[string]*coordinator.UIAction{}
+	lastAction := map[string]*jobstore.UIAction{}
 	for i := range actions {
-		if a := &actions[i]; a.Action == coordinator.UIActionDrain || a.Action == coordinator.UIActionResume {
+		if a := &actions[i]; a.Action == jobstore.UIActionDrain || a.Action == jobstore.UIActionResume {
 			lastAction[a.Target] = a
 		}
 	}
@@ -149,7 +151,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		if !a.LastSeen.IsZero() {
 			row.Seen += " (" + ago(a.SeenAgo) + ")"
 		}
-		if act := lastAction[a.ID]; act != nil && act.Action == coordinator.UIActionDrain {
+		if act := lastAction[a.ID]; act != nil && act.Action == jobstore.UIActionDrain {
 			row.DrainedBy = act.TokenName + ", " + stamp(act.At)
 		}
 		switch {
@@ -382,4 +384,25 @@ func health(f *protocol.PhoneFacts) []string {
 		out = append(out, strconv.FormatInt(*f.FreeStorageMB, 10)+" MB free")
 	}
 	return out
+}
+
+// fleetAgents lists the agents for the fleet page, each device list decoded
+// only when its stored JSON changed since the last render (DeviceMemo). The
+// lists are shared between renders: nothing may modify them.
+func (h *Handler) fleetAgents(ctx context.Context) ([]jobstore.Agent, error) {
+	fleet, err := h.store.FleetAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	agents := make([]jobstore.Agent, len(fleet))
+	keep := make(map[string]bool, len(fleet))
+	for i, a := range fleet {
+		if a.Devices, err = h.devices.Devices(a.ID, a.DevicesJSON); err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		agents[i] = a.Agent
+		keep[a.ID] = true
+	}
+	h.devices.Keep(keep)
+	return agents, nil
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -29,7 +29,7 @@ type writeRow struct {
 }
 
 type artifactRow struct {
-	coordinator.ArtifactRecord
+	jobstore.ArtifactRecord
 	URL string // presigned GET URL, "" without storage
 }
 
@@ -57,7 +57,7 @@ type genLog struct {
 }
 
 type effectRow struct {
-	coordinator.EffectRecord
+	jobstore.EffectRecord
 	NeedsDecision bool
 }
 
@@ -71,7 +71,7 @@ type jobData struct {
 	OpLogs      []genLog
 	NoStorage   bool
 	Effects     []effectRow
-	Actions     []coordinator.UIAction
+	Actions     []jobstore.UIAction
 	Live        bool // not finished: the status may still change
 	Cancellable bool
 }
@@ -95,14 +95,14 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, c *caller) {
 	h.render(w, r, http.StatusOK, "job", view{Title: "Job " + j.ID, Caller: c, Live: "job", JobID: j.ID, Data: d})
 }
 
-func (h *Handler) jobData(ctx context.Context, j coordinator.Job) (jobData, error) {
+func (h *Handler) jobData(ctx context.Context, j jobstore.Job) (jobData, error) {
 	evs, err := h.store.WriteEvents(ctx, j.ID)
 	if err != nil {
 		return jobData{}, err
 	}
 	task, _ := json.MarshalIndent(j.Task, "", "  ")
 	d := jobData{Job: api.NewJobView(j), Task: string(task), Generations: api.Generations(evs),
-		Live: !coordinator.Finished(j.Status), Cancellable: !coordinator.Finished(j.Status), NoStorage: h.opts.Presigner == nil}
+		Live: !jobstore.Finished(j.Status), Cancellable: !jobstore.Finished(j.Status), NoStorage: h.opts.Presigner == nil}
 	for _, e := range evs {
 		agent, _, _ := splitOwner(e.Owner)
 		d.Writes = append(d.Writes, writeRow{WriteEventView: api.WriteEventView{ID: e.ID, At: e.At, Verb: e.Verb, Owner: e.Owner,
@@ -111,7 +111,7 @@ func (h *Handler) jobData(ctx context.Context, j coordinator.Job) (jobData, erro
 			d.Refused++
 		}
 	}
-	byGen := map[int64][]coordinator.ArtifactRecord{}
+	byGen := map[int64][]jobstore.ArtifactRecord{}
 	for g := int64(1); g <= j.Generation; g++ {
 		recs, err := h.store.Artifacts(ctx, j.ID, g)
 		if err != nil {
@@ -137,14 +137,14 @@ func (h *Handler) jobData(ctx context.Context, j coordinator.Job) (jobData, erro
 			}
 		}
 	}
-	effs, err := h.store.ListEffects(ctx, coordinator.EffectFilter{JobID: j.ID, Kind: coordinator.EffectKindStep})
+	effs, err := h.store.ListEffects(ctx, jobstore.EffectFilter{JobID: j.ID, Kind: jobstore.EffectKindStep})
 	if err != nil {
 		return jobData{}, err
 	}
 	for _, e := range effs {
 		d.Effects = append(d.Effects, effectRow{EffectRecord: e, NeedsDecision: e.State == protocol.EffectInDoubt})
 	}
-	if d.Actions, err = h.store.UIActions(ctx, coordinator.UIActionFilter{JobID: j.ID}); err != nil {
+	if d.Actions, err = h.store.UIActions(ctx, jobstore.UIActionFilter{JobID: j.ID}); err != nil {
 		return jobData{}, err
 	}
 	return d, nil
@@ -152,7 +152,7 @@ func (h *Handler) jobData(ctx context.Context, j coordinator.Job) (jobData, erro
 
 // opLog reads the operation log artifact a of one generation from
 // storage; the artifacts of that generation give its captures.
-func (h *Handler) opLog(ctx context.Context, jobID string, a coordinator.ArtifactRecord, arts []coordinator.ArtifactRecord) genLog {
+func (h *Handler) opLog(ctx context.Context, jobID string, a jobstore.ArtifactRecord, arts []jobstore.ArtifactRecord) genLog {
 	out := genLog{Generation: a.Generation, Owner: a.Owner}
 	u, err := h.opts.Presigner.PresignGet(ctx, a.Key, time.Minute)
 	if err != nil {
@@ -175,7 +175,7 @@ func (h *Handler) opLog(ctx context.Context, jobID string, a coordinator.Artifac
 		out.Error = fmt.Sprintf("the storage server answered %s for the operation log", resp.Status)
 		return out
 	}
-	known := map[string]coordinator.ArtifactRecord{}
+	known := map[string]jobstore.ArtifactRecord{}
 	for _, x := range arts {
 		known[x.Name] = x
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -44,7 +45,7 @@ func (e *env) upload(mio testenv.MinIOServer, tok fencing.Token, name, contentTy
 		e.t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if err := e.store.RegisterArtifact(e.t.Context(), tok, coordinator.ArtifactRecord{
+	if err := e.store.RegisterArtifact(e.t.Context(), tok, jobstore.ArtifactRecord{
 		Name: name, Key: key, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: contentType,
 	}); err != nil {
 		e.t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // PageSize is how many jobs the job list shows per page.
@@ -31,7 +31,7 @@ type jobRow struct {
 	UpdatedAt   time.Time
 }
 
-func newJobRow(j coordinator.Job) jobRow {
+func newJobRow(j jobstore.Job) jobRow {
 	agent, _, _ := splitOwner(j.WorkerID)
 	return jobRow{ID: j.ID, Status: j.Status, Project: j.Project, Agent: agent, Phone: j.Device, Generation: j.Generation,
 		Attempts: j.Attempts, SubmittedBy: j.SubmittedBy, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
@@ -69,22 +69,22 @@ func decodeCursor(s string) (int64, error) {
 // status, project, agent and phone, PageSize per page.
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request, c *caller) {
 	q := r.URL.Query()
-	d := jobsData{Statuses: coordinator.Statuses, Status: strings.ToUpper(strings.TrimSpace(q.Get("status"))),
+	d := jobsData{Statuses: jobstore.Statuses, Status: strings.ToUpper(strings.TrimSpace(q.Get("status"))),
 		Project: strings.TrimSpace(q.Get("project")), Agent: strings.TrimSpace(q.Get("agent")), Phone: strings.TrimSpace(q.Get("phone"))}
-	f := coordinator.JobPageFilter{Projects: c.Projects, AgentID: d.Agent, Phone: d.Phone, Limit: PageSize}
+	f := jobstore.JobPageFilter{Projects: c.Projects, AgentID: d.Agent, Phone: d.Phone, Limit: PageSize}
 	bad := func(msg string) {
 		d.Error = msg
 		h.render(w, r, http.StatusBadRequest, "jobs", view{Title: "Jobs", Caller: c, Data: d})
 	}
 	if d.Status != "" {
-		if !slices.Contains(coordinator.Statuses, d.Status) {
-			bad(fmt.Sprintf("status: unknown status %q (want one of %s)", d.Status, strings.Join(coordinator.Statuses, ", ")))
+		if !slices.Contains(jobstore.Statuses, d.Status) {
+			bad(fmt.Sprintf("status: unknown status %q (want one of %s)", d.Status, strings.Join(jobstore.Statuses, ", ")))
 			return
 		}
 		f.Statuses = []string{d.Status}
 	}
 	if d.Project != "" {
-		if err := coordinator.CheckProject(d.Project); err != nil {
+		if err := jobstore.CheckProject(d.Project); err != nil {
 			bad("project: " + err.Error())
 			return
 		}
@@ -129,7 +129,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request, c *caller) {
 // deny records that the caller asked for another project's job or jobs,
 // as the API records it.
 func (h *Handler) deny(r *http.Request, c *caller, jobID, project string) {
-	if err := h.store.RecordAPIDenial(r.Context(), coordinator.APIDenial{
+	if err := h.store.RecordAPIDenial(r.Context(), jobstore.APIDenial{
 		TokenName: c.Name, Method: r.Method, Route: r.URL.Path, JobID: jobID, Project: project,
 	}); err != nil {
 		h.log.Error().Err(err).Msg("ui: record denial")
@@ -140,19 +140,19 @@ func (h *Handler) deny(r *http.Request, c *caller, jobID, project string) {
 // visibleJob reads the job of the path; it answers 404 (and records the
 // denial) for a job of a project the caller does not see, as for an
 // unknown one.
-func (h *Handler) visibleJob(w http.ResponseWriter, r *http.Request, c *caller, id string) (coordinator.Job, bool) {
+func (h *Handler) visibleJob(w http.ResponseWriter, r *http.Request, c *caller, id string) (jobstore.Job, bool) {
 	j, err := h.store.Get(r.Context(), id)
 	if err == nil && !c.Sees(j.Project) {
 		h.deny(r, c, j.ID, j.Project)
-		err = coordinator.ErrNotFound
+		err = jobstore.ErrNotFound
 	}
-	if errors.Is(err, coordinator.ErrNotFound) {
+	if errors.Is(err, jobstore.ErrNotFound) {
 		h.message(w, r, c, http.StatusNotFound, "Not found", fmt.Sprintf("No job %s among the projects of token %s.", id, c.Name))
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	if err != nil {
 		h.internal(w, r, c, err)
-		return coordinator.Job{}, false
+		return jobstore.Job{}, false
 	}
 	return j, true
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -53,9 +53,9 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 		j, err := h.store.Get(r.Context(), id)
 		if err == nil && !c.Sees(j.Project) {
 			h.deny(r, c, j.ID, j.Project)
-			err = coordinator.ErrNotFound
+			err = jobstore.ErrNotFound
 		}
-		if errors.Is(err, coordinator.ErrNotFound) {
+		if errors.Is(err, jobstore.ErrNotFound) {
 			http.Error(w, "no job "+id, http.StatusNotFound)
 			return
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -45,15 +46,15 @@ var staticFS embed.FS
 
 // Store is the store the dashboard reads and acts on.
 type Store interface {
-	coordinator.Store
-	coordinator.APIStore
-	coordinator.UIStore
+	jobstore.Store
+	jobstore.APIStore
+	jobstore.UIStore
 }
 
 // Options configures the dashboard.
 type Options struct {
 	// Store must implement Store.
-	Store coordinator.Store
+	Store jobstore.Store
 	// Broker, when set, feeds the live updates of the job pages; without
 	// it GET /ui/events answers 503 and the pages are only as fresh as
 	// their last load.
@@ -97,6 +98,9 @@ type Handler struct {
 	client *http.Client
 	bufs   sync.Pool
 	logins loginLimits
+	// devices keeps the agents' decoded device lists between renders of the
+	// fleet page (devicememo.go).
+	devices DeviceMemo
 }
 
 // New returns the dashboard of opts.
@@ -202,19 +206,19 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/login", h.loginPage)
 	h.mux.HandleFunc("POST /ui/login", h.login)
 	h.mux.HandleFunc("POST /ui/logout", h.logout)
-	h.mux.HandleFunc("GET /ui/fleet", h.page(coordinator.ScopeRead, h.fleet))
-	h.mux.HandleFunc("GET /ui/jobs", h.page(coordinator.ScopeRead, h.jobs))
-	h.mux.HandleFunc("GET /ui/jobs/{id}", h.page(coordinator.ScopeRead, h.job))
-	h.mux.HandleFunc("GET /ui/jobs/{id}/artifacts/{gen}/{name}", h.page(coordinator.ScopeRead, h.artifact))
-	h.mux.HandleFunc("GET /ui/events", h.page(coordinator.ScopeRead, h.live))
-	h.mux.HandleFunc("GET /ui/agents/{id}/drain", h.page(coordinator.ScopeAdmin, h.confirmDrain(true)))
-	h.mux.HandleFunc("POST /ui/agents/{id}/drain", h.action(coordinator.ScopeAdmin, h.drain(true)))
-	h.mux.HandleFunc("GET /ui/agents/{id}/resume", h.page(coordinator.ScopeAdmin, h.confirmDrain(false)))
-	h.mux.HandleFunc("POST /ui/agents/{id}/resume", h.action(coordinator.ScopeAdmin, h.drain(false)))
-	h.mux.HandleFunc("GET /ui/jobs/{id}/cancel", h.page(coordinator.ScopeOperate, h.confirmCancel))
-	h.mux.HandleFunc("POST /ui/jobs/{id}/cancel", h.action(coordinator.ScopeOperate, h.cancel))
-	h.mux.HandleFunc("GET /ui/effects/resolve", h.page(coordinator.ScopeOperate, h.confirmResolve))
-	h.mux.HandleFunc("POST /ui/effects/resolve", h.action(coordinator.ScopeOperate, h.resolve))
+	h.mux.HandleFunc("GET /ui/fleet", h.page(jobstore.ScopeRead, h.fleet))
+	h.mux.HandleFunc("GET /ui/jobs", h.page(jobstore.ScopeRead, h.jobs))
+	h.mux.HandleFunc("GET /ui/jobs/{id}", h.page(jobstore.ScopeRead, h.job))
+	h.mux.HandleFunc("GET /ui/jobs/{id}/artifacts/{gen}/{name}", h.page(jobstore.ScopeRead, h.artifact))
+	h.mux.HandleFunc("GET /ui/events", h.page(jobstore.ScopeRead, h.live))
+	h.mux.HandleFunc("GET /ui/agents/{id}/drain", h.page(jobstore.ScopeAdmin, h.confirmDrain(true)))
+	h.mux.HandleFunc("POST /ui/agents/{id}/drain", h.action(jobstore.ScopeAdmin, h.drain(true)))
+	h.mux.HandleFunc("GET /ui/agents/{id}/resume", h.page(jobstore.ScopeAdmin, h.confirmDrain(false)))
+	h.mux.HandleFunc("POST /ui/agents/{id}/resume", h.action(jobstore.ScopeAdmin, h.drain(false)))
+	h.mux.HandleFunc("GET /ui/jobs/{id}/cancel", h.page(jobstore.ScopeOperate, h.confirmCancel))
+	h.mux.HandleFunc("POST /ui/jobs/{id}/cancel", h.action(jobstore.ScopeOperate, h.cancel))
+	h.mux.HandleFunc("GET /ui/effects/resolve", h.page(jobstore.ScopeOperate, h.confirmResolve))
+	h.mux.HandleFunc("POST /ui/effects/resolve", h.action(jobstore.ScopeOperate, h.resolve))
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
 	h.mux.Handle("GET /ui/static/{file}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -278,8 +282,8 @@ type view struct {
 }
 
 // CanOperate and CanAdmin tell the templates which actions to offer.
-func (v view) CanOperate() bool { return v.Caller != nil && v.Caller.Has(coordinator.ScopeOperate) }
-func (v view) CanAdmin() bool   { return v.Caller != nil && v.Caller.Has(coordinator.ScopeAdmin) }
+func (v view) CanOperate() bool { return v.Caller != nil && v.Caller.Has(jobstore.ScopeOperate) }
+func (v view) CanAdmin() bool   { return v.Caller != nil && v.Caller.Has(jobstore.ScopeAdmin) }
 
 // render writes page name with v, status code.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name string, v view) {

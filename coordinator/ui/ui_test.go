@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/ui"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -69,7 +69,7 @@ func TestLoginCookie(t *testing.T) {
 		}
 		var raw [sha256.Size]byte
 		copy(raw[:], secret)
-		if _, _, err := e.store.UISession(t.Context(), raw); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+		if _, _, err := e.store.UISession(t.Context(), raw); !errors.Is(err, jobstore.ErrUISessionNotFound) {
 			t.Errorf("the store knows the session by its secret: %v", err)
 		}
 		if r = e.get(c, "/ui/"); r.header.Get("Location") != "/ui/fleet" {
@@ -103,7 +103,7 @@ func TestLoginCookie(t *testing.T) {
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/login" {
 			t.Fatalf("logout: %s", r)
 		}
-		if _, _, err := e.store.UISession(t.Context(), sha256.Sum256([]byte(secret))); !errors.Is(err, coordinator.ErrUISessionNotFound) {
+		if _, _, err := e.store.UISession(t.Context(), sha256.Sum256([]byte(secret))); !errors.Is(err, jobstore.ErrUISessionNotFound) {
 			t.Errorf("session after logout: %v", err)
 		}
 		req, _ = http.NewRequest(http.MethodGet, e.srv.URL+"/ui/fleet", nil)
@@ -184,7 +184,7 @@ func (e *env) inDoubt(id, agent string, dev protocol.Device) {
 	e.t.Helper()
 	ctx := e.t.Context()
 	l := e.claim(agent, dev)
-	if _, err := e.store.ReserveEffect(ctx, l.Token, coordinator.EffectIntent{Key: "pay-" + id, Step: 1, Op: "tap", Attempt: "a1"}); err != nil {
+	if _, err := e.store.ReserveEffect(ctx, l.Token, jobstore.EffectIntent{Key: "pay-" + id, Step: 1, Op: "tap", Attempt: "a1"}); err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.store.Reassign(ctx, id, fencing.Owner(agent, "boot-1"), time.Minute); err != nil {
@@ -298,7 +298,7 @@ func TestActions(t *testing.T) {
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/jobs/j2" {
 			t.Fatalf("cancel: %s", r)
 		}
-		if j, _ := e.store.Get(ctx, "j2"); j.Status != coordinator.StatusCancelled || j.FailReason != "wrong phone" {
+		if j, _ := e.store.Get(ctx, "j2"); j.Status != jobstore.StatusCancelled || j.FailReason != "wrong phone" {
 			t.Errorf("j2 after the cancel: %s %q", j.Status, j.FailReason)
 		}
 
@@ -320,11 +320,11 @@ func TestActions(t *testing.T) {
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/ui/jobs/j1" {
 			t.Fatalf("resolve: %s", r)
 		}
-		if eff, _ := e.store.GetEffect(ctx, "pay-j1"); eff.Resolution != coordinator.ResolveRetry || !strings.Contains(eff.Note, "ops") {
+		if eff, _ := e.store.GetEffect(ctx, "pay-j1"); eff.Resolution != jobstore.ResolveRetry || !strings.Contains(eff.Note, "ops") {
 			t.Errorf("effect after resolve: %s %q", eff.Resolution, eff.Note)
 		}
 
-		acts, err := e.store.UIActions(ctx, coordinator.UIActionFilter{})
+		acts, err := e.store.UIActions(ctx, jobstore.UIActionFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func TestProjectIsolation(t *testing.T) {
 		if r.status != http.StatusNotFound {
 			t.Errorf("cancel of another project's job: %d", r.status)
 		}
-		if j, _ := e.store.Get(t.Context(), "theirs"); j.Status != coordinator.StatusInProgress {
+		if j, _ := e.store.Get(t.Context(), "theirs"); j.Status != jobstore.StatusInProgress {
 			t.Errorf("another project's job is %s", j.Status)
 		}
 		fleet := e.get(c, "/ui/fleet")
@@ -435,9 +435,9 @@ func TestPagination(t *testing.T) {
 	forKinds(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, nil)
 		n := 2*ui.PageSize + 7
-		var jobs []coordinator.JobSpec
+		var jobs []jobstore.JobSpec
 		for i := range n {
-			jobs = append(jobs, coordinator.JobSpec{ID: "job-" + string(rune('a'+i/26)) + string(rune('a'+i%26)), Project: "p1",
+			jobs = append(jobs, jobstore.JobSpec{ID: "job-" + string(rune('a'+i/26)) + string(rune('a'+i%26)), Project: "p1",
 				Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}})
 		}
 		if _, err := e.store.SubmitAll(t.Context(), jobs); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -204,7 +204,7 @@ func capacityRun(ctx context.Context, o *CapacityOptions, driver string, n int) 
 		}
 		id := fmt.Sprintf("cap-%d-%08x", n, rand.Uint32())
 		subWG.Go(func() {
-			if _, err := sys.Store.Submit(ctx, coordinator.JobSpec{ID: id, Task: capacityTask}); err != nil {
+			if _, err := sys.Store.Submit(ctx, jobstore.JobSpec{ID: id, Task: capacityTask}); err != nil {
 				stats.fail(fmt.Errorf("submit: %w", err))
 				return
 			}

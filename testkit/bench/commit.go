@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // CommitOptions configures the fenced commit scenario.
@@ -224,7 +225,7 @@ func commitThroughput(ctx context.Context, o *CommitOptions, driver string) (Thr
 				start := time.Now()
 				var rr protocol.ResultReply
 				rctx, cancel := context.WithTimeout(runCtx, 10*time.Second)
-				err := protocol.Request(rctx, conns[i], subj, protocol.Result{Token: tok, Result: res}, &rr)
+				err := natsrpc.Request(rctx, conns[i], subj, protocol.Result{Token: tok, Result: res}, &rr)
 				cancel()
 				if runCtx.Err() != nil {
 					return
@@ -291,7 +292,7 @@ func commitThroughput(ctx context.Context, o *CommitOptions, driver string) (Thr
 		}
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := protocol.Request(rctx, nc, subj, protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
+		err := natsrpc.Request(rctx, nc, subj, protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
 		cancel()
 		d := time.Since(start)
 		switch {

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/coordstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
 
@@ -43,7 +42,7 @@ func ServeCoordinator(ctx context.Context, args []string, stdout, stderr io.Writ
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Logger()
 	cfg := CoordConfig{LeaseTTL: *ttl, ReapInterval: *reap, ScheduleInterval: *sched, HeartbeatEvery: *hb, OfflineAfter: *offline}.config(*url)
 	cfg.Store = storeConfig(*driver, *dsn)
-	store, err := coordstore.Open(ctx, cfg.Store)
+	store, err := coordinator.OpenStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}

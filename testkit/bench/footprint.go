@@ -14,7 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/gobuild"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
@@ -204,7 +204,7 @@ devices:
 	}
 	rep.Phases = append(rep.Phases, p)
 
-	job, err := sys.Store.Submit(ctx, coordinator.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+	job, err := sys.Store.Submit(ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
 		{Op: protocol.OpLaunch, Package: "com.android.settings"},
 		{Op: protocol.OpScreenshot, Name: "screen.png"},
 		{Op: protocol.OpUIDump, Name: "screen.xml"},
@@ -213,14 +213,14 @@ devices:
 		return rep, err
 	}
 	sys.Kick()
-	var j coordinator.Job
+	var j jobstore.Job
 	if err := waitFor(ctx, 60*time.Second, func() bool {
 		j, err = sys.Store.Get(ctx, job.ID)
-		return err == nil && coordinator.Finished(j.Status)
+		return err == nil && jobstore.Finished(j.Status)
 	}); err != nil {
 		return rep, fmt.Errorf("screenshot job: %w", err)
 	}
-	if j.Status != coordinator.StatusSucceeded {
+	if j.Status != jobstore.StatusSucceeded {
 		return rep, fmt.Errorf("screenshot job %s: %s", j.Status, j.FailReason)
 	}
 	if p, err = phase("idle after one screenshot job"); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // agentStats are what the protocol-level agents of a run measured.
@@ -129,7 +130,7 @@ func (a *simAgent) stop() {
 func (a *simAgent) request(ctx context.Context, verb string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return protocol.Request(ctx, a.nc, protocol.CoordSubject(a.id, verb), req, resp)
+	return natsrpc.Request(ctx, a.nc, protocol.CoordSubject(a.id, verb), req, resp)
 }
 
 func (a *simAgent) hello() error {

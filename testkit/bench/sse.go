@@ -17,8 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/events"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -57,7 +57,7 @@ type countingSource struct {
 	reads atomic.Int64
 }
 
-func (c *countingSource) Events(ctx context.Context, q coordinator.EventQuery) ([]coordinator.Event, error) {
+func (c *countingSource) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.Event, error) {
 	if q.All {
 		c.reads.Add(1)
 	}
@@ -95,7 +95,7 @@ func SSE(ctx context.Context, o SSEOptions) (*SSEReport, error) {
 	rep := &SSEReport{}
 	for _, d := range o.Drivers {
 		for i, iv := range o.Intervals {
-			var st coordinator.Store
+			var st jobstore.Store
 			switch d {
 			case DriverPostgres:
 				if o.Postgres == nil {
@@ -131,7 +131,7 @@ func SSE(ctx context.Context, o SSEOptions) (*SSEReport, error) {
 	return rep, nil
 }
 
-func sseRun(ctx context.Context, o SSEOptions, st coordinator.Store, interval time.Duration) (SSERun, error) {
+func sseRun(ctx context.Context, o SSEOptions, st jobstore.Store, interval time.Duration) (SSERun, error) {
 	r := SSERun{Interval: interval, Watchers: o.Watchers, Events: o.Events}
 	src := &countingSource{Store: st}
 	b := events.NewBroker(src, events.BrokerOptions{Interval: interval, Log: zerolog.Nop()})
@@ -221,7 +221,7 @@ func sseRun(ctx context.Context, o SSEOptions, st coordinator.Store, interval ti
 		<-tick.C
 		id := fmt.Sprintf("sse-%05d", i)
 		sent.Store(id, time.Now()) // before the submit: the delay includes the write
-		if _, err := st.Submit(ctx, coordinator.JobSpec{ID: id, Task: task, Project: "bench"}); err != nil {
+		if _, err := st.Submit(ctx, jobstore.JobSpec{ID: id, Task: task, Project: "bench"}); err != nil {
 			tick.Stop()
 			return r, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
@@ -279,7 +280,7 @@ func startStepEnv(ctx context.Context, c *Common, name, driver string, width, he
 	if err != nil {
 		return nil, err
 	}
-	caller := api.Caller{TokenID: 1, Name: "bench", Projects: []string{"bench"}, Scopes: []string{coordinator.ScopeRead, coordinator.ScopeOperate}}
+	caller := api.Caller{TokenID: 1, Name: "bench", Projects: []string{"bench"}, Scopes: []string{jobstore.ScopeRead, jobstore.ScopeOperate}}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != api.MCPPath {
 			sh.ServeHTTP(w, r)

@@ -20,7 +20,7 @@ import (
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
@@ -479,7 +479,7 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	s := StopSample{Way: way}
 	id := fmt.Sprintf("stop-%d", stopSeq.Add(1))
 	busy := way != StopStaleRenew
-	if _, err := sys.Store.Submit(ctx, coordinator.JobSpec{ID: id, Task: stopTask(p.serial, busy)}); err != nil {
+	if _, err := sys.Store.Submit(ctx, jobstore.JobSpec{ID: id, Task: stopTask(p.serial, busy)}); err != nil {
 		return s, err
 	}
 	sys.Kick()
@@ -501,10 +501,10 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 		return s, err
 	}
 	old := fencing.Token{JobID: id, Owner: before.WorkerID, Generation: before.Generation}
-	if before.Status != coordinator.StatusInProgress || !strings.HasPrefix(before.WorkerID, p.aID+"/") {
+	if before.Status != jobstore.StatusInProgress || !strings.HasPrefix(before.WorkerID, p.aID+"/") {
 		// On a loaded machine the job may have been given back (an assign
 		// answered late, a lease run out) after its first upload: drop it.
-		if _, err := sys.Store.Cancel(ctx, id, "bench: job moved before the trigger"); err != nil && !errors.Is(err, coordinator.ErrConflict) {
+		if _, err := sys.Store.Cancel(ctx, id, "bench: job moved before the trigger"); err != nil && !errors.Is(err, jobstore.ErrConflict) {
 			return s, err
 		}
 		if err := waitFor(ctx, 2*o.LeaseTTL+5*time.Second, func() bool {
@@ -580,7 +580,7 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 		}); err != nil {
 			return s, fmt.Errorf("job %s: no reclaim: %w", id, err)
 		}
-		if _, err := sys.Store.Cancel(ctx, id, "bench: stop measured"); err != nil && !errors.Is(err, coordinator.ErrConflict) {
+		if _, err := sys.Store.Cancel(ctx, id, "bench: stop measured"); err != nil && !errors.Is(err, jobstore.ErrConflict) {
 			return s, err
 		}
 		p.px.Heal()

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
@@ -111,7 +112,7 @@ func TestAssignRedeliveredAfterStop(t *testing.T) {
 		t.Helper()
 		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer rcancel()
-		return protocol.Request(rctx, coord, protocol.AgentSubject(agentID, protocol.VerbAssign), assign, &protocol.Ack{})
+		return natsrpc.Request(rctx, coord, protocol.AgentSubject(agentID, protocol.VerbAssign), assign, &protocol.Ack{})
 	}
 	if err := send(); err != nil {
 		t.Fatalf("assign: %v", err)

@@ -10,8 +10,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -149,8 +148,8 @@ func (r *Report) FailedJobs() []string {
 // fencedVerbs are the write_events verbs that carry a token presented by an
 // agent.
 var fencedVerbs = map[string]bool{
-	sqlstore.VerbRenew: true, sqlstore.VerbUpload: true, sqlstore.VerbArtifact: true,
-	sqlstore.VerbResult: true, sqlstore.VerbFail: true,
+	jobstore.VerbRenew: true, jobstore.VerbUpload: true, jobstore.VerbArtifact: true,
+	jobstore.VerbResult: true, jobstore.VerbFail: true,
 }
 
 // Check verifies a history: the porcupine model over the store calls, and
@@ -239,10 +238,10 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 	}
 	// Replay the store's own record of every attempt.
 	st := replayState{status: stQueued}
-	var accepted []coordinator.WriteEvent
+	var accepted []jobstore.WriteEvent
 	grantOwner := map[int64]string{}
 	for _, e := range h.Final.Events[id] {
-		if e.Verb == sqlstore.VerbResult || e.Verb == sqlstore.VerbResultUnfenced {
+		if e.Verb == jobstore.VerbResult || e.Verb == jobstore.VerbResultUnfenced {
 			if e.Accepted {
 				accepted = append(accepted, e)
 			}
@@ -255,37 +254,37 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 		}
 		current := st.status == stInProgress && st.gen == e.Generation && st.owner == e.Owner
 		switch e.Verb {
-		case sqlstore.VerbClaim, sqlstore.VerbReassign:
+		case jobstore.VerbClaim, jobstore.VerbReassign:
 			if e.Generation <= st.maxGen {
 				rep.add(RuleStaleAccepted, id, "grant to %s at generation %d, not above generation %d granted before (event %d)", e.Owner, e.Generation, st.maxGen, e.ID)
 			}
 			st = replayState{status: stInProgress, gen: e.Generation, owner: e.Owner, maxGen: max(st.maxGen, e.Generation)}
 			grantOwner[e.Generation] = e.Owner
-		case sqlstore.VerbReclaim:
+		case jobstore.VerbReclaim:
 			if !current {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "reclaim of %s#g%d accepted while the job was %s g%d %s (event %d)", e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
 			st.status, st.owner = stQueued, ""
-		case sqlstore.VerbRenew, sqlstore.VerbUpload, sqlstore.VerbArtifact:
+		case jobstore.VerbRenew, jobstore.VerbUpload, jobstore.VerbArtifact:
 			if !current {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "%s by %s#g%d accepted while the job was %s g%d %s (event %d)", e.Verb, e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
-		case sqlstore.VerbResult, sqlstore.VerbFail:
+		case jobstore.VerbResult, jobstore.VerbFail:
 			if !current {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "%s by %s#g%d accepted while the job was %s g%d %s (event %d)", e.Verb, e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
 			switch {
-			case e.Verb == sqlstore.VerbResult:
+			case e.Verb == jobstore.VerbResult:
 				st.status = stSucceeded
 			case e.Class == protocol.FailClassInfrastructure:
 				st.status, st.owner = stQueued, "" // retried (or FAILED, attempts used up)
 			default:
 				st.status, st.owner = "ended", "" // FAILED, or queued again
 			}
-		case sqlstore.VerbResultUnfenced:
+		case jobstore.VerbResultUnfenced:
 			// It carries no generation: only the owner and the status can
 			// be judged.
 			if st.status != stInProgress || st.owner != e.Owner {
@@ -293,9 +292,9 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 				rep.add(RuleStaleAccepted, id, "unfenced result by %s accepted while the job was %s g%d %s (event %d)", e.Owner, st.status, st.gen, st.owner, e.ID)
 			}
 			st.status = stSucceeded
-		case sqlstore.VerbCancel:
+		case jobstore.VerbCancel:
 			st.status, st.owner = stFailed, ""
-		case sqlstore.VerbTimeout:
+		case jobstore.VerbTimeout:
 			// The reaper ends the current grant, or a job queued again
 			// after one (the event may name its last owner).
 			if !current && st.status != stQueued {
@@ -325,19 +324,19 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 	}
 
 	switch j.Status {
-	case coordinator.StatusSucceeded:
+	case jobstore.StatusSucceeded:
 		rep.Succeeded++
 		checkAccepted(h, j, accepted, rep)
-	case coordinator.StatusFailed:
+	case jobstore.StatusFailed:
 		rep.Failed++
-	case coordinator.StatusTimedOut:
+	case jobstore.StatusTimedOut:
 		rep.TimedOut++
-	case coordinator.StatusCancelled:
+	case jobstore.StatusCancelled:
 		rep.Cancelled++
-	case coordinator.StatusNeedsDecision:
+	case jobstore.StatusNeedsDecision:
 		rep.NeedsDecision++
 	default:
-		if p, ok := h.Final.Running[id]; ok && j.Status == coordinator.StatusInProgress && p == j.WorkerID && h.Final.Live[p] {
+		if p, ok := h.Final.Running[id]; ok && j.Status == jobstore.StatusInProgress && p == j.WorkerID && h.Final.Live[p] {
 			rep.InProgress++
 			return
 		}
@@ -356,7 +355,7 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 // every job of a schedule fits any phone), or an expired lease was left in
 // place by a reaper sweep well after its expiry. A job that is merely slow
 // to end (an overloaded machine, agents offline) is not dropped.
-func dropped(h *History, j coordinator.Job) string {
+func dropped(h *History, j jobstore.Job) string {
 	ttl := h.Plan.Shape.withDefaults().LeaseTTL
 	submitted := map[string]*StoreOp{}
 	for _, op := range h.Ops {
@@ -365,7 +364,7 @@ func dropped(h *History, j coordinator.Job) string {
 		}
 	}
 	switch j.Status {
-	case coordinator.StatusQueued:
+	case jobstore.StatusQueued:
 		mine := submitted[j.ID]
 		if mine == nil {
 			return ""
@@ -379,7 +378,7 @@ func dropped(h *History, j coordinator.Job) string {
 					ms(j.UpdatedAt.Sub(h.Start)), op.JobID, op.Owner, ms(op.Call.Sub(h.Start)))
 			}
 		}
-	case coordinator.StatusInProgress:
+	case jobstore.StatusInProgress:
 		if j.LeaseExpiresAt.IsZero() {
 			return "in progress with no lease expiry"
 		}
@@ -405,14 +404,14 @@ type agentResult struct {
 // checkAccepted audits a SUCCEEDED job: its accepted result belongs to the
 // final grant, and its manifest is that generation's, stored with matching
 // stamps.
-func checkAccepted(h *History, j coordinator.Job, accepted []coordinator.WriteEvent, rep *Report) {
+func checkAccepted(h *History, j jobstore.Job, accepted []jobstore.WriteEvent, rep *Report) {
 	id := j.ID
 	tok := fencing.Token{JobID: id, Owner: j.CompletedBy, Generation: j.Generation}
 	if j.CompletedBy != j.WorkerID {
 		rep.add(RuleFinalGeneration, id, "result completed by %s, but the final grant (g%d) is %s's", j.CompletedBy, j.Generation, j.WorkerID)
 	}
 	for _, e := range accepted {
-		if e.Verb == sqlstore.VerbResult && e.Generation != j.Generation {
+		if e.Verb == jobstore.VerbResult && e.Generation != j.Generation {
 			rep.add(RuleFinalGeneration, id, "result accepted under generation %d, the job's final generation is %d", e.Generation, j.Generation)
 		}
 	}
@@ -468,7 +467,7 @@ func checkObjects(h *History, rep *Report) {
 	for id, evs := range h.Final.Events {
 		grants[id] = map[int64]string{}
 		for _, e := range evs {
-			if e.Accepted && (e.Verb == sqlstore.VerbClaim || e.Verb == sqlstore.VerbReassign) {
+			if e.Accepted && (e.Verb == jobstore.VerbClaim || e.Verb == jobstore.VerbReassign) {
 				grants[id][e.Generation] = e.Owner
 			}
 		}
@@ -599,7 +598,7 @@ func checkResultsKept(h *History, rep *Report) {
 	sort.Slice(toks, func(i, j int) bool { return toks[i].String() < toks[j].String() })
 	for _, t := range toks {
 		j, ok := h.Final.Jobs[t.JobID]
-		kept := ok && j.Status == coordinator.StatusSucceeded && j.CompletedBy == t.Owner && j.Generation == t.Generation
+		kept := ok && j.Status == jobstore.StatusSucceeded && j.CompletedBy == t.Owner && j.Generation == t.Generation
 		if !kept {
 			rep.ResultsLost++
 			got := "missing"

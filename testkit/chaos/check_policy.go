@@ -5,8 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -26,11 +25,11 @@ const (
 
 // endVerbs are the write_events verbs that end an attempt and carry its
 // class and cause.
-var endVerbs = map[string]bool{sqlstore.VerbFail: true, sqlstore.VerbReclaim: true, sqlstore.VerbTimeout: true}
+var endVerbs = map[string]bool{jobstore.VerbFail: true, jobstore.VerbReclaim: true, jobstore.VerbTimeout: true}
 
 // grantEvent is one accepted grant of a job, as the store recorded it.
 type grantEvent struct {
-	coordinator.WriteEvent
+	jobstore.WriteEvent
 	idx      int  // position in the job's write_events
 	operator bool // an operator reassignment (a fault of the schedule)
 }
@@ -58,11 +57,11 @@ func grantsOf(h *History, id string) []grantEvent {
 	}
 	var out []grantEvent
 	for i, e := range h.Final.Events[id] {
-		if !e.Accepted || (e.Verb != sqlstore.VerbClaim && e.Verb != sqlstore.VerbReassign) {
+		if !e.Accepted || (e.Verb != jobstore.VerbClaim && e.Verb != jobstore.VerbReassign) {
 			continue
 		}
 		g := grantEvent{WriteEvent: e, idx: i}
-		g.operator = e.Verb == sqlstore.VerbReassign && (operator[key{e.Generation, e.Owner}] || operator[key{-1, e.Owner}])
+		g.operator = e.Verb == jobstore.VerbReassign && (operator[key{e.Generation, e.Owner}] || operator[key{-1, e.Owner}])
 		out = append(out, g)
 	}
 	return out
@@ -81,7 +80,7 @@ func checkAttempts(h *History, id string, jp JobPlan, rep *Report) {
 	grants := grantsOf(h, id)
 	want := jp.MaxAttempts
 	if want == 0 {
-		want = coordinator.DefaultMaxAttempts
+		want = jobstore.DefaultMaxAttempts
 	}
 	if j.MaxAttempts != want {
 		rep.add(RuleMaxAttempts, id, "the store holds max_attempts %d; the job was submitted with %d", j.MaxAttempts, want)
@@ -114,7 +113,7 @@ func checkAttempts(h *History, id string, jp JobPlan, rep *Report) {
 		if next.operator {
 			continue // the operator moved the job: not a retry
 		}
-		var end *coordinator.WriteEvent
+		var end *jobstore.WriteEvent
 		for i := cur.idx + 1; i < next.idx; i++ {
 			e := evs[i]
 			if e.Accepted && endVerbs[e.Verb] && e.Generation == cur.Generation && e.Owner == cur.Owner {
@@ -320,7 +319,7 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 			judge("storage", s.Read, fmt.Sprintf("%s wrote storage %s %s", s.Link, s.Kind, s.Key))
 		}
 	}
-	if j.Status == coordinator.StatusInProgress {
+	if j.Status == jobstore.StatusInProgress {
 		tok := fencing.Token{JobID: id, Owner: j.WorkerID, Generation: j.Generation}
 		judge("running", h.Settled, fmt.Sprintf("the job was still in progress under %s at the end,", tok))
 	}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -33,11 +32,11 @@ func TestCheckPolicyRules(t *testing.T) {
 	clean := func() *history {
 		b := newHistory()
 		b.h.Plan.Jobs[0].Task.TimeoutMS = 1000
-		b.eventAt(sqlstore.VerbClaim, a1, 0)
-		b.eventAt(sqlstore.VerbReclaim, a1, 400)
+		b.eventAt(jobstore.VerbClaim, a1, 0)
+		b.eventAt(jobstore.VerbReclaim, a1, 400)
 		b.h.Final.Events["j"][1].Class, b.h.Final.Events["j"][1].Cause = infra, protocol.CauseLeaseExpired
-		b.eventAt(sqlstore.VerbReassign, b2, 400)
-		b.eventAt(sqlstore.VerbResult, b2, 900)
+		b.eventAt(jobstore.VerbReassign, b2, 400)
+		b.eventAt(jobstore.VerbResult, b2, 900)
 		b.succeeded(b2)
 		j := b.h.Final.Jobs["j"]
 		j.DeadlineAt = b.at(1000)
@@ -73,24 +72,24 @@ func TestCheckPolicyRules(t *testing.T) {
 			b.h.Frames = append(b.h.Frames, &FrameRecord{Link: ownerB, Dir: ToServer, Verb: "fail", Token: b2, Read: b.at(1900)})
 		}, ""},
 		{"still in progress long after the deadline", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 2, WorkerID: ownerB,
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusInProgress, Generation: 2, WorkerID: ownerB,
 				LeaseExpiresAt: b.at(4900), DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
 			b.h.Final.Running["j"], b.h.Final.Live[ownerB] = ownerB, true
 		}, RuleDeadline},
 		{"timed out by the reaper in time", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(sqlstore.VerbTimeout, b2, 1100)
+			b.eventAt(jobstore.VerbTimeout, b2, 1100)
 			b.h.Final.Events["j"][3].Class, b.h.Final.Events["j"][3].Cause = protocol.FailClassJob, protocol.CauseDeadline
 		}, ""},
 		{"timed out by the reaper late", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(sqlstore.VerbTimeout, b2, 2500)
+			b.eventAt(jobstore.VerbTimeout, b2, 2500)
 		}, RuleDeadline},
 		{"timeout of a token that was not current", func(b *history) {
-			b.eventAt(sqlstore.VerbTimeout, a1, 1100)
+			b.eventAt(jobstore.VerbTimeout, a1, 1100)
 		}, RuleStaleAccepted},
 		{"late write while the store was down", func(b *history) {
 			// No reaper could run from 900 to 1700: the bound moves by
@@ -116,13 +115,13 @@ func TestCheckPolicyRules(t *testing.T) {
 		// max-attempts
 		{"more grants than max_attempts", func(b *history) {
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(sqlstore.VerbFail, b2, 500)
+			b.eventAt(jobstore.VerbFail, b2, 500)
 			b.h.Final.Events["j"][3].Class = infra
-			b.eventAt(sqlstore.VerbClaim, a3, 510)
-			b.eventAt(sqlstore.VerbReclaim, a3, 600)
+			b.eventAt(jobstore.VerbClaim, a3, 510)
+			b.eventAt(jobstore.VerbReclaim, a3, 600)
 			b.h.Final.Events["j"][5].Class = infra
-			b.eventAt(sqlstore.VerbClaim, b4, 700)
-			b.eventAt(sqlstore.VerbResult, b4, 900)
+			b.eventAt(jobstore.VerbClaim, b4, 700)
+			b.eventAt(jobstore.VerbResult, b4, 900)
 			b.succeeded(b4)
 			j := b.h.Final.Jobs["j"]
 			j.DeadlineAt = b.at(1000)
@@ -133,8 +132,8 @@ func TestCheckPolicyRules(t *testing.T) {
 			// operator's: A, taken over by B, moved by the operator back
 			// to A (no end recorded for B's attempt, and none needed).
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
-			b.eventAt(sqlstore.VerbReassign, a3, 600) // asked by the operator, below
-			b.eventAt(sqlstore.VerbResult, a3, 900)
+			b.eventAt(jobstore.VerbReassign, a3, 600) // asked by the operator, below
+			b.eventAt(jobstore.VerbResult, a3, 900)
 			b.succeeded(a3)
 			j := b.h.Final.Jobs["j"]
 			j.DeadlineAt, j.MaxAttempts = b.at(1000), 2

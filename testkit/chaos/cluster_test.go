@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -74,7 +74,7 @@ func TestNATSNodeKillFailover(t *testing.T) {
 		t.Fatalf("node 2 was not killed and restarted: %+v\n%s", f, b.String())
 	}
 	j := res.History.Final.Jobs[id]
-	if j.Status != coordinator.StatusSucceeded || j.Generation != 1 {
+	if j.Status != jobstore.StatusSucceeded || j.Generation != 1 {
 		t.Fatalf("job ended %s at generation %d, want SUCCEEDED under its first grant\n%s", j.Status, j.Generation, b.String())
 	}
 	// The agent kept renewing while its home node was down: through

@@ -8,8 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -30,7 +29,7 @@ type crash struct {
 	t    *testing.T
 	res  *Result
 	h    *History
-	job  coordinator.Job
+	job  jobstore.Job
 	dead string        // the killed process
 	tok  fencing.Token // the token it held
 }
@@ -76,10 +75,10 @@ func runCrash(t *testing.T, seed int64, task protocol.Task, trigger, mode string
 }
 
 // acceptedResults counts the results the store accepted for the job.
-func (c *crash) acceptedResults() []coordinator.WriteEvent {
-	var out []coordinator.WriteEvent
+func (c *crash) acceptedResults() []jobstore.WriteEvent {
+	var out []jobstore.WriteEvent
 	for _, e := range c.h.Final.Events[c.job.ID] {
-		if e.Accepted && (e.Verb == sqlstore.VerbResult || e.Verb == sqlstore.VerbResultUnfenced) {
+		if e.Accepted && (e.Verb == jobstore.VerbResult || e.Verb == jobstore.VerbResultUnfenced) {
 			out = append(out, e)
 		}
 	}
@@ -90,7 +89,7 @@ func (c *crash) acceptedResults() []coordinator.WriteEvent {
 // the restarted process under a later generation, accepted once.
 func (c *crash) finishedByNewGeneration() {
 	t := c.t
-	if c.job.Status != coordinator.StatusSucceeded {
+	if c.job.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s ended %s, want SUCCEEDED", c.job.ID, c.job.Status)
 	}
 	if c.job.CompletedBy == c.dead || c.job.Generation <= c.tok.Generation {
@@ -104,7 +103,7 @@ func (c *crash) finishedByNewGeneration() {
 	}
 	var reclaimed bool
 	for _, e := range c.h.Final.Events[c.job.ID] {
-		if e.Accepted && e.Verb == sqlstore.VerbReclaim && e.Owner == c.dead && e.Generation == c.tok.Generation {
+		if e.Accepted && e.Verb == jobstore.VerbReclaim && e.Owner == c.dead && e.Generation == c.tok.Generation {
 			reclaimed = true
 		}
 	}
@@ -193,7 +192,7 @@ func TestCrashMidCommit(t *testing.T) {
 	})
 	t.Run("after the result left", func(t *testing.T) {
 		c := runCrash(t, 9103, task, "result", "after", 300*time.Millisecond, Options{})
-		if c.job.Status != coordinator.StatusSucceeded || c.job.CompletedBy != c.dead || c.job.Generation != c.tok.Generation {
+		if c.job.Status != jobstore.StatusSucceeded || c.job.CompletedBy != c.dead || c.job.Generation != c.tok.Generation {
 			t.Fatalf("job ended %s g%d completed by %q; want SUCCEEDED by the killed process %s at g%d",
 				c.job.Status, c.job.Generation, c.job.CompletedBy, c.dead, c.tok.Generation)
 		}

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -71,7 +71,7 @@ func (r *run) collectEffects(ctx context.Context, f *Final) error {
 		}
 	}
 	r.phones.mu.Unlock()
-	f.Effects = map[string]coordinator.EffectRecord{}
+	f.Effects = map[string]jobstore.EffectRecord{}
 	for _, jp := range r.plan.Jobs {
 		for _, s := range jp.Task.Steps {
 			if s.Effect == nil {
@@ -110,7 +110,7 @@ func checkEffects(h *History, rep *Report) {
 			e, has := h.Final.Effects[k]
 			n := h.Final.EffectRuns[k]
 			switch {
-			case ok && j.Status == coordinator.StatusSucceeded && (n != 1 || !has || e.State != protocol.EffectDone):
+			case ok && j.Status == jobstore.StatusSucceeded && (n != 1 || !has || e.State != protocol.EffectDone):
 				rep.add(RuleEffectOnce, jp.ID, "succeeded, but effect %s executed %d times, intent %s", k, n, e.State)
 			case has && e.State == protocol.EffectDone && n == 0:
 				rep.add(RuleEffectOnce, jp.ID, "effect %s has a receipt but never reached a phone", k)
@@ -123,17 +123,17 @@ func checkEffects(h *History, rep *Report) {
 // faults like the other writes: an outage refuses them, a lost reply loses
 // the answer of one that was applied.
 
-func (s *faultyStore) ReserveEffect(ctx context.Context, tok fencing.Token, in coordinator.EffectIntent) (r coordinator.EffectRecord, err error) {
+func (s *faultyStore) ReserveEffect(ctx context.Context, tok fencing.Token, in jobstore.EffectIntent) (r jobstore.EffectRecord, err error) {
 	err = s.write(func() error { r, err = s.Store.ReserveEffect(ctx, tok, in); return err })
 	return r, err
 }
 
-func (s *faultyStore) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (r coordinator.EffectRecord, err error) {
+func (s *faultyStore) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key string, rc protocol.EffectReceipt) (r jobstore.EffectRecord, err error) {
 	err = s.write(func() error { r, err = s.Store.RecordEffectReceipt(ctx, tok, key, rc); return err })
 	return r, err
 }
 
-func (s *faultyStore) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (r coordinator.EffectRecord, err error) {
+func (s *faultyStore) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (r jobstore.EffectRecord, err error) {
 	err = s.write(func() error { r, err = s.Store.AddEffectEvidence(ctx, tok, key, keys); return err })
 	return r, err
 }

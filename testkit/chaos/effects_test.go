@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -28,9 +28,9 @@ func (e *effectTally) add(h *History) {
 	for _, jp := range h.Plan.Jobs {
 		if j, ok := h.Final.Jobs[jp.ID]; ok {
 			switch {
-			case coordinator.NeedsDecision(j):
+			case jobstore.NeedsDecision(j):
 				e.needsDecision++
-			case j.Status == coordinator.StatusSucceeded:
+			case j.Status == jobstore.StatusSucceeded:
 				e.succeededJobs++
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // inject waits for fault i's time (and trigger), applies it, and heals it.
@@ -215,7 +216,7 @@ func (r *run) reassign(ctx context.Context, fr *FaultRecord, f Fault) {
 				break
 			}
 		}
-		jobs, err := r.opRaw.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}})
+		jobs, err := r.opRaw.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}})
 		if err == nil && srv != nil {
 			sort.Slice(jobs, func(i, j int) bool { return jobs[i].ID < jobs[j].ID })
 			for _, j := range jobs {

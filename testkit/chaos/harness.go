@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -55,7 +55,7 @@ type Options struct {
 	TempDir string
 	// WrapStore, when set, wraps every coordinator's store handle (the
 	// innermost wrapper, right on the database). Tests plant bugs with it.
-	WrapStore func(coordinator.Store) coordinator.Store
+	WrapStore func(jobstore.Store) jobstore.Store
 	// Grace is how long after an agent recorded a stop a side effect of
 	// that token may still be seen leaving it: a message or request that
 	// was past its lease check when the stop landed, and the time the
@@ -192,8 +192,8 @@ type run struct {
 	pgProxied  string // the same through the proxy the coordinators use
 	pgProxy    *tcpProxy
 	pgDrop     func()
-	operator   coordinator.Store // the harness's own handle (client "operator")
-	opRaw      coordinator.Store
+	operator   jobstore.Store // the harness's own handle (client "operator")
+	opRaw      jobstore.Store
 	storeF     storeFaults
 
 	s3ep, bucket, region, ak, sk string

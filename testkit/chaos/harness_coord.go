@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // ── Coordinators ────────────────────────────────────────────────────────
@@ -51,7 +52,7 @@ func (s *coordSlot) start() {
 	log := r.opts.Log.With().Int64("seed", r.plan.Seed).Str("process", name).Logger()
 	go func() {
 		defer close(inst.done)
-		var raw coordinator.Store
+		var raw jobstore.Store
 		for {
 			octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
 			st, err := r.openStore(octx)
@@ -65,7 +66,7 @@ func (s *coordSlot) start() {
 			}
 		}
 		defer raw.Close()
-		var st coordinator.Store = raw
+		var st jobstore.Store = raw
 		if r.opts.WrapStore != nil {
 			st = r.opts.WrapStore(st)
 		}

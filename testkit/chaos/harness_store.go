@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 )
@@ -22,7 +22,7 @@ import (
 func (r *run) setupStore() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 	defer cancel()
-	var raw coordinator.Store
+	var raw jobstore.Store
 	switch r.opts.Store {
 	case StoreSQLite:
 		r.sqlitePath = filepath.Join(r.dir, "coordinator.db")
@@ -98,7 +98,7 @@ func (r *run) setupPostgres(ctx context.Context) error {
 }
 
 // openStore opens a coordinator process's own store handle.
-func (r *run) openStore(ctx context.Context) (coordinator.Store, error) {
+func (r *run) openStore(ctx context.Context) (jobstore.Store, error) {
 	if r.opts.Store == StorePostgres {
 		return pgstore.Open(ctx, r.pgProxied)
 	}

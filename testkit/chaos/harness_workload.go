@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/uploader"
 )
 
@@ -75,8 +76,8 @@ func (r *run) submitJobs(ctx context.Context) {
 			return
 		}
 		for {
-			_, err := r.operator.Submit(context.WithoutCancel(ctx), coordinator.JobSpec{ID: j.ID, Task: j.Task, MaxAttempts: j.MaxAttempts})
-			if err == nil || errors.Is(err, coordinator.ErrConflict) {
+			_, err := r.operator.Submit(context.WithoutCancel(ctx), jobstore.JobSpec{ID: j.ID, Task: j.Task, MaxAttempts: j.MaxAttempts})
+			if err == nil || errors.Is(err, jobstore.ErrConflict) {
 				break // a conflict: an earlier attempt got in
 			}
 			if !sleepCtx(ctx, 20*time.Millisecond) {
@@ -120,7 +121,7 @@ func (r *run) settle(ctx context.Context, faultsDone <-chan struct{}) {
 		if err != nil {
 			continue
 		}
-		if counts[coordinator.StatusQueued] == 0 && counts[coordinator.StatusInProgress] == 0 {
+		if counts[jobstore.StatusQueued] == 0 && counts[jobstore.StatusInProgress] == 0 {
 			return
 		}
 	}
@@ -138,15 +139,15 @@ func (r *run) pendingMessages() int {
 func (r *run) collect(f *Final) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f.Jobs = map[string]coordinator.Job{}
-	f.Events = map[string][]coordinator.WriteEvent{}
-	f.Manifests = map[string][]coordinator.ArtifactRecord{}
+	f.Jobs = map[string]jobstore.Job{}
+	f.Events = map[string][]jobstore.WriteEvent{}
+	f.Manifests = map[string][]jobstore.ArtifactRecord{}
 	for _, jp := range r.plan.Jobs {
-		var j coordinator.Job
+		var j jobstore.Job
 		err := retry(ctx, func() error {
 			var err error
 			j, err = r.opRaw.Get(ctx, jp.ID)
-			if errors.Is(err, coordinator.ErrNotFound) {
+			if errors.Is(err, jobstore.ErrNotFound) {
 				return nil
 			}
 			return err
@@ -158,7 +159,7 @@ func (r *run) collect(f *Final) error {
 			continue // never submitted
 		}
 		f.Jobs[j.ID] = j
-		var evs []coordinator.WriteEvent
+		var evs []jobstore.WriteEvent
 		err = retry(ctx, func() error {
 			var err error
 			evs, err = r.opRaw.WriteEvents(ctx, j.ID)
@@ -168,8 +169,8 @@ func (r *run) collect(f *Final) error {
 			return fmt.Errorf("collect final state: %w", err)
 		}
 		f.Events[j.ID] = evs
-		if j.Status == coordinator.StatusSucceeded {
-			var arts []coordinator.ArtifactRecord
+		if j.Status == jobstore.StatusSucceeded {
+			var arts []jobstore.ArtifactRecord
 			err := retry(ctx, func() error {
 				var err error
 				arts, err = r.opRaw.Artifacts(ctx, j.ID, j.Generation)

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -63,7 +63,7 @@ type StoreOp struct {
 	Lease       fencing.Token   // grants: the token granted
 	Old         fencing.Token   // takeover: the token taken away
 	Taken       []fencing.Token // reclaim and hello: the tokens taken back
-	Requeue     bool            // fail: retried (coordinator.Failure.Retried)
+	Requeue     bool            // fail: retried (jobstore.Failure.Retried)
 	MaxAttempts int             // submit: the job's max_attempts (0: the default)
 	Call        time.Time
 	Return      time.Time
@@ -176,9 +176,9 @@ type StopRec struct {
 
 // Final is the state at the end of a schedule.
 type Final struct {
-	Jobs       map[string]coordinator.Job
-	Events     map[string][]coordinator.WriteEvent
-	Manifests  map[string][]coordinator.ArtifactRecord // SUCCEEDED jobs: the artifacts of the final generation
+	Jobs       map[string]jobstore.Job
+	Events     map[string][]jobstore.WriteEvent
+	Manifests  map[string][]jobstore.ArtifactRecord // SUCCEEDED jobs: the artifacts of the final generation
 	Objects    []uploader.Object
 	Incomplete []string          // keys of multipart uploads left open
 	Running    map[string]string // job id → the live process running it at the end
@@ -187,7 +187,7 @@ type Final struct {
 	// phones of every agent process received; Effects are the intents of
 	// the plan's effect steps (effects.go).
 	EffectRuns map[string]int
-	Effects    map[string]coordinator.EffectRecord
+	Effects    map[string]jobstore.EffectRecord
 }
 
 // Recorder collects a History from many goroutines.

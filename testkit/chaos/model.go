@@ -9,8 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -110,7 +109,7 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 	}
 	submitted := regState{Exists: true, Status: stQueued, Max: in.Max}
 	if submitted.Max == 0 {
-		submitted.Max = coordinator.DefaultMaxAttempts
+		submitted.Max = jobstore.DefaultMaxAttempts
 	}
 	switch in.Op {
 	case opSubmit:
@@ -385,7 +384,7 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 			continue // no call of the coordinators named it
 		}
 		for _, e := range h.Final.Events[j] {
-			if e.Verb != sqlstore.VerbTimeout || !e.Accepted || e.At.IsZero() {
+			if e.Verb != jobstore.VerbTimeout || !e.Accepted || e.At.IsZero() {
 				continue
 			}
 			tok := fencing.Token{JobID: j, Owner: e.Owner, Generation: e.Generation}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/edgeagent/edgeagent/coordinator"
-	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/uploader"
@@ -113,8 +112,8 @@ func newHistory() *history {
 		Seed: 7, Start: start, Settled: start.Add(5 * time.Second), End: start.Add(5 * time.Second),
 		Plan: Plan{Seed: 7, Shape: Shape{}.withDefaults(), Jobs: []JobPlan{{ID: "j"}}},
 		Final: Final{
-			Jobs: map[string]coordinator.Job{}, Events: map[string][]coordinator.WriteEvent{},
-			Manifests: map[string][]coordinator.ArtifactRecord{}, Running: map[string]string{}, Live: map[string]bool{},
+			Jobs: map[string]jobstore.Job{}, Events: map[string][]jobstore.WriteEvent{},
+			Manifests: map[string][]jobstore.ArtifactRecord{}, Running: map[string]string{}, Live: map[string]bool{},
 		},
 	}}
 }
@@ -123,7 +122,7 @@ func (b *history) at(ms int) time.Time { return b.start.Add(time.Duration(ms) * 
 
 func (b *history) event(verb string, tok fencing.Token, accepted bool) {
 	evs := b.h.Final.Events["j"]
-	b.h.Final.Events["j"] = append(evs, coordinator.WriteEvent{ID: int64(len(evs) + 1), JobID: "j", Verb: verb, Owner: tok.Owner, Generation: tok.Generation, Accepted: accepted})
+	b.h.Final.Events["j"] = append(evs, jobstore.WriteEvent{ID: int64(len(evs) + 1), JobID: "j", Verb: verb, Owner: tok.Owner, Generation: tok.Generation, Accepted: accepted})
 }
 
 // endEvent records the accepted end of tok's attempt with its class and
@@ -139,9 +138,9 @@ func (b *history) endEvent(verb string, tok fencing.Token, class, cause string) 
 func (b *history) succeeded(tok fencing.Token) {
 	key := tok.ObjectKey("shot.png")
 	res, _ := json.Marshal(agentResult{Artifacts: []string{key}, Steps: 1})
-	b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusSucceeded, Generation: tok.Generation,
-		WorkerID: tok.Owner, CompletedBy: tok.Owner, Result: res, UpdatedAt: b.at(100), MaxAttempts: coordinator.DefaultMaxAttempts}
-	b.h.Final.Manifests["j"] = []coordinator.ArtifactRecord{{JobID: "j", Generation: tok.Generation, Owner: tok.Owner, Name: "shot.png", Key: key, SHA256: "ab", Size: 3}}
+	b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusSucceeded, Generation: tok.Generation,
+		WorkerID: tok.Owner, CompletedBy: tok.Owner, Result: res, UpdatedAt: b.at(100), MaxAttempts: jobstore.DefaultMaxAttempts}
+	b.h.Final.Manifests["j"] = []jobstore.ArtifactRecord{{JobID: "j", Generation: tok.Generation, Owner: tok.Owner, Name: "shot.png", Key: key, SHA256: "ab", Size: 3}}
 	b.h.Final.Objects = append(b.h.Final.Objects, uploader.Object{Key: key, Token: tok, SHA256: "ab", Size: 3})
 }
 
@@ -157,11 +156,11 @@ func TestCheckAudits(t *testing.T) {
 	a1, b2 := tokOf(ownerA, 1), tokOf(ownerB, 2)
 	clean := func() *history {
 		b := newHistory()
-		b.event(sqlstore.VerbClaim, a1, true)
-		b.endEvent(sqlstore.VerbReclaim, a1, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired)
-		b.event(sqlstore.VerbReassign, b2, true)
-		b.event(sqlstore.VerbResult, a1, false)
-		b.event(sqlstore.VerbResult, b2, true)
+		b.event(jobstore.VerbClaim, a1, true)
+		b.endEvent(jobstore.VerbReclaim, a1, protocol.FailClassInfrastructure, protocol.CauseLeaseExpired)
+		b.event(jobstore.VerbReassign, b2, true)
+		b.event(jobstore.VerbResult, a1, false)
+		b.event(jobstore.VerbResult, b2, true)
 		b.succeeded(b2)
 		return b
 	}
@@ -172,10 +171,10 @@ func TestCheckAudits(t *testing.T) {
 	}{
 		{"clean", func(*history) {}, ""},
 		{"stale result accepted", func(b *history) {
-			b.event(sqlstore.VerbResult, a1, true)
+			b.event(jobstore.VerbResult, a1, true)
 		}, RuleOneAcceptance},
 		{"unfenced result overwrote", func(b *history) {
-			b.event(sqlstore.VerbResultUnfenced, fencing.Token{Owner: ownerA}, true)
+			b.event(jobstore.VerbResultUnfenced, fencing.Token{Owner: ownerA}, true)
 		}, RuleStaleAccepted},
 		{"result of an older generation kept", func(b *history) {
 			j := b.h.Final.Jobs["j"]
@@ -189,22 +188,22 @@ func TestCheckAudits(t *testing.T) {
 			b.h.Final.Objects = nil
 		}, RuleManifest},
 		{"queued job passed over by a younger one", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100)}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusQueued, UpdatedAt: b.at(100)}
 			b.h.Ops = append(b.h.Ops,
 				&StoreOp{Client: "operator", Method: opSubmit, JobID: "j", Outcome: outOK, Call: b.at(1), Return: b.at(2)},
 				&StoreOp{Client: "operator", Method: opSubmit, JobID: "k", Outcome: outOK, Call: b.at(3), Return: b.at(4)},
 				&StoreOp{Client: "coord-0.1", Method: opClaim, JobID: "k", Owner: ownerB, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, RuleNoJobLost},
 		{"queued job, nothing granted", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusQueued, UpdatedAt: b.at(100), MaxAttempts: 3}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusQueued, UpdatedAt: b.at(100), MaxAttempts: 3}
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "operator", Method: opSubmit, JobID: "j", Outcome: outOK, Call: b.at(1), Return: b.at(2)})
 		}, ""},
 		{"expired lease left by the reaper", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(500), UpdatedAt: b.at(100)}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(500), UpdatedAt: b.at(100)}
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, RuleNoJobLost},
 		{"expired lease, reaper not yet run", func(b *history) {
-			b.h.Final.Jobs["j"] = coordinator.Job{ID: "j", Status: coordinator.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(4900), UpdatedAt: b.at(100), MaxAttempts: 3}
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusInProgress, Generation: 1, WorkerID: ownerA, LeaseExpiresAt: b.at(4900), UpdatedAt: b.at(100), MaxAttempts: 3}
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0.1", Method: opReclaim, Outcome: outOK, Call: b.at(2000), Return: b.at(2001)})
 		}, ""},
 		{"job missing", func(b *history) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -27,14 +27,14 @@ func (s unfencedCommit) Commit(ctx context.Context, tok fencing.Token, result js
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("commit %s: %w", tok, coordinator.ErrNotFound)
+		return fmt.Errorf("commit %s: %w", tok, jobstore.ErrNotFound)
 	}
 	return nil
 }
 
 // plantUnfencedCommit wraps a store handle with the planted bug.
-func plantUnfencedCommit(t *testing.T) func(coordinator.Store) coordinator.Store {
-	return func(s coordinator.Store) coordinator.Store {
+func plantUnfencedCommit(t *testing.T) func(jobstore.Store) jobstore.Store {
+	return func(s jobstore.Store) jobstore.Store {
 		lab, ok := s.(sqlstore.Lab)
 		if !ok {
 			t.Errorf("store %T has no UnfencedCommit", s)
@@ -107,19 +107,19 @@ func TestPlantedUnfencedCommitIsCaught(t *testing.T) {
 // nothing, and no grant tells the agent the job's deadline (Lease.DeadlineAt
 // zero, so the assign carries no deadline_ms). Nothing stops a job at its
 // deadline any more.
-type ignoreDeadlines struct{ coordinator.Store }
+type ignoreDeadlines struct{ jobstore.Store }
 
 func (s ignoreDeadlines) ExpireDeadlines(context.Context, int) ([]fencing.Token, error) {
 	return nil, nil
 }
 
-func (s ignoreDeadlines) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+func (s ignoreDeadlines) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, error) {
 	l, err := s.Store.ClaimFor(ctx, req)
 	l.DeadlineAt = time.Time{}
 	return l, err
 }
 
-func (s ignoreDeadlines) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+func (s ignoreDeadlines) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, fencing.Token, error) {
 	l, old, err := s.Store.TakeOverExpired(ctx, req)
 	l.DeadlineAt = time.Time{}
 	return l, old, err
@@ -130,12 +130,12 @@ func (s ignoreDeadlines) TakeOverExpired(ctx context.Context, req coordinator.Cl
 // the new boot with Reassign (the operator's grant, which ignores the
 // attempt limit) instead of being released by the hello.
 type regrantOnHello struct {
-	coordinator.Store
+	jobstore.Store
 	ttl time.Duration
 }
 
-func (s regrantOnHello) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
-	jobs, err := s.Store.ListJobs(ctx, coordinator.JobFilter{Statuses: []string{coordinator.StatusInProgress}, AgentID: h.AgentID})
+func (s regrantOnHello) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore.Agent, []fencing.Token, error) {
+	jobs, err := s.Store.ListJobs(ctx, jobstore.JobFilter{Statuses: []string{jobstore.StatusInProgress}, AgentID: h.AgentID})
 	if err == nil {
 		for _, j := range jobs {
 			if j.WorkerID != fencing.Owner(h.AgentID, h.BootID) {
@@ -190,7 +190,7 @@ func attemptsPlan(seed int64) Plan {
 // checker must report every rule of want; without it, none of the rules on
 // deadlines and attempts. The twin without the bug needs the store that
 // enforces deadlines and attempt limits.
-func plantedPolicy(t *testing.T, plan Plan, plant func(coordinator.Store) coordinator.Store, want ...string) {
+func plantedPolicy(t *testing.T, plan Plan, plant func(jobstore.Store) jobstore.Store, want ...string) {
 	dsn := testenv.Postgres(t)
 	for _, planted := range []bool{true, false} {
 		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
@@ -228,7 +228,7 @@ func plantedPolicy(t *testing.T, plan Plan, plant func(coordinator.Store) coordi
 // and the assign's deadline planted away, a job with a deadline of 3 TTLs
 // runs its 8-TTL wait to the end; the deadline rule must report it.
 func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
-	plantedPolicy(t, deadlinePlan(*flagSeed), func(s coordinator.Store) coordinator.Store { return ignoreDeadlines{s} }, RuleDeadline)
+	plantedPolicy(t, deadlinePlan(*flagSeed), func(s jobstore.Store) jobstore.Store { return ignoreDeadlines{s} }, RuleDeadline)
 }
 
 // TestPlantedAttemptLimitBypassIsCaught: with a restarted agent's jobs
@@ -237,5 +237,5 @@ func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
 // max-attempts and retry-cause rules must report it.
 func TestPlantedAttemptLimitBypassIsCaught(t *testing.T) {
 	plan := attemptsPlan(*flagSeed)
-	plantedPolicy(t, plan, func(s coordinator.Store) coordinator.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, RuleMaxAttempts, RuleRetryCause)
+	plantedPolicy(t, plan, func(s jobstore.Store) jobstore.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, RuleMaxAttempts, RuleRetryCause)
 }

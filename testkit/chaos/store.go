@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 )
 
@@ -20,11 +20,11 @@ func outcomeOf(err error) string {
 		return outOK
 	case errors.Is(err, fencing.ErrStale):
 		return outStale
-	case errors.Is(err, coordinator.ErrNotFound):
+	case errors.Is(err, jobstore.ErrNotFound):
 		return outNotFound
-	case errors.Is(err, coordinator.ErrConflict):
+	case errors.Is(err, jobstore.ErrConflict):
 		return outConflict
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, jobstore.ErrNoJob):
 		return outNoJob
 	}
 	return outUnknown
@@ -34,7 +34,7 @@ func outcomeOf(err error) string {
 // read or change a job's fencing state: the operations of the fenced job
 // register. Everything else passes through.
 type recordingStore struct {
-	coordinator.Store
+	jobstore.Store
 	client string
 	rec    *Recorder
 }
@@ -43,7 +43,7 @@ func (s *recordingStore) op(method, jobID string) *StoreOp {
 	return s.rec.begin(&StoreOp{Client: s.client, Method: method, JobID: jobID})
 }
 
-func (s *recordingStore) Submit(ctx context.Context, spec coordinator.JobSpec) (coordinator.Job, error) {
+func (s *recordingStore) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
 	op := s.op(opSubmit, spec.ID)
 	op.MaxAttempts = spec.MaxAttempts
 	j, err := s.Store.Submit(ctx, spec)
@@ -54,7 +54,7 @@ func (s *recordingStore) Submit(ctx context.Context, spec coordinator.JobSpec) (
 	return j, err
 }
 
-func (s *recordingStore) grant(method string, op *StoreOp, l coordinator.Lease, err error) {
+func (s *recordingStore) grant(method string, op *StoreOp, l jobstore.Lease, err error) {
 	if err == nil {
 		op.JobID = l.Token.JobID
 		op.Lease = l.Token
@@ -62,7 +62,7 @@ func (s *recordingStore) grant(method string, op *StoreOp, l coordinator.Lease, 
 	s.rec.end(op, outcomeOf(err), err)
 }
 
-func (s *recordingStore) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, error) {
+func (s *recordingStore) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, error) {
 	op := s.op(opClaim, "")
 	op.Owner = req.Owner
 	l, err := s.Store.ClaimFor(ctx, req)
@@ -70,7 +70,7 @@ func (s *recordingStore) ClaimFor(ctx context.Context, req coordinator.ClaimRequ
 	return l, err
 }
 
-func (s *recordingStore) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (coordinator.Lease, error) {
+func (s *recordingStore) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (jobstore.Lease, error) {
 	op := s.op(opReassign, jobID)
 	op.Owner = newOwner
 	l, err := s.Store.Reassign(ctx, jobID, newOwner, ttl)
@@ -78,7 +78,7 @@ func (s *recordingStore) Reassign(ctx context.Context, jobID, newOwner string, t
 	return l, err
 }
 
-func (s *recordingStore) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (coordinator.Lease, fencing.Token, error) {
+func (s *recordingStore) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) (jobstore.Lease, fencing.Token, error) {
 	op := s.op(opTakeover, "")
 	op.Owner = req.Owner
 	l, old, err := s.Store.TakeOverExpired(ctx, req)
@@ -97,7 +97,7 @@ func (s *recordingStore) ReclaimExpired(ctx context.Context, limit int) ([]fenci
 	return toks, err
 }
 
-func (s *recordingStore) AgentHello(ctx context.Context, h coordinator.AgentHello) (coordinator.Agent, []fencing.Token, error) {
+func (s *recordingStore) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore.Agent, []fencing.Token, error) {
 	op := s.op(opHello, "")
 	op.Owner = fencing.Owner(h.AgentID, h.BootID)
 	a, toks, err := s.Store.AgentHello(ctx, h)
@@ -128,7 +128,7 @@ func (s *recordingStore) Commit(ctx context.Context, tok fencing.Token, result j
 	return s.fenced(opCommit, tok, func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
 	op.Requeue = f.Retried()
@@ -137,7 +137,7 @@ func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f coordina
 	return err
 }
 
-func (s *recordingStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+func (s *recordingStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobstore.ArtifactRecord) error {
 	return s.fenced(opArtifact, tok, func() error { return s.Store.RegisterArtifact(ctx, tok, a) })
 }
 
@@ -213,7 +213,7 @@ func (f *storeFaults) after(err error) error {
 
 // faultyStore injects store faults into one coordinator's store.
 type faultyStore struct {
-	coordinator.Store
+	jobstore.Store
 	f *storeFaults
 }
 
@@ -231,22 +231,22 @@ func (s *faultyStore) write(call func() error) error {
 	return s.f.after(call())
 }
 
-func (s *faultyStore) Submit(ctx context.Context, spec coordinator.JobSpec) (j coordinator.Job, err error) {
+func (s *faultyStore) Submit(ctx context.Context, spec jobstore.JobSpec) (j jobstore.Job, err error) {
 	err = s.write(func() error { j, err = s.Store.Submit(ctx, spec); return err })
 	return j, err
 }
 
-func (s *faultyStore) ClaimFor(ctx context.Context, req coordinator.ClaimRequest) (l coordinator.Lease, err error) {
+func (s *faultyStore) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (l jobstore.Lease, err error) {
 	err = s.write(func() error { l, err = s.Store.ClaimFor(ctx, req); return err })
 	return l, err
 }
 
-func (s *faultyStore) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (l coordinator.Lease, err error) {
+func (s *faultyStore) Reassign(ctx context.Context, jobID, newOwner string, ttl time.Duration) (l jobstore.Lease, err error) {
 	err = s.write(func() error { l, err = s.Store.Reassign(ctx, jobID, newOwner, ttl); return err })
 	return l, err
 }
 
-func (s *faultyStore) TakeOverExpired(ctx context.Context, req coordinator.ClaimRequest) (l coordinator.Lease, old fencing.Token, err error) {
+func (s *faultyStore) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) (l jobstore.Lease, old fencing.Token, err error) {
 	err = s.write(func() error { l, old, err = s.Store.TakeOverExpired(ctx, req); return err })
 	return l, old, err
 }
@@ -256,12 +256,12 @@ func (s *faultyStore) ReclaimExpired(ctx context.Context, limit int) (toks []fen
 	return toks, err
 }
 
-func (s *faultyStore) AgentHello(ctx context.Context, h coordinator.AgentHello) (a coordinator.Agent, toks []fencing.Token, err error) {
+func (s *faultyStore) AgentHello(ctx context.Context, h jobstore.AgentHello) (a jobstore.Agent, toks []fencing.Token, err error) {
 	err = s.write(func() error { a, toks, err = s.Store.AgentHello(ctx, h); return err })
 	return a, toks, err
 }
 
-func (s *faultyStore) AgentHeartbeat(ctx context.Context, hb coordinator.AgentBeat) (a coordinator.Agent, err error) {
+func (s *faultyStore) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (a jobstore.Agent, err error) {
 	err = s.write(func() error { a, err = s.Store.AgentHeartbeat(ctx, hb); return err })
 	return a, err
 }
@@ -275,11 +275,11 @@ func (s *faultyStore) Commit(ctx context.Context, tok fencing.Token, result json
 	return s.write(func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
-func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, f coordinator.Failure) error {
+func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	return s.write(func() error { return s.Store.Fail(ctx, tok, f) })
 }
 
-func (s *faultyStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a coordinator.ArtifactRecord) error {
+func (s *faultyStore) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobstore.ArtifactRecord) error {
 	return s.write(func() error { return s.Store.RegisterArtifact(ctx, tok, a) })
 }
 
@@ -292,22 +292,22 @@ func (s *faultyStore) Cancel(ctx context.Context, jobID, reason string) (tok fen
 	return tok, err
 }
 
-func (s *faultyStore) Artifacts(ctx context.Context, jobID string, generation int64) (out []coordinator.ArtifactRecord, err error) {
+func (s *faultyStore) Artifacts(ctx context.Context, jobID string, generation int64) (out []jobstore.ArtifactRecord, err error) {
 	err = s.read(func() error { out, err = s.Store.Artifacts(ctx, jobID, generation); return err })
 	return out, err
 }
 
-func (s *faultyStore) Get(ctx context.Context, jobID string) (j coordinator.Job, err error) {
+func (s *faultyStore) Get(ctx context.Context, jobID string) (j jobstore.Job, err error) {
 	err = s.read(func() error { j, err = s.Store.Get(ctx, jobID); return err })
 	return j, err
 }
 
-func (s *faultyStore) Agents(ctx context.Context) (out []coordinator.Agent, err error) {
+func (s *faultyStore) Agents(ctx context.Context) (out []jobstore.Agent, err error) {
 	err = s.read(func() error { out, err = s.Store.Agents(ctx); return err })
 	return out, err
 }
 
-func (s *faultyStore) GetAgent(ctx context.Context, agentID string) (a coordinator.Agent, err error) {
+func (s *faultyStore) GetAgent(ctx context.Context, agentID string) (a jobstore.Agent, err error) {
 	err = s.read(func() error { a, err = s.Store.GetAgent(ctx, agentID); return err })
 	return a, err
 }
@@ -317,7 +317,7 @@ func (s *faultyStore) JobCounts(ctx context.Context) (out map[string]int64, err 
 	return out, err
 }
 
-func (s *faultyStore) ListJobs(ctx context.Context, f coordinator.JobFilter) (out []coordinator.Job, err error) {
+func (s *faultyStore) ListJobs(ctx context.Context, f jobstore.JobFilter) (out []jobstore.Job, err error) {
 	err = s.read(func() error { out, err = s.Store.ListJobs(ctx, f); return err })
 	return out, err
 }

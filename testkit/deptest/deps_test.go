@@ -58,20 +58,8 @@ func TestIsForbidden(t *testing.T) {
 // TestShippedBinariesLinkNoTestPackages lists every package the shipped
 // binaries link, on each release platform, and fails on any test-only one.
 func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	for _, goos := range []string{"linux", "windows"} {
-		cmd := exec.Command(goBin, append([]string{"list", "-deps"}, shipped...)...)
-		cmd.Dir = "../.."
-		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			t.Fatalf("GOOS=%s go list -deps: %v\n%s", goos, err, stderr)
-		}
-		pkgs := strings.Fields(string(out))
+		pkgs := goListDeps(t, goos, shipped...)
 		if len(pkgs) < 50 {
 			t.Fatalf("GOOS=%s go list -deps printed %d packages; expected the full dependency list", goos, len(pkgs))
 		}
@@ -81,6 +69,24 @@ func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// goListDeps lists the packages pkgs link on goos (go list -deps, from the
+// module root, without cgo as the release builds).
+func goListDeps(t *testing.T, goos string, pkgs ...string) []string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-deps"}, pkgs...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("GOOS=%s go list -deps %s: %v\n%s", goos, strings.Join(pkgs, " "), err, stderr)
+	}
+	return strings.Fields(string(out))
 }
 
 // coordinatorOnly are the modules only the coordinator serves with: the

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/labs3"
@@ -168,7 +169,7 @@ func (e *Env) StartAgent(id string, phones ...*capture.Simulated) (*agent.Agent,
 }
 
 // WaitJob polls the store until cond holds for the job or ctx ends.
-func (e *Env) WaitJob(ctx context.Context, id string, cond func(coordinator.Job) bool) (coordinator.Job, error) {
+func (e *Env) WaitJob(ctx context.Context, id string, cond func(jobstore.Job) bool) (jobstore.Job, error) {
 	for {
 		j, err := e.Store.Get(ctx, id)
 		if err == nil && cond(j) {

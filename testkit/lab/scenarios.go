@@ -13,10 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/capture"
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
 
 // ScreenshotJob runs one screenshot job end to end through the coordinator,
@@ -27,7 +28,7 @@ func ScreenshotJob(ctx context.Context, e *Env, w io.Writer) error {
 	if _, err := e.StartAgent("lab-pc1", capture.NewSimulated(capture.SimOptions{Serial: "sim-pixel-1", Model: "Pixel 8"})); err != nil {
 		return err
 	}
-	job, err := e.Store.Submit(ctx, coordinator.JobSpec{Task: protocol.Task{
+	job, err := e.Store.Submit(ctx, jobstore.JobSpec{Task: protocol.Task{
 		Device: protocol.DeviceSelector{Model: "Pixel 8"},
 		Steps: []protocol.Step{
 			{Op: protocol.OpLaunch, Package: "com.android.settings"},
@@ -44,13 +45,13 @@ func ScreenshotJob(ctx context.Context, e *Env, w io.Writer) error {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	j, err := e.WaitJob(wctx, job.ID, func(j coordinator.Job) bool {
-		return coordinator.Finished(j.Status)
+	j, err := e.WaitJob(wctx, job.ID, func(j jobstore.Job) bool {
+		return jobstore.Finished(j.Status)
 	})
 	if err != nil {
 		return err
 	}
-	if j.Status != coordinator.StatusSucceeded {
+	if j.Status != jobstore.StatusSucceeded {
 		return fmt.Errorf("job %s %s: %s", j.ID, j.Status, j.FailReason)
 	}
 	fmt.Fprintf(w, "job %s %s in %v, generation %d, completed by %s\n", j.ID, j.Status, time.Since(start).Round(time.Millisecond), j.Generation, j.CompletedBy)
@@ -129,7 +130,7 @@ func StaleWorker(ctx context.Context, e *Env, jobs int, fenced bool) (StaleRow, 
 	start := time.Now()
 	for i := range jobs {
 		id := fmt.Sprintf("stale-%s-%s-%02d", row.Case, run, i)
-		if _, err := e.Store.Submit(ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+		if _, err := e.Store.Submit(ctx, jobstore.JobSpec{ID: id, Task: task}); err != nil {
 			return row, err
 		}
 		la, err := e.Store.Claim(ctx, id, ownerA, time.Minute)
@@ -180,7 +181,7 @@ func StaleWorker(ctx context.Context, e *Env, jobs int, fenced bool) (StaleRow, 
 		accepted := 0
 		sawNew := false
 		for _, ev := range evs {
-			if ev.Verb != sqlstore.VerbResult && ev.Verb != sqlstore.VerbResultUnfenced {
+			if ev.Verb != jobstore.VerbResult && ev.Verb != jobstore.VerbResultUnfenced {
 				continue
 			}
 			switch {
@@ -208,7 +209,7 @@ func StaleWorker(ctx context.Context, e *Env, jobs int, fenced bool) (StaleRow, 
 func sendResult(ctx context.Context, nc *nats.Conn, agentID string, tok fencing.Token, res json.RawMessage) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return protocol.Request(rctx, nc, protocol.CoordSubject(agentID, protocol.VerbResult), protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
+	return natsrpc.Request(rctx, nc, protocol.CoordSubject(agentID, protocol.VerbResult), protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
 }
 
 // PrintStaleTable prints the experiment's cases side by side.

@@ -1,21 +1,17 @@
 package securitytest
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +19,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -66,16 +64,6 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 	return s
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
@@ -103,40 +91,21 @@ type output struct {
 	all []capture
 }
 
+// capture is one output: what printed it, and its text so far.
 type capture struct {
 	what string
-	buf  *lockedBuffer
+	text func() string
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (o *output) add(what string) *lockedBuffer {
-	b := &lockedBuffer{}
+func (o *output) add(what string, text func() string) {
 	o.mu.Lock()
-	o.all = append(o.all, capture{what, b})
+	o.all = append(o.all, capture{what, text})
 	o.mu.Unlock()
-	return b
 }
 
 // addText records text produced elsewhere (an HTTP body).
 func (o *output) addText(what, text string) {
-	b := o.add(what)
-	_, _ = b.Write([]byte(text))
+	o.add(what, func() string { return text })
 }
 
 // run runs a command to its end with env added to the environment and
@@ -144,79 +113,28 @@ func (o *output) addText(what, text string) {
 // status.
 func (o *output) run(t *testing.T, env []string, name string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	c := e2e.Command{Path: name, Args: args, Env: append([]string{}, env...)}
+	stdout, stderr, code = e2e.Run(t, c)
 	what := filepath.Base(name) + " " + strings.Join(args, " ")
-	outBuf, errBuf := o.add(what+" (stdout)"), o.add(what+" (stderr)")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = outBuf, errBuf
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("%s: %v", what, err)
-	}
-	return outBuf.String(), errBuf.String(), code
+	o.addText(what+" (stdout)", stdout)
+	o.addText(what+" (stderr)", stderr)
+	return stdout, stderr, code
 }
 
-// proc is a long-running process whose output is recorded.
-type proc struct {
-	what string
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-}
-
-// start starts a long-running command; it is killed at the end of the test
-// if it is still running.
-func (o *output) start(t *testing.T, env []string, name string, args ...string) *proc {
+// start starts a long-running command with env added to the environment
+// and records its output (e2e.Start: killed at the end of the test if it
+// still runs).
+func (o *output) start(t *testing.T, env []string, name string, args ...string) *e2e.Process {
 	t.Helper()
 	return o.startEnv(t, append(os.Environ(), env...), name, args...)
 }
 
 // startEnv is start with exactly the environment env.
-func (o *output) startEnv(t *testing.T, env []string, name string, args ...string) *proc {
+func (o *output) startEnv(t *testing.T, env []string, name string, args ...string) *e2e.Process {
 	t.Helper()
-	what := filepath.Base(name) + " " + strings.Join(args, " ")
-	p := &proc{what: what, cmd: exec.Command(name, args...), out: o.add(what), done: make(chan struct{})}
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", what, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s printed:\n%s", what, p.out.String())
-		}
-	})
+	p := e2e.Start(t, e2e.Command{Path: name, Args: args, ExactEnv: env})
+	o.add(p.Name(), p.Log)
 	return p
-}
-
-// stop sends SIGTERM and waits for the exit; it returns the exit status.
-func (p *proc) stop(t *testing.T, within time.Duration) int {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	return p.wait(t, within)
-}
-
-func (p *proc) wait(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("%s did not exit within %v", p.what, within)
-	}
-	return p.cmd.ProcessState.ExitCode()
 }
 
 // ── Finding secrets ─────────────────────────────────────────────────────
@@ -265,7 +183,7 @@ func (o *output) findSecrets(secrets map[string]string, n *int) []string {
 	o.mu.Unlock()
 	var found []string
 	for _, c := range all {
-		text := c.buf.String()
+		text := c.text()
 		*n += len(text)
 		for name, secret := range secrets {
 			for _, form := range encodedForms(secret) {
@@ -284,7 +202,7 @@ func (o *output) matches(re *regexp.Regexp) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, c := range o.all {
-		if re.MatchString(c.buf.String()) {
+		if re.MatchString(c.text()) {
 			return true
 		}
 	}
@@ -294,7 +212,7 @@ func (o *output) matches(re *regexp.Regexp) bool {
 // ── A coordinator in the test process ───────────────────────────────────
 
 // openSQLite opens a fresh SQLite job store.
-func openSQLite(t *testing.T) coordinator.Store {
+func openSQLite(t *testing.T) jobstore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -305,7 +223,7 @@ func openSQLite(t *testing.T) coordinator.Store {
 }
 
 // openPostgres opens a store on a fresh PostgreSQL database.
-func openPostgres(t *testing.T) coordinator.Store {
+func openPostgres(t *testing.T) jobstore.Store {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), testenv.Postgres(t))
 	if err != nil {
@@ -317,7 +235,7 @@ func openPostgres(t *testing.T) coordinator.Store {
 
 // runCoordinator runs a coordinator on store, connected to url with nopts,
 // until the end of the test, and waits until it serves every verb.
-func runCoordinator(t *testing.T, url string, store coordinator.Store, opts coordinator.Options, nopts ...nats.Option) *coordinator.Server {
+func runCoordinator(t *testing.T, url string, store jobstore.Store, opts coordinator.Options, nopts ...nats.Option) *coordinator.Server {
 	t.Helper()
 	nopts = append([]nats.Option{nats.Name("coordinator"), nats.CustomInboxPrefix(coordinator.InboxPrefix)}, nopts...)
 	nc, err := nats.Connect(url, nopts...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -90,7 +91,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 		id string
 	}{{a, "pc-kitchen"}, {b, "pc-garage"}} {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := protocol.Request(rctx, c.nc, protocol.CoordSubject(c.id, protocol.VerbHello), protocol.Hello{BootID: "boot-" + c.id, Version: "test", Slots: 1}, &protocol.HelloReply{})
+		err := natsrpc.Request(rctx, c.nc, protocol.CoordSubject(c.id, protocol.VerbHello), protocol.Hello{BootID: "boot-" + c.id, Version: "test", Slots: 1}, &protocol.HelloReply{})
 		cancel()
 		if err != nil {
 			t.Fatalf("%s's own hello: %v", c.id, err)
@@ -150,7 +151,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	// B works while A listens: requests, replies and a command. None of it
 	// reaches A, and none of A's forgeries reached B.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = protocol.Request(rctx, b, protocol.CoordSubject("pc-garage", protocol.VerbHeartbeat), protocol.Heartbeat{BootID: "boot-pc-garage", Free: 1}, &protocol.Ack{})
+	err = natsrpc.Request(rctx, b, protocol.CoordSubject("pc-garage", protocol.VerbHeartbeat), protocol.Heartbeat{BootID: "boot-pc-garage", Free: 1}, &protocol.Ack{})
 	cancel()
 	if err != nil {
 		t.Fatalf("B's heartbeat: %v", err)
@@ -184,7 +185,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	}
 	defer plain.Close()
 	rctx, cancel = context.WithTimeout(ctx, time.Second)
-	err = protocol.Request(rctx, plain, protocol.CoordSubject("pc-kitchen", protocol.VerbHello), protocol.Hello{BootID: "boot-x", Probe: true}, &protocol.HelloReply{})
+	err = natsrpc.Request(rctx, plain, protocol.CoordSubject("pc-kitchen", protocol.VerbHello), protocol.Hello{BootID: "boot-x", Probe: true}, &protocol.HelloReply{})
 	cancel()
 	if err == nil {
 		t.Fatal("a request with the default inbox prefix was answered")

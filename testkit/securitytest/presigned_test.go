@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -67,11 +68,11 @@ lease:
 storage:
   mode: presigned
 status:
-  listen: 127.0.0.1:%d
+  listen: %s
 devices:
   - serial: sim-1
     simulated: true
-`, filepath.Join(dir, "state"), ns.ClientURL(), freePort(t))
+`, filepath.Join(dir, "state"), ns.ClientURL(), testenv.FreeAddr(t))
 	cfgFile := writeFile(t, dir, "agent.yaml", agentYAML, 0o600)
 
 	// The configuration: keys are refused in presigned mode, and what is
@@ -110,16 +111,16 @@ devices:
 		return err == nil && a.BootID != "" && len(a.Devices) == 1
 	})
 	task := protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "shot"}, {Op: protocol.OpUIDump, Name: "home"}}}
-	if _, err := store.Submit(ctx, coordinator.JobSpec{ID: "presigned-job", Task: task}); err != nil {
+	if _, err := store.Submit(ctx, jobstore.JobSpec{ID: "presigned-job", Task: task}); err != nil {
 		t.Fatal(err)
 	}
-	var job coordinator.Job
+	var job jobstore.Job
 	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "presigned-job")
-		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
+		return err == nil && (job.Status == jobstore.StatusSucceeded || job.Status == jobstore.StatusFailed)
 	})
-	if job.Status != coordinator.StatusSucceeded {
-		t.Fatalf("job %s: %s\n%s", job.Status, job.FailReason, p.out.String())
+	if job.Status != jobstore.StatusSucceeded {
+		t.Fatalf("job %s: %s\n%s", job.Status, job.FailReason, p.Log())
 	}
 	tok := fencing.Token{JobID: job.ID, Owner: job.CompletedBy, Generation: job.Generation}
 	arts, err := store.Artifacts(ctx, job.ID, job.Generation)
@@ -152,7 +153,7 @@ devices:
 
 	// The memory of the running agent: its own NATS password is there
 	// (the scan reads what it should), the storage secret is not.
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	found, scanned := searchMemory(t, pid, []byte(agentPassword), []byte(mio.SecretKey))
 	t.Logf("read %d MiB of the agent's memory", scanned>>20)
 	if !found[0] {
@@ -165,7 +166,7 @@ devices:
 	if err != nil || bytes.Contains(environ, []byte(mio.SecretKey)) {
 		t.Fatalf("the agent's environment: %v, holds the secret: %v", err, bytes.Contains(environ, []byte(mio.SecretKey)))
 	}
-	if code := p.stop(t, 30*time.Second); code != 0 {
+	if code := p.Stop(t); code != 0 {
 		t.Errorf("edgeagent exited %d", code)
 	}
 	for _, f := range o.findSecrets(map[string]string{"S3 secret key": mio.SecretKey}, new(int)) {

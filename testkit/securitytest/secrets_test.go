@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -81,7 +81,7 @@ func TestSecretsNeverInLogs(t *testing.T) {
 	}
 	dsn := withPassword(t, baseDSN, secrets["PostgreSQL password"])
 	secrets["DSN"] = dsn
-	badDSN := withPassword(t, fmt.Sprintf("postgres://edge@127.0.0.1:%d/edge?sslmode=disable&connect_timeout=2", freePort(t)), secrets["unreachable DSN password"])
+	badDSN := withPassword(t, "postgres://edge@"+testenv.FreeAddr(t)+"/edge?sslmode=disable&connect_timeout=2", secrets["unreachable DSN password"])
 	secrets["unreachable DSN"] = badDSN
 	typed := "typed-" + tag // text typed on the phone: a payload, never logged
 
@@ -97,7 +97,7 @@ func TestSecretsNeverInLogs(t *testing.T) {
 		"EDGE_SEC_S3_SECRET=" + mio.SecretKey,
 	}
 
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := testenv.FreeAddr(t)
 	coordYAML := func(dsnRef string) string {
 		return fmt.Sprintf(`coordinator_id: sec-coord
 log:
@@ -132,7 +132,7 @@ metrics:
 	coordCfg := writeFile(t, dir, "coordinator.yaml", coordYAML("${EDGE_SEC_DSN}"), 0o600)
 
 	passwordFile := writeFile(t, dir, "nats-password", secrets["agent NATS password"]+"\n", 0o600)
-	statusAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	statusAddr := testenv.FreeAddr(t)
 	agentYAML := func(natsAuth, s3Secret string) string {
 		return fmt.Sprintf(`agent_id: pc-kitchen
 state_dir: %s
@@ -189,12 +189,12 @@ devices:
 	if out, stderr, code := o.run(t, env, edgecoord, "job", "submit", "-c", coordCfg, "-f", jobFile); code != 0 {
 		t.Fatalf("job submit: exit %d: %s%s", code, out, stderr)
 	}
-	var job coordinator.Job
+	var job jobstore.Job
 	testenv.Eventually(t, 60*time.Second, "the job to finish", func() bool {
 		job, err = store.Get(ctx, "sec-job")
-		return err == nil && (job.Status == coordinator.StatusSucceeded || job.Status == coordinator.StatusFailed)
+		return err == nil && (job.Status == jobstore.StatusSucceeded || job.Status == jobstore.StatusFailed)
 	})
-	if job.Status != coordinator.StatusSucceeded {
+	if job.Status != jobstore.StatusSucceeded {
 		t.Fatalf("job %s: %s", job.Status, job.FailReason)
 	}
 	for _, args := range [][]string{
@@ -224,7 +224,7 @@ devices:
 	for _, path := range []string{"/status", "/metrics", "/healthz", "/readyz"} {
 		httpGet(t, o, "http://"+statusAddr+path)
 	}
-	if code := agent.stop(t, 30*time.Second); code != 0 {
+	if code := agent.Stop(t); code != 0 {
 		t.Errorf("edgeagent run exited %d", code)
 	}
 
@@ -232,7 +232,7 @@ devices:
 	wrongNATS := writeFile(t, dir, "agent-wrong-nats.yaml", agentYAML("password: "+secrets["wrong NATS password"], "${EDGE_SEC_S3_SECRET}"), 0o600)
 	p := o.start(t, env, edgeagent, "run", "-c", wrongNATS)
 	time.Sleep(2 * time.Second) // a few refused connection attempts
-	p.stop(t, 30*time.Second)
+	p.Stop(t)
 	o.run(t, env, edgeagent, "doctor", "-c", wrongNATS)
 
 	wrongS3 := writeFile(t, dir, "agent-wrong-s3.yaml", agentYAML("password_file: "+passwordFile, secrets["wrong S3 secret key"]), 0o600)
@@ -244,13 +244,13 @@ devices:
 	// that within a few seconds is logged.
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		if strings.Contains(p.out.String(), "SignatureDoesNotMatch") || strings.Contains(p.out.String(), "signature") {
+		if strings.Contains(p.Log(), "SignatureDoesNotMatch") || strings.Contains(p.Log(), "signature") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	p.stop(t, 30*time.Second)
-	if code := coord.stop(t, 30*time.Second); code != 0 {
+	p.Stop(t)
+	if code := coord.Stop(t); code != 0 {
 		t.Errorf("edgecoord serve exited %d", code)
 	}
 
@@ -294,7 +294,7 @@ devices:
 	}
 	// Typed text is a payload: the agent's log never shows it (the job's
 	// own task, shown to the operator by edgecoord job show, does).
-	agentOnly := &output{all: []capture{{agent.what, agent.out}}}
+	agentOnly := &output{all: []capture{{agent.Name(), agent.Log}}}
 	for _, f := range agentOnly.findSecrets(map[string]string{"typed text": typed}, new(int)) {
 		t.Error(f)
 	}
@@ -313,7 +313,7 @@ devices:
 	t.Logf("scanned %d bytes of output from %d captures for %d secrets", n, len(o.all), len(secrets))
 	if t.Failed() {
 		for _, c := range o.all {
-			if s := c.buf.String(); s != "" {
+			if s := c.text(); s != "" {
 				t.Logf("── %s\n%s", c.what, s)
 			}
 		}
@@ -368,10 +368,10 @@ func TestConfigWarnings(t *testing.T) {
 		}
 	}
 	// edgeagent run logs the warning at level warn before it starts.
-	cfg := writeFile(t, dir, "agent.yaml", agentSrc("password: literal-pw")+"state_dir: "+filepath.Join(dir, "state")+"\nstatus:\n  listen: 127.0.0.1:"+fmt.Sprint(freePort(t))+"\n", 0o644)
+	cfg := writeFile(t, dir, "agent.yaml", agentSrc("password: literal-pw")+"state_dir: "+filepath.Join(dir, "state")+"\nstatus:\n  listen: "+testenv.FreeAddr(t)+"\n", 0o644)
 	p := o.start(t, env, edgeagent, "run", "-c", cfg)
 	testenv.Eventually(t, 20*time.Second, "the warning in the log", func() bool {
-		return regexp.MustCompile(`"level":"warn".*` + readable).MatchString(p.out.String())
+		return regexp.MustCompile(`"level":"warn".*` + readable).MatchString(p.Log())
 	})
-	p.stop(t, 30*time.Second)
+	p.Stop(t)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -45,7 +46,7 @@ var allFenced = []string{protocol.VerbRenew, protocol.VerbUpload, protocol.VerbA
 // examples/nats-server.conf with two agents that hold one job each.
 type tokenLab struct {
 	t      *testing.T
-	store  coordinator.Store
+	store  jobstore.Store
 	srv    *coordinator.Server
 	a, b   *coordtest.Agent
 	tokA   fencing.Token
@@ -55,7 +56,7 @@ type tokenLab struct {
 	forbid float64 // expected forbidden_requests_total
 }
 
-func newTokenLab(t *testing.T, store coordinator.Store) *tokenLab {
+func newTokenLab(t *testing.T, store jobstore.Store) *tokenLab {
 	ns := natsFromExample(t, "coord-pw-t1", "kitchen-pw-t2", "garage-pw-t3")
 	url := ns.ClientURL()
 	// Uploads are authorised (fenced) before anything is signed; signing
@@ -78,7 +79,7 @@ func newTokenLab(t *testing.T, store coordinator.Store) *tokenLab {
 	l := &tokenLab{t: t, store: store, srv: srv, a: a, b: b, ctx: context.Background()}
 	for id, serial := range map[string]string{"job-a": "K1", "job-b": "G1"} {
 		task := protocol.Task{Device: protocol.DeviceSelector{Serial: serial}, Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "s.png"}}}
-		if _, err := store.Submit(l.ctx, coordinator.JobSpec{ID: id, Task: task}); err != nil {
+		if _, err := store.Submit(l.ctx, jobstore.JobSpec{ID: id, Task: task}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,13 +123,13 @@ func (l *tokenLab) attempt(ag *coordtest.Agent, verb string, tok fencing.Token, 
 
 // events returns the recorded attempts of verb with tok's owner and
 // generation on tok's job.
-func (l *tokenLab) events(tok fencing.Token, verb string) []coordinator.WriteEvent {
+func (l *tokenLab) events(tok fencing.Token, verb string) []jobstore.WriteEvent {
 	l.t.Helper()
 	evs, err := l.store.WriteEvents(l.ctx, tok.JobID)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	var out []coordinator.WriteEvent
+	var out []jobstore.WriteEvent
 	for _, e := range evs {
 		if e.Verb == verb && e.Owner == tok.Owner && e.Generation == tok.Generation {
 			out = append(out, e)
@@ -137,7 +138,7 @@ func (l *tokenLab) events(tok fencing.Token, verb string) []coordinator.WriteEve
 	return out
 }
 
-func (l *tokenLab) job(id string) coordinator.Job {
+func (l *tokenLab) job(id string) jobstore.Job {
 	l.t.Helper()
 	j, err := l.store.Get(l.ctx, id)
 	if err != nil {
@@ -187,7 +188,7 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestForgedAndReplayedTokens(t *testing.T) {
 	for _, st := range []struct {
 		name string
-		open func(*testing.T) coordinator.Store
+		open func(*testing.T) jobstore.Store
 	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
 		t.Run(st.name, func(t *testing.T) {
 			l := newTokenLab(t, st.open(t))
@@ -220,7 +221,7 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 				}
 			}
 			for id, tok := range map[string]fencing.Token{"job-a": tokA, "job-b": tokB} {
-				if j := l.job(id); j.Status != coordinator.StatusInProgress || j.WorkerID != tok.Owner || j.Generation != tok.Generation {
+				if j := l.job(id); j.Status != jobstore.StatusInProgress || j.WorkerID != tok.Owner || j.Generation != tok.Generation {
 					t.Fatalf("forgeries changed %s: %+v", id, j)
 				}
 			}
@@ -246,7 +247,7 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 			for _, verb := range []string{protocol.VerbRenew, protocol.VerbUpload, protocol.VerbArtifact, protocol.VerbFail} {
 				l.attempt(a, verb, tokA, "", protocol.CodeStale)
 			}
-			if j := l.job("job-a"); j.Status != coordinator.StatusSucceeded || string(j.Result) != string(accepted.Result) || j.CompletedBy != tokA.Owner {
+			if j := l.job("job-a"); j.Status != jobstore.StatusSucceeded || string(j.Result) != string(accepted.Result) || j.CompletedBy != tokA.Owner {
 				t.Fatalf("replays changed the accepted job: %+v (was %+v)", j, accepted)
 			}
 			if n := countAccepted(l.events(tokA, protocol.VerbResult)); n != 1 {
@@ -276,7 +277,7 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 			}
 			// B cannot act on A's new token either, from its own subject.
 			l.attempt(b, protocol.VerbResult, tokB2, `{"by":"B"}`, protocol.CodeForbidden)
-			if j := l.job("job-b"); j.Status != coordinator.StatusInProgress || j.WorkerID != tokB2.Owner || j.Generation != tokB2.Generation {
+			if j := l.job("job-b"); j.Status != jobstore.StatusInProgress || j.WorkerID != tokB2.Owner || j.Generation != tokB2.Generation {
 				t.Fatalf("job-b after the replays: %+v", j)
 			}
 			if err := a.Request(l.ctx, protocol.VerbResult, protocol.Result{Token: tokB2, Result: []byte(`{"by":"A"}`)}, &rep); err != nil || !rep.Accepted {
@@ -288,7 +289,7 @@ func TestForgedAndReplayedTokens(t *testing.T) {
 	}
 }
 
-func countAccepted(evs []coordinator.WriteEvent) int {
+func countAccepted(evs []jobstore.WriteEvent) int {
 	n := 0
 	for _, e := range evs {
 		if e.Accepted {

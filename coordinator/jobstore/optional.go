@@ -1,4 +1,4 @@
-package coordinator
+package jobstore
 
 import (
 	"context"
@@ -35,25 +35,4 @@ type WorkCounter interface {
 	// InProgressByOwner counts the in-progress jobs of every owner that
 	// holds one.
 	InProgressByOwner(ctx context.Context) (map[string]int, error)
-}
-
-// commitResult accepts a result and returns its manifest: in one round trip
-// when the store is a ManifestCommitter and results are not published
-// through the outbox, else by commit and then Artifacts.
-func (s *Server) commitResult(ctx context.Context, tok fencing.Token, result json.RawMessage) ([]string, error) {
-	if mc, ok := s.store.(ManifestCommitter); ok && !s.fx.publish {
-		return mc.CommitManifest(ctx, tok, result)
-	}
-	if err := s.commit(ctx, tok, result); err != nil {
-		return nil, err
-	}
-	arts, err := s.store.Artifacts(ctx, tok.JobID, tok.Generation)
-	if err != nil {
-		s.jobLog(tok).Error().Err(err).Msg("list manifest")
-	}
-	manifest := make([]string, 0, len(arts))
-	for _, a := range arts {
-		manifest = append(manifest, a.Key)
-	}
-	return manifest, nil
 }

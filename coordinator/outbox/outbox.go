@@ -1,4 +1,9 @@
-package coordinator
+// Package outbox delivers the coordinator's transactional outbox
+// (docs/effects.md): the messages that publish accepted results and job
+// failures, written by the store in the transaction that accepted them, sent
+// by a Dispatcher through a Sender (a NATS subject or an HTTP endpoint) with
+// their idempotency key, and marked delivered with the receiver's receipt.
+package outbox
 
 import (
 	"bytes"
@@ -14,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // HeaderIdempotencyKey carries an outbox message's key on every delivery
@@ -21,9 +28,9 @@ import (
 // the key, so a JetStream stream drops duplicates within its window.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// OutboxMessage is one delivery of an outbox message. Key is the same on
+// Message is one delivery of an outbox message. Key is the same on
 // every attempt of every coordinator: a receiver drops a key it has seen.
-type OutboxMessage struct {
+type Message struct {
 	Key        string
 	JobID      string
 	Generation int64
@@ -32,24 +39,24 @@ type OutboxMessage struct {
 	Payload    json.RawMessage // {key, event, job_id, generation, owner, result or reason, manifest}
 }
 
-// OutboxSender delivers outbox messages to whatever publishes results (a
+// Sender delivers outbox messages to whatever publishes results (a
 // NATS subject, an HTTP endpoint). Send returns the receiver's receipt (its
 // reply, as JSON); an error means the delivery may or may not have arrived,
 // and it is retried with the same key.
-type OutboxSender interface {
-	Send(ctx context.Context, m OutboxMessage) (receipt json.RawMessage, err error)
+type Sender interface {
+	Send(ctx context.Context, m Message) (receipt json.RawMessage, err error)
 }
 
-// OutboxOptions configures the transactional outbox. Zero durations take
+// Options configures the transactional outbox. Zero durations take
 // defaults.
-type OutboxOptions struct {
+type Options struct {
 	// Publish writes the message of every accepted result, and of every
 	// failure that ends a job, to the outbox in the transaction that
 	// accepts it. It is implied by Sender.
 	Publish bool
 	// Sender, when set, makes this coordinator run a dispatcher that
 	// delivers the outbox (any coordinator sharing the store may).
-	Sender OutboxSender
+	Sender Sender
 	// Interval is how often the dispatcher looks for due messages besides
 	// being woken by a commit (default 1s).
 	Interval time.Duration
@@ -67,7 +74,7 @@ type OutboxOptions struct {
 	MaxBackoff time.Duration
 }
 
-func (o *OutboxOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Interval <= 0 {
 		o.Interval = defaultOutboxInterval
 	}
@@ -91,6 +98,16 @@ func (o *OutboxOptions) defaults() {
 	}
 }
 
+// defaultOutboxInterval and friends are the dispatcher's defaults.
+const (
+	defaultOutboxInterval = time.Second
+	defaultOutboxLease    = 30 * time.Second
+	defaultOutboxBatch    = 16
+	defaultOutboxTimeout  = 5 * time.Second
+	defaultOutboxBackoff  = 500 * time.Millisecond
+	defaultOutboxMaxWait  = time.Minute
+)
+
 // Dispatcher delivers the outbox: it claims due pending messages from the
 // store, sends each with its idempotency key and stores the receipt. A
 // delivery that fails (or whose reply is lost) is retried with the same key
@@ -98,8 +115,8 @@ func (o *OutboxOptions) defaults() {
 // lease. Delivery is at least once; with a receiver that drops keys it has
 // seen, each message takes effect once.
 type Dispatcher struct {
-	store Store
-	opts  OutboxOptions
+	store jobstore.Store
+	opts  Options
 	log   zerolog.Logger
 	kick  chan struct{}
 
@@ -108,7 +125,7 @@ type Dispatcher struct {
 }
 
 // NewDispatcher returns a dispatcher of store's outbox through opts.Sender.
-func NewDispatcher(store Store, opts OutboxOptions, log zerolog.Logger) *Dispatcher {
+func NewDispatcher(store jobstore.Store, opts Options, log zerolog.Logger) *Dispatcher {
 	opts.defaults()
 	return &Dispatcher{
 		store: store, opts: opts, kick: make(chan struct{}, 1),
@@ -124,7 +141,8 @@ func NewDispatcher(store Store, opts OutboxOptions, log zerolog.Logger) *Dispatc
 	}
 }
 
-func (d *Dispatcher) collectors() []prometheus.Collector {
+// Collectors are the dispatcher's metrics, for the coordinator's registry.
+func (d *Dispatcher) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{d.delivered, d.failed}
 }
 
@@ -180,11 +198,11 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 	return len(msgs), errors.Join(errs...)
 }
 
-func (d *Dispatcher) deliver(ctx context.Context, r EffectRecord) error {
+func (d *Dispatcher) deliver(ctx context.Context, r jobstore.EffectRecord) error {
 	log := d.log.With().Str("effect_key", r.Key).Str("job_id", r.JobID).Str("owner", r.Owner).
 		Int64("generation", r.Generation).Int("attempt", r.Attempts).Logger()
 	sctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
-	receipt, err := d.opts.Sender.Send(sctx, OutboxMessage{
+	receipt, err := d.opts.Sender.Send(sctx, Message{
 		Key: r.Key, JobID: r.JobID, Generation: r.Generation, Owner: r.Owner, Attempt: r.Attempts, Payload: r.Payload,
 	})
 	cancel()
@@ -231,10 +249,10 @@ type NATSSender struct {
 	Subject string
 }
 
-var _ OutboxSender = NATSSender{}
+var _ Sender = NATSSender{}
 
 // Send delivers m and returns the reply.
-func (n NATSSender) Send(ctx context.Context, m OutboxMessage) (json.RawMessage, error) {
+func (n NATSSender) Send(ctx context.Context, m Message) (json.RawMessage, error) {
 	msg := nats.NewMsg(n.Subject)
 	msg.Data = m.Payload
 	msg.Header.Set(HeaderIdempotencyKey, m.Key)
@@ -266,10 +284,10 @@ type HTTPSender struct {
 	Client *http.Client // nil: http.DefaultClient
 }
 
-var _ OutboxSender = HTTPSender{}
+var _ Sender = HTTPSender{}
 
 // Send posts m and returns the answer.
-func (h HTTPSender) Send(ctx context.Context, m OutboxMessage) (json.RawMessage, error) {
+func (h HTTPSender) Send(ctx context.Context, m Message) (json.RawMessage, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(m.Payload))
 	if err != nil {
 		return nil, fmt.Errorf("post %s: %w", m.Key, err)

@@ -1,4 +1,4 @@
-package coordinator
+package jobstore
 
 import (
 	"context"
@@ -103,23 +103,6 @@ type RawEvent struct {
 	Ended bool
 }
 
-// Verbs recorded in write_events that are job events but no fenced write:
-// the submit of a job and a step of an interactive session.
-const (
-	VerbSubmit = "submit"
-	VerbStep   = "step"
-)
-
-// NonEventVerbs are the write_events verbs that never make a job event:
-// renewals, upload authorisations, effect requests and the lab's unfenced
-// write.
-var NonEventVerbs = []string{"renew", "upload", "effect", "result_unfenced"}
-
-// NonEndingVerbs are the event verbs that never end a job. Every other
-// accepted verb (result, fail, cancel, reclaim and any verb a later version
-// records) may: the last one of a finished job is its end event.
-var NonEndingVerbs = []string{VerbSubmit, "claim", "reassign", "artifact", VerbStep, "resolve"}
-
 // NewEvent classifies a row; Type "" means it is no job event.
 func NewEvent(r RawEvent) Event {
 	e := Event{ID: r.ID, JobID: r.JobID, Project: r.Project, Generation: r.Generation, At: r.At, Owner: r.Owner}
@@ -137,18 +120,18 @@ func NewEvent(r RawEvent) Event {
 			e.Message += " by " + r.Detail
 		}
 		return e
-	case "claim", "reassign":
+	case VerbClaim, VerbReassign:
 		e.Type = EventGranted
 		e.Message = fmt.Sprintf("granted g%d to agent %s", r.Generation, e.Agent)
 		if r.Generation == r.JobGen && r.JobPhone != "" {
 			e.Phone = r.JobPhone
 			e.Message += " on phone " + r.JobPhone
 		}
-		if r.Verb == "reassign" {
+		if r.Verb == VerbReassign {
 			e.Detail = "reassign"
 		}
 		return e
-	case "artifact":
+	case VerbArtifact:
 		e.Type = EventArtifactRegistered
 		e.Message = fmt.Sprintf("artifact registered under g%d", r.Generation)
 		if r.Detail != "" {
@@ -161,7 +144,7 @@ func NewEvent(r RawEvent) Event {
 		e.Detail = r.Detail
 		e.Message = fmt.Sprintf("g%d step %s", r.Generation, r.Detail)
 		return e
-	case "resolve":
+	case VerbResolve:
 		e.Type = EventResolved
 		e.Detail = r.Detail
 		e.Message = "effect decided: " + r.Detail
@@ -171,9 +154,9 @@ func NewEvent(r RawEvent) Event {
 		e.Type = EndEvent(r.JobStatus)
 		e.Status = r.JobStatus
 		switch r.Verb {
-		case "cancel":
+		case VerbCancel:
 			e.Reason = r.Detail
-		case "result":
+		case VerbResult:
 		default:
 			e.Reason = r.FailReason
 			if e.Reason == "" {
@@ -187,19 +170,19 @@ func NewEvent(r RawEvent) Event {
 		return e
 	}
 	switch r.Verb {
-	case "result":
+	case VerbResult:
 		e.Type = EventSucceeded
 		e.Status = StatusSucceeded
 		e.Message = fmt.Sprintf("succeeded at g%d", r.Generation)
-	case "fail":
+	case VerbFail:
 		e.Type = EventAttemptFailed
 		e.Message = fmt.Sprintf("g%d failed; queued again", r.Generation)
-	case "cancel":
+	case VerbCancel:
 		e.Type = EventCancelled
 		e.Status = StatusCancelled
 		e.Reason = r.Detail
 		e.Message = fmt.Sprintf("cancelled at g%d", r.Generation)
-	case "reclaim":
+	case VerbReclaim:
 		e.Type = EventReclaimed
 		e.Detail = r.Detail
 		e.Message = fmt.Sprintf("g%d reclaimed from agent %s", r.Generation, e.Agent)

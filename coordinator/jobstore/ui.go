@@ -1,15 +1,10 @@
-package coordinator
+package jobstore
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
-
-	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // ErrUISessionNotFound: no dashboard session has that hash, or it expired.
@@ -104,55 +99,16 @@ type UIStore interface {
 	// RunningJobs lists every job IN_PROGRESS, of every project, with only
 	// the columns the fleet page needs (no task or result to decode).
 	RunningJobs(ctx context.Context) ([]RunningJob, error)
-	// FleetAgents is Agents for the fleet page: the device lists are
-	// decoded once per content (DeviceMemo) and shared between calls, so
-	// the caller must not modify them.
-	FleetAgents(ctx context.Context) ([]Agent, error)
+	// FleetAgents is Agents for the fleet page: each agent's device list
+	// is left undecoded, as stored (FleetAgent.DevicesJSON), so that the
+	// dashboard decodes only the lists that changed since its last render
+	// (coordinator/ui, DeviceMemo).
+	FleetAgents(ctx context.Context) ([]FleetAgent, error)
 }
 
-// DeviceMemo keeps each agent's decoded device list while the JSON it was
-// decoded from is unchanged, so the fleet page does not decode every
-// phone's JSON on every render (docs/benchmarks.md, "Web dashboard"). The
-// lists it returns are shared between callers, who must not modify them.
-// The zero value is ready; it is safe for concurrent use.
-type DeviceMemo struct {
-	mu sync.Mutex
-	m  map[string]memoDevices
-}
-
-type memoDevices struct {
-	raw  string
-	devs []protocol.Device
-}
-
-// Devices returns the devices of agent id whose stored JSON is raw.
-func (d *DeviceMemo) Devices(id string, raw []byte) ([]protocol.Device, error) {
-	d.mu.Lock()
-	e, ok := d.m[id]
-	d.mu.Unlock()
-	if ok && e.raw == string(raw) {
-		return e.devs, nil
-	}
-	var devs []protocol.Device
-	if err := json.Unmarshal(raw, &devs); err != nil {
-		return nil, fmt.Errorf("decode devices of agent %s: %w", id, err)
-	}
-	d.mu.Lock()
-	if d.m == nil {
-		d.m = map[string]memoDevices{}
-	}
-	d.m[id] = memoDevices{raw: string(raw), devs: devs}
-	d.mu.Unlock()
-	return devs, nil
-}
-
-// Keep forgets the agents keep does not list.
-func (d *DeviceMemo) Keep(keep map[string]bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id := range d.m {
-		if !keep[id] {
-			delete(d.m, id)
-		}
-	}
+// FleetAgent is an agent as FleetAgents reads it: Agent with Devices nil,
+// and the stored JSON of its device list.
+type FleetAgent struct {
+	Agent
+	DevicesJSON []byte
 }

@@ -1,0 +1,257 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+)
+
+// Row is one result row as both drivers hand it out: pgx.Row and pgx.Rows
+// on PostgreSQL, *sql.Row and *sql.Rows on SQLite. The scanners below read
+// the columns of both stores into the same destinations: nullable text as
+// *string, JSON documents as []byte, and timestamps as the dialect's T,
+// decoded by its Times.
+type Row interface{ Scan(dest ...any) error }
+
+// Times is a dialect's time codec: it decodes what a timestamp column scans
+// into (T: time.Time from PostgreSQL's timestamptz, the text SQLite keeps)
+// as a UTC time.
+type Times[T any] func(T) (time.Time, error)
+
+// Null decodes a nullable timestamp: the zero time for NULL.
+func (d Times[T]) Null(v *T) (time.Time, error) {
+	if v == nil {
+		return time.Time{}, nil
+	}
+	return d(*v)
+}
+
+// deref is the text of a nullable column, "" for NULL.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// JobColumns are the columns ScanJob reads, in its order.
+const JobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
+	result, completed_by, fail_reason, created_at, updated_at, device_serial,
+	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
+	attempt_ends`
+
+// ScanJob reads a job (JobColumns).
+func ScanJob[T any](row Row, times Times[T]) (jobstore.Job, error) {
+	var (
+		j                          jobstore.Job
+		task, result, ends         []byte
+		worker, by, reason, device *string
+		expires, notBefore, dead   *T
+		createdAt, updatedAt       T
+	)
+	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
+		&result, &by, &reason, &createdAt, &updatedAt, &device,
+		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &dead, &j.SubmittedBy,
+		&ends); err != nil {
+		return jobstore.Job{}, err
+	}
+	if err := json.Unmarshal(ends, &j.AttemptEnds); err != nil {
+		return jobstore.Job{}, fmt.Errorf("decode attempt ends: %w", err)
+	}
+	if err := json.Unmarshal(task, &j.Task); err != nil {
+		return jobstore.Job{}, fmt.Errorf("decode task: %w", err)
+	}
+	if len(result) > 0 {
+		j.Result = json.RawMessage(result)
+	}
+	j.WorkerID, j.CompletedBy, j.FailReason, j.Device = deref(worker), deref(by), deref(reason), deref(device)
+	var err error
+	for _, t := range []struct {
+		to   *time.Time
+		from *T
+	}{{&j.LeaseExpiresAt, expires}, {&j.NotBefore, notBefore}, {&j.DeadlineAt, dead}, {&j.CreatedAt, &createdAt}, {&j.UpdatedAt, &updatedAt}} {
+		if *t.to, err = times.Null(t.from); err != nil {
+			return jobstore.Job{}, err
+		}
+	}
+	return j, nil
+}
+
+// AgentColumns are the columns ScanAgent reads, in its order, but the last:
+// the seconds since last_seen on the database clock, which each dialect
+// writes its own way (seenAgo).
+const AgentColumns = `agent_id, boot_id, version, devices, capabilities, slots, draining, agent_draining, settings,
+	coordinator_id, connected_at, last_seen, `
+
+// agentDevicesColumn is the index of the devices column in AgentColumns.
+const agentDevicesColumn = 3
+
+// ScanAgent reads an agent (AgentColumns and the seconds since last seen).
+func ScanAgent[T any](row Row, times Times[T]) (jobstore.Agent, error) {
+	var (
+		a                       jobstore.Agent
+		devices, caps, settings []byte
+		connectedAt, lastSeen   *T
+		seenAgo                 *float64
+	)
+	if err := row.Scan(&a.ID, &a.BootID, &a.Version, &devices, &caps, &a.Slots, &a.Draining, &a.AgentDraining, &settings,
+		&a.CoordinatorID, &connectedAt, &lastSeen, &seenAgo); err != nil {
+		return jobstore.Agent{}, err
+	}
+	if err := json.Unmarshal(devices, &a.Devices); err != nil {
+		return jobstore.Agent{}, fmt.Errorf("decode devices: %w", err)
+	}
+	if err := json.Unmarshal(caps, &a.Capabilities); err != nil {
+		return jobstore.Agent{}, fmt.Errorf("decode capabilities: %w", err)
+	}
+	if err := json.Unmarshal(settings, &a.Settings); err != nil {
+		return jobstore.Agent{}, fmt.Errorf("decode settings: %w", err)
+	}
+	var err error
+	if a.ConnectedAt, err = times.Null(connectedAt); err != nil {
+		return jobstore.Agent{}, err
+	}
+	if a.LastSeen, err = times.Null(lastSeen); err != nil {
+		return jobstore.Agent{}, err
+	}
+	if seenAgo != nil {
+		a.SeenAgo = max(0, time.Duration(*seenAgo*float64(time.Second)))
+	}
+	return a, nil
+}
+
+// fleetRow scans an agent row (AgentColumns) for FleetAgents: it keeps the
+// devices' JSON for itself and hands the scanner a JSON null in its place,
+// so ScanAgent decodes no device list.
+type fleetRow struct {
+	Row     Row
+	Devices []byte // the devices column as stored
+}
+
+// Scan scans the row.
+func (d *fleetRow) Scan(dest ...any) error {
+	target, ok := dest[agentDevicesColumn].(*[]byte)
+	if !ok {
+		return fmt.Errorf("scan agent: devices into %T", dest[agentDevicesColumn])
+	}
+	dest[agentDevicesColumn] = &d.Devices
+	if err := d.Row.Scan(dest...); err != nil {
+		return err
+	}
+	*target = []byte("null")
+	return nil
+}
+
+// ScanFleetAgent reads an agent for FleetAgents (jobstore.FleetAgent): its
+// device list left as stored.
+func ScanFleetAgent[T any](row Row, times Times[T]) (jobstore.FleetAgent, error) {
+	fr := &fleetRow{Row: row}
+	a, err := ScanAgent(fr, times)
+	if err != nil {
+		return jobstore.FleetAgent{}, err
+	}
+	a.Devices = nil
+	return jobstore.FleetAgent{Agent: a, DevicesJSON: fr.Devices}, nil
+}
+
+// Found is the end of a one-row read: v when err is nil, otherwise the zero
+// value and RowErr(err, notFound, format, args...).
+func Found[V any](v V, err, notFound error, format string, args ...any) (V, error) {
+	if err != nil {
+		var zero V
+		return zero, RowErr(err, notFound, format, args...)
+	}
+	return v, nil
+}
+
+// RowErr is the error of a one-row read that failed: err wrapped as
+// fmt.Errorf(format+": %w", args..., err), with notFound in place of the
+// driver's no-rows error (database/sql's sql.ErrNoRows, which pgx's
+// ErrNoRows wraps).
+func RowErr(err, notFound error, format string, args ...any) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		err = notFound
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// TokenColumns are the columns ScanToken reads, in its order.
+const TokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
+
+// ScanToken reads an API token (TokenColumns).
+func ScanToken[T any](row Row, times Times[T]) (jobstore.APIToken, error) {
+	var (
+		t                 jobstore.APIToken
+		hash              []byte
+		projects, scopes  string
+		created           T
+		revoked, lastUsed *T
+	)
+	if err := row.Scan(&t.ID, &t.Name, &hash, &projects, &scopes, &created, &revoked, &lastUsed); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	copy(t.Hash[:], hash)
+	t.Projects = splitList(projects)
+	t.Scopes = splitList(scopes)
+	var err error
+	if t.CreatedAt, err = times(created); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	if t.RevokedAt, err = times.Null(revoked); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	if t.LastUsedAt, err = times.Null(lastUsed); err != nil {
+		return jobstore.APIToken{}, err
+	}
+	return t, nil
+}
+
+// splitList decodes a comma-separated list ("" is none).
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// ScanEffect reads an effect row: key, kind, state, job_id, step, op,
+// owner, generation, attempt, receipt, evidence, payload, attempts,
+// last_error, reservations, resolution, note, created_at, updated_at,
+// done_at.
+func ScanEffect[T any](row Row, times Times[T]) (jobstore.EffectRecord, error) {
+	var (
+		r                          jobstore.EffectRecord
+		receipt, evidence, payload []byte
+		createdAt, updatedAt       T
+		doneAt                     *T
+	)
+	if err := row.Scan(&r.Key, &r.Kind, &r.State, &r.JobID, &r.Step, &r.Op, &r.Owner, &r.Generation, &r.Attempt, &receipt, &evidence,
+		&payload, &r.Attempts, &r.LastError, &r.Reservations, &r.Resolution, &r.Note, &createdAt, &updatedAt, &doneAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if len(receipt) > 0 {
+		r.Receipt = json.RawMessage(receipt)
+	}
+	if len(payload) > 0 {
+		r.Payload = json.RawMessage(payload)
+	}
+	var err error
+	if r.Evidence, err = DecodeEvidence(evidence); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.CreatedAt, err = times(createdAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.UpdatedAt, err = times(updatedAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	if r.DoneAt, err = times.Null(doneAt); err != nil {
+		return jobstore.EffectRecord{}, err
+	}
+	return r, nil
+}
