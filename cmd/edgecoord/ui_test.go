@@ -162,7 +162,7 @@ func TestUIBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := regexp.MustCompile("(?m)^\\| `(GET|POST) (/ui/[^`]*)` \\|").FindAllStringSubmatch(string(doc), -1)
+	routes := regexp.MustCompile("(?m)^\\| `(GET|POST) (/ui/[^`]*|/favicon\\.ico)` \\|").FindAllStringSubmatch(string(doc), -1)
 	if len(routes) < 15 {
 		t.Fatalf("docs/ui.md lists %d routes", len(routes))
 	}
@@ -191,6 +191,15 @@ func TestUIBinary(t *testing.T) {
 		}
 		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("%s %s: no security headers", r[1], path)
+		}
+	}
+	// The icon a browser asks for by itself leads to the embedded SVG.
+	if resp, err := http.Get(b.Base + "/favicon.ico"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" || resp.Request.URL.Path != "/ui/static/favicon.svg" {
+			t.Errorf("GET /favicon.ico: %d %s at %s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Request.URL.Path)
 		}
 	}
 	if code, _ := get("/ui/no-such-page"); code != http.StatusNotFound {
