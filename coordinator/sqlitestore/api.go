@@ -18,7 +18,7 @@ var _ jobstore.APIStore = (*Store)(nil)
 
 const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row scanner) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
+func scanToken(row sqlstore.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
@@ -315,7 +315,7 @@ func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobs
 
 // scanTail scans the job columns and then one more.
 type scanTail struct {
-	row  scanner
+	row  sqlstore.Row
 	tail any
 }
 

@@ -30,7 +30,9 @@ var effectReadColumns = `e.key, e.kind, CASE WHEN e.state = 'reserved' AND ` + h
 	e.job_id, e.step, e.op, e.owner, e.generation, e.attempt, e.receipt, e.evidence, e.payload, e.attempts, e.last_error,
 	e.reservations, e.resolution, e.note, e.created_at, e.updated_at, e.done_at`
 
-func scanEffect(row scanner) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
+func scanEffect(row sqlstore.Row) (jobstore.EffectRecord, error) {
+	return sqlstore.ScanEffect(row, times)
+}
 
 // tokenCurrent reports, inside tx, whether tok is its job's current token.
 // It only classifies an effect write that changed nothing.

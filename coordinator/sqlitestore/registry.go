@@ -16,7 +16,7 @@ import (
 // agentColumns ends with the seconds since last_seen on the database clock.
 const agentColumns = sqlstore.AgentColumns + `(julianday('now') - julianday(last_seen)) * 86400.0`
 
-func scanAgent(row scanner) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
+func scanAgent(row sqlstore.Row) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 var helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)

@@ -338,12 +338,10 @@ func nullJSON(b json.RawMessage) any {
 
 const jobColumns = sqlstore.JobColumns
 
-type scanner = sqlstore.Row
-
 // times decodes the timestamps SQLite keeps as text (sqlstore.Times).
 var times = sqlstore.Times[string](parseTime)
 
-func scanJob(row scanner) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
+func scanJob(row sqlstore.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 // Submit inserts a queued job at generation 0.
 func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
@@ -388,7 +386,7 @@ func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 }
 
 // scanLease reads generation, expiry, task and deadline of a granted job.
-func scanLease(row scanner, jobID, owner string, dest ...any) (jobstore.Lease, error) {
+func scanLease(row sqlstore.Row, jobID, owner string, dest ...any) (jobstore.Lease, error) {
 	var (
 		l             jobstore.Lease
 		expires, task string

@@ -228,7 +228,7 @@ func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) 
 
 // scanMore scans a token's columns and then more.
 type scanMore struct {
-	row  scanner
+	row  sqlstore.Row
 	more []any
 }
 
