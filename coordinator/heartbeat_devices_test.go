@@ -12,7 +12,7 @@ import (
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
-// TestHeartbeatNoPhones (issue 15): a heartbeat whose devices list is
+// TestHeartbeatNoPhones: a heartbeat whose devices list is
 // empty says the agent has no phones now, and the coordinator stores none;
 // a heartbeat without the field leaves the stored phones as they are
 // (docs/protocol.md section 5, heartbeat).

@@ -71,7 +71,7 @@ func natsFromExample(t *testing.T) *server.Server {
 	return s
 }
 
-// TestNATSPermissionsBindAgentIdentity (issue 3, must show 4): with the
+// TestNATSPermissionsBindAgentIdentity: with the
 // per-user permissions of examples/nats-server.conf, agent A's credentials
 // cannot publish on B's subjects nor read B's inbox or B's commands; and a
 // request on A's own subject carrying B's token is refused with 403 and

@@ -20,7 +20,7 @@ import (
 // bound below is expiry + one reap interval + this.
 const sweepSlack = 400 * time.Millisecond
 
-// TestExpiredLeaseReclaimedWithinTTLPlusSweep (issue 3, must show 1): with a
+// TestExpiredLeaseReclaimedWithinTTLPlusSweep: with a
 // 3 s lease on PostgreSQL, an agent that stops renewing has its job
 // reclaimed within the TTL plus one sweep, measured from the database's own
 // timestamps; the old owner receives a revoke; another agent finishes the

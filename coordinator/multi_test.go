@@ -34,7 +34,7 @@ func behaviorFor(tok fencing.Token) coordtest.Behavior {
 	return coordtest.Finish
 }
 
-// TestTwoCoordinatorsManyJobs (issue 3, must show 2): two coordinators on
+// TestTwoCoordinatorsManyJobs: two coordinators on
 // one PostgreSQL database and one NATS server, 10 agents, 200 jobs, random
 // reassignments by both coordinators while stale writers keep writing and
 // hung jobs are reclaimed. No job ever has two owners at one generation,

@@ -112,7 +112,7 @@ func wantDeliveredOnce(t *testing.T, store jobstore.Store, recv *coordtest.Recei
 	return r
 }
 
-// TestOutboxCoordinatorCrash (issue 10, must show 4): the message that
+// TestOutboxCoordinatorCrash: the message that
 // publishes an accepted result is written in the transaction that accepts
 // it, so a coordinator that dies between the commit and the delivery loses
 // nothing: after the restart another coordinator process delivers it,
@@ -175,7 +175,7 @@ func TestOutboxCoordinatorCrash(t *testing.T) {
 	}
 }
 
-// TestOutboxReplyLost (issue 10, must show 4): a delivery whose reply is
+// TestOutboxReplyLost: a delivery whose reply is
 // lost is retried with the same key, never a new one; the receiver drops
 // the duplicate and answers the first receipt, which is what gets stored.
 func TestOutboxReplyLost(t *testing.T) {

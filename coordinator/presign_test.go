@@ -42,7 +42,7 @@ func put(t *testing.T, u string, headers map[string]string, body []byte) *http.R
 	return resp
 }
 
-// TestPresignedUpload (issue 3, must show 5): against a real MinIO, the
+// TestPresignedUpload: against a real MinIO, the
 // upload verb gives the current token a presigned PUT; a plain HTTP PUT
 // with the returned headers lands the object with every stamp; a second PUT
 // to the same URL gets 412; leaving out or changing a signed header is

@@ -15,7 +15,7 @@ import (
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
-// TestAgentRestartReclaimsAtOnce (issue 3, must show 3): an agent that
+// TestAgentRestartReclaimsAtOnce: an agent that
 // restarts (new boot id) gets the jobs of its previous boot reclaimed by
 // its hello, not after the TTL; this holds after a coordinator restart too,
 // since the coordinator finds the old boot's jobs in the store. The jobs

@@ -19,7 +19,7 @@ import (
 )
 
 // TestEffectCommands lists an effect in doubt with its evidence, shows it,
-// and resolves it, which queues its job again (issue 10).
+// and resolves it, which queues its job again.
 func TestEffectCommands(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "jobs.db")

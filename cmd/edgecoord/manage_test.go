@@ -131,8 +131,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 // TestManagementCommands runs every management command against a running
-// coordinator (edgecoord serve on SQLite) with a protocol-speaking agent
-// (issue 3, must show 6).
+// coordinator (edgecoord serve on SQLite) with a protocol-speaking agent.
 func TestManagementCommands(t *testing.T) {
 	ns := testenv.NATS(t)
 	dir := t.TempDir()
