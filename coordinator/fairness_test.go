@@ -24,10 +24,10 @@ import (
 // TestProjectLimitOneRound: project survey-a has 1,000 queued jobs and a
 // limit of 2 running, survey-b has 5 queued after them; in the first
 // scheduling round survey-a gets 2 phones and survey-b all 5 of its jobs.
-// The round is the scheduler's own (Server.scheduleOnce, what the loop runs on each tick or kick), run once
-// by the test on a coordinator built from a config file by NewDaemon, with
-// real NATS and agents that accept their assigns; the project_jobs gauge
-// shows the result on /metrics.
+// The round is the scheduler's own (Server.scheduleOnce, what the loop runs
+// on each tick or kick), run once by the test on a coordinator built from a
+// config file by NewDaemon, with real NATS and agents that accept their
+// assigns; the project_jobs gauge shows the result on /metrics.
 func TestProjectLimitOneRound(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
