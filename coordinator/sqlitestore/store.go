@@ -39,6 +39,7 @@ type Store struct {
 	r     *sql.DB                // readers
 	retry sqlstore.Retry         // backoff of retried attempts (attempts.go)
 	fleet coordinator.DeviceMemo // the fleet page's decoded devices (ui.go)
+	stmts map[string]*sql.Stmt   // preparedSQL on w, by text (prepared.go)
 }
 
 var (
@@ -100,8 +101,13 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", path+"?"+params+"&_query_only=1")
 	if err != nil {
+		_ = s.closeStmts()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -110,6 +116,7 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	r.SetMaxIdleConns(n)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
+		_ = s.closeStmts()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -119,7 +126,7 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 
 // Close releases both connection pools.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.r.Close(), s.closeStmts(), s.w.Close())
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -498,7 +505,7 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 	var l coordinator.Lease
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
+		l, err = scanLease(s.queryRow(ctx, tx, query, owner, modifier(ttl), jobID), jobID, owner)
 		if err == nil {
 			return record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
 		}
@@ -578,7 +585,7 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 // statement is accepted, then runs in the same transaction.
 func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(*sql.Tx) error) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, query, args...)
+		row := s.queryRow(ctx, tx, query, args...)
 		err := scan(row)
 		accepted := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
