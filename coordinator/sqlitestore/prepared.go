@@ -9,12 +9,13 @@ import (
 
 // preparedSQL are the writer's statements that are prepared once, when the
 // store opens, instead of compiled again for every use: the grants (the
-// scheduler's pick statements take milliseconds to compile, several times
-// what they take to run, and the scheduler tries one per agent and queued
-// job), the reassignment and the renewal. The writer is one connection, so
-// a compile there holds up every other write behind it and costs CPU on the
+// scheduler's pick statements take milliseconds to compile, far more than
+// they take to run, and the scheduler tries one per agent and queued job),
+// the reassignment and the renewal. The writer is one connection, so a
+// compile there holds up every other write behind it and takes CPU from the
 // coordinator's path from a reassignment to its revoke (docs/design.md,
-// "The stop path"). PostgreSQL needs none of this: pgx caches the
+// "The stop path"; the figures in docs/benchmarks.md, "Stop latency through
+// the coordinator"). PostgreSQL needs none of this: pgx caches the
 // statements it prepares.
 var preparedSQL = []string{
 	canGrantSQL, pickQueuedSQL, claimPickedSQL, pickExpiredSQL, takeOverPickedSQL,
@@ -40,7 +41,6 @@ func (s *Store) closeStmts() error {
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}
-	s.stmts = nil
 	return errors.Join(errs...)
 }
 

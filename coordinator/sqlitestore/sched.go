@@ -152,8 +152,9 @@ var (
 	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 )
 
-// canGrantSQL is true when agent ?1 is neither draining nor registered
-// under another boot than ?2, and owner ?3 holds fewer than ?4 jobs.
+// canGrantSQL is true when the agent (first argument) is neither draining
+// nor registered under another boot than the second, and the owner (third)
+// holds fewer in-progress jobs than the fourth.
 const canGrantSQL = `
 		SELECT NOT EXISTS (SELECT 1 FROM agents
 			WHERE agent_id = ? AND (draining = 1 OR agent_draining = 1 OR boot_id <> ?))

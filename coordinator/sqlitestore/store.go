@@ -124,7 +124,7 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	return s, nil
 }
 
-// Close releases both connection pools.
+// Close releases both connection pools and the prepared statements.
 func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.closeStmts(), s.w.Close())
 }
