@@ -152,15 +152,19 @@ var (
 	RETURNING lease_generation, lease_expires_at, task, deadline_at`
 )
 
-// canGrant reports whether c's agent may take one more job: it is neither
-// draining nor registered under another boot, and holds fewer than c.Slots.
-func canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
-	var ok bool
-	err := tx.QueryRowContext(ctx, `
+// canGrantSQL is true when the agent (first argument) is neither draining
+// nor registered under another boot than the second, and the owner (third)
+// holds fewer in-progress jobs than the fourth.
+const canGrantSQL = `
 		SELECT NOT EXISTS (SELECT 1 FROM agents
 			WHERE agent_id = ? AND (draining = 1 OR agent_draining = 1 OR boot_id <> ?))
-		   AND (SELECT count(*) FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS') < ?`,
-		c.AgentID, c.BootID, c.Owner, c.Slots).Scan(&ok)
+		   AND (SELECT count(*) FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS') < ?`
+
+// canGrant reports whether c's agent may take one more job: it is neither
+// draining nor registered under another boot, and holds fewer than c.Slots.
+func (s *Store) canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
+	var ok bool
+	err := s.queryRow(ctx, tx, canGrantSQL, c.AgentID, c.BootID, c.Owner, c.Slots).Scan(&ok)
 	return ok, err
 }
 
@@ -174,7 +178,7 @@ func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobsto
 	}
 	var l jobstore.Lease
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		ok, err := canGrant(ctx, tx, c)
+		ok, err := s.canGrant(ctx, tx, c)
 		if err != nil {
 			return err
 		}
@@ -185,14 +189,14 @@ func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobsto
 			id, prevOwner, serial string
 			gen                   int64
 		)
-		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
+		err = s.queryRow(ctx, tx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
 		}
-		l, err = scanLease(tx.QueryRowContext(ctx, claimPickedSQL, c.Owner, serial, modifier(c.TTL), id), id, c.Owner)
+		l, err = scanLease(s.queryRow(ctx, tx, claimPickedSQL, c.Owner, serial, modifier(c.TTL), id), id, c.Owner)
 		if err != nil {
 			return err // the pick and the grant share the transaction: the row is there
 		}
@@ -217,7 +221,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) 
 		old fencing.Token
 	)
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		ok, err := canGrant(ctx, tx, c)
+		ok, err := s.canGrant(ctx, tx, c)
 		if err != nil {
 			return err
 		}
@@ -225,14 +229,14 @@ func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) 
 			return answer(jobstore.ErrNoJob)
 		}
 		var serial string
-		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
+		err = s.queryRow(ctx, tx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
 		}
-		l, err = scanLease(tx.QueryRowContext(ctx, takeOverPickedSQL, c.Owner, serial, modifier(c.TTL),
+		l, err = scanLease(s.queryRow(ctx, tx, takeOverPickedSQL, c.Owner, serial, modifier(c.TTL),
 			old.JobID, old.Generation, old.Owner), old.JobID, c.Owner)
 		if err != nil {
 			return err

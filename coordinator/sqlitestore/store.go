@@ -35,9 +35,10 @@ const timeLayout = "2006-01-02 15:04:05.000"
 
 // Store is a jobstore.Store on SQLite.
 type Store struct {
-	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
-	r     *sql.DB        // readers
-	retry jobstore.Retry // backoff of retried attempts (attempts.go)
+	w     *sql.DB              // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB              // readers
+	retry jobstore.Retry       // backoff of retried attempts (attempts.go)
+	stmts map[string]*sql.Stmt // preparedSQL on w, by text (prepared.go)
 }
 
 var (
@@ -99,8 +100,13 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", path+"?"+params+"&_query_only=1")
 	if err != nil {
+		_ = s.closeStmts()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -109,6 +115,7 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	r.SetMaxIdleConns(n)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
+		_ = s.closeStmts()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -116,9 +123,9 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	return s, nil
 }
 
-// Close releases both connection pools.
+// Close releases both connection pools and the prepared statements.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.r.Close(), s.closeStmts(), s.w.Close())
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -439,7 +446,7 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 	var l jobstore.Lease
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
+		l, err = scanLease(s.queryRow(ctx, tx, query, owner, modifier(ttl), jobID), jobID, owner)
 		if err == nil {
 			return record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
 		}
@@ -519,7 +526,7 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 // statement is accepted, then runs in the same transaction.
 func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(*sql.Tx) error) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, query, args...)
+		row := s.queryRow(ctx, tx, query, args...)
 		err := scan(row)
 		accepted := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
