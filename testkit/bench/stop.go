@@ -134,6 +134,10 @@ type stopEvents struct {
 	replies  map[string]reqEvent   // reply subject → request
 	first409 map[string]reqEvent   // job id → the request whose reply was the first 409, At = reply time
 	revokes  map[string]time.Time  // job id → first revoke published
+	// early holds the 409 replies seen before their request: requests and
+	// replies arrive on two subscriptions, each delivered on its own
+	// goroutine, so a reply can be handled first.
+	early map[string]time.Time // reply subject → time of the 409 reply
 }
 
 type reqEvent struct {
@@ -143,7 +147,7 @@ type reqEvent struct {
 }
 
 func newStopEvents() *stopEvents {
-	return &stopEvents{requests: map[string][]reqEvent{}, replies: map[string]reqEvent{}, first409: map[string]reqEvent{}, revokes: map[string]time.Time{}}
+	return &stopEvents{requests: map[string][]reqEvent{}, replies: map[string]reqEvent{}, first409: map[string]reqEvent{}, revokes: map[string]time.Time{}, early: map[string]time.Time{}}
 }
 
 func (e *stopEvents) onRequest(m *nats.Msg) {
@@ -161,7 +165,10 @@ func (e *stopEvents) onRequest(m *nats.Msg) {
 	ev := reqEvent{At: at, Verb: verb, Token: body.Token}
 	e.mu.Lock()
 	e.requests[body.Token.JobID] = append(e.requests[body.Token.JobID], ev)
-	if m.Reply != "" {
+	if replyAt, ok := e.early[m.Reply]; ok && m.Reply != "" {
+		delete(e.early, m.Reply)
+		e.record409(ev, replyAt)
+	} else if m.Reply != "" {
 		e.replies[m.Reply] = ev
 	}
 	e.mu.Unlock()
@@ -183,8 +190,15 @@ func (e *stopEvents) onReply(m *nats.Msg) {
 	req, ok := e.replies[m.Subject]
 	delete(e.replies, m.Subject)
 	if !ok {
+		e.early[m.Subject] = at
 		return
 	}
+	e.record409(req, at)
+}
+
+// record409 keeps req as its job's first 409 answered at at, unless one is
+// kept already. e.mu is held.
+func (e *stopEvents) record409(req reqEvent, at time.Time) {
 	if _, seen := e.first409[req.Token.JobID]; !seen {
 		req.At = at
 		e.first409[req.Token.JobID] = req
