@@ -9,7 +9,7 @@ GOBIN_DIR := $(shell $(GO) env GOBIN)
 GOPATH_BIN := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 export PATH := $(PATH):$(if $(GOBIN_DIR),$(GOBIN_DIR):)$(GOPATH_BIN)
 
-.PHONY: all build test test-short deps fmt fmt-check vet lab cross dist fuzz-short
+.PHONY: all build test test-race test-short deps fmt fmt-check vet lab cross dist fuzz-short
 
 all: build
 
@@ -17,17 +17,31 @@ all: build
 build:
 	$(GO) build ./...
 
-## test: install missing test dependencies, check formatting, vet, cross-compile, and run every test with the race detector
-test: deps fmt-check vet cross fuzz-short
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+## test: install missing test dependencies (MinIO in the background), check formatting, vet (also for Windows and linux/arm64), fuzz every target briefly, and run every test with the race detector; prints the time of each phase
+# scripts/test.sh runs the phases deps fmt-check vet cross fuzz-short
+# test-race in order, each as `make <phase>`. `make -n test` prints them.
+test:
+	MAKE='$(MAKE)' DRY_RUN='$(findstring n,$(firstword -$(MAKEFLAGS)))' scripts/test.sh
+
+# The slowest test packages, listed first so that `go test` starts them
+# first instead of last (it starts packages in the order it is given them,
+# -p at a time); the rest follow from ./... .
+SLOW_TESTS := ./testkit/chaos/... ./cmd/edgelab/...
+
+## test-race: run every test with the race detector (the last phase of make test)
+test-race:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
 
 ## test-short: like test without the dependency step, and with -short
 test-short: fmt-check vet
-	$(GO) test -race -count=1 -short -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -short -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
 
-## deps: install the real servers the tests need (adb, PostgreSQL, MinIO)
+# DEPS: which parts scripts/test-deps.sh installs (system, minio); empty for both.
+DEPS ?=
+
+## deps: install the real servers the tests need (adb, PostgreSQL, MinIO, ...)
 deps:
-	scripts/test-deps.sh
+	scripts/test-deps.sh $(DEPS)
 
 ## fmt: format every Go file
 fmt:
@@ -56,9 +70,12 @@ FUZZ_TARGETS := \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
 	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage
-FUZZTIME ?= 4s
+# Two seconds with the default two workers: some thousand inputs for the
+# slowest target (coordinator FuzzHandlers), hundreds of thousands for the
+# parsers. The committed seeds of every target also run in go test.
+FUZZTIME ?= 2s
 
-## fuzz-short: run each fuzz target for FUZZTIME (default 4s) after its committed seed corpus
+## fuzz-short: run each fuzz target for FUZZTIME (default 2s) after its committed seed corpus
 # A run that fails with nothing but "context deadline exceeded" and writes no
 # failing input is the fuzzing engine missing its own -fuzztime deadline
 # under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
@@ -76,17 +93,21 @@ fuzz-short:
 		echo "$$out" | tail -n 3; \
 	done
 
-# Platforms every package must build for; the release archives are built
-# for the same ones.
-CROSS_TARGETS := windows/amd64 linux/amd64 linux/arm64
+# Platforms every package must compile for beside linux/amd64 (which vet
+# and the tests compile); the release archives (make dist) are built for
+# these and linux/amd64. go vet for a platform compiles every package
+# another one imports for it (the export data vet reads comes from the
+# compiler), and type-checks and vets every package with its tests; of a
+# build it leaves out only compiling the main packages and linking, which
+# make dist does and, for edgeagent.exe, the installer's Wine test.
+CROSS_TARGETS := windows/amd64 linux/arm64
 
-## cross: compile every package for windows/amd64, linux/amd64 and linux/arm64, and vet the Windows build with its tests
+## cross: vet every package with its tests for windows/amd64 and linux/arm64
 cross:
 	@set -e; for target in $(CROSS_TARGETS); do \
-		echo "GOOS=$${target%/*} GOARCH=$${target#*/} $(GO) build ./..."; \
-		GOOS=$${target%/*} GOARCH=$${target#*/} CGO_ENABLED=0 $(GO) build ./...; \
+		echo "GOOS=$${target%/*} GOARCH=$${target#*/} CGO_ENABLED=0 $(GO) vet ./..."; \
+		GOOS=$${target%/*} GOARCH=$${target#*/} CGO_ENABLED=0 $(GO) vet ./...; \
 	done
-	GOOS=windows $(GO) vet ./...
 
 # The release version: the latest v* tag, or v0.0.0-dev without one.
 VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null || echo v0.0.0-dev)
