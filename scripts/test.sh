@@ -37,7 +37,7 @@ summary() {
 	echo
 	echo "make test: where the time went"
 	for i in "${!NAMES[@]}"; do
-		printf '  %-11s %7s  %s\n' "${NAMES[$i]}" "$(mmss "${TIMES[$i]}")" "${NOTES[$i]}"
+		printf '  %-11s %7s%s\n' "${NAMES[$i]}" "$(mmss "${TIMES[$i]}")" "${NOTES[$i]:+  ${NOTES[$i]}}"
 	done
 	printf '  %-11s %7s\n' total "$(mmss $(($(date +%s) - START)))"
 }
@@ -78,9 +78,8 @@ nice -n 10 "${SETSID[@]}" bash -c 'rc=0; scripts/test-deps.sh minio || rc=$?; da
 MINIO_PID=$!
 
 stop_minio() {
-	[ -n "${MINIO_PID:-}" ] || return 0
-	if kill -0 "$MINIO_PID" 2>/dev/null; then
-		echo "test: stopping the background MinIO install (log: $MINIO_LOG)" >&2
+	if [ -n "${MINIO_PID:-}" ] && kill -0 "$MINIO_PID" 2>/dev/null; then
+		echo "test: stopping the background MinIO install" >&2
 		if [ "$MINIO_GROUP" = 1 ]; then
 			kill -TERM -- "-$MINIO_PID" 2>/dev/null || true
 		else
@@ -89,6 +88,7 @@ stop_minio() {
 		wait "$MINIO_PID" 2>/dev/null || true
 	fi
 	MINIO_PID=
+	rm -f "$MINIO_LOG" "$MINIO_END"
 }
 trap stop_minio EXIT
 trap 'stop_minio; exit 130' INT
@@ -100,13 +100,12 @@ wait_minio() {
 	local t rc end
 	t=$(date +%s)
 	if kill -0 "$MINIO_PID" 2>/dev/null; then
-		echo "== minio: waiting for the background install (log: $MINIO_LOG)"
+		echo "== minio: waiting for the background install"
 	fi
 	rc=0
 	wait "$MINIO_PID" || rc=$?
 	MINIO_PID=
 	end="$(cat "$MINIO_END" 2>/dev/null || date +%s)"
-	rm -f "$MINIO_END"
 	if [ "$rc" != 0 ]; then
 		cat "$MINIO_LOG"
 		echo "test: scripts/test-deps.sh minio failed (exit $rc); the tests need MinIO" >&2
@@ -115,7 +114,6 @@ wait_minio() {
 		exit 1
 	fi
 	grep -v '^go: downloading ' "$MINIO_LOG" || true
-	rm -f "$MINIO_LOG"
 	record minio $((end - START)) "in the background from the start; waited $(mmss $(($(date +%s) - t)))"
 }
 
