@@ -28,9 +28,12 @@ test:
 # -p at a time); the rest follow from ./... .
 SLOW_TESTS := ./testkit/chaos/... ./cmd/edgelab/...
 
+# TEST_FLAGS: more go test flags for test-race, such as -json or -v.
+TEST_FLAGS ?=
+
 ## test-race: run every test with the race detector (the last phase of make test)
 test-race:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
+	$(GO) test -race -count=1 $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
 
 ## test-short: like test without the dependency step, and with -short
 test-short: fmt-check vet
