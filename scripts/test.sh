@@ -5,7 +5,7 @@
 #   deps        scripts/test-deps.sh system: what comes from apt-get
 #   fmt-check   gofmt
 #   vet         go vet ./...
-#   cross       go vet ./... for the other platforms (windows/amd64, linux/arm64)
+#   cross       go vet ./... for windows/amd64, go build ./... for linux/arm64
 #   fuzz-short  every fuzz target, briefly
 #   test-race   go test -race ./...
 #
