@@ -1,4 +1,4 @@
-package chaos
+package planted
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/chaos"
+	"github.com/edgeagent/edgeagent/testkit/chaos/chaostest"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -46,8 +48,8 @@ func plantUnfencedCommit(t *testing.T) func(jobstore.Store) jobstore.Store {
 
 // fencingRules are the rules a stale write breaks.
 var fencingRules = map[string]bool{
-	RuleLinearizable: true, RuleOneAcceptance: true, RuleStaleAccepted: true,
-	RuleFinalGeneration: true, RuleNoResultLost: true,
+	chaos.RuleLinearizable: true, chaos.RuleOneAcceptance: true, chaos.RuleStaleAccepted: true,
+	chaos.RuleFinalGeneration: true, chaos.RuleNoResultLost: true,
 }
 
 // TestPlantedUnfencedCommitIsCaught plants the bug fencing exists to
@@ -55,16 +57,16 @@ var fencingRules = map[string]bool{
 // The checker must fail within the first few hundred schedules, on a
 // fencing rule, and print the offending history.
 func TestPlantedUnfencedCommitIsCaught(t *testing.T) {
-	opts := Options{Shape: testShape, WrapStore: plantUnfencedCommit(t), Store: StorePostgres, PostgresDSN: testenv.Postgres(t)}
+	opts := chaos.Options{Shape: chaostest.TestShape, WrapStore: plantUnfencedCommit(t), Store: chaos.StorePostgres, PostgresDSN: testenv.Postgres(t)}
 	var (
 		mu     sync.Mutex
-		caught *Result
+		caught *chaos.Result
 	)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	st := RunMany(ctx, opts, RunOptions{
-		Seed: *flagSeed, Schedules: 300, Parallel: *flagParallel,
-		OnResult: func(r *Result) {
+	st := chaos.RunMany(ctx, opts, chaos.RunOptions{
+		Seed: *chaostest.Seed, Schedules: 300, Parallel: *chaostest.Parallel,
+		OnResult: func(r *chaos.Result) {
 			mu.Lock()
 			defer mu.Unlock()
 			if r.Err != nil {
@@ -149,12 +151,12 @@ func (s regrantOnHello) AgentHello(ctx context.Context, h jobstore.AgentHello) (
 // deadlinePlan is one job on one agent: a wait of 8 lease TTLs under a
 // deadline of 3 TTLs, and no fault. A correct system ends it TIMED_OUT
 // within the reap interval and the stop latency of its deadline.
-func deadlinePlan(seed int64) Plan {
+func deadlinePlan(seed int64) chaos.Plan {
 	ttl := 500 * time.Millisecond
-	return Plan{
+	return chaos.Plan{
 		Seed:  seed,
-		Shape: Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1},
-		Jobs: []JobPlan{{ID: fmt.Sprintf("deadline-%d", seed), Task: protocol.Task{
+		Shape: chaos.Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1},
+		Jobs: []chaos.JobPlan{{ID: fmt.Sprintf("deadline-%d", seed), Task: protocol.Task{
 			TimeoutMS: (3 * ttl).Milliseconds(),
 			Steps: []protocol.Step{
 				{Op: protocol.OpWait, DurationMS: (8 * ttl).Milliseconds()},
@@ -168,20 +170,20 @@ func deadlinePlan(seed int64) Plan {
 // killed (the one running the job among them) after 1 TTL and back after
 // half a TTL. A correct system grants the job once: the restarted agent's
 // hello ends the attempt, and with no attempt left the job ends FAILED.
-func attemptsPlan(seed int64) Plan {
+func attemptsPlan(seed int64) chaos.Plan {
 	ttl := 500 * time.Millisecond
-	return Plan{
+	return chaos.Plan{
 		Seed:  seed,
-		Shape: Shape{Agents: 2, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1, MinFaults: 2, MaxFaults: 2},
-		Jobs: []JobPlan{{ID: fmt.Sprintf("attempts-%d", seed), MaxAttempts: 1, Task: protocol.Task{
+		Shape: chaos.Shape{Agents: 2, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1, MinFaults: 2, MaxFaults: 2},
+		Jobs: []chaos.JobPlan{{ID: fmt.Sprintf("attempts-%d", seed), MaxAttempts: 1, Task: protocol.Task{
 			Steps: []protocol.Step{
 				{Op: protocol.OpWait, DurationMS: (4 * ttl).Milliseconds()},
 				{Op: protocol.OpScreenshot, Name: "after"},
 			},
 		}}},
-		Faults: []Fault{
-			{Kind: KindAgentKill, At: ttl, Target: 0, Duration: ttl / 2},
-			{Kind: KindAgentKill, At: ttl, Target: 1, Duration: ttl / 2},
+		Faults: []chaos.Fault{
+			{Kind: chaos.KindAgentKill, At: ttl, Target: 0, Duration: ttl / 2},
+			{Kind: chaos.KindAgentKill, At: ttl, Target: 1, Duration: ttl / 2},
 		},
 	}
 }
@@ -190,15 +192,15 @@ func attemptsPlan(seed int64) Plan {
 // checker must report every rule of want; without it, none of the rules on
 // deadlines and attempts. The twin without the bug needs the store that
 // enforces deadlines and attempt limits.
-func plantedPolicy(t *testing.T, plan Plan, plant func(jobstore.Store) jobstore.Store, want ...string) {
+func plantedPolicy(t *testing.T, plan chaos.Plan, plant func(jobstore.Store) jobstore.Store, want ...string) {
 	dsn := testenv.Postgres(t)
 	for _, planted := range []bool{true, false} {
 		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
-			opts := Options{Store: StorePostgres, PostgresDSN: dsn}
+			opts := chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}
 			if planted {
 				opts.WrapStore = plant
 			}
-			res := RunPlan(context.Background(), opts, plan)
+			res := chaos.RunPlan(context.Background(), opts, plan)
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
@@ -209,7 +211,7 @@ func plantedPolicy(t *testing.T, plan Plan, plant func(jobstore.Store) jobstore.
 				broke[v.Rule] = true
 			}
 			if !planted {
-				if broke[RuleDeadline] || broke[RuleMaxAttempts] || broke[RuleRetryCause] {
+				if broke[chaos.RuleDeadline] || broke[chaos.RuleMaxAttempts] || broke[chaos.RuleRetryCause] {
 					t.Fatalf("the system without the bug broke the rules: %v\n%s", res.Report.Violations, b.String())
 				}
 				return
@@ -228,7 +230,7 @@ func plantedPolicy(t *testing.T, plan Plan, plant func(jobstore.Store) jobstore.
 // and the assign's deadline planted away, a job with a deadline of 3 TTLs
 // runs its 8-TTL wait to the end; the deadline rule must report it.
 func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
-	plantedPolicy(t, deadlinePlan(*flagSeed), func(s jobstore.Store) jobstore.Store { return ignoreDeadlines{s} }, RuleDeadline)
+	plantedPolicy(t, deadlinePlan(*chaostest.Seed), func(s jobstore.Store) jobstore.Store { return ignoreDeadlines{s} }, chaos.RuleDeadline)
 }
 
 // TestPlantedAttemptLimitBypassIsCaught: with a restarted agent's jobs
@@ -236,6 +238,6 @@ func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
 // granted twice, and its first attempt has no recorded end; the
 // max-attempts and retry-cause rules must report it.
 func TestPlantedAttemptLimitBypassIsCaught(t *testing.T) {
-	plan := attemptsPlan(*flagSeed)
-	plantedPolicy(t, plan, func(s jobstore.Store) jobstore.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, RuleMaxAttempts, RuleRetryCause)
+	plan := attemptsPlan(*chaostest.Seed)
+	plantedPolicy(t, plan, func(s jobstore.Store) jobstore.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, chaos.RuleMaxAttempts, chaos.RuleRetryCause)
 }

@@ -1,4 +1,4 @@
-package chaos
+package cluster
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/chaos"
+	"github.com/edgeagent/edgeagent/testkit/chaos/chaostest"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // clusterShape is the test shape on a 3-node NATS cluster.
-func clusterShape() Shape {
-	s := testShape
+func clusterShape() chaos.Shape {
+	s := chaostest.TestShape
 	s.NATSNodes = 3
 	return s
 }
@@ -25,16 +27,13 @@ func clusterShape() Shape {
 // two coordinators on one PostgreSQL), with the node kill weighted so
 // that most schedules kill a node: every history passes the checker.
 func TestChaosCluster(t *testing.T) {
-	n := 8
-	if testing.Short() {
-		n = 3
-	}
+	n := chaostest.Schedules(8, 3)
 	dsn := testenv.Postgres(t)
-	defer goleak.VerifyNone(t, leakOptions()...)
+	defer goleak.VerifyNone(t, chaostest.LeakOptions()...)
 	shape := clusterShape()
-	shape.Kinds = append(DefaultKinds(3), KindNATSNodeKill, KindNATSNodeKill, KindNATSNodeKill)
-	st := runSchedules(t, Options{Shape: shape, Store: StorePostgres, PostgresDSN: dsn}, n, 4)
-	if st.FaultsInjected[KindNATSNodeKill] == 0 {
+	shape.Kinds = append(chaos.DefaultKinds(3), chaos.KindNATSNodeKill, chaos.KindNATSNodeKill, chaos.KindNATSNodeKill)
+	st := chaostest.RunSchedules(t, chaos.Options{Shape: shape, Store: chaos.StorePostgres, PostgresDSN: dsn}, n, 4)
+	if st.FaultsInjected[chaos.KindNATSNodeKill] == 0 {
 		t.Errorf("no NATS node was killed in %d schedules", n)
 	}
 }
@@ -46,21 +45,21 @@ func TestChaosCluster(t *testing.T) {
 // succeeds under its first grant.
 func TestNATSNodeKillFailover(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	defer goleak.VerifyNone(t, leakOptions()...)
+	defer goleak.VerifyNone(t, chaostest.LeakOptions()...)
 	ttl := 500 * time.Millisecond
-	shape := Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, NATSNodes: 3, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1, MinFaults: 1, MaxFaults: 1}
+	shape := chaos.Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, NATSNodes: 3, LeaseTTL: ttl, MinJobs: 1, MaxJobs: 1, MinFaults: 1, MaxFaults: 1}
 	id := "failover-" + strings.ReplaceAll(t.Name(), "/", "-")
-	plan := Plan{
+	plan := chaos.Plan{
 		Seed:  4242,
 		Shape: shape,
-		Jobs: []JobPlan{{ID: id, Task: protocol.Task{Steps: []protocol.Step{
+		Jobs: []chaos.JobPlan{{ID: id, Task: protocol.Task{Steps: []protocol.Step{
 			{Op: protocol.OpWait, DurationMS: (6 * ttl).Milliseconds()},
 			{Op: protocol.OpScreenshot, Name: "after"},
 		}}}},
-		// The agent's home node is the last one (run.agentHome).
-		Faults: []Fault{{Kind: KindNATSNodeKill, At: 2 * ttl, Target: 2, Duration: 3 * ttl}},
+		// The agent's home node is the last one (the harness's run.agentHome).
+		Faults: []chaos.Fault{{Kind: chaos.KindNATSNodeKill, At: 2 * ttl, Target: 2, Duration: 3 * ttl}},
 	}
-	res := RunPlan(context.Background(), Options{Store: StorePostgres, PostgresDSN: dsn}, plan)
+	res := chaos.RunPlan(context.Background(), chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}, plan)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -81,7 +80,7 @@ func TestNATSNodeKillFailover(t *testing.T) {
 	// another node.
 	renewed := 0
 	for _, fr := range res.History.Frames {
-		if fr.Dir == ToServer && fr.Verb == "renew" && fr.Read.After(f.Applied) && fr.Read.Before(f.Healed) {
+		if fr.Dir == chaos.ToServer && fr.Verb == "renew" && fr.Read.After(f.Applied) && fr.Read.Before(f.Healed) {
 			renewed++
 		}
 	}

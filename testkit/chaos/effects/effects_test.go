@@ -1,8 +1,7 @@
-package chaos
+package effects
 
 import (
 	"context"
-	"flag"
 	"strings"
 	"sync"
 	"testing"
@@ -12,10 +11,10 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/chaos"
+	"github.com/edgeagent/edgeagent/testkit/chaos/chaostest"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
-
-var flagEffectSchedules = flag.Int("chaos.effect-schedules", 0, "schedules of TestChaosEffects (default 16; 8 with -short)")
 
 // effectTally adds up what the effect steps of many schedules did.
 type effectTally struct {
@@ -24,7 +23,7 @@ type effectTally struct {
 	needsDecision, succeededJobs int
 }
 
-func (e *effectTally) add(h *History) {
+func (e *effectTally) add(h *chaos.History) {
 	for _, jp := range h.Plan.Jobs {
 		if j, ok := h.Final.Jobs[jp.ID]; ok {
 			switch {
@@ -69,19 +68,13 @@ func (e *effectTally) add(h *History) {
 // job that succeeded ran each of its keys exactly once (rule
 // effect-at-most-once, checked with the schedule's other rules).
 func TestChaosEffects(t *testing.T) {
-	n := 16
-	if testing.Short() {
-		n = 8
-	}
-	if *flagEffectSchedules > 0 {
-		n = *flagEffectSchedules
-	}
+	n := chaostest.Schedules(16, 8)
 	dsn := testenv.Postgres(t)
 	m := testenv.MinIO(t)
-	defer goleak.VerifyNone(t, leakOptions()...)
-	opts := Options{
-		Shape: Shape{Effects: true}, Store: StorePostgres, PostgresDSN: dsn,
-		S3: &S3Target{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey},
+	defer goleak.VerifyNone(t, chaostest.LeakOptions()...)
+	opts := chaos.Options{
+		Shape: chaos.Shape{Effects: true}, Store: chaos.StorePostgres, PostgresDSN: dsn,
+		S3: &chaos.S3Target{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey},
 	}
 	var (
 		mu    sync.Mutex
@@ -89,9 +82,9 @@ func TestChaosEffects(t *testing.T) {
 		shown int
 	)
 	start := time.Now()
-	st := RunMany(context.Background(), opts, RunOptions{
-		Seed: *flagSeed, Schedules: n, Parallel: 4,
-		OnResult: func(r *Result) {
+	st := chaos.RunMany(context.Background(), opts, chaos.RunOptions{
+		Seed: *chaostest.Seed, Schedules: n, Parallel: 4,
+		OnResult: func(r *chaos.Result) {
 			mu.Lock()
 			defer mu.Unlock()
 			if r.Err != nil {
@@ -111,18 +104,18 @@ func TestChaosEffects(t *testing.T) {
 				b.WriteString("\n")
 				r.History.Format(&b, r.Report, r.Report.FailedJobs()...)
 			}
-			t.Errorf("schedule %d broke the rules (reproduce with -run TestChaosEffects -chaos.seed=%d -chaos.effect-schedules=1):%s", r.Seed, r.Seed, b.String())
+			t.Errorf("schedule %d broke the rules (reproduce with -run TestChaosEffects -chaos.seed=%d -chaos.schedules=1):%s", r.Seed, r.Seed, b.String())
 		},
 	})
 	var b strings.Builder
 	st.Print(&b)
-	t.Logf("%d schedules with effect steps from seed %d took %s:\n%s", n, *flagSeed, time.Since(start).Round(time.Second), b.String())
+	t.Logf("%d schedules with effect steps from seed %d took %s:\n%s", n, *chaostest.Seed, time.Since(start).Round(time.Second), b.String())
 	t.Logf("effect keys %d: executed once %d, never %d, most executions of one key %d; intents done %d, in doubt %d, reserved %d; jobs succeeded %d, needing a decision %d",
 		tally.keys, tally.once, tally.never, tally.maxRuns, tally.done, tally.inDoubt, tally.reserved, tally.succeededJobs, tally.needsDecision)
 	if tally.maxRuns > 1 {
 		t.Errorf("an effect key reached the phones %d times", tally.maxRuns)
 	}
-	if tally.once == 0 || st.Violations[RuleEffectOnce] != 0 {
-		t.Errorf("effect keys executed once: %d; effect-at-most-once violations: %d", tally.once, st.Violations[RuleEffectOnce])
+	if tally.once == 0 || st.Violations[chaos.RuleEffectOnce] != 0 {
+		t.Errorf("effect keys executed once: %d; effect-at-most-once violations: %d", tally.once, st.Violations[chaos.RuleEffectOnce])
 	}
 }
