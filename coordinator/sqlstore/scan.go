@@ -255,3 +255,141 @@ func ScanEffect[T any](row Row, times Times[T]) (jobstore.EffectRecord, error) {
 	}
 	return r, nil
 }
+
+// Rows is a result set as both drivers hand it out (pgx.Rows, *sql.Rows).
+// Collect reads it; the caller closes it.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// Collect reads every row of rows with scan.
+func Collect[V any](rows Rows, scan func(Row) (V, error)) ([]V, error) {
+	var out []V
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// More is row with more destinations after the ones its scanner names:
+// Scan(dest...) scans into dest and then more.
+func More(row Row, more ...any) Row { return moreRow{row, more} }
+
+type moreRow struct {
+	row  Row
+	more []any
+}
+
+func (m moreRow) Scan(dest ...any) error { return m.row.Scan(append(dest, m.more...)...) }
+
+// ScanLease reads the dest columns and then generation, lease expiry, task
+// and deadline of a job just granted to owner.
+func ScanLease[T any](row Row, times Times[T], jobID, owner string, dest ...any) (jobstore.Lease, error) {
+	var (
+		l        jobstore.Lease
+		expires  T
+		deadline *T
+		task     []byte
+	)
+	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task, &deadline)...); err != nil {
+		return jobstore.Lease{}, err
+	}
+	var err error
+	if l.ExpiresAt, err = times(expires); err != nil {
+		return jobstore.Lease{}, err
+	}
+	if l.DeadlineAt, err = times.Null(deadline); err != nil {
+		return jobstore.Lease{}, err
+	}
+	if err := json.Unmarshal(task, &l.Task); err != nil {
+		return jobstore.Lease{}, fmt.Errorf("decode task: %w", err)
+	}
+	l.Token.JobID = jobID
+	l.Token.Owner = owner
+	return l, nil
+}
+
+// ScanWriteEvent reads a write attempt: id, job_id, verb, owner,
+// generation, accepted, at, detail, class, cause.
+func ScanWriteEvent[T any](row Row, times Times[T]) (jobstore.WriteEvent, error) {
+	var (
+		e  jobstore.WriteEvent
+		at T
+	)
+	if err := row.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail, &e.Class, &e.Cause); err != nil {
+		return jobstore.WriteEvent{}, err
+	}
+	var err error
+	if e.At, err = times(at); err != nil {
+		return jobstore.WriteEvent{}, err
+	}
+	return e, nil
+}
+
+// ScanArtifact reads an artifact record: job_id, generation, owner, name,
+// key, size, sha256, content_type, etag, created_at.
+func ScanArtifact[T any](row Row, times Times[T]) (jobstore.ArtifactRecord, error) {
+	var (
+		a  jobstore.ArtifactRecord
+		at T
+	)
+	if err := row.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &at); err != nil {
+		return jobstore.ArtifactRecord{}, err
+	}
+	var err error
+	if a.CreatedAt, err = times(at); err != nil {
+		return jobstore.ArtifactRecord{}, err
+	}
+	return a, nil
+}
+
+// ScanUIAction reads a dashboard action: id, token_name, action, target,
+// job_id, detail, at.
+func ScanUIAction[T any](row Row, times Times[T]) (jobstore.UIAction, error) {
+	var (
+		a  jobstore.UIAction
+		at T
+	)
+	if err := row.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &at); err != nil {
+		return jobstore.UIAction{}, err
+	}
+	var err error
+	if a.At, err = times(at); err != nil {
+		return jobstore.UIAction{}, err
+	}
+	return a, nil
+}
+
+// ScanPhoneScreen reads a phone's newest screenshot: agent_id, serial,
+// job_id, project, generation, name, content_type, created_at of
+// phone_screens.
+func ScanPhoneScreen[T any](row Row, times Times[T]) (jobstore.PhoneScreen, error) {
+	var (
+		x  jobstore.PhoneScreen
+		at T
+	)
+	if err := row.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
+		return jobstore.PhoneScreen{}, err
+	}
+	var err error
+	if x.At, err = times(at); err != nil {
+		return jobstore.PhoneScreen{}, err
+	}
+	return x, nil
+}
+
+// ScanWriteCount reads a WriteCount: verb, accepted, rejected.
+func ScanWriteCount(row Row) (WriteCount, error) {
+	var c WriteCount
+	err := row.Scan(&c.Verb, &c.Accepted, &c.Rejected)
+	return c, err
+}
