@@ -259,7 +259,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 	}
 	var requeued bool
 	row := s.pool.QueryRow(ctx, resolveSQL, key, decision, note, sqlstore.ResolvedReceipt(note, time.Now()))
-	r, err := scanEffect(scanTail{row, &requeued})
+	r, err := scanEffect(sqlstore.More(row, &requeued))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := s.GetEffect(ctx, key)
 		if gerr != nil {
@@ -273,14 +273,6 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 	}
 	return r, requeued, nil
 }
-
-// scanTail scans a row whose columns are an effect's followed by more.
-type scanTail struct {
-	row  pgx.Row
-	tail any
-}
-
-func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }
 
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -61,16 +58,8 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Event, error) {
-		var (
-			e  jobstore.RawEvent
-			at time.Time
-		)
-		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
-			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended)
-		e.At = at.UTC()
-		return jobstore.NewEvent(e), err
-	})
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) })
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

@@ -36,19 +36,19 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 // UISession returns an unexpired session and its token.
 func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
 	sess := jobstore.UISession{Hash: hash}
-	var tail struct{ created, expires time.Time }
-	t, err := scanToken(scanMore{row: s.pool.QueryRow(ctx, `
+	var created, expires time.Time
+	t, err := scanToken(sqlstore.More(s.pool.QueryRow(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
 		       u.created_at, u.expires_at
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
-		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), more: []any{&tail.created, &tail.expires}})
+		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), &created, &expires))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return jobstore.UISession{}, jobstore.APIToken{}, jobstore.ErrUISessionNotFound
 	}
 	if err != nil {
 		return jobstore.UISession{}, jobstore.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
 	}
-	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, tail.created, tail.expires
+	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, created, expires
 	return sess, t, nil
 }
 
@@ -84,11 +84,8 @@ func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]job
 	if err != nil {
 		return nil, fmt.Errorf("list dashboard actions: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.UIAction, error) {
-		var a jobstore.UIAction
-		err := r.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &a.At)
-		return a, err
-	})
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) })
 	if err != nil {
 		return nil, fmt.Errorf("list dashboard actions: %w", err)
 	}
@@ -117,11 +114,8 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.PhoneScreen, error) {
-		var x jobstore.PhoneScreen
-		err := r.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
-		return x, err
-	})
+	defer rows.Close()
+	got, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.PhoneScreen, error) { return sqlstore.ScanPhoneScreen(r, times) })
 	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
@@ -136,9 +130,8 @@ func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.FleetAgent, error) {
-		return sqlstore.ScanFleetAgent(r, times)
-	})
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) })
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -153,21 +146,10 @@ func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list running jobs: %w", err)
 	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.RunningJob, error) {
-		var j jobstore.RunningJob
-		err := r.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
-		return j, err
-	})
+	defer rows.Close()
+	got, err := sqlstore.Collect(rows, sqlstore.ScanRunningJob)
 	if err != nil {
 		return nil, fmt.Errorf("list running jobs: %w", err)
 	}
 	return got, nil
 }
-
-// scanMore scans a token's columns and then more.
-type scanMore struct {
-	row  pgx.Row
-	more []any
-}
-
-func (t scanMore) Scan(dest ...any) error { return t.row.Scan(append(dest, t.more...)...) }

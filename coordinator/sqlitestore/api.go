@@ -47,15 +47,8 @@ func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.APIToken
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, scanToken)
+	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
 	return out, nil
@@ -112,18 +105,9 @@ func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobs
 }
 
 func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
-	rec := jobstore.Idempotent{TokenID: tokenID, Key: key}
-	var reply, created string
-	err := q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
-		tokenID, key).Scan(&rec.RequestHash, &reply, &created)
-	if err != nil {
-		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
-	}
-	rec.Reply = json.RawMessage(reply)
-	if rec.CreatedAt, err = parseTime(created); err != nil {
-		return jobstore.Idempotent{}, err
-	}
-	return rec, nil
+	rec, err := sqlstore.ScanIdempotent(q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
+		tokenID, key), times, tokenID, key)
+	return sqlstore.Found(rec, err, jobstore.ErrNotFound, "find idempotent submit")
 }
 
 // insertJobs submits specs in tx, each with its submit event (the job's
@@ -226,21 +210,8 @@ func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
 		return nil, fmt.Errorf("list api denials: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.APIDenial
-	for rows.Next() {
-		var (
-			d  jobstore.APIDenial
-			at string
-		)
-		if err := rows.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
-			return nil, fmt.Errorf("list api denials: %w", err)
-		}
-		if d.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) })
+	if err != nil {
 		return nil, fmt.Errorf("list api denials: %w", err)
 	}
 	return out, nil
@@ -292,31 +263,9 @@ func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobs
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
-	var last int64
-	for rows.Next() {
-		var seq int64
-		j, err := scanJob(scanTail{rows, &seq})
-		if err != nil {
-			return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
-		}
-		if len(page.Jobs) == limit {
-			page.Next = last
-			break
-		}
-		page.Jobs = append(page.Jobs, j)
-		last = seq
-	}
-	if err := rows.Err(); err != nil {
+	page, err := sqlstore.JobPage(rows, times, limit)
+	if err != nil {
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	return page, nil
 }
-
-// scanTail scans the job columns and then one more.
-type scanTail struct {
-	row  sqlstore.Row
-	tail any
-}
-
-func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }

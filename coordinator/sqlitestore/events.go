@@ -61,22 +61,8 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.Event
-	for rows.Next() {
-		var (
-			e  jobstore.RawEvent
-			at string
-		)
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
-			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		if e.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		out = append(out, jobstore.NewEvent(e))
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) })
+	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil

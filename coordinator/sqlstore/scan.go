@@ -393,3 +393,92 @@ func ScanWriteCount(row Row) (WriteCount, error) {
 	err := row.Scan(&c.Verb, &c.Accepted, &c.Rejected)
 	return c, err
 }
+
+// ScanRunningJob reads a job in progress: id, project, worker_id,
+// device_serial (which the query reads as "" when NULL).
+func ScanRunningJob(row Row) (jobstore.RunningJob, error) {
+	var j jobstore.RunningJob
+	err := row.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
+	return j, err
+}
+
+// ScanIdempotent reads the stored submit of tokenID under key: request_hash,
+// reply, created_at.
+func ScanIdempotent[T any](row Row, times Times[T], tokenID int64, key string) (jobstore.Idempotent, error) {
+	var (
+		rec     = jobstore.Idempotent{TokenID: tokenID, Key: key}
+		reply   []byte
+		created T
+	)
+	if err := row.Scan(&rec.RequestHash, &reply, &created); err != nil {
+		return jobstore.Idempotent{}, err
+	}
+	rec.Reply = json.RawMessage(reply)
+	var err error
+	if rec.CreatedAt, err = times(created); err != nil {
+		return jobstore.Idempotent{}, err
+	}
+	return rec, nil
+}
+
+// ScanDenial reads a refused API request: id, token_name, method, route,
+// job_id, project, at.
+func ScanDenial[T any](row Row, times Times[T]) (jobstore.APIDenial, error) {
+	var (
+		d  jobstore.APIDenial
+		at T
+	)
+	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
+		return jobstore.APIDenial{}, err
+	}
+	var err error
+	if d.At, err = times(at); err != nil {
+		return jobstore.APIDenial{}, err
+	}
+	return d, nil
+}
+
+// JobPage reads a page of at most limit jobs from rows of JobColumns and
+// then the job's cursor, newest first: Next is the cursor of the page's
+// last job when rows hold one more job than limit.
+func JobPage[T any](rows Rows, times Times[T], limit int) (jobstore.JobPage, error) {
+	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
+	var last int64
+	for rows.Next() {
+		var seq int64
+		j, err := ScanJob(More(rows, &seq), times)
+		if err != nil {
+			return jobstore.JobPage{}, err
+		}
+		if len(page.Jobs) == limit {
+			page.Next = last
+			break
+		}
+		page.Jobs = append(page.Jobs, j)
+		last = seq
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.JobPage{}, err
+	}
+	return page, nil
+}
+
+// ScanEvent reads a job event: id, job_id, verb, owner, generation,
+// accepted, at, detail of write_events, then whether the job is found, its
+// project, status, generation, phone and fail reason, the artifact's size
+// and whether the attempt ended (jobstore.RawEvent).
+func ScanEvent[T any](row Row, times Times[T]) (jobstore.Event, error) {
+	var (
+		e  jobstore.RawEvent
+		at T
+	)
+	if err := row.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
+		&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended); err != nil {
+		return jobstore.Event{}, err
+	}
+	var err error
+	if e.At, err = times(at); err != nil {
+		return jobstore.Event{}, err
+	}
+	return jobstore.NewEvent(e), nil
+}
