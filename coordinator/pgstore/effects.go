@@ -37,7 +37,9 @@ const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` T
 
 var effectReadColumns = strings.Replace(effectColumns, "e.state", effectiveState+" AS state", 1)
 
-func scanEffect(row pgx.Row) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
+func scanEffect(row sqlstore.Row) (jobstore.EffectRecord, error) {
+	return sqlstore.ScanEffect(row, times)
+}
 
 // tokenCurrent reports whether tok is its job's current token. It only
 // classifies a fenced effect write that changed nothing; the write never

@@ -82,17 +82,8 @@ func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count jobs in progress: %w", err)
 	}
-	out := map[string]int{}
-	var (
-		owner *string
-		n     int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&owner, &n}, func() error {
-		if owner != nil {
-			out[*owner] = int(n)
-		}
-		return nil
-	})
+	defer rows.Close()
+	out, err := sqlstore.OwnerCounts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs in progress: %w", err)
 	}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
 var _ jobstore.ProjectCounter = (*Store)(nil)
@@ -22,7 +21,8 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCoun
 	if err != nil {
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobstore.ProjectJobCount])
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, sqlstore.ScanProjectJobCount)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}

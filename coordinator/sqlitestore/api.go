@@ -29,15 +29,9 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 			INSERT INTO api_tokens (name, hash, projects, scopes) VALUES (?, ?, ?, ?)
 			ON CONFLICT (name) DO NOTHING
 			RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrTokenExists)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
-	}
-	return out, nil
+	return sqlstore.Found(out, err, jobstore.ErrTokenExists, "create api token %s", t.Name)
 }
 
 // APITokens lists every token by id.
@@ -88,15 +82,9 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 			UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, `+now+`)
 			 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = ?), ?)
 			RETURNING `+tokenColumns, nameOrID, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrTokenNotFound)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "revoke api token %s", nameOrID)
 }
 
 // Idempotent returns a stored submit.

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -84,19 +83,12 @@ func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, er
 	}
 	var id int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `
+		return tx.QueryRowContext(ctx, `
 			INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 			SELECT ?1, ?2, ?3, ?4, 1, ?5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
 			RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrNotFound)
-		}
-		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, err)
-	}
-	return id, nil
+	return sqlstore.Found(id, err, jobstore.ErrNotFound, "record %s event of job %s", e.Verb, e.JobID)
 }
 
 // publishEndSQL writes the outbox message of an end event: job, generation,

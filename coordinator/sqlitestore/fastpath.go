@@ -91,20 +91,8 @@ func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 		return nil, fmt.Errorf("count jobs in progress: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var (
-			owner sql.NullString
-			n     int
-		)
-		if err := rows.Scan(&owner, &n); err != nil {
-			return nil, fmt.Errorf("count jobs in progress: %w", err)
-		}
-		if owner.Valid {
-			out[owner.String] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.OwnerCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("count jobs in progress: %w", err)
 	}
 	return out, nil

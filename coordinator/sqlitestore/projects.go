@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
 var _ jobstore.ProjectCounter = (*Store)(nil)
@@ -21,15 +22,8 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCoun
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.ProjectJobCount
-	for rows.Next() {
-		var c jobstore.ProjectJobCount
-		if err := rows.Scan(&c.Project, &c.Status, &c.N); err != nil {
-			return nil, fmt.Errorf("count jobs by project: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, sqlstore.ScanProjectJobCount)
+	if err != nil {
 		return nil, fmt.Errorf("count jobs by project: %w", err)
 	}
 	return out, nil

@@ -482,3 +482,33 @@ func ScanEvent[T any](row Row, times Times[T]) (jobstore.Event, error) {
 	}
 	return jobstore.NewEvent(e), nil
 }
+
+// ScanProjectJobCount reads a project's count of jobs in one status:
+// project, status, count.
+func ScanProjectJobCount(row Row) (jobstore.ProjectJobCount, error) {
+	var c jobstore.ProjectJobCount
+	err := row.Scan(&c.Project, &c.Status, &c.N)
+	return c, err
+}
+
+// OwnerCounts reads rows of worker_id and a count into a map by owner,
+// leaving out the NULL owner.
+func OwnerCounts(rows Rows) (map[string]int, error) {
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			owner *string
+			n     int64
+		)
+		if err := rows.Scan(&owner, &n); err != nil {
+			return nil, err
+		}
+		if owner != nil {
+			out[*owner] = int(n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
