@@ -301,7 +301,8 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, scanEffect)
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
@@ -427,7 +428,8 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, scanEffect)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}

@@ -401,7 +401,8 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Job, error) { return scanJob(r) })
+	defer rows.Close()
+	jobs, err := sqlstore.Collect(rows, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -414,12 +415,8 @@ func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	out := map[string]int64{}
-	var (
-		st string
-		n  int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
+	defer rows.Close()
+	out, err := sqlstore.Counts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}

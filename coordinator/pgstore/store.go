@@ -185,7 +185,7 @@ const jobColumns = sqlstore.JobColumns
 // times decodes PostgreSQL's timestamptz columns (sqlstore.Times).
 var times = sqlstore.Times[time.Time](func(t time.Time) (time.Time, error) { return t.UTC(), nil })
 
-func scanJob(row pgx.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
+func scanJob(row sqlstore.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
 func scanWriteEvent(row sqlstore.Row) (jobstore.WriteEvent, error) {
 	return sqlstore.ScanWriteEvent(row, times)

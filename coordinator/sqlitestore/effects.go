@@ -354,15 +354,8 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.EffectRecord
-	for rows.Next() {
-		r, err := scanEffect(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list effects: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, scanEffect)
+	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
 	return out, nil
@@ -464,14 +457,8 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanEffect(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = sqlstore.Collect(rows, scanEffect)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)

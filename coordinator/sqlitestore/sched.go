@@ -365,15 +365,8 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []jobstore.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, scanJob)
+	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return out, nil
@@ -386,18 +379,8 @@ func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var (
-			st string
-			n  int64
-		)
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Counts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return out, nil

@@ -512,3 +512,22 @@ func OwnerCounts(rows Rows) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// Counts reads rows of a text key and a count into a map.
+func Counts(rows Rows) (map[string]int64, error) {
+	out := map[string]int64{}
+	for rows.Next() {
+		var (
+			k string
+			n int64
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
