@@ -33,15 +33,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 // APITokens lists every token by id.
 func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanToken)
-	if err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanToken, "list api tokens")
 }
 
 // APITokenByHash returns the token with that hash and records its use, at
@@ -187,15 +179,7 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error
 // APIDenials lists the recorded refusals, oldest first.
 func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) }, "list api denials")
 }
 
 // ListJobPage lists jobs newest first from a cursor (the jobs' seq).

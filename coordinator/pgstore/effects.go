@@ -298,15 +298,7 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 		WHERE $3::text[] IS NULL OR x.state = ANY($3::text[])
 		ORDER BY x.created_at, x.key
 		LIMIT $4::bigint`, f.Kind, f.JobID, states, lim)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanEffect)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanEffect, "list effects")
 }
 
 // outboxInsertSQL writes the message that publishes an accepted result:
@@ -425,15 +417,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		limit = 1
 	}
 	rows, err := s.pool.Query(ctx, claimOutboxSQL, int64(limit), micros(lease))
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanEffect)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanEffect, "claim outbox")
 }
 
 // OutboxDelivered stores the receipt of a delivered message.

@@ -55,15 +55,7 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 	args = append(args, sqlstore.EventLimit(q))
 	query += ` ORDER BY w.id LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) }, "list events")
 }
 
 // LastEventID returns the highest write_events id, 0 when none.

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -18,13 +17,5 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCoun
 		UNION ALL
 		SELECT project, 'IN_PROGRESS', count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY project
 		ORDER BY 1, 2 DESC`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by project: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, sqlstore.ScanProjectJobCount)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by project: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanProjectJobCount, "count jobs by project")
 }

@@ -398,15 +398,7 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 		  AND ($4 = '' OR project = $4)
 		ORDER BY created_at, seq
 		LIMIT $3::bigint`, statuses, f.AgentID, limit, f.Project)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	defer rows.Close()
-	jobs, err := sqlstore.Collect(rows, scanJob)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return sqlstore.List(rows, err, scanJob, "list jobs")
 }
 
 // JobCounts counts jobs by status.

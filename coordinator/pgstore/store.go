@@ -626,13 +626,5 @@ func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) 
 	rows, err := s.pool.Query(ctx, `
 		SELECT verb, count(*) FILTER (WHERE accepted), count(*) FILTER (WHERE NOT accepted)
 		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, sqlstore.ScanWriteCount)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanWriteCount, "count write events")
 }

@@ -81,15 +81,7 @@ func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]job
 			WHERE ($1 = '' OR target = $1) AND ($2 = '' OR job_id = $2)
 			ORDER BY id DESC LIMIT $3) x
 		ORDER BY id`, f.Target, f.JobID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) }, "list dashboard actions")
 }
 
 // PhoneScreens returns the newest screenshot of each phone: one read of
@@ -111,15 +103,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 		JOIN phone_screens s ON s.agent_id = p.agent_id AND s.serial = p.serial
 		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation
 		WHERE $3::text[] IS NULL OR s.project = ANY ($3)`, agents, serials, projects)
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	defer rows.Close()
-	got, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.PhoneScreen, error) { return sqlstore.ScanPhoneScreen(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	return got, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.PhoneScreen, error) { return sqlstore.ScanPhoneScreen(r, times) }, "read phone screenshots")
 }
 
 // FleetAgents lists the agents as Agents does, their device lists left as
@@ -127,15 +111,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 // JSON is kept in DevicesJSON for the dashboard to decode when it changed.
 func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) }, "list agents")
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
@@ -143,13 +119,5 @@ func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) 
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	defer rows.Close()
-	got, err := sqlstore.Collect(rows, sqlstore.ScanRunningJob)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	return got, nil
+	return sqlstore.List(rows, err, sqlstore.ScanRunningJob, "list running jobs")
 }

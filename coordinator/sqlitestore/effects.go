@@ -349,16 +349,8 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 	}
 	q += ` ORDER BY x.created_at, x.key LIMIT ?`
 	args = append(args, lim)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanEffect)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, q, args...)
+	return sqlstore.List(rows, err, scanEffect, "list effects")
 }
 
 // outboxInsertSQL writes the message that publishes an accepted result:

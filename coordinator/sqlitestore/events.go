@@ -55,16 +55,8 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 	}
 	query += ` ORDER BY w.id LIMIT ?`
 	args = append(args, sqlstore.EventLimit(q))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, query, args...)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) }, "list events")
 }
 
 // LastEventID returns the highest write_events id, 0 when none.

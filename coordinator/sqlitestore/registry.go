@@ -90,16 +90,8 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobs
 
 // Agents lists every registered agent by id.
 func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanAgent)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	return sqlstore.List(rows, err, scanAgent, "list agents")
 }
 
 // GetAgent returns one agent, or ErrAgentNotFound.

@@ -360,16 +360,8 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, scanJob)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, q, args...)
+	return sqlstore.List(rows, err, scanJob, "list jobs")
 }
 
 // JobCounts counts jobs by status.

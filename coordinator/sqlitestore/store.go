@@ -794,16 +794,22 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.Write
 // WriteCounts counts accepted and rejected write attempts by verb over the
 // whole store, sorted by verb.
 func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT verb, COALESCE(sum(accepted), 0), COALESCE(sum(1 - accepted), 0)
 		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, sqlstore.ScanWriteCount)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanWriteCount, "count write events")
 }
+
+// query runs a read on the reader pool (sqlstore.List closes its rows).
+func (s *Store) query(ctx context.Context, query string, args ...any) (sqlstore.ResultSet, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return resultSet{rows}, nil
+}
+
+// resultSet is *sql.Rows as a sqlstore.ResultSet.
+type resultSet struct{ *sql.Rows }
+
+func (r resultSet) Close() { _ = r.Rows.Close() }

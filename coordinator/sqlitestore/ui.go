@@ -97,21 +97,13 @@ func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]job
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT id, token_name, action, target, job_id, detail, at FROM (
 			SELECT * FROM ui_actions
 			WHERE (? = '' OR target = ?) AND (? = '' OR job_id = ?)
 			ORDER BY id DESC LIMIT ?)
 		ORDER BY id`, f.Target, f.Target, f.JobID, f.JobID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) }, "list dashboard actions")
 }
 
 // PhoneScreens returns the newest screenshot of each phone: one read of
@@ -161,30 +153,14 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 // stored: scanAgent is handed a JSON null for the devices, and the stored
 // JSON is kept in DevicesJSON for the dashboard to decode when it changed.
 func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) }, "list agents")
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
 func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Collect(rows, sqlstore.ScanRunningJob)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanRunningJob, "list running jobs")
 }

@@ -531,3 +531,24 @@ func Counts(rows Rows) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// ResultSet is a result set that its reader closes: pgx.Rows, or *sql.Rows
+// behind a store's adapter.
+type ResultSet interface {
+	Rows
+	Close()
+}
+
+// List is the end of a read of many rows: the rows of a query that returned
+// err, read with scan and closed; a failure wrapped as
+// fmt.Errorf(format+": %w", args..., err).
+func List[V any](rows ResultSet, err error, scan func(Row) (V, error), format string, args ...any) ([]V, error) {
+	if err == nil {
+		defer rows.Close()
+		var out []V
+		if out, err = Collect(rows, scan); err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf(format+": %w", append(args, err)...)
+}
