@@ -79,15 +79,7 @@ func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
 // index jobs_in_progress_owner).
 func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.OwnerCounts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	return out, nil
+	return sqlstore.Read(rows, err, sqlstore.OwnerCounts, "count jobs in progress")
 }
 
 // maxGroup bounds the results of one batch; groupTimeout bounds its

@@ -86,14 +86,6 @@ func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
 // InProgressByOwner counts the in-progress jobs of every owner (partial
 // index jobs_in_progress_owner).
 func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.OwnerCounts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
+	return sqlstore.Read(rows, err, sqlstore.OwnerCounts, "count jobs in progress")
 }

@@ -366,16 +366,8 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 
 // JobCounts counts jobs by status.
 func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	defer rows.Close()
-	out, err := sqlstore.Counts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	return sqlstore.Read(rows, err, sqlstore.Counts, "count jobs")
 }
 
 // Ping checks that the database answers.

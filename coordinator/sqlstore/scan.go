@@ -539,16 +539,22 @@ type ResultSet interface {
 	Close()
 }
 
-// List is the end of a read of many rows: the rows of a query that returned
-// err, read with scan and closed; a failure wrapped as
+// Read is the end of a read of many rows: the rows of a query that returned
+// err, read with read and closed; a failure wrapped as
 // fmt.Errorf(format+": %w", args..., err).
-func List[V any](rows ResultSet, err error, scan func(Row) (V, error), format string, args ...any) ([]V, error) {
+func Read[V any](rows ResultSet, err error, read func(Rows) (V, error), format string, args ...any) (V, error) {
 	if err == nil {
 		defer rows.Close()
-		var out []V
-		if out, err = Collect(rows, scan); err == nil {
-			return out, nil
+		var v V
+		if v, err = read(rows); err == nil {
+			return v, nil
 		}
 	}
-	return nil, fmt.Errorf(format+": %w", append(args, err)...)
+	var zero V
+	return zero, fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// List is Read of every row with scan (Collect).
+func List[V any](rows ResultSet, err error, scan func(Row) (V, error), format string, args ...any) ([]V, error) {
+	return Read(rows, err, func(r Rows) ([]V, error) { return Collect(r, scan) }, format, args...)
 }
