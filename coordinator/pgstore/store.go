@@ -173,11 +173,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
 }
 
 const jobColumns = sqlstore.JobColumns

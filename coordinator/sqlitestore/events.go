@@ -61,11 +61,7 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 
 // LastEventID returns the highest write_events id, 0 when none.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("read last event id: %w", err)
-	}
-	return id, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`), "read last event id")
 }
 
 // RecordEvent records e, accepted, and returns its id.

@@ -229,11 +229,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
 }
 
 // outcome marks an error that is the answer to an attempt (a refusal such as

@@ -558,3 +558,13 @@ func Read[V any](rows ResultSet, err error, read func(Rows) (V, error), format s
 func List[V any](rows ResultSet, err error, scan func(Row) (V, error), format string, args ...any) ([]V, error) {
 	return Read(rows, err, func(r Rows) ([]V, error) { return Collect(r, scan) }, format, args...)
 }
+
+// Int reads a row of one integer (a count, an id): a failure wrapped as
+// fmt.Errorf(format+": %w", args..., err).
+func Int(row Row, format string, args ...any) (int64, error) {
+	var n int64
+	if err := row.Scan(&n); err != nil {
+		return 0, fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return n, nil
+}
