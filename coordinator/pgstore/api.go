@@ -19,7 +19,7 @@ var _ jobstore.APIStore = (*Store)(nil)
 
 const tokenColumns = sqlstore.TokenColumns
 
-func scanToken(row pgx.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
+func scanToken(row sqlstore.Row) (jobstore.APIToken, error) { return sqlstore.ScanToken(row, times) }
 
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
@@ -33,14 +33,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 // APITokens lists every token by id.
 func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.APIToken, error) { return scanToken(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanToken, "list api tokens")
 }
 
 // APITokenByHash returns the token with that hash and records its use, at
@@ -76,15 +69,9 @@ func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobs
 }
 
 func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
-	rec := jobstore.Idempotent{TokenID: tokenID, Key: key}
-	var reply []byte
-	err := q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
-		tokenID, key).Scan(&rec.RequestHash, &reply, &rec.CreatedAt)
-	if err != nil {
-		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
-	}
-	rec.Reply = reply
-	return rec, nil
+	rec, err := sqlstore.ScanIdempotent(q.QueryRow(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = $1 AND key = $2`,
+		tokenID, key), times, tokenID, key)
+	return sqlstore.Found(rec, err, jobstore.ErrNotFound, "find idempotent submit")
 }
 
 // insertJobs submits specs in tx, each with its submit event (the job's
@@ -192,18 +179,7 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error
 // APIDenials lists the recorded refusals, oldest first.
 func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.APIDenial, error) {
-		var d jobstore.APIDenial
-		err := r.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &d.At)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) }, "list api denials")
 }
 
 // ListJobPage lists jobs newest first from a cursor (the jobs' seq).
@@ -234,29 +210,10 @@ func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobs
 	if err != nil {
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
-	type row struct {
-		j   jobstore.Job
-		seq int64
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var (
-			x   row
-			seq int64
-		)
-		j, err := scanJob(scanTail{row: r, tail: &seq})
-		x.j, x.seq = j, seq
-		return x, err
-	})
+	defer rows.Close()
+	page, err := sqlstore.JobPage(rows, times, limit)
 	if err != nil {
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
-	}
-	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
-	for i, x := range got {
-		if i == limit {
-			page.Next = got[i-1].seq
-			break
-		}
-		page.Jobs = append(page.Jobs, x.j)
 	}
 	return page, nil
 }

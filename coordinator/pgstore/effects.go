@@ -37,7 +37,9 @@ const effectiveState = `CASE WHEN e.state = 'reserved' AND ` + holderStale + ` T
 
 var effectReadColumns = strings.Replace(effectColumns, "e.state", effectiveState+" AS state", 1)
 
-func scanEffect(row pgx.Row) (jobstore.EffectRecord, error) { return sqlstore.ScanEffect(row, times) }
+func scanEffect(row sqlstore.Row) (jobstore.EffectRecord, error) {
+	return sqlstore.ScanEffect(row, times)
+}
 
 // tokenCurrent reports whether tok is its job's current token. It only
 // classifies a fenced effect write that changed nothing; the write never
@@ -259,7 +261,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 	}
 	var requeued bool
 	row := s.pool.QueryRow(ctx, resolveSQL, key, decision, note, sqlstore.ResolvedReceipt(note, time.Now()))
-	r, err := scanEffect(scanTail{row, &requeued})
+	r, err := scanEffect(sqlstore.More(row, &requeued))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := s.GetEffect(ctx, key)
 		if gerr != nil {
@@ -273,14 +275,6 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 	}
 	return r, requeued, nil
 }
-
-// scanTail scans a row whose columns are an effect's followed by more.
-type scanTail struct {
-	row  pgx.Row
-	tail any
-}
-
-func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }
 
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
@@ -304,14 +298,7 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 		WHERE $3::text[] IS NULL OR x.state = ANY($3::text[])
 		ORDER BY x.created_at, x.key
 		LIMIT $4::bigint`, f.Kind, f.JobID, states, lim)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanEffect, "list effects")
 }
 
 // outboxInsertSQL writes the message that publishes an accepted result:
@@ -430,14 +417,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		limit = 1
 	}
 	rows, err := s.pool.Query(ctx, claimOutboxSQL, int64(limit), micros(lease))
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.EffectRecord, error) { return scanEffect(r) })
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanEffect, "claim outbox")
 }
 
 // OutboxDelivered stores the receipt of a delivered message.

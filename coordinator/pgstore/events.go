@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -58,32 +55,12 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 	args = append(args, sqlstore.EventLimit(q))
 	query += ` ORDER BY w.id LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Event, error) {
-		var (
-			e  jobstore.RawEvent
-			at time.Time
-		)
-		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
-			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended)
-		e.At = at.UTC()
-		return jobstore.NewEvent(e), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) }, "list events")
 }
 
 // LastEventID returns the highest write_events id, 0 when none.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("read last event id: %w", err)
-	}
-	return id, nil
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`), "read last event id")
 }
 
 // RecordEvent records e, accepted, and returns its id.

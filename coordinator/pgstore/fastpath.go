@@ -55,48 +55,22 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 
 // QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
 func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count queued jobs: %w", err)
-	}
-	return n, nil
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`), "count queued jobs")
 }
 
 // ExpiredLeases counts the in-progress jobs whose lease expired on the
 // database clock (partial index jobs_in_progress_expiry: the clock is read
 // once, in an InitPlan, so that it bounds the index scan).
 func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs
-		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= (SELECT clock_timestamp())`).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count expired leases: %w", err)
-	}
-	return n, nil
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs
+		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= (SELECT clock_timestamp())`), "count expired leases")
 }
 
 // InProgressByOwner counts the in-progress jobs of every owner (partial
 // index jobs_in_progress_owner).
 func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	out := map[string]int{}
-	var (
-		owner *string
-		n     int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&owner, &n}, func() error {
-		if owner != nil {
-			out[*owner] = int(n)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	return out, nil
+	return sqlstore.Read(rows, err, sqlstore.OwnerCounts, "count jobs in progress")
 }
 
 // maxGroup bounds the results of one batch; groupTimeout bounds its

@@ -2,11 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 )
 
 var _ jobstore.ProjectCounter = (*Store)(nil)
@@ -19,12 +17,5 @@ func (s *Store) ProjectJobCounts(ctx context.Context) ([]jobstore.ProjectJobCoun
 		UNION ALL
 		SELECT project, 'IN_PROGRESS', count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY project
 		ORDER BY 1, 2 DESC`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by project: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobstore.ProjectJobCount])
-	if err != nil {
-		return nil, fmt.Errorf("count jobs by project: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanProjectJobCount, "count jobs by project")
 }

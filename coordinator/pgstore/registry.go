@@ -17,7 +17,7 @@ import (
 // agentColumns ends with the seconds since last_seen on the database clock.
 const agentColumns = sqlstore.AgentColumns + `EXTRACT(EPOCH FROM (clock_timestamp() - last_seen))::float8`
 
-func scanAgent(row pgx.Row) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
+func scanAgent(row sqlstore.Row) (jobstore.Agent, error) { return sqlstore.ScanAgent(row, times) }
 
 const helloSQL = `
 	INSERT INTO agents (agent_id, boot_id, version, devices, capabilities, slots, coordinator_id, agent_draining, connected_at, last_seen)
@@ -117,14 +117,7 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobs
 // Agents lists every registered agent by id.
 func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Agent, error) { return scanAgent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, scanAgent, "list agents")
 }
 
 // GetAgent returns one agent, or ErrAgentNotFound.

@@ -398,32 +398,13 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 		  AND ($4 = '' OR project = $4)
 		ORDER BY created_at, seq
 		LIMIT $3::bigint`, statuses, f.AgentID, limit, f.Project)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.Job, error) { return scanJob(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return sqlstore.List(rows, err, scanJob, "list jobs")
 }
 
 // JobCounts counts jobs by status.
 func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	out := map[string]int64{}
-	var (
-		st string
-		n  int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	return out, nil
+	return sqlstore.Read(rows, err, sqlstore.Counts, "count jobs")
 }
 
 // Ping checks that the database answers.

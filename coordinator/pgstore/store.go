@@ -173,11 +173,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
 }
 
 const jobColumns = sqlstore.JobColumns
@@ -185,13 +181,14 @@ const jobColumns = sqlstore.JobColumns
 // times decodes PostgreSQL's timestamptz columns (sqlstore.Times).
 var times = sqlstore.Times[time.Time](func(t time.Time) (time.Time, error) { return t.UTC(), nil })
 
-func scanJob(row pgx.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
+func scanJob(row sqlstore.Row) (jobstore.Job, error) { return sqlstore.ScanJob(row, times) }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+func scanWriteEvent(row sqlstore.Row) (jobstore.WriteEvent, error) {
+	return sqlstore.ScanWriteEvent(row, times)
+}
+
+func scanArtifact(row sqlstore.Row) (jobstore.ArtifactRecord, error) {
+	return sqlstore.ScanArtifact(row, times)
 }
 
 // micros is a ttl as whole microseconds, the resolution of timestamptz.
@@ -295,12 +292,7 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
 		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
-	var (
-		l        jobstore.Lease
-		task     []byte
-		deadline *time.Time
-	)
-	err := s.pool.QueryRow(ctx, query, jobID, owner, micros(ttl)).Scan(&l.Token.Generation, &l.ExpiresAt, &task, &deadline)
+	l, err := sqlstore.ScanLease(s.pool.QueryRow(ctx, query, jobID, owner, micros(ttl)), times, jobID, owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		ok, err := s.exists(ctx, jobID)
 		switch {
@@ -315,7 +307,7 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 	if err != nil {
 		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
-	return finishLease(l, jobID, owner, task, deadline)
+	return l, nil
 }
 
 func finishLease(l jobstore.Lease, jobID, owner string, task []byte, deadline *time.Time) (jobstore.Lease, error) {
@@ -371,17 +363,13 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 	if err := sqlstore.CheckGrant(owner, ttl); err != nil {
 		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
-	var (
-		l        jobstore.Lease
-		jobID    string
-		task     []byte
-		deadline *time.Time
-	)
-	err := s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)).Scan(&jobID, &l.Token.Generation, &l.ExpiresAt, &task, &deadline)
+	var jobID string
+	l, err := sqlstore.ScanLease(s.pool.QueryRow(ctx, claimNextSQL, owner, micros(ttl)), times, "", owner, &jobID)
 	if err != nil {
 		return jobstore.Lease{}, sqlstore.RowErr(err, jobstore.ErrNoJob, "claim next job")
 	}
-	return finishLease(l, jobID, owner, task, deadline)
+	l.Token.JobID = jobID
+	return l, nil
 }
 
 const renewSQL = `
@@ -538,12 +526,8 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.ArtifactRecord, error) {
-		var a jobstore.ArtifactRecord
-		err := r.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &a.CreatedAt)
-		a.CreatedAt = a.CreatedAt.UTC()
-		return a, err
-	})
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, scanArtifact)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
@@ -624,16 +608,12 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.Write
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.WriteEvent, error) {
-		var e jobstore.WriteEvent
-		err := r.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &e.At, &e.Detail, &e.Class, &e.Cause)
-		e.At = e.At.UTC()
-		return e, err
-	})
+	defer rows.Close()
+	out, err := sqlstore.Collect(rows, scanWriteEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
-	return evs, nil
+	return out, nil
 }
 
 // WriteCounts counts accepted and rejected write attempts by verb over the
@@ -642,16 +622,5 @@ func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) 
 	rows, err := s.pool.Query(ctx, `
 		SELECT verb, count(*) FILTER (WHERE accepted), count(*) FILTER (WHERE NOT accepted)
 		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sqlstore.WriteCount, error) {
-		var c sqlstore.WriteCount
-		err := r.Scan(&c.Verb, &c.Accepted, &c.Rejected)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanWriteCount, "count write events")
 }

@@ -36,19 +36,19 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 // UISession returns an unexpired session and its token.
 func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
 	sess := jobstore.UISession{Hash: hash}
-	var tail struct{ created, expires time.Time }
-	t, err := scanToken(scanMore{row: s.pool.QueryRow(ctx, `
+	var created, expires time.Time
+	t, err := scanToken(sqlstore.More(s.pool.QueryRow(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
 		       u.created_at, u.expires_at
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
-		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), more: []any{&tail.created, &tail.expires}})
+		WHERE u.hash = $1 AND u.expires_at > clock_timestamp()`, hash[:]), &created, &expires))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return jobstore.UISession{}, jobstore.APIToken{}, jobstore.ErrUISessionNotFound
 	}
 	if err != nil {
 		return jobstore.UISession{}, jobstore.APIToken{}, fmt.Errorf("read dashboard session: %w", err)
 	}
-	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, tail.created, tail.expires
+	sess.TokenID, sess.CreatedAt, sess.ExpiresAt = t.ID, created, expires
 	return sess, t, nil
 }
 
@@ -81,18 +81,7 @@ func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]job
 			WHERE ($1 = '' OR target = $1) AND ($2 = '' OR job_id = $2)
 			ORDER BY id DESC LIMIT $3) x
 		ORDER BY id`, f.Target, f.JobID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.UIAction, error) {
-		var a jobstore.UIAction
-		err := r.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &a.At)
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) }, "list dashboard actions")
 }
 
 // PhoneScreens returns the newest screenshot of each phone: one read of
@@ -114,18 +103,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 		JOIN phone_screens s ON s.agent_id = p.agent_id AND s.serial = p.serial
 		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation
 		WHERE $3::text[] IS NULL OR s.project = ANY ($3)`, agents, serials, projects)
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.PhoneScreen, error) {
-		var x jobstore.PhoneScreen
-		err := r.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &x.At)
-		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read phone screenshots: %w", err)
-	}
-	return got, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.PhoneScreen, error) { return sqlstore.ScanPhoneScreen(r, times) }, "read phone screenshots")
 }
 
 // FleetAgents lists the agents as Agents does, their device lists left as
@@ -133,16 +111,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 // JSON is kept in DevicesJSON for the dashboard to decode when it changed.
 func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.FleetAgent, error) {
-		return sqlstore.ScanFleetAgent(r, times)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) }, "list agents")
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
@@ -150,24 +119,5 @@ func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) 
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobstore.RunningJob, error) {
-		var j jobstore.RunningJob
-		err := r.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
-		return j, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	return got, nil
+	return sqlstore.List(rows, err, sqlstore.ScanRunningJob, "list running jobs")
 }
-
-// scanMore scans a token's columns and then more.
-type scanMore struct {
-	row  pgx.Row
-	more []any
-}
-
-func (t scanMore) Scan(dest ...any) error { return t.row.Scan(append(dest, t.more...)...) }

@@ -29,36 +29,15 @@ func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobsto
 			INSERT INTO api_tokens (name, hash, projects, scopes) VALUES (?, ?, ?, ?)
 			ON CONFLICT (name) DO NOTHING
 			RETURNING `+tokenColumns, t.Name, t.Hash[:], strings.Join(t.Projects, ","), strings.Join(t.Scopes, ",")))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrTokenExists)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("create api token %s: %w", t.Name, err)
-	}
-	return out, nil
+	return sqlstore.Found(out, err, jobstore.ErrTokenExists, "create api token %s", t.Name)
 }
 
 // APITokens lists every token by id.
 func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.APIToken
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api tokens: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY id`)
+	return sqlstore.List(rows, err, scanToken, "list api tokens")
 }
 
 // APITokenByHash returns the token with that hash and records its use, at
@@ -95,15 +74,9 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 			UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, `+now+`)
 			 WHERE id = COALESCE((SELECT id FROM api_tokens WHERE name = ?), ?)
 			RETURNING `+tokenColumns, nameOrID, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrTokenNotFound)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.APIToken{}, fmt.Errorf("revoke api token %s: %w", nameOrID, err)
-	}
-	return t, nil
+	return sqlstore.Found(t, err, jobstore.ErrTokenNotFound, "revoke api token %s", nameOrID)
 }
 
 // Idempotent returns a stored submit.
@@ -112,18 +85,9 @@ func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobs
 }
 
 func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
-	rec := jobstore.Idempotent{TokenID: tokenID, Key: key}
-	var reply, created string
-	err := q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
-		tokenID, key).Scan(&rec.RequestHash, &reply, &created)
-	if err != nil {
-		return jobstore.Idempotent{}, sqlstore.RowErr(err, jobstore.ErrNotFound, "find idempotent submit")
-	}
-	rec.Reply = json.RawMessage(reply)
-	if rec.CreatedAt, err = parseTime(created); err != nil {
-		return jobstore.Idempotent{}, err
-	}
-	return rec, nil
+	rec, err := sqlstore.ScanIdempotent(q.QueryRowContext(ctx, `SELECT request_hash, reply, created_at FROM api_idempotency WHERE token_id = ? AND key = ?`,
+		tokenID, key), times, tokenID, key)
+	return sqlstore.Found(rec, err, jobstore.ErrNotFound, "find idempotent submit")
 }
 
 // insertJobs submits specs in tx, each with its submit event (the job's
@@ -221,29 +185,8 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error
 
 // APIDenials lists the recorded refusals, oldest first.
 func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.APIDenial
-	for rows.Next() {
-		var (
-			d  jobstore.APIDenial
-			at string
-		)
-		if err := rows.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
-			return nil, fmt.Errorf("list api denials: %w", err)
-		}
-		if d.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api denials: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) }, "list api denials")
 }
 
 // ListJobPage lists jobs newest first from a cursor (the jobs' rowid, in
@@ -292,31 +235,9 @@ func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobs
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
-	var last int64
-	for rows.Next() {
-		var seq int64
-		j, err := scanJob(scanTail{rows, &seq})
-		if err != nil {
-			return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
-		}
-		if len(page.Jobs) == limit {
-			page.Next = last
-			break
-		}
-		page.Jobs = append(page.Jobs, j)
-		last = seq
-	}
-	if err := rows.Err(); err != nil {
+	page, err := sqlstore.JobPage(rows, times, limit)
+	if err != nil {
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}
 	return page, nil
 }
-
-// scanTail scans the job columns and then one more.
-type scanTail struct {
-	row  sqlstore.Row
-	tail any
-}
-
-func (t scanTail) Scan(dest ...any) error { return t.row.Scan(append(dest, t.tail)...) }

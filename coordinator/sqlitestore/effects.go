@@ -349,23 +349,8 @@ func (s *Store) ListEffects(ctx context.Context, f jobstore.EffectFilter) ([]job
 	}
 	q += ` ORDER BY x.created_at, x.key LIMIT ?`
 	args = append(args, lim)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.EffectRecord
-	for rows.Next() {
-		r, err := scanEffect(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list effects: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, q, args...)
+	return sqlstore.List(rows, err, scanEffect, "list effects")
 }
 
 // outboxInsertSQL writes the message that publishes an accepted result:
@@ -464,14 +449,8 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			r, err := scanEffect(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = sqlstore.Collect(rows, scanEffect)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)

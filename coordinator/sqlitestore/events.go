@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -56,39 +55,13 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 	}
 	query += ` ORDER BY w.id LIMIT ?`
 	args = append(args, sqlstore.EventLimit(q))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.Event
-	for rows.Next() {
-		var (
-			e  jobstore.RawEvent
-			at string
-		)
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
-			&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		if e.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		out = append(out, jobstore.NewEvent(e))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, query, args...)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.Event, error) { return sqlstore.ScanEvent(r, times) }, "list events")
 }
 
 // LastEventID returns the highest write_events id, 0 when none.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("read last event id: %w", err)
-	}
-	return id, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`), "read last event id")
 }
 
 // RecordEvent records e, accepted, and returns its id.
@@ -98,19 +71,12 @@ func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, er
 	}
 	var id int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `
+		return tx.QueryRowContext(ctx, `
 			INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 			SELECT ?1, ?2, ?3, ?4, 1, ?5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
 			RETURNING id`, e.JobID, e.Verb, e.Owner, e.Generation, e.Detail).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrNotFound)
-		}
-		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of job %s: %w", e.Verb, e.JobID, err)
-	}
-	return id, nil
+	return sqlstore.Found(id, err, jobstore.ErrNotFound, "record %s event of job %s", e.Verb, e.JobID)
 }
 
 // publishEndSQL writes the outbox message of an end event: job, generation,

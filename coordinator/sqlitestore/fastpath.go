@@ -64,48 +64,19 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 
 // QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
 func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count queued jobs: %w", err)
-	}
-	return n, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`), "count queued jobs")
 }
 
 // ExpiredLeases counts the in-progress jobs whose lease expired on the
 // database clock (partial index jobs_in_progress_expiry).
 func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs
-		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= `+now).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count expired leases: %w", err)
-	}
-	return n, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs
+		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= `+now), "count expired leases")
 }
 
 // InProgressByOwner counts the in-progress jobs of every owner (partial
 // index jobs_in_progress_owner).
 func (s *Store) InProgressByOwner(ctx context.Context) (map[string]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var (
-			owner sql.NullString
-			n     int
-		)
-		if err := rows.Scan(&owner, &n); err != nil {
-			return nil, fmt.Errorf("count jobs in progress: %w", err)
-		}
-		if owner.Valid {
-			out[owner.String] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs in progress: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT worker_id, count(*) FROM jobs WHERE status = 'IN_PROGRESS' GROUP BY worker_id`)
+	return sqlstore.Read(rows, err, sqlstore.OwnerCounts, "count jobs in progress")
 }

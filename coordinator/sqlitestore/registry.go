@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -84,36 +83,15 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobs
 			UPDATE agents SET last_seen = `+now+`, devices = COALESCE(?3, devices), agent_draining = ?4
 			WHERE agent_id = ?1 AND boot_id = ?2 AND boot_id <> ''
 			RETURNING `+agentColumns, agentID, bootID, dev, hb.Draining))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrNoSession)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("record heartbeat of %s/%s: %w", agentID, bootID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrNoSession, "record heartbeat of %s/%s", agentID, bootID)
 }
 
 // Agents lists every registered agent by id.
 func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	return sqlstore.List(rows, err, scanAgent, "list agents")
 }
 
 // GetAgent returns one agent, or ErrAgentNotFound.
@@ -128,15 +106,9 @@ func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining b
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET draining = ? WHERE agent_id = ? RETURNING `+agentColumns, draining, agentID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer(jobstore.ErrAgentNotFound)
-		}
 		return err
 	})
-	if err != nil {
-		return jobstore.Agent{}, fmt.Errorf("set drain of agent %s: %w", agentID, err)
-	}
-	return a, nil
+	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "set drain of agent %s", agentID)
 }
 
 // SetAgentSettings merges settings into the agent's, creating the agent

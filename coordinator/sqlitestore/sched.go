@@ -364,47 +364,14 @@ func (s *Store) ListJobs(ctx context.Context, f jobstore.JobFilter) ([]jobstore.
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, q, args...)
+	return sqlstore.List(rows, err, scanJob, "list jobs")
 }
 
 // JobCounts counts jobs by status.
 func (s *Store) JobCounts(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var (
-			st string
-			n  int64
-		)
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	return sqlstore.Read(rows, err, sqlstore.Counts, "count jobs")
 }
 
 // Ping checks that the database answers.

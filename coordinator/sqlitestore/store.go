@@ -236,11 +236,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
 }
 
 // outcome marks an error that is the answer to an attempt (a refusal such as
@@ -392,31 +388,18 @@ func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
 	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
-// scanLease reads generation, expiry, task and deadline of a granted job.
+// scanLease reads the dest columns and then generation, expiry, task and
+// deadline of a granted job (sqlstore.ScanLease).
 func scanLease(row sqlstore.Row, jobID, owner string, dest ...any) (jobstore.Lease, error) {
-	var (
-		l             jobstore.Lease
-		expires, task string
-		deadline      sql.NullString
-	)
-	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task, &deadline)...); err != nil {
-		return jobstore.Lease{}, err
-	}
-	var err error
-	if l.ExpiresAt, err = parseTime(expires); err != nil {
-		return jobstore.Lease{}, err
-	}
-	if deadline.Valid {
-		if l.DeadlineAt, err = parseTime(deadline.String); err != nil {
-			return jobstore.Lease{}, err
-		}
-	}
-	if err := json.Unmarshal([]byte(task), &l.Task); err != nil {
-		return jobstore.Lease{}, fmt.Errorf("decode task: %w", err)
-	}
-	l.Token.JobID = jobID
-	l.Token.Owner = owner
-	return l, nil
+	return sqlstore.ScanLease(row, times, jobID, owner, dest...)
+}
+
+func scanWriteEvent(row sqlstore.Row) (jobstore.WriteEvent, error) {
+	return sqlstore.ScanWriteEvent(row, times)
+}
+
+func scanArtifact(row sqlstore.Row) (jobstore.ArtifactRecord, error) {
+	return sqlstore.ScanArtifact(row, times)
 }
 
 // grantSQL raises the generation of one job in an allowed status and grants
@@ -704,21 +687,8 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
 	defer rows.Close()
-	var out []jobstore.ArtifactRecord
-	for rows.Next() {
-		var (
-			a  jobstore.ArtifactRecord
-			at string
-		)
-		if err := rows.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &at); err != nil {
-			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
-		}
-		if a.CreatedAt, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, scanArtifact)
+	if err != nil {
 		return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 	}
 	if len(out) == 0 {
@@ -817,21 +787,8 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.Write
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
 	defer rows.Close()
-	var out []jobstore.WriteEvent
-	for rows.Next() {
-		var (
-			e  jobstore.WriteEvent
-			at string
-		)
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail, &e.Class, &e.Cause); err != nil {
-			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
-		}
-		if e.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlstore.Collect(rows, scanWriteEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list write events of job %s: %w", jobID, err)
 	}
 	return out, nil
@@ -840,23 +797,22 @@ func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.Write
 // WriteCounts counts accepted and rejected write attempts by verb over the
 // whole store, sorted by verb.
 func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT verb, COALESCE(sum(accepted), 0), COALESCE(sum(1 - accepted), 0)
 		FROM write_events WHERE verb NOT IN `+sqlstore.JobEventOnlyVerbs+` GROUP BY verb ORDER BY verb`)
-	if err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	defer rows.Close()
-	var out []sqlstore.WriteCount
-	for rows.Next() {
-		var c sqlstore.WriteCount
-		if err := rows.Scan(&c.Verb, &c.Accepted, &c.Rejected); err != nil {
-			return nil, fmt.Errorf("count write events: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count write events: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanWriteCount, "count write events")
 }
+
+// query runs a read on the reader pool (sqlstore.List closes its rows).
+func (s *Store) query(ctx context.Context, query string, args ...any) (sqlstore.ResultSet, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return resultSet{rows}, nil
+}
+
+// resultSet is *sql.Rows as a sqlstore.ResultSet.
+type resultSet struct{ *sql.Rows }
+
+func (r resultSet) Close() { _ = r.Rows.Close() }

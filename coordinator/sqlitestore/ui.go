@@ -45,11 +45,11 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
 	sess := jobstore.UISession{Hash: hash}
 	var created, expires string
-	t, err := scanToken(scanMore{row: s.r.QueryRowContext(ctx, `
+	t, err := scanToken(sqlstore.More(s.r.QueryRowContext(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
 		       u.created_at, u.expires_at
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
-		WHERE u.hash = ? AND u.expires_at > `+now, hash[:]), more: []any{&created, &expires}})
+		WHERE u.hash = ? AND u.expires_at > `+now, hash[:]), &created, &expires))
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobstore.UISession{}, jobstore.APIToken{}, jobstore.ErrUISessionNotFound
 	}
@@ -97,34 +97,13 @@ func (s *Store) UIActions(ctx context.Context, f jobstore.UIActionFilter) ([]job
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT id, token_name, action, target, job_id, detail, at FROM (
 			SELECT * FROM ui_actions
 			WHERE (? = '' OR target = ?) AND (? = '' OR job_id = ?)
 			ORDER BY id DESC LIMIT ?)
 		ORDER BY id`, f.Target, f.Target, f.JobID, f.JobID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.UIAction
-	for rows.Next() {
-		var (
-			a  jobstore.UIAction
-			at string
-		)
-		if err := rows.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &at); err != nil {
-			return nil, fmt.Errorf("list dashboard actions: %w", err)
-		}
-		if a.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list dashboard actions: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.UIAction, error) { return sqlstore.ScanUIAction(r, times) }, "list dashboard actions")
 }
 
 // PhoneScreens returns the newest screenshot of each phone: one read of
@@ -157,25 +136,15 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
 	}
 	defer rows.Close()
-	var got []jobstore.PhoneScreen
-	for rows.Next() {
-		var (
-			x  jobstore.PhoneScreen
-			at string
-		)
-		if err := rows.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
-			return nil, fmt.Errorf("read phone screenshots: %w", err)
-		}
-		if !want[x.PhoneRef] {
-			continue
-		}
-		if x.At, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		got = append(got, x)
-	}
-	if err := rows.Err(); err != nil {
+	all, err := sqlstore.Collect(rows, func(r sqlstore.Row) (jobstore.PhoneScreen, error) { return sqlstore.ScanPhoneScreen(r, times) })
+	if err != nil {
 		return nil, fmt.Errorf("read phone screenshots: %w", err)
+	}
+	var got []jobstore.PhoneScreen
+	for _, x := range all {
+		if want[x.PhoneRef] {
+			got = append(got, x)
+		}
 	}
 	return got, nil
 }
@@ -184,52 +153,14 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 // stored: scanAgent is handed a JSON null for the devices, and the stored
 // JSON is kept in DevicesJSON for the dashboard to decode when it changed.
 func (s *Store) FleetAgents(ctx context.Context) ([]jobstore.FleetAgent, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.FleetAgent
-	for rows.Next() {
-		a, err := sqlstore.ScanFleetAgent(rows, times)
-		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	rows, err := s.query(ctx, `SELECT `+agentColumns+` FROM agents ORDER BY agent_id`)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.FleetAgent, error) { return sqlstore.ScanFleetAgent(r, times) }, "list agents")
 }
 
 // RunningJobs lists the jobs in progress, down jobs_in_progress_owner.
 func (s *Store) RunningJobs(ctx context.Context) ([]jobstore.RunningJob, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT id, project, coalesce(worker_id, ''), coalesce(device_serial, '') FROM jobs
 		WHERE status = 'IN_PROGRESS'`)
-	if err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []jobstore.RunningJob
-	for rows.Next() {
-		var j jobstore.RunningJob
-		if err := rows.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device); err != nil {
-			return nil, fmt.Errorf("list running jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list running jobs: %w", err)
-	}
-	return out, nil
+	return sqlstore.List(rows, err, sqlstore.ScanRunningJob, "list running jobs")
 }
-
-// scanMore scans a token's columns and then more.
-type scanMore struct {
-	row  sqlstore.Row
-	more []any
-}
-
-func (t scanMore) Scan(dest ...any) error { return t.row.Scan(append(dest, t.more...)...) }

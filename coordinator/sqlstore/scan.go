@@ -255,3 +255,316 @@ func ScanEffect[T any](row Row, times Times[T]) (jobstore.EffectRecord, error) {
 	}
 	return r, nil
 }
+
+// Rows is a result set as both drivers hand it out (pgx.Rows, *sql.Rows).
+// Collect reads it; the caller closes it.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// Collect reads every row of rows with scan.
+func Collect[V any](rows Rows, scan func(Row) (V, error)) ([]V, error) {
+	var out []V
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// More is row with more destinations after the ones its scanner names:
+// Scan(dest...) scans into dest and then more.
+func More(row Row, more ...any) Row { return moreRow{row, more} }
+
+type moreRow struct {
+	row  Row
+	more []any
+}
+
+func (m moreRow) Scan(dest ...any) error { return m.row.Scan(append(dest, m.more...)...) }
+
+// ScanLease reads the dest columns and then generation, lease expiry, task
+// and deadline of a job just granted to owner.
+func ScanLease[T any](row Row, times Times[T], jobID, owner string, dest ...any) (jobstore.Lease, error) {
+	var (
+		l        jobstore.Lease
+		expires  T
+		deadline *T
+		task     []byte
+	)
+	if err := row.Scan(append(dest, &l.Token.Generation, &expires, &task, &deadline)...); err != nil {
+		return jobstore.Lease{}, err
+	}
+	var err error
+	if l.ExpiresAt, err = times(expires); err != nil {
+		return jobstore.Lease{}, err
+	}
+	if l.DeadlineAt, err = times.Null(deadline); err != nil {
+		return jobstore.Lease{}, err
+	}
+	if err := json.Unmarshal(task, &l.Task); err != nil {
+		return jobstore.Lease{}, fmt.Errorf("decode task: %w", err)
+	}
+	l.Token.JobID = jobID
+	l.Token.Owner = owner
+	return l, nil
+}
+
+// ScanWriteEvent reads a write attempt: id, job_id, verb, owner,
+// generation, accepted, at, detail, class, cause.
+func ScanWriteEvent[T any](row Row, times Times[T]) (jobstore.WriteEvent, error) {
+	var (
+		e  jobstore.WriteEvent
+		at T
+	)
+	if err := row.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail, &e.Class, &e.Cause); err != nil {
+		return jobstore.WriteEvent{}, err
+	}
+	var err error
+	if e.At, err = times(at); err != nil {
+		return jobstore.WriteEvent{}, err
+	}
+	return e, nil
+}
+
+// ScanArtifact reads an artifact record: job_id, generation, owner, name,
+// key, size, sha256, content_type, etag, created_at.
+func ScanArtifact[T any](row Row, times Times[T]) (jobstore.ArtifactRecord, error) {
+	var (
+		a  jobstore.ArtifactRecord
+		at T
+	)
+	if err := row.Scan(&a.JobID, &a.Generation, &a.Owner, &a.Name, &a.Key, &a.Size, &a.SHA256, &a.ContentType, &a.ETag, &at); err != nil {
+		return jobstore.ArtifactRecord{}, err
+	}
+	var err error
+	if a.CreatedAt, err = times(at); err != nil {
+		return jobstore.ArtifactRecord{}, err
+	}
+	return a, nil
+}
+
+// ScanUIAction reads a dashboard action: id, token_name, action, target,
+// job_id, detail, at.
+func ScanUIAction[T any](row Row, times Times[T]) (jobstore.UIAction, error) {
+	var (
+		a  jobstore.UIAction
+		at T
+	)
+	if err := row.Scan(&a.ID, &a.TokenName, &a.Action, &a.Target, &a.JobID, &a.Detail, &at); err != nil {
+		return jobstore.UIAction{}, err
+	}
+	var err error
+	if a.At, err = times(at); err != nil {
+		return jobstore.UIAction{}, err
+	}
+	return a, nil
+}
+
+// ScanPhoneScreen reads a phone's newest screenshot: agent_id, serial,
+// job_id, project, generation, name, content_type, created_at of
+// phone_screens.
+func ScanPhoneScreen[T any](row Row, times Times[T]) (jobstore.PhoneScreen, error) {
+	var (
+		x  jobstore.PhoneScreen
+		at T
+	)
+	if err := row.Scan(&x.AgentID, &x.Serial, &x.JobID, &x.Project, &x.Generation, &x.Name, &x.ContentType, &at); err != nil {
+		return jobstore.PhoneScreen{}, err
+	}
+	var err error
+	if x.At, err = times(at); err != nil {
+		return jobstore.PhoneScreen{}, err
+	}
+	return x, nil
+}
+
+// ScanWriteCount reads a WriteCount: verb, accepted, rejected.
+func ScanWriteCount(row Row) (WriteCount, error) {
+	var c WriteCount
+	err := row.Scan(&c.Verb, &c.Accepted, &c.Rejected)
+	return c, err
+}
+
+// ScanRunningJob reads a job in progress: id, project, worker_id,
+// device_serial (which the query reads as "" when NULL).
+func ScanRunningJob(row Row) (jobstore.RunningJob, error) {
+	var j jobstore.RunningJob
+	err := row.Scan(&j.ID, &j.Project, &j.WorkerID, &j.Device)
+	return j, err
+}
+
+// ScanIdempotent reads the stored submit of tokenID under key: request_hash,
+// reply, created_at.
+func ScanIdempotent[T any](row Row, times Times[T], tokenID int64, key string) (jobstore.Idempotent, error) {
+	var (
+		rec     = jobstore.Idempotent{TokenID: tokenID, Key: key}
+		reply   []byte
+		created T
+	)
+	if err := row.Scan(&rec.RequestHash, &reply, &created); err != nil {
+		return jobstore.Idempotent{}, err
+	}
+	rec.Reply = json.RawMessage(reply)
+	var err error
+	if rec.CreatedAt, err = times(created); err != nil {
+		return jobstore.Idempotent{}, err
+	}
+	return rec, nil
+}
+
+// ScanDenial reads a refused API request: id, token_name, method, route,
+// job_id, project, at.
+func ScanDenial[T any](row Row, times Times[T]) (jobstore.APIDenial, error) {
+	var (
+		d  jobstore.APIDenial
+		at T
+	)
+	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
+		return jobstore.APIDenial{}, err
+	}
+	var err error
+	if d.At, err = times(at); err != nil {
+		return jobstore.APIDenial{}, err
+	}
+	return d, nil
+}
+
+// JobPage reads a page of at most limit jobs from rows of JobColumns and
+// then the job's cursor, newest first: Next is the cursor of the page's
+// last job when rows hold one more job than limit.
+func JobPage[T any](rows Rows, times Times[T], limit int) (jobstore.JobPage, error) {
+	page := jobstore.JobPage{Jobs: []jobstore.Job{}}
+	var last int64
+	for rows.Next() {
+		var seq int64
+		j, err := ScanJob(More(rows, &seq), times)
+		if err != nil {
+			return jobstore.JobPage{}, err
+		}
+		if len(page.Jobs) == limit {
+			page.Next = last
+			break
+		}
+		page.Jobs = append(page.Jobs, j)
+		last = seq
+	}
+	if err := rows.Err(); err != nil {
+		return jobstore.JobPage{}, err
+	}
+	return page, nil
+}
+
+// ScanEvent reads a job event: id, job_id, verb, owner, generation,
+// accepted, at, detail of write_events, then whether the job is found, its
+// project, status, generation, phone and fail reason, the artifact's size
+// and whether the attempt ended (jobstore.RawEvent).
+func ScanEvent[T any](row Row, times Times[T]) (jobstore.Event, error) {
+	var (
+		e  jobstore.RawEvent
+		at T
+	)
+	if err := row.Scan(&e.ID, &e.JobID, &e.Verb, &e.Owner, &e.Generation, &e.Accepted, &at, &e.Detail,
+		&e.JobFound, &e.Project, &e.JobStatus, &e.JobGen, &e.JobPhone, &e.FailReason, &e.ArtSize, &e.Ended); err != nil {
+		return jobstore.Event{}, err
+	}
+	var err error
+	if e.At, err = times(at); err != nil {
+		return jobstore.Event{}, err
+	}
+	return jobstore.NewEvent(e), nil
+}
+
+// ScanProjectJobCount reads a project's count of jobs in one status:
+// project, status, count.
+func ScanProjectJobCount(row Row) (jobstore.ProjectJobCount, error) {
+	var c jobstore.ProjectJobCount
+	err := row.Scan(&c.Project, &c.Status, &c.N)
+	return c, err
+}
+
+// OwnerCounts reads rows of worker_id and a count into a map by owner,
+// leaving out the NULL owner.
+func OwnerCounts(rows Rows) (map[string]int, error) {
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			owner *string
+			n     int64
+		)
+		if err := rows.Scan(&owner, &n); err != nil {
+			return nil, err
+		}
+		if owner != nil {
+			out[*owner] = int(n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Counts reads rows of a text key and a count into a map.
+func Counts(rows Rows) (map[string]int64, error) {
+	out := map[string]int64{}
+	for rows.Next() {
+		var (
+			k string
+			n int64
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResultSet is a result set that its reader closes: pgx.Rows, or *sql.Rows
+// behind a store's adapter.
+type ResultSet interface {
+	Rows
+	Close()
+}
+
+// Read is the end of a read of many rows: the rows of a query that returned
+// err, read with read and closed; a failure wrapped as
+// fmt.Errorf(format+": %w", args..., err).
+func Read[V any](rows ResultSet, err error, read func(Rows) (V, error), format string, args ...any) (V, error) {
+	if err == nil {
+		defer rows.Close()
+		var v V
+		if v, err = read(rows); err == nil {
+			return v, nil
+		}
+	}
+	var zero V
+	return zero, fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// List is Read of every row with scan (Collect).
+func List[V any](rows ResultSet, err error, scan func(Row) (V, error), format string, args ...any) ([]V, error) {
+	return Read(rows, err, func(r Rows) ([]V, error) { return Collect(r, scan) }, format, args...)
+}
+
+// Int reads a row of one integer (a count, an id): a failure wrapped as
+// fmt.Errorf(format+": %w", args..., err).
+func Int(row Row, format string, args ...any) (int64, error) {
+	var n int64
+	if err := row.Scan(&n); err != nil {
+		return 0, fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return n, nil
+}
