@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,15 @@ func TestADBLogcatWindow(t *testing.T) {
 	defer r.Close()
 	if err := r.StartLogcat(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The mark is the phone's clock rounded up to the next millisecond
+	// (logcat -T takes milliseconds; a line of the millisecond before the
+	// job must not be in it). The fake phone's clock is this machine's:
+	// the tap is made once that clock has passed the mark, as any step of
+	// a real job is, more than a millisecond after the job starts.
+	mark := time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
+	for !time.Now().After(mark) {
+		runtime.Gosched()
 	}
 	if _, err := r.RunStep(ctx, protocol.Step{Op: protocol.OpTap, X: 11, Y: 22}); err != nil {
 		t.Fatal(err)
