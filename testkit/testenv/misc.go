@@ -8,16 +8,35 @@ import (
 )
 
 // FreeAddr returns a loopback address ("127.0.0.1:port") that was free a
-// moment ago, for a server the test starts in another process.
+// moment ago, for a server the test starts in another process. It never
+// returns one port twice in a test process: the kernel may hand a port
+// just closed to the next listener, and a coordinator given the same
+// address for its metrics and its API would fail to start.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		givenMu.Lock()
+		_, seen := given[addr]
+		given[addr] = struct{}{}
+		givenMu.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("FreeAddr: the kernel kept handing out ports already given")
+	return ""
 }
+
+var (
+	givenMu sync.Mutex
+	given   = map[string]struct{}{} // the addresses FreeAddr returned
+)
 
 // LockedBuffer is a buffer safe for concurrent writers, such as a child
 // process's output copied while the test reads it, or a logger written
