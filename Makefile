@@ -64,17 +64,9 @@ fmt-check:
 		exit 1; \
 	fi
 
-# The packages with files built only without the race detector
-# (//go:build !race); vet checks them once more without it.
-NORACE_PKGS = $(sort $(dir $(shell grep -rl --include='*.go' -e '^//go:build.*!race' .)))
-
-## vet: run go vet on every package (under -race, as the tests build them, plus the files built only without it)
-# Under -race vet compiles what it reads as go test -race compiles it, so
-# the tests reuse those compilations from the build cache instead of
-# compiling every package a second time (on a cold cache, minutes).
+## vet: run go vet
 vet:
-	$(GO) vet -race ./...
-	$(if $(NORACE_PKGS),$(GO) vet $(NORACE_PKGS))
+	$(GO) vet ./...
 
 # Every fuzz target, as package:Target (`go test -fuzz` takes one target per
 # run). testkit/securitytest checks that the list is complete.
