@@ -209,7 +209,19 @@ func StaleWorker(ctx context.Context, e *Env, jobs int, fenced bool) (StaleRow, 
 func sendResult(ctx context.Context, nc *nats.Conn, agentID string, tok fencing.Token, res json.RawMessage) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return natsrpc.Request(rctx, nc, protocol.CoordSubject(agentID, protocol.VerbResult), protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
+	// A request that finds no coordinator subscribed yet (nats: no
+	// responders) is sent again, as an agent does, until the deadline.
+	for {
+		err := natsrpc.Request(rctx, nc, protocol.CoordSubject(agentID, protocol.VerbResult), protocol.Result{Token: tok, Result: res}, &protocol.ResultReply{})
+		if !errors.Is(err, nats.ErrNoResponders) || rctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-rctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // PrintStaleTable prints the experiment's cases side by side.
