@@ -78,10 +78,11 @@ FUZZ_TARGETS := \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
 	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage
-# Two seconds with the default two workers: on a quiet 2-core machine
-# about 900 inputs for the slowest target (coordinator FuzzHandlers, 437 a
-# second in the long run of docs/security.md), tens of thousands for the
-# parsers. The committed seeds of every target also run in go test.
+# Two seconds per target with the default two workers: tens of thousands
+# of inputs for the parsers in the cold run of README; the slowest target
+# (coordinator FuzzHandlers, 437 a second in the long run of
+# docs/security.md) may spend the two seconds on its baseline when the
+# machine is loaded. The committed seeds of every target also run in go test.
 FUZZTIME ?= 2s
 
 ## fuzz-short: run each fuzz target for FUZZTIME (default 2s) after its committed seed corpus
@@ -116,8 +117,7 @@ fuzz-short:
 #                  compiles every package they link and links them as
 #                  make dist does; the test-only dependencies (NATS server,
 #                  Chromium protocol, OpenAPI checker, in-process S3) have
-#                  nothing to ship there, and compiling them for arm64 took
-#                  more than half of this build on a cold cache
+#                  nothing to ship there
 CROSS_VET := windows/amd64
 CROSS_BUILD := linux/arm64
 CROSS_BUILD_PKGS := ./cmd/edgeagent ./cmd/edgecoord
