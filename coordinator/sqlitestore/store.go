@@ -39,6 +39,7 @@ type Store struct {
 	r     *sql.DB              // readers
 	retry jobstore.Retry       // backoff of retried attempts (attempts.go)
 	stmts map[string]*sql.Stmt // preparedSQL on w, by text (prepared.go)
+	ck    *checkpointer        // checkpoints beside the writes (checkpoint.go)
 }
 
 var (
@@ -79,7 +80,8 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 		return nil, err
 	}
 	const params = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	w, err := sql.Open("sqlite", path+"?"+params+"&_txlock=immediate")
+	// The writer never checkpoints; the checkpointer does (checkpoint.go).
+	w, err := sql.Open("sqlite", path+"?"+params+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -120,12 +122,26 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	s.r = r
+	ck, err := sql.Open("sqlite", path+"?"+params)
+	if err != nil {
+		r.Close()
+		_ = s.closeStmts()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	ck.SetConnMaxIdleTime(0)
+	s.ck = startCheckpointer(ck)
+
 	return s, nil
 }
 
-// Close releases both connection pools and the prepared statements.
+// Close releases the connection pools and the prepared statements; the
+// checkpointer stops first.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.closeStmts(), s.w.Close())
+	return errors.Join(s.ck.close(), s.r.Close(), s.closeStmts(), s.w.Close())
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -266,6 +282,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	s.ck.committed()
 	return o.err
 }
 
