@@ -1,7 +1,9 @@
 // Package sqlitestore is the SQLite implementation of jobstore.Store, the
 // embedded default, through modernc.org/sqlite (no cgo).
 //
-// The database runs in WAL mode with a busy timeout. All writes go through
+// The database runs in WAL mode (synchronous=NORMAL) with a busy timeout;
+// commits never checkpoint, a checkpointer of the store's does it beside
+// the writes (checkpoint.go). All writes go through
 // one connection and each is a BEGIN IMMEDIATE transaction, so writers never
 // interleave; reads use a separate pool. As on PostgreSQL, every fenced write
 // is one statement whose WHERE clause checks the token (job id, generation,
