@@ -1,0 +1,89 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/coordtest"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
+)
+
+// TestAPIRefusalsRevealNoOtherProject drives the real edgecoord binary:
+// a token of project intruder asks for, cancels and waits on a job of
+// project secretlab, and submits jobs under ids secretlab holds. The 403s
+// name neither the job's project nor its submitter; the 409 of a taken id
+// is word for word the one its own project gets, says that ids are shared
+// by all projects, and tells nothing of the job holding it.
+func TestAPIRefusalsRevealNoOtherProject(t *testing.T) {
+	env := e2e.NewEnv(t)
+	b := startAPIBinary(t, env)
+	owner := b.Token(t, "carol", "secretlab", "read,submit,operate")
+	intruder := b.Token(t, "mallory", "intruder", "read,submit,operate")
+	coordtest.Start(t, coordtest.Options{ID: "pc-lab", URL: env.NATSURL(),
+		Devices:  []protocol.Device{{Serial: "P1", State: protocol.DeviceReady, Model: "Pixel 7", Tags: []string{"lab"}}},
+		Behavior: func(fencing.Token) coordtest.Behavior { return coordtest.Hold }})
+	testenv.Eventually(t, 10*time.Second, "the agent online with its phone", func() bool {
+		var l api.AgentList
+		b.call(t, "GET", "/api/v1/agents", owner, "").into(t, &l)
+		return len(l.Agents) == 1 && l.Agents[0].Online
+	})
+
+	job := `{"id": "shared-1", "project": "%s", "device": {"tags": ["lab"]}, "steps": [{"op": "screenshot"}]}`
+	fanout := `{"id": "shared", "project": "%s", "fan_out": true, "device": {"tags": ["lab"]}, "steps": [{"op": "screenshot"}]}`
+	if r := b.call(t, "POST", "/api/v1/jobs", owner, strings.ReplaceAll(job, "%s", "secretlab")); r.status != http.StatusCreated {
+		t.Fatalf("submit shared-1: %d %s", r.status, r.body)
+	}
+	leaks := func(what string, r httpReply) {
+		t.Helper()
+		for _, s := range []string{"secretlab", "carol", "pc-lab", "P1"} {
+			if strings.Contains(string(r.body), s) {
+				t.Errorf("%s: the answer reveals %q: %s", what, s, r.body)
+			}
+		}
+	}
+
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v1/jobs/shared-1"},
+		{"GET", "/api/v1/jobs/shared-1?wait=1s"},
+		{"GET", "/api/v1/jobs/shared-1/artifacts"},
+		{"POST", "/api/v1/jobs/shared-1/cancel"},
+	} {
+		r := b.call(t, c.method, c.path, intruder, "")
+		var p api.Problem
+		r.into(t, &p)
+		if r.status != http.StatusForbidden || p.Type != api.ProblemForbidden || !strings.Contains(p.Detail, "does not cover the project of job shared-1") {
+			t.Errorf("%s %s: %d %s; want 403 not covering the project of job shared-1", c.method, c.path, r.status, r.body)
+		}
+		leaks(c.method+" "+c.path, r)
+	}
+
+	// The same id submitted again, by the owner's project and by another:
+	// one answer, word for word.
+	for _, c := range []struct{ body, want string }{
+		{job, `id "shared-1" is in use: job ids are shared by all projects`},
+		{fanout, `a job id of batch "shared" (shared-1, shared-2, …) is in use: job ids are shared by all projects`},
+	} {
+		var details []string
+		for _, as := range []struct{ token, project string }{{owner, "secretlab"}, {intruder, "intruder"}} {
+			r := b.call(t, "POST", "/api/v1/jobs", as.token, strings.ReplaceAll(c.body, "%s", as.project))
+			var p api.Problem
+			r.into(t, &p)
+			if r.status != http.StatusConflict || p.Type != api.ProblemConflict || p.Field != "id" || !strings.Contains(p.Detail, c.want) {
+				t.Errorf("submit as %s: %d %s; want 409 on id containing %q", as.project, r.status, r.body, c.want)
+			}
+			if as.project == "intruder" {
+				leaks("submit as intruder", r)
+			}
+			details = append(details, p.Detail)
+		}
+		if details[0] != details[1] {
+			t.Errorf("the 409 differs by who holds the id:\n  own project: %s\n  another:     %s", details[0], details[1])
+		}
+	}
+}
