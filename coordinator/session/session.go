@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/redact"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
@@ -749,7 +750,7 @@ func (m *Manager) captures(ctx context.Context, tok fencing.Token, keys []string
 		if m.opts.Presigner != nil {
 			u, err := m.opts.Presigner.PresignGet(ctx, k, m.opts.PresignExpiry)
 			if err != nil {
-				m.log.Warn().Err(err).Str("key", k).Msg("presign capture")
+				m.log.Warn().Err(redact.Error(err)).Str("key", k).Msg("presign capture")
 			}
 			c.URL = u
 		}
