@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +87,38 @@ func TestAPIRefusalsRevealNoOtherProject(t *testing.T) {
 		if details[0] != details[1] {
 			t.Errorf("the 409 differs by who holds the id:\n  own project: %s\n  another:     %s", details[0], details[1])
 		}
+	}
+}
+
+// TestOutboxWebhookSecretNotLogged: the real edgecoord binary publishes a
+// result to a webhook whose URL carries a secret in its query, and the
+// webhook's host does not answer. The failed delivery is logged and
+// recorded with the URL's host and path, never its query.
+func TestOutboxWebhookSecretNotLogged(t *testing.T) {
+	env := e2e.NewEnv(t)
+	dead := testenv.FreeAddr(t) // nothing listens there
+	const secret = "s3cr3t-webhook-token"
+	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "outbox-redact",
+		Extra: "outbox:\n  url: http://" + dead + "/hook?token=" + secret + "\n  timeout: 1s\n"})
+	coordtest.Start(t, coordtest.Options{ID: "pc-a", URL: env.NATSURL(), Devices: []protocol.Device{{Serial: "P1", State: protocol.DeviceReady}}})
+	job := filepath.Join(t.TempDir(), "j.yaml")
+	if err := os.WriteFile(job, []byte("id: hooked\nsteps: [{op: screenshot}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := c.CLI(t, "job", "submit", "-f", job); code != 0 {
+		t.Fatalf("job submit: %d %s %s", code, out, errOut)
+	}
+	line := c.WaitForLine(t, "a failed outbox delivery logged", func(l string) bool {
+		return strings.Contains(l, "outbox delivery failed")
+	})
+	if !strings.Contains(line, "http://"+dead+"/hook") {
+		t.Errorf("the warning does not name the webhook's host and path: %s", line)
+	}
+	if lines := c.Grep(secret); len(lines) != 0 {
+		t.Errorf("the webhook URL's secret reached the log:\n%s", strings.Join(lines, "\n"))
+	}
+	out, _, _ := c.CLI(t, "effect", "list", "--kind", "outbox")
+	if strings.Contains(out, secret) {
+		t.Errorf("the webhook URL's secret is in the recorded effect:\n%s", out)
 	}
 }
