@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,13 +172,11 @@ func (s *Server) effect(ctx context.Context, agentID string, data []byte) (any, 
 }
 
 // ownKeys checks that artifact keys lie under the token's own prefix
-// jobs/<job_id>/g<generation>/.
+// jobs/<job_id>/g<generation>/ (protocol.CheckOwnKey).
 func ownKeys(tok fencing.Token, keys []string) error {
-	prefix := tok.ObjectKey("")
 	for _, k := range keys {
-		name, ok := strings.CutPrefix(k, prefix)
-		if !ok || protocol.ValidateArtifactName(name) != nil {
-			return badRequest("artifact key %q is not an object of this token (%s<name>)", k, prefix)
+		if err := protocol.CheckOwnKey(tok, k); err != nil {
+			return badRequest("%v", err)
 		}
 	}
 	return nil

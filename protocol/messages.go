@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -152,6 +153,30 @@ func NeedsIME(text string) bool {
 		}
 	}
 	return false
+}
+
+// CheckOwnKey checks that key is an object of tok: under the token's own
+// prefix jobs/<job_id>/g<generation>/ with a valid artifact name after it.
+// The coordinator applies it to every key an agent names, the effect
+// verb's artifacts and evidence and the captures of a session step it
+// presigns for download (docs/security.md, "Object keys an agent names").
+func CheckOwnKey(tok fencing.Token, key string) error {
+	prefix := tok.ObjectKey("")
+	name, ok := strings.CutPrefix(key, prefix)
+	if !ok || ValidateArtifactName(name) != nil {
+		return fmt.Errorf("artifact key %q is not an object of this token (%s<name>)", ShortKey(key), prefix)
+	}
+	return nil
+}
+
+// ShortKey is key cut to 200 bytes for an error or a log line: a key an
+// agent names is its input, and may be of any length.
+func ShortKey(key string) string {
+	const most = 200
+	if len(key) <= most {
+		return key
+	}
+	return key[:most] + "…"
 }
 
 // ValidateArtifactName accepts names that are safe as the last element of an

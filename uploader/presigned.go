@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/redact"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -302,7 +303,7 @@ func (u *presignedUpload) put() (etag string, taken bool, err error) {
 	}
 	req, err := http.NewRequestWithContext(u.ctx, http.MethodPut, u.grant.URL, body)
 	if err != nil {
-		return "", false, fmt.Errorf("%w: url: %s", ErrAuthorization, redactErr(err))
+		return "", false, fmt.Errorf("%w: url: %s", ErrAuthorization, redact.Error(err))
 	}
 	req.ContentLength = u.src.size
 	hasType := false
@@ -326,7 +327,7 @@ func (u *presignedUpload) put() (etag string, taken bool, err error) {
 		if sr != nil {
 			sr.failed()
 		}
-		return "", false, fmt.Errorf("put object: %w", redactErr(err))
+		return "", false, fmt.Errorf("put object: %w", redact.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
@@ -416,23 +417,4 @@ func responseError(resp *http.Response) error {
 func isExpired(err error) bool {
 	var st statusError
 	return errors.As(err, &st) && st.code == http.StatusForbidden && strings.Contains(strings.ToLower(st.msg), "expired")
-}
-
-// redactErr returns err with any URL in it cut to scheme, host and path: a
-// presigned URL's query holds its signature.
-func redactErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
-	}
-	return err
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(url)"
-	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
 }

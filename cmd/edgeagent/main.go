@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
 // version is the release version, set at build time with
@@ -37,6 +38,8 @@ var version = "dev"
 
 func main() {
 	zerolog.TimeFieldFormat = timeFormat
+	// No URL's query (a presigned URL's signature) in any logged error.
+	zerolog.ErrorMarshalFunc = redact.ErrorMarshal
 	// Started by the Windows service manager: run under its control.
 	if code, ok := serviceMain(os.Args[1:]); ok {
 		os.Exit(code)

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
 // exitStillRunning is the exit status of job wait when the timeout passes
@@ -164,7 +165,7 @@ func download(ctx context.Context, a events.Artifact, path string) (int64, error
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("download %s: %w", a.Name, err)
+		return 0, fmt.Errorf("download %s: %w", a.Name, redact.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -46,6 +46,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
+	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
 // version is the release version, set at build time with
@@ -54,6 +55,8 @@ var version = "dev"
 
 func main() {
 	zerolog.TimeFieldFormat = timeFormat
+	// No URL's query (a presigned URL's signature) in any logged error.
+	zerolog.ErrorMarshalFunc = redact.ErrorMarshal
 	ctx, _, stop := cli.Signals()
 	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 	stop()

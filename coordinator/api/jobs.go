@@ -161,14 +161,15 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, c Caller) (jobstor
 }
 
 // deny records a request for another project's job (or list) and answers
-// 403.
+// 403. For a job, the answer does not name its project, nor say anything
+// else of it: only the record has it (docs/api.md, "Tokens").
 func (h *Handler) deny(w http.ResponseWriter, r *http.Request, c Caller, jobID, project string) {
 	h.recordDenial(r, c, jobID, project)
-	what := "job " + jobID
-	if jobID == "" {
-		what = "jobs"
+	if jobID != "" {
+		WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s does not cover the project of job %s; the attempt is recorded", c.Name, jobID))
+		return
 	}
-	WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s does not cover project %s of %s; the attempt is recorded", c.Name, project, what))
+	WriteProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "", "token %s does not cover project %s of jobs; the attempt is recorded", c.Name, project))
 }
 
 // RecordDenial records that the caller of r (CallerFrom) was refused
@@ -486,6 +487,23 @@ func writeRaw(w http.ResponseWriter, status int, body json.RawMessage) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// idInUse is the 409 of a submit whose id (or, for a fan-out, the id of
+// a job of its batch) is taken. Job ids are one namespace across all
+// projects, so the job holding it may be another project's: the answer is
+// the same whoever holds it and says nothing of that job (docs/api.md,
+// "Job ids").
+func idInUse(req JobRequest) *Problem {
+	what := "the job id"
+	switch {
+	case req.ID != "" && req.FanOut:
+		what = fmt.Sprintf("a job id of batch %q (%s-1, %s-2, …)", req.ID, req.ID, req.ID)
+	case req.ID != "":
+		what = fmt.Sprintf("id %q", req.ID)
+	}
+	return problem(http.StatusConflict, ProblemConflict, "id",
+		"%s is in use: job ids are shared by all projects, and nothing is said of the job holding it; choose another id, or leave id out for a random one", what)
+}
+
 // submitProblem answers a submit that failed.
 func (h *Handler) submitProblem(w http.ResponseWriter, r *http.Request, c Caller, req JobRequest, err error) {
 	var se *SubmitError
@@ -495,7 +513,7 @@ func (h *Handler) submitProblem(w http.ResponseWriter, r *http.Request, c Caller
 	case errors.As(err, &se):
 		WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemInvalidJob, se.Field, "%s", se.Err.Error()))
 	case errors.Is(err, jobstore.ErrConflict):
-		WriteProblem(w, r, problem(http.StatusConflict, ProblemConflict, "id", "%v", err))
+		WriteProblem(w, r, idInUse(req))
 	default:
 		if field, _ := splitField(strings.TrimPrefix(err.Error(), "submit job: ")); field != "" {
 			WriteProblem(w, r, invalidJob(errors.New(strings.TrimPrefix(err.Error(), "submit job: "))))

@@ -576,7 +576,11 @@ func (a *Agent) onControl(m *nats.Msg) {
 		reply(m, protocol.Ack{OK: true})
 		return
 	case protocol.ControlStatus:
-		st := map[string]any{"agent_id": a.opts.ID, "boot_id": a.bootID, "draining": a.draining}
+		jobs := []protocol.AgentJob{}
+		for _, j := range a.jobs {
+			jobs = append(jobs, protocol.AgentJob{Token: j.tok})
+		}
+		st := map[string]any{"agent_id": a.opts.ID, "boot_id": a.bootID, "draining": a.draining, "jobs": jobs}
 		a.mu.Unlock()
 		reply(m, st)
 		return

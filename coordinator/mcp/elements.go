@@ -137,15 +137,44 @@ func formatElements(els []Element) string {
 	return b.String()
 }
 
+// Bounds of an image the endpoint decodes (docs/security.md, "Images read
+// back from storage"): a phone's screen is a few megapixels; these leave
+// room for any tablet and bound one decode to a few hundred MB.
+const (
+	// MaxImageSide is the most pixels either side of an image may declare.
+	MaxImageSide = 16384
+	// MaxImagePixels is the most pixels (width × height) it may declare.
+	MaxImagePixels = 40_000_000
+)
+
+// checkImageSize refuses a declared size beyond MaxImageSide or
+// MaxImagePixels.
+func checkImageSize(w, h int) error {
+	if w <= 0 || h <= 0 || w > MaxImageSide || h > MaxImageSide || int64(w)*int64(h) > MaxImagePixels {
+		return fmt.Errorf("the image declares %dx%d pixels, over the limit of %d per side and %d in all: not decoded",
+			w, h, MaxImageSide, MaxImagePixels)
+	}
+	return nil
+}
+
 // scalePNG returns the PNG png scaled down to at most maxWidth pixels wide
 // (keeping the aspect ratio, each pixel the average of the area it
 // covers), and the size of the result. maxWidth ≤ 0 or not smaller than
 // the image returns it as it is, reading only its header (decoding a
 // full-size screenshot would be most of a screenshot call's cost on the
 // coordinator: docs/benchmarks.md, "MCP tool-call round trip").
+//
+// The PNG comes back from storage, where an agent (or anyone who can
+// write the bucket) put it: its declared size is checked against
+// MaxImageSide and MaxImagePixels before anything is decoded, so a small
+// file declaring a huge image is refused instead of allocated
+// (docs/security.md, "Images read back from storage").
 func scalePNG(data []byte, maxWidth int) ([]byte, int, int, error) {
 	cfg, err := png.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
+		return nil, 0, 0, fmt.Errorf("decode screenshot: %w", err)
+	}
+	if err := checkImageSize(cfg.Width, cfg.Height); err != nil {
 		return nil, 0, 0, fmt.Errorf("decode screenshot: %w", err)
 	}
 	if maxWidth <= 0 || maxWidth >= cfg.Width {

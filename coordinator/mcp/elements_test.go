@@ -2,6 +2,10 @@ package mcp
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
@@ -125,6 +129,62 @@ func TestScalePNG(t *testing.T) {
 	}
 	if _, _, _, err := scalePNG([]byte("not a png"), 10); err == nil || !strings.Contains(err.Error(), "decode screenshot") {
 		t.Fatalf("not a png: %v", err)
+	}
+}
+
+// declaredPNG is a small, well-formed PNG that declares a w×h grey image
+// and holds the first few bytes of its pixels, as a hostile agent can
+// store it: a decoder that trusts the header allocates w×h bytes.
+func declaredPNG(w, h int) []byte {
+	var out bytes.Buffer
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(data)))
+		out.Write(n[:])
+		body := append([]byte(typ), data...)
+		out.Write(body)
+		binary.BigEndian.PutUint32(n[:], crc32.ChecksumIEEE(body))
+		out.Write(n[:])
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))
+	ihdr[8] = 8 // bit depth; colour type 0 (grey), no interlace
+	chunk("IHDR", ihdr)
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	_, _ = zw.Write(make([]byte, 8))
+	_ = zw.Close()
+	chunk("IDAT", z.Bytes())
+	chunk("IEND", nil)
+	return out.Bytes()
+}
+
+// TestScalePNGRefusesHugeDeclaredSize: a PNG whose header declares more
+// than MaxImageSide pixels on a side or MaxImagePixels in all is refused
+// with an error naming the size and the limit, before it is decoded, with
+// or without scaling; a size within the limits is decoded as usual.
+func TestScalePNGRefusesHugeDeclaredSize(t *testing.T) {
+	for _, c := range []struct{ w, h int }{
+		{MaxImageSide + 1, 1},
+		{1, MaxImageSide + 1},
+		{8000, MaxImagePixels/8000 + 1},
+	} {
+		data := declaredPNG(c.w, c.h)
+		for _, mw := range []int{0, 100} {
+			_, _, _, err := scalePNG(data, mw)
+			want := fmt.Sprintf("declares %dx%d pixels, over the limit", c.w, c.h)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%dx%d, max width %d: %v; want an error containing %q", c.w, c.h, mw, err, want)
+			}
+		}
+	}
+	// Within the limits, the size is no reason to refuse: this one fails
+	// only because its pixels are missing.
+	_, _, _, err := scalePNG(declaredPNG(MaxImageSide, 2), 100)
+	if err == nil || strings.Contains(err.Error(), "over the limit") {
+		t.Errorf("%dx2: %v; want a decode error, not the size limit", MaxImageSide, err)
 	}
 }
 

@@ -33,6 +33,8 @@ type env struct {
 	tokens map[string]string // by token name: alice, rita, oscar
 	// servers are the NATS, PostgreSQL and MinIO of the test.
 	servers *e2e.Env
+	// bin is the edgecoord binary.
+	bin *e2e.Coordinator
 }
 
 // Token names of the test: alice may act in project lab, rita may only
@@ -57,7 +59,7 @@ func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 
 	c := servers.StartCoordinator(e2e.CoordinatorOptions{ID: "mcp-test", LeaseTTL: leaseTTL, API: true, Storage: true,
 		Extra: fmt.Sprintf("api:\n  mcp_idle_timeout: %s\n", idle)})
-	e.base, e.store = c.Base, c.Store()
+	e.base, e.store, e.bin = c.Base, c.Store(), c
 	e.tokens = map[string]string{
 		alice: c.Token(t, alice, "lab", "read,submit,operate"),
 		rita:  c.Token(t, rita, "lab", "read"),

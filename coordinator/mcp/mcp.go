@@ -27,6 +27,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
+	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
 // ProjectTagPrefix starts the phone tag that gives a phone to a project:
@@ -317,7 +318,7 @@ func (s *Server) fetch(ctx context.Context, c session.Capture) ([]byte, error) {
 	}
 	resp, err := s.opts.HTTPClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read capture %s: %w", c.Name, err)
+		return nil, fmt.Errorf("read capture %s: %w", c.Name, redact.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -325,7 +326,7 @@ func (s *Server) fetch(ctx context.Context, c session.Capture) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxArtifactBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read capture %s: %w", c.Name, err)
+		return nil, fmt.Errorf("read capture %s: %w", c.Name, redact.Error(err))
 	}
 	if len(b) > MaxArtifactBytes {
 		return nil, fmt.Errorf("read capture %s: larger than %d bytes", c.Name, MaxArtifactBytes)

@@ -347,7 +347,7 @@ func (s *Server) use(ctx context.Context, req *sdk.CallToolRequest, id string) (
 	}
 	if !sees(c, project) {
 		s.deny(ctx, c, req.Params.Name, id, project)
-		return nil, toolErr("session %s belongs to project %q, which is not among the token's projects", id, project)
+		return nil, toolErr("session %s belongs to a project not among the token's projects", id)
 	}
 	return s.tracked(id).use(), nil
 }

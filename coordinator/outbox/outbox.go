@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
 // HeaderIdempotencyKey carries an outbox message's key on every delivery
@@ -300,12 +301,12 @@ func (h HTTPSender) Send(ctx context.Context, m Message) (json.RawMessage, error
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("post %s: %w", m.Key, err)
+		return nil, fmt.Errorf("post %s: %w", m.Key, redact.Error(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return nil, fmt.Errorf("post %s: read answer: %w", m.Key, err)
+		return nil, fmt.Errorf("post %s: read answer: %w", m.Key, redact.Error(err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("post %s: %s", m.Key, resp.Status)

@@ -69,6 +69,8 @@ type env struct {
 	tokens map[string]string
 	// servers are the NATS, PostgreSQL and MinIO of the test.
 	servers *e2e.Env
+	// bin is the edgecoord binary (newBinaryEnv; nil otherwise).
+	bin *e2e.Coordinator
 
 	lastType string // Content-Type of the last reply of call
 }

@@ -36,6 +36,9 @@ func (emptyStore) Agents(context.Context) ([]jobstore.Agent, error) { return nil
 func (emptyStore) GetAgent(context.Context, string) (jobstore.Agent, error) {
 	return jobstore.Agent{}, jobstore.ErrAgentNotFound
 }
+func (emptyStore) Artifacts(context.Context, string, int64) ([]jobstore.ArtifactRecord, error) {
+	return nil, nil
+}
 
 // FuzzSessionHandler: any method, path and body gets a reply that is a
 // success or an RFC 9457 problem whose status is the reply's (a 400 naming

@@ -212,7 +212,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, id string) b
 	}
 	c := callerOf(r)
 	if !c.allowed(project) {
-		h.forbidden(w, r, c, project, fmt.Sprintf("session %s belongs to project %q, which is not among the token's projects", id, project))
+		h.forbidden(w, r, c, project, fmt.Sprintf("session %s belongs to a project not among the token's projects", id))
 		return false
 	}
 	return true

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/internal/redact"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/protocol/natsrpc"
 )
@@ -50,6 +51,9 @@ type Store interface {
 	Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error)
 	Agents(ctx context.Context) ([]jobstore.Agent, error)
 	GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error)
+	// Artifacts lists the artifacts registered for one generation of a
+	// job: a capture an agent names is presigned only when registered.
+	Artifacts(ctx context.Context, jobID string, generation int64) ([]jobstore.ArtifactRecord, error)
 }
 
 // GetPresigner signs artifact downloads (coordinator.S3Presigner has it).
@@ -710,15 +714,43 @@ func (m *Manager) send(ctx context.Context, s *session, req protocol.StepRequest
 }
 
 // captures describes the artifacts of keys, each with a presigned GET.
+// The keys are the agent's word: only a key under the session token's own
+// prefix (protocol.CheckOwnKey, the rule of the effect verb) that is
+// registered for the token's generation is described and signed; any
+// other is left out and logged (docs/security.md, "Object keys an agent
+// names").
 func (m *Manager) captures(ctx context.Context, tok fencing.Token, keys []string) []Capture {
 	out := make([]Capture, 0, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
 	prefix := tok.ObjectKey("")
+	registered := map[string]bool{}
+	arts, err := m.store.Artifacts(ctx, tok.JobID, tok.Generation)
+	if err != nil {
+		m.log.Warn().Err(err).Str("job_id", tok.JobID).Int64("generation", tok.Generation).Msg("captures: read the registered artifacts")
+	}
+	for _, a := range arts {
+		registered[a.Key] = true
+	}
 	for _, k := range keys {
+		refused := ""
+		switch {
+		case protocol.CheckOwnKey(tok, k) != nil:
+			refused = "not under the token's own prefix " + prefix
+		case !registered[k]:
+			refused = "not registered for the token's generation"
+		}
+		if refused != "" {
+			m.log.Warn().Str("agent", tok.AgentID()).Str("job_id", tok.JobID).Int64("generation", tok.Generation).
+				Str("key", protocol.ShortKey(k)).Str("reason", refused).Msg("capture key refused: not presigned")
+			continue
+		}
 		c := Capture{Name: strings.TrimPrefix(k, prefix), Key: k, ContentType: contentType(k)}
 		if m.opts.Presigner != nil {
 			u, err := m.opts.Presigner.PresignGet(ctx, k, m.opts.PresignExpiry)
 			if err != nil {
-				m.log.Warn().Err(err).Str("key", k).Msg("presign capture")
+				m.log.Warn().Err(redact.Error(err)).Str("key", k).Msg("presign capture")
 			}
 			c.URL = u
 		}

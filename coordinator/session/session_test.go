@@ -309,7 +309,10 @@ func TestSessionAPI(t *testing.T) {
 	code, body = e.call("POST", steps, tokenOperator, many, nil)
 	e.wantProblem("too many steps", 400, body, code, fmt.Sprintf("at most %d", session.MaxSteps))
 	code, body = e.call("POST", steps, tokenOther, `{"steps": [{"op": "tap"}]}`, nil)
-	e.wantProblem("other project's session", 403, body, code, "belongs to project")
+	e.wantProblem("other project's session", 403, body, code, "belongs to a project not among the token's projects")
+	if strings.Contains(string(body), "lab") {
+		t.Errorf("the refusal names the session's project: %s", body)
+	}
 	code, body = e.call("POST", "/api/v1/sessions/s-0000.1/steps", tokenOperator, `{"steps": [{"op": "tap"}]}`, nil)
 	e.wantProblem("unknown session", 404, body, code)
 	code, body = e.call("GET", "/api/v1/sessions/nonsense", tokenOperator, nil, nil)

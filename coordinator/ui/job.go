@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/internal/redact"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -166,7 +167,7 @@ func (h *Handler) opLog(ctx context.Context, jobID string, a jobstore.ArtifactRe
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		h.log.Warn().Err(err).Str("job", jobID).Msg("ui: read operation log")
+		h.log.Warn().Err(redact.Error(err)).Str("job", jobID).Msg("ui: read operation log")
 		out.Error = "the storage server did not answer for the operation log"
 		return out
 	}
