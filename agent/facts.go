@@ -99,7 +99,8 @@ func (w *PhoneWatch) Register(reg prometheus.Registerer) error {
 // OnChange sets what to call when a phone starts or stops resting, is
 // connected or removed, or changes state (offline, device, unauthorized…):
 // the coordinator should hear of it at once, not at the next heartbeat,
-// so that it grants nothing on a phone that is not ready (docs/design.md).
+// so that it grants nothing on a phone that is not ready (docs/operations.md,
+// A refused assign).
 // Call it before Run.
 func (w *PhoneWatch) OnChange(f func()) { w.onChange = f }
 
