@@ -182,6 +182,11 @@ type Agent struct {
 	idle     time.Duration
 	oplogTxt bool
 	rehello  chan struct{}
+	// beat asks the session for a heartbeat now; owesBeat is set when an
+	// assign was refused for want of a slot, so that the slot freeing is
+	// reported at once.
+	beat     chan struct{}
+	owesBeat bool
 	rpc      *rpc
 }
 
@@ -225,6 +230,7 @@ func New(opts Options) (*Agent, error) {
 		idle:     opts.InteractiveIdle,
 		started:  time.Now(),
 		rehello:  make(chan struct{}, 1),
+		beat:     make(chan struct{}, 1),
 		settings: map[string]string{},
 	}
 	if a.metrics, err = newMetrics(opts.Registry); err != nil {
@@ -422,6 +428,16 @@ func (a *Agent) session(ctx context.Context, statusCh <-chan nats.Status) error 
 				}
 			case <-a.rehello:
 				break beat
+			case <-a.beat:
+				t.Stop()
+				if err := a.heartbeat(ctx); errors.Is(err, protocol.ErrUnavailable) {
+					a.log.Info().Msg("coordinator lost the session; saying hello again")
+					break beat
+				} else if err != nil && ctx.Err() == nil {
+					a.log.Debug().Err(err).Msg("heartbeat")
+					a.noteError("heartbeat", "", err)
+				}
+				t.Reset(hb)
 			case <-t.C:
 				err := a.heartbeat(ctx)
 				if errors.Is(err, protocol.ErrUnavailable) {
@@ -457,6 +473,44 @@ func (a *Agent) onStatus(s nats.Status) bool {
 		a.log.Warn().Str("status", s.String()).Msg("lost connection to NATS")
 	}
 	return connected
+}
+
+// beatNow makes the session send a heartbeat now (a slot freed after an
+// assign was refused for want of one, an assign refused).
+func (a *Agent) beatNow() {
+	select {
+	case a.beat <- struct{}{}:
+	default:
+	}
+}
+
+// busyLocked counts the jobs that hold a slot: those not yet in their final
+// call (result, failure report or release). A job whose outcome is being
+// reported holds no slot: once the coordinator accepts the report it may
+// grant the next job at once, and this agent has room for it
+// (docs/protocol.md, assign).
+func (a *Agent) busyLocked() int {
+	n := 0
+	for _, j := range a.jobs {
+		if !j.final {
+			n++
+		}
+	}
+	return n
+}
+
+// freeSlotLocked frees j's slot: it has begun its final call. When an
+// assign was refused for want of a slot meanwhile, the coordinator hears of
+// the free slot at once.
+func (a *Agent) freeSlotLocked(j *job) {
+	if j.final {
+		return
+	}
+	j.final = true
+	if a.owesBeat {
+		a.owesBeat = false
+		a.beatNow()
+	}
 }
 
 // kickHello makes the session say hello again (settings or draining
@@ -554,7 +608,7 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 
 func (a *Agent) heartbeat(ctx context.Context) error {
 	a.mu.Lock()
-	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-len(a.jobs)), Draining: a.draining || a.shutdown || a.sleeping}
+	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-a.busyLocked()), Draining: a.draining || a.shutdown || a.sleeping}
 	if hb.Draining {
 		hb.Free = 0
 	}
@@ -627,6 +681,13 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		return
 	}
 	sel, err := a.grantedPhone(as)
+	var nr *phoneNotReadyError
+	if errors.As(err, &nr) {
+		// Not the job's fault: the coordinator gives it back without
+		// spending an attempt, and hears the phone's state at once.
+		a.refuseNotReady(m, err.Error(), false)
+		return
+	}
 	if err != nil {
 		replyError(m, protocol.CodeBadRequest, err.Error())
 		return
@@ -648,7 +709,7 @@ func (a *Agent) onAssign(m *nats.Msg) {
 			reply(m, protocol.Ack{OK: true}) // duplicate delivery
 			return
 		}
-		replyError(m, protocol.CodeUnavailable, "job already running under another token")
+		a.refuseNotReady(m, "job already running under another token", true)
 		return
 	}
 	if _, ok := a.ended[as.Token]; ok {
@@ -656,26 +717,20 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeStale, "this agent already ran this token to its end")
 		return
 	}
+	why := ""
 	switch {
-	case a.closing || a.jobsCtx == nil:
-		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "agent shutting down")
-		return
-	case a.shutdown:
-		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "agent shutting down")
-		return
+	case a.closing || a.jobsCtx == nil, a.shutdown:
+		why = "agent shutting down"
 	case a.draining:
-		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "agent draining")
-		return
+		why = "agent draining"
 	case a.sleeping:
+		why = "agent's PC going to sleep"
+	case a.busyLocked() >= a.slots:
+		why = "no free slot"
+	}
+	if why != "" {
 		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "agent's PC going to sleep")
-		return
-	case len(a.jobs) >= a.slots:
-		a.mu.Unlock()
-		replyError(m, protocol.CodeUnavailable, "no free slot")
+		a.refuseNotReady(m, why, why == "no free slot")
 		return
 	}
 	j := newJob(a, a.jobsCtx, as.Token, ttl, as.Task, time.Duration(as.DeadlineMS)*time.Millisecond)
@@ -691,10 +746,30 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		a.mu.Lock()
 		delete(a.jobs, j.tok.JobID)
 		a.rememberEndedLocked(j.tok)
+		if a.owesBeat {
+			a.owesBeat = false
+			a.beatNow()
+		}
 		a.notifyLocked()
 		a.metrics.jobsRunning.Set(float64(len(a.jobs)))
 		a.mu.Unlock()
 	}()
+}
+
+// refuseNotReady answers an assign with 503: this agent or the granted
+// phone is not ready for it now. The coordinator requeues the job without
+// spending an attempt and assigns this agent nothing more until it reports
+// a free slot (docs/protocol.md, assign); a heartbeat follows at once with
+// the agent's phones and free slots, and again when a slot frees if
+// slotWait.
+func (a *Agent) refuseNotReady(m *nats.Msg, why string, slotWait bool) {
+	replyError(m, protocol.CodeUnavailable, why)
+	a.mu.Lock()
+	if slotWait {
+		a.owesBeat = true
+	}
+	a.mu.Unlock()
+	a.beatNow()
 }
 
 // rememberEndedLocked records an ended token, keeping the set bounded: a

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"strings"
 	"sync"
@@ -49,9 +50,12 @@ type PhoneWatch struct {
 	mu       sync.Mutex
 	phones   map[string]*watched
 	hooks    chan hookRun
-	onChange func() // a phone started or stopped resting
-	resting  prometheus.Gauge
-	events   *prometheus.CounterVec
+	onChange func() // a phone started or stopped resting, came, went or changed state
+	// states is each phone's state at the last pass, to tell the
+	// coordinator of a change at once.
+	states  map[string]string
+	resting prometheus.Gauge
+	events  *prometheus.CounterVec
 }
 
 // watched is what the watch knows of one phone.
@@ -92,9 +96,12 @@ func (w *PhoneWatch) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// OnChange sets what to call when a phone starts or stops resting (the
-// coordinator should hear of it at once, not at the next heartbeat). Call
-// it before Run.
+// OnChange sets what to call when a phone starts or stops resting, is
+// connected or removed, or changes state (offline, device, unauthorized…):
+// the coordinator should hear of it at once, not at the next heartbeat,
+// so that it grants nothing on a phone that is not ready (docs/operations.md,
+// A refused assign).
+// Call it before Run.
 func (w *PhoneWatch) OnChange(f func()) { w.onChange = f }
 
 // Run watches until ctx is done.
@@ -128,9 +135,11 @@ func (w *PhoneWatch) pass(ctx context.Context, interval time.Duration) time.Dura
 	next := interval
 	seen := map[string]bool{}
 	var due []string
+	states := map[string]string{}
 	w.mu.Lock()
 	for _, info := range w.inv.Devices() {
 		seen[info.Serial] = true
+		states[info.Serial] = info.State
 		ph := w.phones[info.Serial]
 		if ph == nil {
 			ph = &watched{}
@@ -153,7 +162,12 @@ func (w *PhoneWatch) pass(ctx context.Context, interval time.Duration) time.Dura
 		}
 	}
 	w.resting.Set(float64(w.restingLocked()))
+	changed := w.states != nil && !maps.Equal(w.states, states)
+	w.states = states
 	w.mu.Unlock()
+	if changed {
+		w.onChange()
+	}
 	var wg sync.WaitGroup
 	for _, serial := range due {
 		wg.Go(func() { w.read(ctx, serial) })

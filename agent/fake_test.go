@@ -270,6 +270,8 @@ type rigSetup struct {
 	bps    int64
 	phones agent.Phones // replaces the simulated phone
 	tweak  func(*agent.Options)
+	// hook is set on the fake coordinator before the agent starts.
+	hook func(verb string, tok fencing.Token) (any, int, bool, bool)
 }
 
 func newRig(t testing.TB, st rigSetup) *rig {
@@ -283,6 +285,9 @@ func newRig(t testing.TB, st rigSetup) *rig {
 	ns := testenv.NATS(t)
 	r := &rig{t: t, url: ns.ClientURL(), store: &memStore{bps: st.bps}, logs: &logBuffer{}, done: make(chan error, 1)}
 	r.coord = newFakeCoord(t, r.url, st.ttl)
+	if st.hook != nil {
+		r.coord.setHook(st.hook)
+	}
 	nc, err := nats.Connect(r.url, nats.Name("agent"), nats.CustomInboxPrefix(protocol.InboxPrefix("pc-a")), nats.ReconnectBufSize(-1))
 	if err != nil {
 		t.Fatal(err)

@@ -77,28 +77,30 @@ func TestAssignRunsOnGrantedPhone(t *testing.T) {
 }
 
 // TestAssignRefusesUnusableGrantedPhone: an assign naming a phone the agent
-// cannot use (not connected, not in state device, not matching the
-// selector) is refused with 400 and runs nothing on any phone.
+// cannot use is refused and runs nothing on any phone: with 503 when the
+// phone is not ready (not connected, not in state device), which costs the
+// job no attempt at the coordinator, and with 400 when it does not match
+// the task's selector.
 func TestAssignRefusesUnusableGrantedPhone(t *testing.T) {
 	r := newRig(t, rigSetup{})
 	task := protocol.Task{Device: protocol.DeviceSelector{}, Steps: []protocol.Step{{Op: protocol.OpLaunch, Package: "com.example.x"}}}
 	for serial, want := range map[string]string{
-		"sim-9": "granted phone sim-9 is not connected to this agent",
-		"sim-1": "granted phone sim-1 does not match the task's selector model=other",
+		"sim-9": "503 granted phone sim-9 is not connected to this agent",
+		"sim-1": "400 granted phone sim-1 does not match the task's selector model=other",
 	} {
 		task := task
 		if serial == "sim-1" {
 			task.Device.Model = "other"
 		}
 		err := r.coord.assignOn("pc-a", r.token(1), task, serial)
-		if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), want) {
-			t.Errorf("assign on %s: err = %v, want 400 %q", serial, err, want)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("assign on %s: err = %v, want %q", serial, err, want)
 		}
 	}
 	r.phone.Unplug()
 	err := r.coord.assignOn("pc-a", r.token(1), task, "sim-1")
-	if err == nil || !strings.Contains(err.Error(), "granted phone sim-1 is in state") {
-		t.Errorf("assign on an unplugged phone: err = %v, want a 400 naming its state", err)
+	if err == nil || !strings.Contains(err.Error(), "503 granted phone sim-1 is in state") {
+		t.Errorf("assign on an unplugged phone: err = %v, want a 503 naming its state", err)
 	}
 	if h := r.phone.History(); len(h) != 0 {
 		t.Fatalf("refused assigns ran operations: %+v", h)

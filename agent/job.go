@@ -76,6 +76,10 @@ type job struct {
 	// callsAtStop is calls when stop ran (-1 before).
 	callsAtStop atomic.Int64
 
+	// final is set (under a.mu) once the job has begun its final call:
+	// it holds no slot from then on (Agent.busyLocked).
+	final bool
+
 	mu        sync.Mutex
 	step      int    // steps run so far (task and interactive)
 	current   string // the call or step in progress, for the stop record
@@ -116,15 +120,21 @@ func (a *Agent) grantedPhone(as protocol.Assign) (protocol.DeviceSelector, error
 			if d.Reason != "" {
 				why = " (" + d.Reason + ")"
 			}
-			return sel, fmt.Errorf("granted phone %s is in state %q%s, not %q", as.Serial, d.State, why, protocol.DeviceReady)
+			return sel, &phoneNotReadyError{fmt.Sprintf("granted phone %s is in state %q%s, not %q", as.Serial, d.State, why, protocol.DeviceReady)}
 		}
 		if !sel.Matches(d) {
 			return sel, fmt.Errorf("granted phone %s does not match the task's selector %s", as.Serial, as.Task.Device.Describe())
 		}
 		return sel, nil
 	}
-	return sel, fmt.Errorf("granted phone %s is not connected to this agent", as.Serial)
+	return sel, &phoneNotReadyError{fmt.Sprintf("granted phone %s is not connected to this agent", as.Serial)}
 }
+
+// phoneNotReadyError is an assign's granted phone that is not usable now
+// (gone, offline, resting): answered 503, the job is not at fault.
+type phoneNotReadyError struct{ msg string }
+
+func (e *phoneNotReadyError) Error() string { return e.msg }
 
 // checkTyping refuses a task with a text step beyond ASCII when no phone
 // it may run on can type it (none has the input method
@@ -708,6 +718,9 @@ func (j *job) uploadOpLog(p Phone) (string, error) {
 // after an attempt that got no answer stops the job with
 // ErrOutcomeUnknown: that attempt may have been the one accepted.
 func (j *job) deliver(what, verb string, req, resp any) error {
+	j.a.mu.Lock()
+	j.a.freeSlotLocked(j)
+	j.a.mu.Unlock()
 	backoff := 100 * time.Millisecond
 	unanswered := false
 	t := time.NewTimer(time.Hour)

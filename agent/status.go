@@ -44,7 +44,7 @@ func (a *Agent) Status() protocol.AgentStatus {
 		st.State = StateDraining
 	}
 	if st.State == StateRunning {
-		st.Free = max(0, a.slots-len(a.jobs))
+		st.Free = max(0, a.slots-a.busyLocked())
 	}
 	jobs := make([]*job, 0, len(a.jobs))
 	for _, j := range a.jobs {

@@ -7,6 +7,10 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
+// imePackage is the input method a phone needs to type text beyond ASCII
+// (capture.IMEPackage; the coordinator links no capture code).
+const imePackage = "com.android.adbkeyboard"
+
 // DescribeSelector renders a selector for people: "serial=X model=Y
 // tags=a,b", or "any phone".
 func DescribeSelector(sel protocol.DeviceSelector) string {
@@ -22,6 +26,16 @@ func DescribeSelector(sel protocol.DeviceSelector) string {
 // busy, or the agents with matching phones are draining. It returns "" when
 // a matching phone is free, so the job is about to be granted.
 func WaitReason(sel protocol.DeviceSelector, agents []jobstore.Agent, running []jobstore.Job, offlineAfter time.Duration) string {
+	return WaitReasonFor(protocol.Task{Device: sel}, agents, running, offlineAfter)
+}
+
+// WaitReasonFor is WaitReason for a whole task: a task with text beyond
+// ASCII (protocol.Task.NeedsIME) waits for a matching phone that can type
+// it, and when every matching phone is known to lack the input method the
+// reason says so and what to install (docs/capture.md, Text beyond ASCII).
+func WaitReasonFor(task protocol.Task, agents []jobstore.Agent, running []jobstore.Job, offlineAfter time.Duration) string {
+	sel := task.Device
+	needsIME := task.NeedsIME()
 	busy := map[string]bool{} // owner + " " + serial
 	load := map[string]int{}  // owner → in-progress jobs
 	for _, j := range running {
@@ -33,13 +47,17 @@ func WaitReason(sel protocol.DeviceSelector, agents []jobstore.Agent, running []
 			busy[j.WorkerID+" "+j.Device] = true
 		}
 	}
-	matching, draining, busyPhone, noSlot := 0, 0, 0, 0
+	matching, draining, busyPhone, noSlot, noIME := 0, 0, 0, 0, 0
 	for _, a := range agents {
 		if !a.Online(offlineAfter) {
 			continue
 		}
 		for _, d := range a.Devices {
 			if !sel.Matches(d) {
+				continue
+			}
+			if ok, known := d.TypesUnicode(); needsIME && known && !ok {
+				noIME++
 				continue
 			}
 			matching++
@@ -60,6 +78,9 @@ func WaitReason(sel protocol.DeviceSelector, agents []jobstore.Agent, running []
 		want = "any phone"
 	}
 	switch {
+	case matching == 0 && noIME > 0:
+		return "waiting for " + want + " that can type its text (every matching phone lacks the input method " +
+			imePackage + " that types text beyond ASCII: install it, docs/capture.md)"
 	case matching == 0:
 		// A phone that is listed but not usable (unauthorized, offline, no
 		// permissions) is named with its state and the fix.

@@ -27,8 +27,11 @@ type metrics struct {
 	commits        prometheus.Counter
 	revokes        prometheus.Counter
 	assignFailures prometheus.Counter
-	attemptEnds    *prometheus.CounterVec // class, cause
-	jobsEnded      *prometheus.CounterVec // state
+	// assignsRequeued counts the refused assigns whose job went back to
+	// the queue without spending an attempt.
+	assignsRequeued prometheus.Counter
+	attemptEnds     *prometheus.CounterVec // class, cause
+	jobsEnded       *prometheus.CounterVec // state
 }
 
 func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
@@ -66,6 +69,10 @@ func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
 			Name: "assign_failures_total",
 			Help: "Assigns an agent did not accept; each job was released again at once.",
 		}),
+		assignsRequeued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "assigns_requeued_total",
+			Help: "Assigns an agent refused because it or the phone was not ready (503); each job went back to the queue without spending an attempt.",
+		}),
 		attemptEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "attempt_ends_total",
 			Help: "Attempts of jobs that ended without a result through this coordinator, by class (infrastructure, job) and cause.",
@@ -75,7 +82,7 @@ func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
 			Help: "Jobs this coordinator brought to an end state, by state (SUCCEEDED, FAILED, TIMED_OUT, NEEDS_DECISION).",
 		}, []string{"state"}),
 	}
-	m.reg.MustRegister(m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures,
+	m.reg.MustRegister(m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures, m.assignsRequeued,
 		m.attemptEnds, m.jobsEnded,
 		&storeCollector{store: store, offlineAfter: offlineAfter},
 		collectors.NewGoCollector(),

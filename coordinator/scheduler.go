@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,6 +71,32 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]jobstore.Agent, t
 	}
 	s.agents, s.agentsAt = all, time.Now()
 	return all, 0, nil
+}
+
+// noteAgent puts the agent as a hello or heartbeat just stored it into the
+// agent list the scheduler reuses, so that the next pass grants nothing on
+// a phone the agent has just reported not ready (nor misses one it reported
+// ready), however recently the list was read.
+func (s *Server) noteAgent(a jobstore.Agent) {
+	s.agentsMu.Lock()
+	defer s.agentsMu.Unlock()
+	if s.agents == nil {
+		return
+	}
+	age := time.Since(s.agentsAt)
+	for i := range s.agents {
+		if s.agents[i].ID == a.ID {
+			// The list's entries age with the list (schedulable adds its
+			// age): this one was seen just now. The list is copied: the
+			// callers of agentList read the one they got without the lock.
+			a.SeenAgo -= age
+			all := slices.Clone(s.agents)
+			all[i] = a
+			s.agents = all
+			return
+		}
+	}
+	s.agents = nil // a new agent: read the list again
 }
 
 func (s *Server) claimRequest(a jobstore.Agent) jobstore.ClaimRequest {
@@ -232,30 +259,55 @@ func (s *Server) assignAsync(ctx context.Context, agentID string, lease jobstore
 
 // sendAssign offers a granted lease to its agent. When the agent does not
 // take it (error reply or no reply), the job is released at once with a
-// fenced requeue rather than left to expire.
+// fenced fail rather than left to expire (docs/protocol.md, assign):
+//
+//   - 503, the agent or the granted phone is not ready (no free slot,
+//     draining, shutting down, the phone offline or gone): the job never
+//     ran. It goes back to the queue at once, the grant costing it no
+//     attempt and no backoff, and the agent gets no assign until it reports
+//     a free slot again (unless it did while the assign was out).
+//   - 400, the agent cannot run the task: a job-class failure, the job
+//     ends FAILED at once (retrying it would be refused the same way).
+//   - anything else (no reply, 403, 409): an infrastructure failure,
+//     retried while the job has attempts left.
 func (s *Server) sendAssign(ctx context.Context, agentID string, lease jobstore.Lease) error {
 	log := s.jobLog(lease.Token)
 	msg := protocol.Assign{Token: lease.Token, LeaseTTLMS: s.opts.LeaseTTL.Milliseconds(), Task: lease.Task, Serial: lease.Device,
 		DeadlineMS: DeadlineMS(lease, s.opts.LeaseTTL)}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
+	freed := s.freeReports(agentID)
 	if err := natsrpc.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
-		log.Warn().Err(err).Str("agent_id", agentID).Msg("assign not accepted; releasing")
+		log.Warn().Err(err).Str("agent_id", agentID).Str("device", lease.Device).Msg("assign not accepted; releasing")
 		s.metrics.assignFailures.Inc()
 		// Release even when the assign ended because the coordinator is
 		// stopping: the job is not left to wait for its lease to expire.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.AssignTimeout)
 		defer cancel()
-		if errors.Is(err, protocol.ErrUnavailable) {
-			// The agent is fuller than the store knows: leave it alone
-			// until it reports free slots again.
-			s.setFull(agentID, true)
-		}
 		f := jobstore.Failure{Reason: "assign not accepted: " + err.Error(), Class: protocol.FailClassInfrastructure, Cause: jobstore.CauseAssignRefused}
+		switch {
+		case errors.Is(err, protocol.ErrUnavailable):
+			// The agent is fuller than the store knows, or the phone went
+			// away: leave the agent alone until it reports free slots
+			// again, and give the job back without counting the grant.
+			s.markFull(agentID, freed)
+			f.NotRun = true
+		case errors.Is(err, protocol.ErrBadRequest):
+			f.Class = protocol.FailClassJob
+		}
 		if ferr := s.store.Fail(ctx, lease.Token, f); ferr != nil && !errors.Is(ferr, fencing.ErrStale) {
 			log.Error().Err(ferr).Msg("release job")
 		} else if ferr == nil {
-			s.attemptTaken(ctx, lease.Token, f.Cause)
+			switch {
+			case f.NotRun:
+				s.metrics.assignsRequeued.Inc()
+			case f.Class == protocol.FailClassJob:
+				s.metrics.attemptEnded(protocol.FailClassJob, f.Cause)
+				s.metrics.jobEnded(jobstore.StatusFailed)
+				log.Warn().Str("agent_id", agentID).Msg("job failed: the agent cannot run its task")
+			default:
+				s.attemptTaken(ctx, lease.Token, f.Cause)
+			}
 		}
 		s.Kick()
 		return fmt.Errorf("assign job %s to %s: %w", lease.Token.JobID, agentID, err)
@@ -344,6 +396,7 @@ func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld 
 }
 
 // setFull marks or clears an agent as having no free slot by its own word.
+// Clearing it counts a report of a free slot (freeReports).
 func (s *Server) setFull(agentID string, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -351,5 +404,25 @@ func (s *Server) setFull(agentID string, full bool) {
 		s.full[agentID] = true
 	} else {
 		delete(s.full, agentID)
+		s.freed[agentID]++
+	}
+}
+
+// freeReports counts the agent's reports of a free slot (heartbeat or
+// hello) so far.
+func (s *Server) freeReports(agentID string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freed[agentID]
+}
+
+// markFull marks the agent as having no free slot, after it refused an
+// assign sent when it had made seen reports of a free slot: unless it
+// reported one since, which a refusal sent before it must not override.
+func (s *Server) markFull(agentID string, seen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.freed[agentID] == seen {
+		s.full[agentID] = true
 	}
 }

@@ -131,6 +131,9 @@ type Server struct {
 	// view of their load is ahead of the store's, e.g. a job reassigned
 	// away is still stopping there), until their next heartbeat or hello.
 	full map[string]bool
+	// freed counts, by agent, the reports of a free slot that cleared full
+	// (scheduler.go, markFull).
+	freed map[string]uint64
 
 	agentsMu sync.Mutex // the agent list of the scheduler and the reaper (scheduler.go)
 	agents   []jobstore.Agent
@@ -149,6 +152,7 @@ func New(nc *nats.Conn, store jobstore.Store, opts Options) *Server {
 		log:   opts.Log.With().Str("component", "coordinator").Str("coordinator_id", opts.ID).Logger(),
 		kick:  make(chan struct{}, 1),
 		full:  map[string]bool{},
+		freed: map[string]uint64{},
 	}
 	if opts.Retry != (jobstore.RetryPolicy{}) {
 		store.SetRetryPolicy(opts.Retry)
@@ -492,6 +496,7 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		Int("devices", len(h.Devices)).Int("usable_devices", len(protocol.ReadyDevices(h.Devices))).
 		Int("slots", h.Slots).Bool("draining", h.Draining).Int("released", len(released)).Msg("agent hello")
 	s.setFull(agentID, false)
+	s.noteAgent(a)
 	if a.Draining && !h.Draining {
 		// The operator drained this agent before it (re)started: tell it.
 		s.pushAsync(agentID, protocol.Control{Command: protocol.ControlDrain})
@@ -515,6 +520,7 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	// An agent that runs jobs and says it has no free slot gets no assign
 	// from this coordinator until it reports one again.
 	s.setFull(agentID, hb.Free <= 0 && len(hb.Running) > 0)
+	s.noteAgent(a)
 	if hb.Free > 0 && !a.Draining && !a.AgentDraining {
 		s.Kick()
 	}

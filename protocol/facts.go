@@ -40,6 +40,16 @@ type PhoneFacts struct {
 	ReadAtUnixMilli int64    `json:"read_at_ms,omitempty"`      // agent's wall clock when read
 }
 
+// TypesUnicode reports whether the phone d can type text beyond ASCII, as
+// its facts tell: known once its facts were read (PhoneFacts.IME names the
+// input method, "" when it has none).
+func (d Device) TypesUnicode() (ok, known bool) {
+	if d.Facts == nil || d.Facts.ReadAtUnixMilli == 0 {
+		return false, false
+	}
+	return d.Facts.IME != "", true
+}
+
 // factsFit reports whether f satisfies the fact limits of s; a limit on a
 // fact that f does not know (nil f, a nil pointer, a zero number) fails.
 func (s DeviceSelector) factsFit(f *PhoneFacts) bool {

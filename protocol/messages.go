@@ -212,6 +212,19 @@ func (t Task) HasEffects() bool {
 	return false
 }
 
+// NeedsIME reports whether a text step of t has text beyond printable
+// ASCII (NeedsIME), which only a phone with the input method can type: the
+// coordinator grants such a task only to a phone whose facts do not say it
+// lacks one (Device.TypesUnicode).
+func (t Task) NeedsIME() bool {
+	for _, s := range t.Steps {
+		if s.Op == OpText && NeedsIME(s.Text) {
+			return true
+		}
+	}
+	return false
+}
+
 // Storage modes of an agent (hello upload_mode, docs/protocol.md section 5
 // hello): direct, the agent writes to storage with its own credentials;
 // presigned, the coordinator presigns every upload (upload verb).

@@ -212,7 +212,7 @@ func (m *mgmt) waitReasons(ctx context.Context, store jobstore.Store, jobs []job
 		return nil, err
 	}
 	for _, j := range queued {
-		out[j.ID] = coordinator.WaitReason(j.Task.Device, agents, running, m.cfg.Agents.OfflineAfter.Duration())
+		out[j.ID] = coordinator.WaitReasonFor(j.Task, agents, running, m.cfg.Agents.OfflineAfter.Duration())
 	}
 	return out, nil
 }

@@ -279,7 +279,7 @@ func (h *Handler) detail(r *http.Request, id string) (JobDetail, error) {
 		if err != nil {
 			return JobDetail{}, err
 		}
-		v.Waiting = coordinator.WaitReason(j.Task.Device, agents, running, h.opts.OfflineAfter)
+		v.Waiting = coordinator.WaitReasonFor(j.Task, agents, running, h.opts.OfflineAfter)
 	}
 	return JobDetail{JobView: v, Task: j.Task, Generations: gens, WriteEvents: views}, nil
 }

@@ -60,6 +60,9 @@ type Options struct {
 	Failure func(tok fencing.Token) protocol.Fail
 	// RequestTimeout bounds each request (default 5s).
 	RequestTimeout time.Duration
+	// Refuse, when set, may refuse an assign as the reference agent would:
+	// a code other than 0 is answered with desc and the job is not taken.
+	Refuse func(as protocol.Assign) (code int, desc string)
 	// CheckSettings, when set, vets the settings of a config command; an
 	// error is answered 400 and nothing is applied.
 	CheckSettings func(map[string]string) error
@@ -270,6 +273,13 @@ func (a *Agent) Assigns() []fencing.Token {
 	return append([]fencing.Token(nil), a.assigns...)
 }
 
+// Refused returns every token whose assign was answered with an error.
+func (a *Agent) Refused() []fencing.Token {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]fencing.Token(nil), a.refused...)
+}
+
 // AssignMessages returns every assign accepted so far, as received.
 func (a *Agent) AssignMessages() []protocol.Assign {
 	a.mu.Lock()
@@ -371,6 +381,15 @@ func (a *Agent) onAssign(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &as); err != nil {
 		replyError(m, protocol.CodeBadRequest, "decode assign")
 		return
+	}
+	if a.opts.Refuse != nil {
+		if code, desc := a.opts.Refuse(as); code != 0 {
+			a.mu.Lock()
+			a.refused = append(a.refused, as.Token)
+			a.mu.Unlock()
+			replyError(m, code, desc)
+			return
+		}
 	}
 	a.mu.Lock()
 	switch {

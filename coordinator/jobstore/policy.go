@@ -29,7 +29,7 @@ func Policy(spec JobSpec) JobPolicy {
 
 // FailPlan is a Failure prepared for a store's fail statement.
 type FailPlan struct {
-	Kind   string // OutcomeRetry, or the end state: FAILED, TIMED_OUT, NEEDS_DECISION
+	Kind   string // OutcomeRetry, OutcomeRequeue, or the end state: FAILED, TIMED_OUT, NEEDS_DECISION
 	Class  string // recorded class (never empty)
 	Cause  string
 	Reason string

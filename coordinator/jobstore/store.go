@@ -63,11 +63,16 @@ const (
 //     protocol.CauseAgentSleep) is retried without the backoff
 //     (Immediate): the job did nothing wrong and another agent can take
 //     it at once.
+//   - NotRun (an assign the agent refused because it or the granted phone
+//     was not ready, docs/protocol.md, assign): back to QUEUED at
+//     generation + 1 with no owner at once, the grant not counted as an
+//     attempt and not listed among the attempt ends: the job never ran.
 type Failure struct {
 	Reason  string // free text, kept as the job's fail reason
 	Class   string // protocol.FailClassInfrastructure, protocol.FailClassJob or ""
 	Cause   string // protocol.Cause*, or a coordinator cause such as CauseAssignRefused
 	Requeue bool   // legacy: release for a retry when Class is empty
+	NotRun  bool   // the grant was refused before the job ran: requeued, no attempt spent
 }
 
 // CauseAssignRefused is the cause of an attempt whose agent did not accept
@@ -78,10 +83,16 @@ const CauseAssignRefused = "assign_refused"
 // queue while the job has attempts left, else StatusFailed.
 const OutcomeRetry = "RETRY"
 
+// OutcomeRequeue is the Outcome of a Failure.NotRun: back to the queue at
+// once, the grant not counted as an attempt.
+const OutcomeRequeue = "REQUEUE"
+
 // Outcome is the state Store.Fail moves the job to for f: StatusTimedOut,
-// StatusNeedsDecision, StatusFailed, or OutcomeRetry.
+// StatusNeedsDecision, StatusFailed, OutcomeRetry or OutcomeRequeue.
 func (f Failure) Outcome() string {
 	switch {
+	case f.NotRun:
+		return OutcomeRequeue
 	case f.Cause == protocol.CauseDeadline:
 		return StatusTimedOut
 	case f.Cause == protocol.CauseNeedsDecision, strings.HasPrefix(f.Reason, ReasonNeedsDecision):
@@ -111,7 +122,7 @@ func (f Failure) RecordedClass() string {
 	if f.Class != "" {
 		return f.Class
 	}
-	if f.Retried() {
+	if f.Retried() || f.NotRun {
 		return protocol.FailClassInfrastructure
 	}
 	return protocol.FailClassJob

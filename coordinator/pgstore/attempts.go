@@ -45,25 +45,31 @@ func causesList(ends string) string {
 }
 
 // endAttemptSet is the SET list that ends the current attempt of a job.
-// kind is jobstore.OutcomeRetry or the end state to reach (SQL text); a retry
-// goes back to QUEUED at generation + 1 without owner, not granted before
-// the backoff (base × 2^(attempts−1) µs, at most maxBackoff) has passed,
-// while attempts < max_attempts, and ends FAILED with every attempt's
-// cause listed otherwise. reason (SQL, NULL keeps the last one) becomes
-// the job's fail reason.
+// kind is jobstore.OutcomeRetry, jobstore.OutcomeRequeue or the end state
+// to reach (SQL text); a retry goes back to QUEUED at generation + 1
+// without owner, not granted before the backoff (base × 2^(attempts−1) µs,
+// at most maxBackoff) has passed, while attempts < max_attempts, and ends
+// FAILED with every attempt's cause listed otherwise. A requeue (an assign
+// refused before the job ran) goes back to QUEUED at generation + 1 without
+// owner at once, its grant not counted (attempts − 1) nor listed among the
+// attempt ends. reason (SQL, NULL keeps the last one) becomes the job's
+// fail reason.
 func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts < j.max_attempts)`
 	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts >= j.max_attempts)`
+	requeue := `(` + kind + ` = '` + jobstore.OutcomeRequeue + `')`
+	again := `(` + retry + ` OR ` + requeue + `)`
 	ends := attemptEnd(class, cause, reason)
 	return `
-		    status = CASE WHEN ` + retry + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
-		    lease_generation = CASE WHEN ` + retry + ` THEN j.lease_generation + 1 ELSE j.lease_generation END,
-		    worker_id = CASE WHEN ` + retry + ` THEN NULL ELSE j.worker_id END,
-		    device_serial = CASE WHEN ` + retry + ` THEN NULL ELSE j.device_serial END,
+		    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
+		    lease_generation = CASE WHEN ` + again + ` THEN j.lease_generation + 1 ELSE j.lease_generation END,
+		    worker_id = CASE WHEN ` + again + ` THEN NULL ELSE j.worker_id END,
+		    device_serial = CASE WHEN ` + again + ` THEN NULL ELSE j.device_serial END,
 		    lease_expires_at = NULL,
+		    attempts = CASE WHEN ` + requeue + ` THEN GREATEST(j.attempts - 1, 0) ELSE j.attempts END,
 		    not_before = CASE WHEN ` + retry + ` THEN clock_timestamp() + LEAST(` + base + `::bigint << LEAST(GREATEST(j.attempts - 1, 0), ` +
 		fmt.Sprint(sqlstore.MaxBackoffShift) + `), ` + maxBackoff + `::bigint) * interval '1 microsecond' ELSE j.not_before END,
-		    attempt_ends = ` + ends + `,
+		    attempt_ends = CASE WHEN ` + requeue + ` THEN j.attempt_ends ELSE ` + ends + ` END,
 		    fail_reason = CASE WHEN ` + exhausted + ` THEN 'attempts exhausted (' || j.attempts || ' of ' || j.max_attempts || '): ' || ` + causesList(ends) + `
 		                       ELSE COALESCE(` + reason + `::text, j.fail_reason) END,
 		    updated_at = clock_timestamp()`

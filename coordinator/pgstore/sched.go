@@ -36,9 +36,9 @@ const claimCTEs = `
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (
 		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
-		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height
+		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime
 		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb,
-		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer)
+		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer, ime boolean)
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
 			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
 	)`
@@ -52,6 +52,13 @@ const factsMatch = `(j.task->'device'->'min_battery' IS NULL OR dev.battery >= (
 			  AND (j.task->'device'->'min_screen_width' IS NULL OR dev.screen_width >= (j.task->'device'->>'min_screen_width')::integer)
 			  AND (j.task->'device'->'min_screen_height' IS NULL OR dev.screen_height >= (j.task->'device'->>'min_screen_height')::integer)`
 
+// imeMatch: the phone dev can type job j's text: it is not known to lack
+// the input method, or j has no text step beyond printable ASCII
+// (protocol.Task.NeedsIME).
+const imeMatch = `(dev.ime IS NOT false OR NOT EXISTS (
+			SELECT 1 FROM jsonb_array_elements(j.task->'steps') s
+			WHERE s->>'op' = '` + protocol.OpText + `' AND s->>'text' ~ '[^\x20-\x7e]'))`
+
 const canRun = `($7::boolean OR NOT j.task->'steps' @> '[{"effect": {}}]'::jsonb)`
 
 const matchLateral = `
@@ -61,6 +68,7 @@ const matchLateral = `
 			  AND COALESCE(j.task->'device'->>'model', '') IN ('', dev.model)
 			  AND dev.tags @> COALESCE(j.task->'device'->'tags', '[]'::jsonb)
 			  AND ` + factsMatch + `
+			  AND ` + imeMatch + `
 			ORDER BY dev.serial
 			LIMIT 1
 		) m`

@@ -52,25 +52,31 @@ func causesList(ends string) string {
 }
 
 // endAttemptSet is the SET list that ends the current attempt of a job,
-// as in the PostgreSQL store: kind is jobstore.OutcomeRetry or the end state
-// to reach (SQL text); a retry goes back to QUEUED at generation + 1
-// without owner, not granted before the backoff (base × 2^(attempts−1) ms,
-// at most maxBackoff) has passed, while attempts < max_attempts, and ends
-// FAILED with every attempt's cause listed otherwise. reason (SQL, NULL
-// keeps the last one) becomes the job's fail reason.
+// as in the PostgreSQL store: kind is jobstore.OutcomeRetry,
+// jobstore.OutcomeRequeue or the end state to reach (SQL text); a retry
+// goes back to QUEUED at generation + 1 without owner, not granted before
+// the backoff (base × 2^(attempts−1) ms, at most maxBackoff) has passed,
+// while attempts < max_attempts, and ends FAILED with every attempt's
+// cause listed otherwise. A requeue (an assign refused before the job ran)
+// goes back to QUEUED at generation + 1 without owner at once, its grant
+// not counted (attempts − 1) nor listed among the attempt ends. reason
+// (SQL, NULL keeps the last one) becomes the job's fail reason.
 func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts < max_attempts)`
 	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts >= max_attempts)`
+	requeue := `(` + kind + ` = '` + jobstore.OutcomeRequeue + `')`
+	again := `(` + retry + ` OR ` + requeue + `)`
 	ends := attemptEnd(class, cause, reason)
 	backoff := fmt.Sprintf(`min(%s << min(max(attempts - 1, 0), %d), %s)`, base, sqlstore.MaxBackoffShift, maxBackoff)
 	return `
-	    status = CASE WHEN ` + retry + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
-	    lease_generation = CASE WHEN ` + retry + ` THEN lease_generation + 1 ELSE lease_generation END,
-	    worker_id = CASE WHEN ` + retry + ` THEN NULL ELSE worker_id END,
-	    device_serial = CASE WHEN ` + retry + ` THEN NULL ELSE device_serial END,
+	    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
+	    lease_generation = CASE WHEN ` + again + ` THEN lease_generation + 1 ELSE lease_generation END,
+	    worker_id = CASE WHEN ` + again + ` THEN NULL ELSE worker_id END,
+	    device_serial = CASE WHEN ` + again + ` THEN NULL ELSE device_serial END,
 	    lease_expires_at = NULL,
+	    attempts = CASE WHEN ` + requeue + ` THEN max(attempts - 1, 0) ELSE attempts END,
 	    not_before = CASE WHEN ` + retry + ` THEN strftime('%Y-%m-%d %H:%M:%f', 'now', ` + msModifier(backoff) + `) ELSE not_before END,
-	    attempt_ends = ` + ends + `,
+	    attempt_ends = CASE WHEN ` + requeue + ` THEN attempt_ends ELSE ` + ends + ` END,
 	    fail_reason = CASE WHEN ` + exhausted + ` THEN 'attempts exhausted (' || attempts || ' of ' || max_attempts || '): ' || ` + causesList(ends) + `
 	                       ELSE COALESCE(` + reason + `, fail_reason) END,
 	    updated_at = ` + now

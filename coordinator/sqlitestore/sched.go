@@ -23,7 +23,8 @@ const devCTE = `
 		       json_extract(d.value, '$.temp_c') AS temp_c,
 		       json_extract(d.value, '$.sdk') AS sdk,
 		       json_extract(d.value, '$.screen_width') AS screen_width,
-		       json_extract(d.value, '$.screen_height') AS screen_height
+		       json_extract(d.value, '$.screen_height') AS screen_height,
+		       json_extract(d.value, '$.ime') AS ime
 		FROM json_each(?2) d
 		WHERE json_extract(d.value, '$.serial') NOT IN (
 			SELECT device_serial FROM jobs
@@ -41,6 +42,7 @@ const matchSerial = `(
 				SELECT 1 FROM json_each(j.task, '$.device.tags') t
 				WHERE t.value NOT IN (SELECT value FROM json_each(dev.tags)))
 			  AND ` + factsMatch + `
+			  AND ` + imeMatch + `
 			ORDER BY dev.serial
 			LIMIT 1)`
 
@@ -52,6 +54,14 @@ const factsMatch = `(json_extract(j.task, '$.device.min_battery') IS NULL OR dev
 			  AND (json_extract(j.task, '$.device.max_sdk') IS NULL OR dev.sdk <= json_extract(j.task, '$.device.max_sdk'))
 			  AND (json_extract(j.task, '$.device.min_screen_width') IS NULL OR dev.screen_width >= json_extract(j.task, '$.device.min_screen_width'))
 			  AND (json_extract(j.task, '$.device.min_screen_height') IS NULL OR dev.screen_height >= json_extract(j.task, '$.device.min_screen_height'))`
+
+// imeMatch: the phone dev can type job j's text: it is not known to lack
+// the input method (ime 0), or j has no text step beyond printable ASCII
+// (protocol.Task.NeedsIME; GLOB compares code points).
+const imeMatch = `(dev.ime IS NOT 0 OR NOT EXISTS (
+			SELECT 1 FROM json_each(j.task, '$.steps') s
+			WHERE json_extract(s.value, '$.op') = '` + protocol.OpText + `'
+			  AND json_extract(s.value, '$.text') GLOB '*[^ -~]*'))`
 
 // canRun: job j has no effect steps (protocol.Task.HasEffects) or ?3 (the
 // agent may take them) is true.

@@ -14,6 +14,9 @@ type ClaimDevice struct {
 	SDK          *int     `json:"sdk"`           // API level
 	ScreenWidth  *int     `json:"screen_width"`  // pixels
 	ScreenHeight *int     `json:"screen_height"` // pixels
+	// IME: whether the phone can type text beyond ASCII (null when its
+	// facts do not tell); a task that needs it is not granted on false.
+	IME *bool `json:"ime"`
 }
 
 // NewClaimDevice returns d as the grant SQL sees it.
@@ -25,6 +28,9 @@ func NewClaimDevice(d protocol.Device) ClaimDevice {
 	if f := d.Facts; f != nil {
 		c.Battery, c.TempC = f.BatteryLevel, f.BatteryTempC
 		c.SDK, c.ScreenWidth, c.ScreenHeight = known(f.SDK), known(f.ScreenWidth), known(f.ScreenHeight)
+	}
+	if ok, isKnown := d.TypesUnicode(); isKnown {
+		c.IME = &ok
 	}
 	return c
 }
