@@ -23,6 +23,7 @@ func newBinaryEnv(t *testing.T, leaseTTL time.Duration) *env {
 	e, servers := baseEnv(t)
 	c := servers.StartCoordinator(e2e.CoordinatorOptions{ID: "sessions-test", LeaseTTL: leaseTTL, API: true, Storage: true})
 	e.store = c.Store()
+	e.bin = c
 	e.tokens = map[string]string{
 		tokenOperator: c.Token(t, "alice", "lab", "read,submit,operate"),
 		tokenReadOnly: c.Token(t, "rita", "lab", "read"),

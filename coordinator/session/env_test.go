@@ -59,6 +59,7 @@ type env struct {
 	url    string // NATS
 	store  *pgstore.Store
 	coord  *coordinator.Server // nil with the binary
+	bin    *e2e.Coordinator    // the edgecoord binary; nil without it
 	mgr    *session.Manager    // nil with the binary
 	pre    *coordinator.S3Presigner
 	s3     *uploader.S3

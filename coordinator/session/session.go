@@ -531,13 +531,33 @@ func endReason(j jobstore.Job) string {
 	return "job " + j.Status
 }
 
-// Project returns the project of session id (for access checks).
+// Project returns the project of session id, for access checks: it
+// reads the session from memory or its job from the store and touches
+// nothing, so that a caller refused afterwards has changed nothing (a
+// session recovered by lookup may be found lost, which cancels its job:
+// that happens only once the caller is authorised; docs/security.md).
 func (m *Manager) Project(ctx context.Context, id string) (string, error) {
-	s, err := m.lookup(ctx, id)
-	if err != nil {
-		return "", err
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s.snapshot().Project, nil
 	}
-	return s.snapshot().Project, nil
+	jobID, gen, ok := parseID(id)
+	if !ok {
+		return "", ErrNotFound
+	}
+	j, err := m.store.Get(ctx, jobID)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read session %s: %w", id, err)
+	}
+	if !j.Task.Interactive || gen > j.Generation {
+		return "", ErrNotFound
+	}
+	return j.Project, nil
 }
 
 // Get describes session id. An open session whose job's lease moved is
