@@ -14,11 +14,16 @@ type ClaimDevice struct {
 	SDK          *int     `json:"sdk"`           // API level
 	ScreenWidth  *int     `json:"screen_width"`  // pixels
 	ScreenHeight *int     `json:"screen_height"` // pixels
+	// Projects and Only: the projects whose jobs the phone may take
+	// (jobstore.DeviceProjects): with only, exactly these; otherwise all
+	// but these.
+	Projects []string `json:"projects"`
+	Only     bool     `json:"projects_only"`
 }
 
 // NewClaimDevice returns d as the grant SQL sees it.
 func NewClaimDevice(d protocol.Device) ClaimDevice {
-	c := ClaimDevice{Serial: d.Serial, Model: d.Model, Tags: d.Tags}
+	c := ClaimDevice{Serial: d.Serial, Model: d.Model, Tags: d.Tags, Projects: []string{}}
 	if c.Tags == nil {
 		c.Tags = []string{}
 	}
