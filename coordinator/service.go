@@ -62,6 +62,9 @@ type Options struct {
 	// progress at once (ClaimRequest); zero means no limit.
 	ProjectLimits       map[string]int
 	DefaultProjectLimit int
+	// Phones is the rule of which phones a project may use
+	// (projects.<name>.phones); nil lets every project use every phone.
+	Phones *PhoneRule
 	// Retry is the backoff of retried attempts, set on the store by New
 	// (zero: the store keeps its policy, DefaultRetryPolicy unless set).
 	Retry jobstore.RetryPolicy
@@ -135,6 +138,9 @@ type Server struct {
 	agentsMu sync.Mutex // the agent list of the scheduler and the reaper (scheduler.go)
 	agents   []jobstore.Agent
 	agentsAt time.Time
+	// dups are the serials several online agents report in the agent list
+	// (DuplicateSerials), refused to every project while they last.
+	dups map[string][]string
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 }

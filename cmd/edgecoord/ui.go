@@ -36,6 +36,7 @@ func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon
 	}
 	h, err := ui.New(ui.Options{
 		PublicOrigin:  public,
+		Phones:        d.Server().Phones(),
 		StorageOrigin: origin,
 		Store:         store,
 		Broker:        broker,

@@ -81,6 +81,10 @@ type Options struct {
 	// did not come over TLS (a TLS-terminating proxy in front); a request
 	// that came over TLS always gets it.
 	SecureCookie bool
+	// Phones is the coordinator's rule of which phones a project may use:
+	// the fleet page says which phones the visitor's projects may not use,
+	// and why. Nil: every phone.
+	Phones *coordinator.PhoneRule
 	// PublicOrigin is the origin browsers reach the dashboard at through a
 	// reverse proxy (scheme://host[:port], api.public_url): a form whose
 	// Origin names it is accepted whatever Host the proxy forwards. Empty:
