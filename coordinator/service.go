@@ -498,6 +498,11 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		Int("devices", len(h.Devices)).Int("usable_devices", len(protocol.ReadyDevices(h.Devices))).
 		Int("slots", h.Slots).Bool("draining", h.Draining).Int("released", len(released)).Msg("agent hello")
 	s.setFull(agentID, false)
+	// A phone serial another online agent reports too is refused, and
+	// logged, now rather than at the next grant (phonerule.go).
+	if _, _, err := s.agentList(ctx, true); err != nil {
+		s.log.Warn().Err(err).Str("agent_id", agentID).Msg("list agents after a hello")
+	}
 	if a.Draining && !h.Draining {
 		// The operator drained this agent before it (re)started: tell it.
 		s.pushAsync(agentID, protocol.Control{Command: protocol.ControlDrain})
