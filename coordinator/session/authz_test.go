@@ -1,12 +1,17 @@
 package session_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/mcp"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -16,10 +21,11 @@ import (
 // binary, a session of project lab whose job moved to another phone while
 // the coordinator restarted (so that the coordinator would find it lost
 // and cancel its job on the next look) is asked for by tokens of project
-// other: a read token's GET, and an operate token's steps and close. Each
-// is refused with 403 and the job stays exactly as it was, still running
-// on the phone it moved to. The owner's own GET then finds the session
-// lost and ends the job.
+// other: an operate token's MCP screenshot, a read token's GET, and an
+// operate token's steps and close. Each is refused (a tool error through
+// MCP, 403 through the API) and the job stays exactly as it was, still
+// running on the phone it moved to. The owner's own GET then finds the
+// session lost and ends the job.
 func TestSessionOfAnotherProjectLeftUntouched(t *testing.T) {
 	e := newBinaryEnv(t, 1500*time.Millisecond)
 	agents := map[string]*e2e.SimAgent{"pc-a": e.startAgent("pc-a", capture.SimOptions{}), "pc-b": e.startAgent("pc-b", capture.SimOptions{})}
@@ -50,6 +56,19 @@ func TestSessionOfAnotherProjectLeftUntouched(t *testing.T) {
 			strings.HasPrefix(j.WorkerID, other.ID+"/") && len(other.Agent.Jobs()) == 1
 	})
 
+	// Through MCP first: a tool call of another project's operate token.
+	mc := sdk.NewClient(&sdk.Implementation{Name: "authz-test", Version: "1"}, nil)
+	cs, err := mc.Connect(e.ctx, &sdk.StreamableClientTransport{Endpoint: e.bin.Base + api.MCPPath,
+		HTTPClient: &http.Client{Transport: bearerRT{token: e.token(tokenOther)}}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", api.MCPPath, err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(e.ctx, &sdk.CallToolParams{Name: mcp.ToolScreenshot, Arguments: map[string]any{"session_id": doc.ID}})
+	if err != nil || !res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "not among the token's projects") {
+		t.Fatalf("MCP screenshot by another project: %v %+v, want a tool error naming the projects", err, res)
+	}
+
 	path := "/api/v1/sessions/" + doc.ID
 	code, body := e.call("GET", path, reader, nil, nil)
 	e.wantProblem("another project's read token", 403, body, code, "not among the token's projects")
@@ -79,4 +98,14 @@ func TestSessionOfAnotherProjectLeftUntouched(t *testing.T) {
 		j, err := e.store.Get(e.ctx, doc.JobID)
 		return err == nil && jobstore.Finished(j.Status) && len(other.Agent.Jobs()) == 0
 	})
+}
+
+// bearerRT adds an API token to every request, as an MCP client
+// configured with an Authorization header does.
+type bearerRT struct{ token string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
