@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -169,6 +170,27 @@ type CoordinatorAPI struct {
 	// (docs/mcp.md) when no tool call used it for this long, releasing its
 	// phone. Default 5m; 1s to 1h.
 	MCPIdleTimeout Duration `yaml:"mcp_idle_timeout" json:"mcp_idle_timeout"`
+	// PublicURL is the scheme and host browsers reach the API and the
+	// dashboard at through a reverse proxy (https://fleet.example.com):
+	// a dashboard form whose Origin names it is accepted whatever Host the
+	// proxy forwards, and with https the session cookie is Secure.
+	// Empty (the default): only the request's own Host (docs/ui.md).
+	PublicURL string `yaml:"public_url" json:"public_url"`
+}
+
+// PublicOrigin is PublicURL as an origin (scheme://host[:port], lower
+// case, without a trailing slash); an error says what is wrong with it.
+func (a CoordinatorAPI) PublicOrigin() (string, error) {
+	u, err := url.Parse(a.PublicURL)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL: want http(s)://host[:port]", a.PublicURL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: the scheme must be http or https", a.PublicURL)
+	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/"):
+		return "", fmt.Errorf("%q: want http(s)://host[:port] with no path, user, query or fragment", a.PublicURL)
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 
 // TLS reports whether the API serves HTTPS.
@@ -194,6 +216,11 @@ func (a CoordinatorAPI) validate(ps *Problems, path string) {
 	}
 	if d := a.MCPIdleTimeout.Duration(); d < time.Second || d > time.Hour {
 		ps.add(path+".mcp_idle_timeout", "must be from 1s to 1h, got %s", a.MCPIdleTimeout)
+	}
+	if a.PublicURL != "" {
+		if _, err := a.PublicOrigin(); err != nil {
+			ps.add(path+".public_url", "%v", err)
+		}
 	}
 }
 

@@ -12,6 +12,38 @@ type Project struct {
 	// agent and every coordinator sharing the store; 0 means no limit (the
 	// project is then exempt from jobs.default_max_running).
 	MaxRunning int `yaml:"max_running" json:"max_running"`
+	// Phones, when set, are the only phones the project's work (jobs,
+	// fan-outs, sessions, MCP) may use, and those phones take work only
+	// from the projects that select them; a project without phones uses
+	// the phones no project selects. With no phones under any project,
+	// every project may use every phone (docs/operations.md, "Which
+	// phones a project may use").
+	Phones []PhoneSelector `yaml:"phones" json:"phones,omitempty"`
+}
+
+// PhoneSelector selects phones for a project: every field set must match
+// (agent id, serial, a tag the phone carries); at least one is set.
+// Only the agent id is proven by the agent's credentials; the serial and
+// the tags are what that agent reports.
+type PhoneSelector struct {
+	Agent  string `yaml:"agent" json:"agent,omitempty"`
+	Serial string `yaml:"serial" json:"serial,omitempty"`
+	Tag    string `yaml:"tag" json:"tag,omitempty"`
+}
+
+// ProjectPhones returns the phone selectors of every project that has
+// some, by project name; nil when none has.
+func (c *Coordinator) ProjectPhones() map[string][]PhoneSelector {
+	var out map[string][]PhoneSelector
+	for name, p := range c.Projects {
+		if len(p.Phones) > 0 {
+			if out == nil {
+				out = map[string][]PhoneSelector{}
+			}
+			out[name] = p.Phones
+		}
+	}
+	return out
 }
 
 // ProjectLimits returns the max_running of every configured project by
@@ -45,6 +77,11 @@ func (c *Coordinator) validateProjects(ps *Problems) {
 		}
 		if n := c.Projects[name].MaxRunning; n < 0 {
 			ps.add(path+".max_running", "must not be negative (0 means no limit), got %d", n)
+		}
+		for i, sel := range c.Projects[name].Phones {
+			if sel.Agent == "" && sel.Serial == "" && sel.Tag == "" {
+				ps.add(fmt.Sprintf("%s.phones[%d]", path, i), "set agent, serial or tag (an empty selector would select every phone)")
+			}
 		}
 	}
 }

@@ -47,6 +47,11 @@ func TestProjectProblems(t *testing.T) {
 			[]string{"c.yaml:4:3: projects.-survey: project name: character 1 must be a letter, digit, or (after the first) one of _ . -"}},
 		{"project not a mapping", "projects:\n  survey-a: 2\n",
 			[]string{"c.yaml:4:13: projects.survey-a: expected a mapping, got an integer"}},
+		{"empty phone selector", "projects:\n  survey-a:\n    phones:\n      - agent: pc-1\n      - {}\n",
+			[]string{"c.yaml:7:9: projects.survey-a.phones[1]: set agent, serial or tag (an empty selector would select every phone)"}},
+		{"unknown key in a phone selector", "projects:\n  survey-a:\n    phones:\n      - agnet: pc-1\n",
+			[]string{`c.yaml:6:9: projects.survey-a.phones[0]: unknown field "agnet"`,
+				"c.yaml:6:9: projects.survey-a.phones[0]: set agent, serial or tag (an empty selector would select every phone)"}},
 		{"projects not a mapping", "projects: [survey-a]\n",
 			[]string{"c.yaml:3:11: projects: expected a mapping, got a list"}},
 	} {
@@ -54,5 +59,23 @@ func TestProjectProblems(t *testing.T) {
 			_, err := ParseCoordinator("c.yaml", []byte(projectsBase+tc.src))
 			checkProblems(t, err, tc.want)
 		})
+	}
+}
+
+// TestProjectPhones: projects.<name>.phones decode into the selectors the
+// coordinator's phone rule gets; none set means no rule.
+func TestProjectPhones(t *testing.T) {
+	c, err := ParseCoordinator("c.yaml", []byte(projectsBase+
+		"projects:\n  lab:\n    phones:\n      - agent: pc-lab\n      - {serial: R58M, tag: spare}\n  open:\n    max_running: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ProjectPhones()
+	want := []PhoneSelector{{Agent: "pc-lab"}, {Serial: "R58M", Tag: "spare"}}
+	if len(got) != 1 || len(got["lab"]) != 2 || got["lab"][0] != want[0] || got["lab"][1] != want[1] {
+		t.Errorf("phones %+v, want lab: %+v", got, want)
+	}
+	if DefaultCoordinator().ProjectPhones() != nil {
+		t.Error("the default config has a phone rule")
 	}
 }

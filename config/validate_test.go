@@ -295,6 +295,11 @@ func TestCoordinatorValidate(t *testing.T) {
 		}},
 		{"api mcp idle timeout short", func(c *Coordinator) { c.API.MCPIdleTimeout = Duration(500 * time.Millisecond) }, []string{"api.mcp_idle_timeout: must be from 1s to 1h, got 500ms"}},
 		{"api mcp idle timeout long", func(c *Coordinator) { c.API.MCPIdleTimeout = Duration(2 * time.Hour) }, []string{"api.mcp_idle_timeout: must be from 1s to 1h, got 2h0m0s"}},
+		{"api public url", func(c *Coordinator) { c.API.PublicURL = "https://fleet.example.com" }, nil},
+		{"api public url with port and slash", func(c *Coordinator) { c.API.PublicURL = "http://fleet.example.com:8443/" }, nil},
+		{"api public url without scheme", func(c *Coordinator) { c.API.PublicURL = "fleet.example.com" }, []string{`api.public_url: "fleet.example.com": the scheme must be http or https`}},
+		{"api public url with path", func(c *Coordinator) { c.API.PublicURL = "https://example.com/fleet" }, []string{`api.public_url: "https://example.com/fleet": want http(s)://host[:port] with no path, user, query or fragment`}},
+		{"api public url ftp", func(c *Coordinator) { c.API.PublicURL = "ftp://example.com" }, []string{`api.public_url: "ftp://example.com": the scheme must be http or https`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

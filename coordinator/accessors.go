@@ -20,3 +20,12 @@ func (s *Server) PresignExpiry() time.Duration { return s.opts.PresignExpiry }
 
 // OfflineAfter is how long an agent may be silent and still get work.
 func (s *Server) OfflineAfter() time.Duration { return s.opts.OfflineAfter }
+
+// Phones is the rule of which phones a project may use
+// (projects.<name>.phones); never nil.
+func (s *Server) Phones() *PhoneRule {
+	if s.opts.Phones == nil {
+		return NewPhoneRule(nil)
+	}
+	return s.opts.Phones
+}

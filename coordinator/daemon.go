@@ -130,8 +130,9 @@ func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 		AssignTimeout: cfg.NATS.RequestTimeout.Duration(),
 		Presigner:     p, PresignExpiry: cfg.Storage.PresignExpiry.Duration(),
 		ProjectLimits: cfg.ProjectLimits(), DefaultProjectLimit: cfg.Jobs.DefaultMaxRunning,
-		Retry: RetryPolicyOf(cfg.Jobs),
-		Log:   sys.Log,
+		Phones: NewPhoneRule(cfg.ProjectPhones()),
+		Retry:  RetryPolicyOf(cfg.Jobs),
+		Log:    sys.Log,
 	}, nil
 }
 

@@ -70,6 +70,7 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]jobstore.Agent, t
 		return nil, 0, err
 	}
 	s.agents, s.agentsAt = all, time.Now()
+	s.noteDuplicates(DuplicateSerials(all, s.opts.OfflineAfter))
 	return all, 0, nil
 }
 
@@ -99,9 +100,44 @@ func (s *Server) noteAgent(a jobstore.Agent) {
 	s.agents = nil // a new agent: read the list again
 }
 
+// noteDuplicates keeps the serials several online agents report, logging
+// each once when it appears and once when it is gone. The caller holds
+// agentsMu.
+func (s *Server) noteDuplicates(dups map[string][]string) {
+	for serial, agents := range dups {
+		if !slices.Equal(s.dups[serial], agents) {
+			s.log.Warn().Str("serial", serial).Strs("agents", agents).
+				Msg("phone refused to every project: " + DuplicateReason(serial, agents))
+		}
+	}
+	for serial := range s.dups {
+		if _, still := dups[serial]; !still {
+			s.log.Info().Str("serial", serial).Msg("phone serial reported by one agent again: it takes work again")
+		}
+	}
+	s.dups = dups
+}
+
+// claimRequest is the claim for agent a: its phones less those whose serial
+// another online agent reports too, each with the projects the phone rule
+// lets it serve.
 func (s *Server) claimRequest(a jobstore.Agent) jobstore.ClaimRequest {
-	return jobstore.ClaimRequest{Owner: a.Owner(), Devices: a.Devices, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities,
+	s.agentsMu.Lock()
+	dups := s.dups
+	s.agentsMu.Unlock()
+	devs := a.Devices
+	if len(dups) > 0 {
+		devs = slices.DeleteFunc(slices.Clone(devs), func(d protocol.Device) bool { return len(dups[d.Serial]) > 1 })
+	}
+	req := jobstore.ClaimRequest{Owner: a.Owner(), Devices: devs, Slots: max(1, a.Slots), TTL: s.opts.LeaseTTL, Capabilities: a.Capabilities,
 		ProjectLimits: s.opts.ProjectLimits, DefaultProjectLimit: s.opts.DefaultProjectLimit}
+	if rule := s.opts.Phones; rule.Restricts() {
+		req.DeviceProjects = make(map[string]jobstore.DeviceProjects, len(devs))
+		for _, d := range devs {
+			req.DeviceProjects[d.Serial] = rule.Projects(a.ID, d)
+		}
+	}
+	return req
 }
 
 // scheduleOnce grants queued jobs to the agents that can take them: for
@@ -375,6 +411,11 @@ func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld 
 	before, err := s.store.Get(ctx, jobID)
 	if err != nil {
 		return jobstore.Lease{}, fmt.Errorf("reassign job %s: %w", jobID, err)
+	}
+	if rule := s.opts.Phones; rule.Restricts() && !slices.ContainsFunc(a.Devices, func(d protocol.Device) bool {
+		return rule.Refusal(before.Project, a.ID, d, nil) == ""
+	}) {
+		return jobstore.Lease{}, fmt.Errorf("reassign job %s: agent %s has no phone project %s may use (projects.<name>.phones, docs/operations.md)", jobID, agentID, before.Project)
 	}
 	lease, err := s.store.Reassign(ctx, jobID, a.Owner(), s.opts.LeaseTTL)
 	if err != nil {

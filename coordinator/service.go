@@ -62,6 +62,9 @@ type Options struct {
 	// progress at once (ClaimRequest); zero means no limit.
 	ProjectLimits       map[string]int
 	DefaultProjectLimit int
+	// Phones is the rule of which phones a project may use
+	// (projects.<name>.phones); nil lets every project use every phone.
+	Phones *PhoneRule
 	// Retry is the backoff of retried attempts, set on the store by New
 	// (zero: the store keeps its policy, DefaultRetryPolicy unless set).
 	Retry jobstore.RetryPolicy
@@ -138,6 +141,9 @@ type Server struct {
 	agentsMu sync.Mutex // the agent list of the scheduler and the reaper (scheduler.go)
 	agents   []jobstore.Agent
 	agentsAt time.Time
+	// dups are the serials several online agents report in the agent list
+	// (DuplicateSerials), refused to every project while they last.
+	dups map[string][]string
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 }
@@ -497,6 +503,11 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		Int("slots", h.Slots).Bool("draining", h.Draining).Int("released", len(released)).Msg("agent hello")
 	s.setFull(agentID, false)
 	s.noteAgent(a)
+	// A phone serial another online agent reports too is refused, and
+	// logged, now rather than at the next grant (phonerule.go).
+	if _, _, err := s.agentList(ctx, true); err != nil {
+		s.log.Warn().Err(err).Str("agent_id", agentID).Msg("list agents after a hello")
+	}
 	if a.Draining && !h.Draining {
 		// The operator drained this agent before it (re)started: tell it.
 		s.pushAsync(agentID, protocol.Control{Command: protocol.ControlDrain})

@@ -5,6 +5,7 @@
 #   MinIO       go install of the pinned server build
 #   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
 #   Chromium    Debian package chromium (the dashboard's browser tests)
+#   nginx       Debian package nginx (the dashboard behind a reverse proxy)
 # Safe to run again: whatever is found is left alone. Works as root, or
 # through sudo when it exists.
 #
@@ -150,6 +151,18 @@ install_system() {
 		apt_install chromium chromium
 		[ -n "$(chromium_path)" ] || die "chromium: not on PATH after apt-get install chromium"
 		echo "chromium: installed $(chromium_path) ($(chromium_version))"
+	fi
+
+	# --- nginx (the dashboard behind the reverse proxy of docs/api.md) -------
+	# Debian installs it in /usr/sbin, which a user's PATH may lack.
+	nginx_path() { command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true; } 2>/dev/null
+	if [ -n "$(nginx_path)" ]; then
+		echo "nginx: found $(nginx_path) ($(summary "$(nginx_path)" -v))"
+	else
+		echo "nginx: installing via apt-get (package nginx)"
+		apt_install nginx nginx
+		[ -n "$(nginx_path)" ] || die "nginx: not found after apt-get install nginx"
+		echo "nginx: installed $(nginx_path) ($(summary "$(nginx_path)" -v))"
 	fi
 }
 

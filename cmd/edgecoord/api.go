@@ -35,6 +35,7 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 			return err
 		},
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
+		Phones:       d.Server().Phones(),
 		Jobs:         cfg.Jobs,
 		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
 		Rate:         float64(cfg.API.Rate),

@@ -88,7 +88,8 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 				return err
 			}
 			defer store.Close()
-			batch, err := api.Submit(ctx, store, req, api.SubmitOptions{SubmittedBy: "cli", Jobs: m.cfg.Jobs, OfflineAfter: m.cfg.Agents.OfflineAfter.Duration()})
+			batch, err := api.Submit(ctx, store, req, api.SubmitOptions{SubmittedBy: "cli", Jobs: m.cfg.Jobs, OfflineAfter: m.cfg.Agents.OfflineAfter.Duration(),
+				Phones: coordinator.NewPhoneRule(m.cfg.ProjectPhones())})
 			var se *api.SubmitError
 			if errors.As(err, &se) {
 				fmt.Fprintf(c.Stderr, "%s: invalid job: %v\n", file, err)

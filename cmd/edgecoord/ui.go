@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -25,7 +27,16 @@ func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon
 			origin = "http://" + cfg.Storage.Endpoint
 		}
 	}
+	public := ""
+	if cfg.API.PublicURL != "" {
+		var err error
+		if public, err = cfg.API.PublicOrigin(); err != nil {
+			return nil, fmt.Errorf("api.public_url: %w", err)
+		}
+	}
 	h, err := ui.New(ui.Options{
+		PublicOrigin:  public,
+		Phones:        d.Server().Phones(),
 		StorageOrigin: origin,
 		Store:         store,
 		Broker:        broker,
@@ -34,7 +45,7 @@ func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon
 		OfflineAfter:  cfg.Agents.OfflineAfter.Duration(),
 		Revoke:        opts.Revoke,
 		PushControl:   opts.PushControl,
-		SecureCookie:  cfg.API.TLS(),
+		SecureCookie:  cfg.API.TLS() || strings.HasPrefix(public, "https://"),
 		Log:           log.With().Str("component", "ui").Logger(),
 	})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/edgeagent/edgeagent/config"
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -67,6 +68,10 @@ type Options struct {
 	PushControl func(ctx context.Context, agentID string, ctl protocol.Control) error
 	// OfflineAfter judges which agents are online (fan-out, agent list).
 	OfflineAfter time.Duration
+	// Phones is the coordinator's rule of which phones a project may use
+	// (coordinator.Server.Phones): a fan-out makes jobs only for phones
+	// its project may use. Nil: every phone.
+	Phones *coordinator.PhoneRule
 	// Jobs gives what a submitted job leaves unset (deadline, attempts),
 	// as for edgecoord job submit.
 	Jobs config.CoordinatorJobs

@@ -412,7 +412,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 			return
 		}
 	}
-	opts := SubmitOptions{SubmittedBy: c.Name, Projects: c.Projects, OfflineAfter: h.opts.OfflineAfter, Jobs: h.opts.Jobs}
+	opts := SubmitOptions{SubmittedBy: c.Name, Projects: c.Projects, OfflineAfter: h.opts.OfflineAfter, Jobs: h.opts.Jobs, Phones: h.opts.Phones}
 	if opts.Projects == nil {
 		opts.Projects = []string{}
 	}

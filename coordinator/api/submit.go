@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/config"
@@ -54,6 +55,9 @@ type SubmitOptions struct {
 	// OfflineAfter judges which agents are online for a fan-out; 0 counts
 	// every registered agent.
 	OfflineAfter time.Duration
+	// Phones is the coordinator's rule of which phones a project may use:
+	// a fan-out makes jobs only for those of its project. Nil: every phone.
+	Phones *coordinator.PhoneRule
 	// Agents lists the registered agents for a fan-out; nil: the store's.
 	Agents func(ctx context.Context) ([]jobstore.Agent, error)
 	// Jobs gives what a request leaves unset: the deadline and the attempt
@@ -151,16 +155,26 @@ func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitO
 	if err != nil {
 		return nil, "", fmt.Errorf("list agents for fan-out: %w", err)
 	}
-	var serials []string
+	var serials, refused []string
+	dups := coordinator.DuplicateSerials(all, o.OfflineAfter)
 	for _, a := range all {
 		if o.OfflineAfter > 0 && !a.Online(o.OfflineAfter) {
 			continue
 		}
 		for _, d := range a.Devices {
-			if d.Ready() && req.Device.Matches(d) && !slices.Contains(serials, d.Serial) {
-				serials = append(serials, d.Serial)
+			if !d.Ready() || !req.Device.Matches(d) || slices.Contains(serials, d.Serial) {
+				continue
 			}
+			if why := o.Phones.Refusal(spec.Project, a.ID, d, dups); why != "" {
+				refused = append(refused, fmt.Sprintf("%s of agent %s: %s", d.Serial, a.ID, why))
+				continue
+			}
+			serials = append(serials, d.Serial)
 		}
+	}
+	if len(serials) == 0 && len(refused) > 0 {
+		return nil, "", submitErr("device", "fan_out: no phone matching %s may be used by project %s (%s)",
+			coordinator.DescribeSelector(req.Device), spec.Project, strings.Join(refused, "; "))
 	}
 	if len(serials) == 0 {
 		return nil, "", submitErr("device", "fan_out: no phone of an online agent matches %s", coordinator.DescribeSelector(req.Device))

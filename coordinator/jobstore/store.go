@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -386,6 +387,23 @@ type ClaimRequest struct {
 	// docs/operations.md, "Priorities, projects and not_before".
 	ProjectLimits       map[string]int
 	DefaultProjectLimit int
+	// DeviceProjects, by serial, restricts the projects whose jobs a phone
+	// may take (the coordinator's phone rule, docs/operations.md, "Which
+	// phones a project may use"); a phone without an entry, or a nil map,
+	// takes jobs of every project.
+	DeviceProjects map[string]DeviceProjects
+}
+
+// DeviceProjects are the projects a phone may take jobs of: with Only,
+// exactly Projects; otherwise every project but Projects.
+type DeviceProjects struct {
+	Projects []string
+	Only     bool
+}
+
+// Allows reports whether a phone with dp may take a job of project.
+func (dp DeviceProjects) Allows(project string) bool {
+	return slices.Contains(dp.Projects, project) == dp.Only
 }
 
 // Limited reports whether r bounds the jobs of any project.

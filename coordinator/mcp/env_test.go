@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,9 @@ const (
 	oscar = "oscar"
 )
 
-func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
+// newEnv starts the binary with api.mcp_idle_timeout idle and extra
+// (YAML) merged into its config.
+func newEnv(t *testing.T, leaseTTL, idle time.Duration, extra ...string) *env {
 	t.Helper()
 	servers := e2e.NewEnv(t)
 	mio := servers.MinIO()
@@ -58,7 +61,7 @@ func newEnv(t *testing.T, leaseTTL, idle time.Duration) *env {
 	t.Cleanup(cancel)
 
 	c := servers.StartCoordinator(e2e.CoordinatorOptions{ID: "mcp-test", LeaseTTL: leaseTTL, API: true, Storage: true,
-		Extra: fmt.Sprintf("api:\n  mcp_idle_timeout: %s\n", idle)})
+		Extra: fmt.Sprintf("api:\n  mcp_idle_timeout: %s\n", idle) + strings.Join(extra, "")})
 	e.base, e.store, e.bin = c.Base, c.Store(), c
 	e.tokens = map[string]string{
 		alice: c.Token(t, alice, "lab", "read,submit,operate"),

@@ -57,7 +57,7 @@ func (b bombPhone) RunStep(ctx context.Context, s protocol.Step) ([]capture.Arti
 // and the limit; the coordinator is still up and serves the next call.
 func TestScreenshotDeclaringAHugeImage(t *testing.T) {
 	e := newEnv(t, 3*time.Second, time.Minute)
-	phone := capture.NewSimulated(capture.SimOptions{Serial: "sim-bomb", Model: "Pixel-Sim", Tags: []string{mcp.ProjectTagPrefix + "lab"}, Width: 240, Height: 400})
+	phone := capture.NewSimulated(capture.SimOptions{Serial: "sim-bomb", Model: "Pixel-Sim", Width: 240, Height: 400})
 	inv := capture.NewInventory()
 	if err := inv.Add(phone); err != nil {
 		t.Fatal(err)

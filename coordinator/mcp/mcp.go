@@ -30,11 +30,6 @@ import (
 	"github.com/edgeagent/edgeagent/internal/redact"
 )
 
-// ProjectTagPrefix starts the phone tag that gives a phone to a project:
-// a phone tagged "project:lab" is listed to, and opened for, tokens of
-// project lab only (docs/mcp.md, "Which phones a token sees").
-const ProjectTagPrefix = "project:"
-
 // Defaults of Options.
 const (
 	DefaultIdleTimeout = 5 * time.Minute

@@ -270,14 +270,15 @@ func TestMCPTools(t *testing.T) {
 	}
 }
 
-// TestMCPAccess: a token without operate lists phones but cannot act; a
-// token of another project sees none of the phones and cannot touch a
-// session of lab; a phone without the project's tag is listed to no one;
-// a second client finds the only phone busy; a session closes after the
-// idle timeout.
+// TestMCPAccess: with projects.lab.phones selecting agent pc-a, a token
+// without operate lists phones but cannot act; a token of another project
+// sees only the phone no project selects, cannot open a session on lab's
+// phone (told why) and cannot touch a session of lab; lab's tokens do not
+// see the other phone; a second client finds lab's only phone busy; a
+// session closes after the idle timeout.
 func TestMCPAccess(t *testing.T) {
-	e := newEnv(t, 3*time.Second, 2*time.Second)
-	pc := e.startAgent("pc-a", capture.SimOptions{Tags: []string{"project:lab"}})
+	e := newEnv(t, 3*time.Second, 2*time.Second, "projects:\n  lab:\n    phones:\n      - agent: pc-a\n")
+	pc := e.startAgent("pc-a", capture.SimOptions{})
 	untagged := e.startAgent("pc-b", capture.SimOptions{})
 	// Without a valid token the endpoint answers 401, before MCP.
 	bad := sdk.NewClient(&sdk.Implementation{Name: "mcp-test", Version: "1"}, nil)
@@ -294,11 +295,11 @@ func TestMCPAccess(t *testing.T) {
 	if ps := phones(t, r); len(ps) != 1 || ps[0].Serial != "sim-pc-a" {
 		t.Fatalf("rita lists %+v, want sim-pc-a", ps)
 	}
-	if ps := phones(t, o); len(ps) != 0 {
-		t.Fatalf("oscar (project other) lists %+v, want none", ps)
+	if ps := phones(t, o); len(ps) != 1 || ps[0].Serial != "sim-pc-b" {
+		t.Fatalf("oscar (project other) lists %+v, want sim-pc-b alone", ps)
 	}
 	fails(t, r, mcp.ToolOpenSession, nil, "token rita lacks the operate scope")
-	fails(t, o, mcp.ToolOpenSession, map[string]any{"wait_seconds": 1}, "no phone for the session")
+	fails(t, o, mcp.ToolOpenSession, map[string]any{"serial": "sim-pc-a", "wait_seconds": 1}, "may be used by project other", "reserved for project lab")
 	fails(t, o, mcp.ToolOpenSession, map[string]any{"project": "lab"}, `project: "lab" is not among the token's projects`)
 
 	var open mcp.OpenOut
@@ -333,7 +334,7 @@ func TestMCPAccess(t *testing.T) {
 		t.Fatalf("refused calls reached the phone: %v", ops)
 	}
 	if ops := untagged.Ops(); len(ops) != 0 {
-		t.Fatalf("the untagged phone ran %v", ops)
+		t.Fatalf("the phone lab may not use ran %v", ops)
 	}
 
 	ok(t, a1, mcp.ToolCloseSession, id)

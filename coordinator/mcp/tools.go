@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
@@ -188,15 +189,23 @@ func actor(req *sdk.CallToolRequest) (api.Caller, *sdk.CallToolResult) {
 	return c, nil
 }
 
-// visibleProjects are the projects of the phone's project: tags.
-func phoneProjects(d protocol.Device) []string {
-	var ps []string
-	for _, t := range d.Tags {
-		if p, ok := strings.CutPrefix(t, ProjectTagPrefix); ok && p != "" {
-			ps = append(ps, p)
-		}
+// usable says why none of the caller's projects may use phone d of agent
+// agentID under the coordinator's phone rule, "" when one may (a token of
+// every project, "*", may use every phone the rule gives some project).
+func (s *Server) usable(c api.Caller, agentID string, d protocol.Device) string {
+	rule := s.opts.Sessions.Phones()
+	if slices.Contains(c.Projects, "*") || !rule.Restricts() {
+		return ""
 	}
-	return ps
+	var why []string
+	for _, p := range c.Projects {
+		r := rule.Refusal(p, agentID, d, nil)
+		if r == "" {
+			return ""
+		}
+		why = append(why, r)
+	}
+	return strings.Join(slices.Compact(why), "; ")
 }
 
 func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ listPhonesIn) (*sdk.CallToolResult, ListPhonesOut, error) {
@@ -219,12 +228,20 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 		}
 	}
 	out := ListPhonesOut{Phones: []Phone{}}
+	dups := coordinator.DuplicateSerials(agents, s.opts.OfflineAfter)
+	var hidden []string
 	for _, a := range agents {
 		for _, d := range a.Devices {
-			if !slices.ContainsFunc(phoneProjects(d), func(p string) bool { return sees(c, p) }) {
+			if why := s.usable(c, a.ID, d); why != "" {
+				if a.Online(s.opts.OfflineAfter) {
+					hidden = append(hidden, fmt.Sprintf("%s of agent %s: %s", d.Serial, a.ID, why))
+				}
 				continue
 			}
 			p := Phone{Agent: a.ID, Serial: d.Serial, Model: d.Model, Tags: d.Tags, State: d.State, Reason: d.Reason}
+			if ids := dups[d.Serial]; len(ids) > 1 {
+				p.State, p.Reason = "refused", coordinator.DuplicateReason(d.Serial, ids)
+			}
 			if d.Facts != nil {
 				p.ScreenWidth, p.ScreenHeight = d.Facts.ScreenWidth, d.Facts.ScreenHeight
 			}
@@ -246,6 +263,11 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d phones:\n", len(out.Phones))
+	if len(out.Phones) == 0 && len(hidden) > 0 {
+		// Never an empty list without a word: the rule hid them.
+		fmt.Fprintf(&b, "%d connected phones are not for project %s under the coordinator's projects.<name>.phones (docs/operations.md, \"Which phones a project may use\"): %s\n",
+			len(hidden), strings.Join(c.Projects, ", "), strings.Join(hidden, "; "))
+	}
 	for _, p := range out.Phones {
 		free := "busy"
 		if p.Free {
@@ -285,10 +307,9 @@ func (s *Server) openSession(ctx context.Context, req *sdk.CallToolRequest, in o
 	if in.WaitSeconds < 0 || in.WaitSeconds > MaxOpenWaitSeconds {
 		return toolErr("wait_seconds: %d is out of range 0 to %d", in.WaitSeconds, MaxOpenWaitSeconds), OpenOut{}, nil
 	}
+	// Which phones the project may use is the coordinator's phone rule,
+	// applied by the session manager and the scheduler.
 	sel := protocol.DeviceSelector{Serial: in.Serial, Model: in.Model, Tags: slices.Clone(in.Tags)}
-	if tag := ProjectTagPrefix + project; !slices.Contains(sel.Tags, tag) {
-		sel.Tags = append(sel.Tags, tag)
-	}
 	// The job's own idle timeout backs the endpoint's: should the
 	// coordinator not close the session, the agent ends it a minute later.
 	jobIdle := min(s.opts.IdleTimeout+time.Minute, session.MaxIdleTimeout)

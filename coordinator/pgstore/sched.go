@@ -26,7 +26,8 @@ import (
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
 // the phones holding none of them. match(j) is the first free phone in
 // serial order whose fields satisfy j's selector (protocol.DeviceSelector.Matches);
-// canRun(j): the agent may run j (effect steps only with $7,
+// The phone takes j only if its projects allow j's project
+// (jobstore.DeviceProjects); canRun(j): the agent may run j (effect steps only with $7,
 // protocol.Task.HasEffects).
 const claimCTEs = `
 	WITH RECURSIVE agent_ok AS (
@@ -36,9 +37,11 @@ const claimCTEs = `
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (
 		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
-		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime
+		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime,
+		       COALESCE(d.projects, '[]'::jsonb) AS projects, COALESCE(d.projects_only, false) AS projects_only
 		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb,
-		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer, ime boolean)
+		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer, ime boolean,
+		       projects jsonb, projects_only boolean)
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
 			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
 	)`
@@ -69,6 +72,7 @@ const matchLateral = `
 			  AND dev.tags @> COALESCE(j.task->'device'->'tags', '[]'::jsonb)
 			  AND ` + factsMatch + `
 			  AND ` + imeMatch + `
+			  AND (dev.projects ? j.project) = dev.projects_only
 			ORDER BY dev.serial
 			LIMIT 1
 		) m`

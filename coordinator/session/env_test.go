@@ -59,6 +59,7 @@ type env struct {
 	url    string // NATS
 	store  *pgstore.Store
 	coord  *coordinator.Server // nil with the binary
+	bin    *e2e.Coordinator    // the edgecoord binary; nil without it
 	mgr    *session.Manager    // nil with the binary
 	pre    *coordinator.S3Presigner
 	s3     *uploader.S3
@@ -69,8 +70,6 @@ type env struct {
 	tokens map[string]string
 	// servers are the NATS, PostgreSQL and MinIO of the test.
 	servers *e2e.Env
-	// bin is the edgecoord binary (newBinaryEnv; nil otherwise).
-	bin *e2e.Coordinator
 
 	lastType string // Content-Type of the last reply of call
 }

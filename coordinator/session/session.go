@@ -86,6 +86,9 @@ type Options struct {
 	// PollEvery is how often Open looks at the job while it waits for the
 	// grant (default 20ms).
 	PollEvery time.Duration
+	// Phones is the coordinator's rule of which phones a project may use
+	// (coordinator.Server.Phones); nil lets every project use every phone.
+	Phones *coordinator.PhoneRule
 	// Retain is how long a closed, ended or lost session stays in memory
 	// (default 1h); after that it is recovered from the store when asked.
 	Retain time.Duration
@@ -297,7 +300,7 @@ func (m *Manager) Open(ctx context.Context, req OpenRequest) (Info, error) {
 		return Info{}, inputErr("wait", "%v is out of range 0 to %v", req.Wait, MaxWait)
 	}
 	m.prune()
-	if err := m.checkPhones(ctx, req.Device); err != nil {
+	if err := m.checkPhones(ctx, req.Project, req.Device); err != nil {
 		return Info{}, err
 	}
 	job, err := m.store.Submit(ctx, jobstore.JobSpec{
@@ -338,22 +341,37 @@ func (m *Manager) Open(ctx context.Context, req OpenRequest) (Info, error) {
 	return s.snapshot(), nil
 }
 
+// Phones is the manager's rule of which phones a project may use (nil:
+// every project may use every phone).
+func (m *Manager) Phones() *coordinator.PhoneRule { return m.opts.Phones }
+
 // checkPhones answers *BusyError when no connected agent that takes work
-// has a ready phone matching sel.
-func (m *Manager) checkPhones(ctx context.Context, sel protocol.DeviceSelector) error {
+// has a ready phone matching sel that project may use (the coordinator's
+// phone rule), naming why each matching phone is refused.
+func (m *Manager) checkPhones(ctx context.Context, project string, sel protocol.DeviceSelector) error {
 	agents, err := m.store.Agents(ctx)
 	if err != nil {
 		return fmt.Errorf("open session: list agents: %w", err)
 	}
+	dups := coordinator.DuplicateSerials(agents, m.opts.OfflineAfter)
+	var refused []string
 	for _, a := range agents {
 		if !a.Online(m.opts.OfflineAfter) || a.Draining || a.AgentDraining {
 			continue
 		}
 		for _, d := range a.Devices {
-			if sel.Matches(d) {
+			if !sel.Matches(d) {
+				continue
+			}
+			why := m.opts.Phones.Refusal(project, a.ID, d, dups)
+			if why == "" {
 				return nil
 			}
+			refused = append(refused, fmt.Sprintf("%s of agent %s: %s", d.Serial, a.ID, why))
 		}
+	}
+	if len(refused) > 0 {
+		return &BusyError{Detail: fmt.Sprintf("no connected phone matching the device selector may be used by project %s (%s)", project, strings.Join(refused, "; "))}
 	}
 	return &BusyError{Detail: "no connected phone matches the device selector"}
 }
@@ -535,13 +553,33 @@ func endReason(j jobstore.Job) string {
 	return "job " + j.Status
 }
 
-// Project returns the project of session id (for access checks).
+// Project returns the project of session id, for access checks: it
+// reads the session from memory or its job from the store and touches
+// nothing, so that a caller refused afterwards has changed nothing (a
+// session recovered by lookup may be found lost, which cancels its job:
+// that happens only once the caller is authorised; docs/security.md).
 func (m *Manager) Project(ctx context.Context, id string) (string, error) {
-	s, err := m.lookup(ctx, id)
-	if err != nil {
-		return "", err
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s.snapshot().Project, nil
 	}
-	return s.snapshot().Project, nil
+	jobID, gen, ok := parseID(id)
+	if !ok {
+		return "", ErrNotFound
+	}
+	j, err := m.store.Get(ctx, jobID)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read session %s: %w", id, err)
+	}
+	if !j.Task.Interactive || gen > j.Generation {
+		return "", ErrNotFound
+	}
+	return j.Project, nil
 }
 
 // Get describes session id. An open session whose job's lease moved is
@@ -824,9 +862,9 @@ func (m *Manager) Close(ctx context.Context, id string) (Info, []Capture, error)
 // ForServer returns the options of the manager of a coordinator process
 // whose server is srv, on store and the daemon's NATS connection nc: the
 // server's presigner (when it signs downloads), its URL expiry, its
-// offline threshold and its scheduler kick.
+// offline threshold, its phone rule and its scheduler kick.
 func ForServer(srv *coordinator.Server, store Store, nc *nats.Conn, log zerolog.Logger) Options {
-	o := Options{Store: store, Conn: nc, Kick: srv.Kick, OfflineAfter: srv.OfflineAfter(), PresignExpiry: srv.PresignExpiry(), Log: log}
+	o := Options{Store: store, Conn: nc, Kick: srv.Kick, OfflineAfter: srv.OfflineAfter(), PresignExpiry: srv.PresignExpiry(), Phones: srv.Phones(), Log: log}
 	if p, ok := srv.Presigner().(GetPresigner); ok {
 		o.Presigner = p
 	}

@@ -24,7 +24,9 @@ const devCTE = `
 		       json_extract(d.value, '$.sdk') AS sdk,
 		       json_extract(d.value, '$.screen_width') AS screen_width,
 		       json_extract(d.value, '$.screen_height') AS screen_height,
-		       json_extract(d.value, '$.ime') AS ime
+		       json_extract(d.value, '$.ime') AS ime,
+		       COALESCE(json_extract(d.value, '$.projects'), '[]') AS projects,
+		       COALESCE(json_extract(d.value, '$.projects_only'), 0) AS projects_only
 		FROM json_each(?2) d
 		WHERE json_extract(d.value, '$.serial') NOT IN (
 			SELECT device_serial FROM jobs
@@ -33,7 +35,8 @@ const devCTE = `
 
 // matchSerial is the first free phone in serial order whose fields satisfy
 // the selector of job j, NULL when none does; the same rule as
-// protocol.DeviceSelector.Matches.
+// protocol.DeviceSelector.Matches, and whose projects allow j's
+// (jobstore.DeviceProjects).
 const matchSerial = `(
 			SELECT dev.serial FROM dev
 			WHERE COALESCE(json_extract(j.task, '$.device.serial'), '') IN ('', dev.serial)
@@ -43,6 +46,7 @@ const matchSerial = `(
 				WHERE t.value NOT IN (SELECT value FROM json_each(dev.tags)))
 			  AND ` + factsMatch + `
 			  AND ` + imeMatch + `
+			  AND EXISTS (SELECT 1 FROM json_each(dev.projects) p WHERE p.value = j.project) = (dev.projects_only <> 0)
 			ORDER BY dev.serial
 			LIMIT 1)`
 

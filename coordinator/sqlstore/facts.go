@@ -17,11 +17,16 @@ type ClaimDevice struct {
 	// IME: whether the phone can type text beyond ASCII (null when its
 	// facts do not tell); a task that needs it is not granted on false.
 	IME *bool `json:"ime"`
+	// Projects and Only: the projects whose jobs the phone may take
+	// (jobstore.DeviceProjects): with only, exactly these; otherwise all
+	// but these.
+	Projects []string `json:"projects"`
+	Only     bool     `json:"projects_only"`
 }
 
 // NewClaimDevice returns d as the grant SQL sees it.
 func NewClaimDevice(d protocol.Device) ClaimDevice {
-	c := ClaimDevice{Serial: d.Serial, Model: d.Model, Tags: d.Tags}
+	c := ClaimDevice{Serial: d.Serial, Model: d.Model, Tags: d.Tags, Projects: []string{}}
 	if c.Tags == nil {
 		c.Tags = []string{}
 	}

@@ -127,7 +127,14 @@ func PrepareClaim(req jobstore.ClaimRequest) (Claim, error) {
 	}
 	devs := []ClaimDevice{}
 	for _, d := range protocol.ReadyDevices(req.Devices) {
-		devs = append(devs, NewClaimDevice(d))
+		cd := NewClaimDevice(d)
+		if dp, ok := req.DeviceProjects[d.Serial]; ok {
+			cd.Only = dp.Only
+			if dp.Projects != nil {
+				cd.Projects = dp.Projects
+			}
+		}
+		devs = append(devs, cd)
 	}
 	b, err := json.Marshal(devs)
 	if err != nil {

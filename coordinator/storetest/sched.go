@@ -27,6 +27,7 @@ var schedTests = []struct {
 	{"ClaimForProjectLimitSkipsWholeProject", testClaimForProjectLimitSkips},
 	{"ClaimForProjectLimitRace", testClaimForProjectLimitRace},
 	{"TakeOverExpiredProjectLimit", testTakeOverProjectLimit},
+	{"ClaimForDeviceProjects", testClaimForDeviceProjects},
 	{"ListJobsByProject", testListJobsByProject},
 	{"ProjectJobCounts", testProjectJobCounts},
 }
@@ -378,5 +379,37 @@ func testProjectJobCounts(t *testing.T, s sqlstore.Lab) {
 	}
 	if c := counts(); !reflect.DeepEqual(c, want) {
 		t.Fatalf("counts %+v, want %+v", c, want)
+	}
+}
+
+// testClaimForDeviceProjects: a phone restricted to some projects
+// (ClaimRequest.DeviceProjects, the coordinator's phone rule) takes only
+// their jobs, older jobs of other projects waiting for another phone; a
+// phone open to all projects but some never takes theirs; a phone without
+// an entry takes any job.
+func testClaimForDeviceProjects(t *testing.T, s sqlstore.Lab) {
+	submitSpec(t, s, jobstore.JobSpec{ID: "other-1", Project: "other"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "lab-1", Project: "lab"})
+	submitSpec(t, s, jobstore.JobSpec{ID: "lab-2", Project: "lab"})
+	claim := func(owner, serial string, dp *jobstore.DeviceProjects) (jobstore.Lease, error) {
+		req := jobstore.ClaimRequest{Owner: owner, Devices: []protocol.Device{phone(serial, "m")}, Slots: 5, TTL: long}
+		if dp != nil {
+			req.DeviceProjects = map[string]jobstore.DeviceProjects{serial: *dp}
+		}
+		return s.ClaimFor(t.Context(), req)
+	}
+	l, err := claim(ownerA, "LAB", &jobstore.DeviceProjects{Projects: []string{"lab"}, Only: true})
+	if err != nil || l.Token.JobID != "lab-1" || l.Device != "LAB" {
+		t.Fatalf("claim on a phone of lab only: %v on %q, %v; want lab-1, the older other-1 left", l.Token, l.Device, err)
+	}
+	if l, err := claim(ownerB, "NOTLAB", &jobstore.DeviceProjects{Projects: []string{"lab", "x"}}); err != nil || l.Token.JobID != "other-1" {
+		t.Fatalf("claim on a phone closed to lab: %v, %v; want other-1", l.Token, err)
+	}
+	_, err = claim(ownerC, "NOTLAB2", &jobstore.DeviceProjects{Projects: []string{"lab"}})
+	wantErr(t, "claim on a phone closed to lab with only lab queued", err, jobstore.ErrNoJob)
+	_, err = claim(ownerC, "NOONE", &jobstore.DeviceProjects{Only: true})
+	wantErr(t, "claim on a phone open to no project", err, jobstore.ErrNoJob)
+	if l, err := claim(ownerC, "ANY", nil); err != nil || l.Token.JobID != "lab-2" {
+		t.Fatalf("claim on an unrestricted phone: %v, %v; want lab-2", l.Token, err)
 	}
 }

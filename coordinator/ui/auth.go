@@ -165,14 +165,22 @@ func (h *Handler) action(scope string, fn func(w http.ResponseWriter, r *http.Re
 }
 
 // sameOrigin reports whether the Origin header, when the browser sent
-// one, names this host.
+// one, names this host (the Host the request arrived with) or the
+// configured public origin (api.public_url, for a proxy that forwards
+// another Host; docs/ui.md).
 func (h *Handler) sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return h.publicOrigin != "" && strings.EqualFold(u.Scheme+"://"+u.Host, h.publicOrigin)
 }
 
 type loginData struct {

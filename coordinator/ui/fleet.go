@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -108,6 +109,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 	if err != nil {
 		return fleetData{}, err
 	}
+	dups := coordinator.DuplicateSerials(agents, h.opts.OfflineAfter)
 	if h.opts.Presigner != nil {
 		var refs []jobstore.PhoneRef
 		for _, a := range agents {
@@ -173,8 +175,16 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 				Key: a.ID + "/" + dev.Serial, AgentID: a.ID, Serial: dev.Serial, State: dev.State, Reason: dev.Reason,
 				Model: dev.Model, Tags: strings.Join(dev.Tags, ", "), Health: strings.Join(health(dev.Facts), " · "),
 			}
+			ids := dups[dev.Serial]
+			if why := h.notForVisitor(c, a.ID, dev); why != "" {
+				p.Reason = strings.TrimSpace(p.Reason + " not for the projects of token " + c.Name + ": " + why)
+			}
 			if !row.Online {
 				p.State = "offline (agent offline)"
+			} else if len(ids) > 1 {
+				// The phone rule refuses it to every project (docs/operations.md).
+				p.State = "refused"
+				p.Reason = strings.TrimSpace(coordinator.DuplicateReason(dev.Serial, ids) + " " + p.Reason)
 			} else if dev.State != protocol.DeviceReady {
 				p.Fix = protocol.StateFix(dev.State)
 			} else {
@@ -405,4 +415,23 @@ func (h *Handler) fleetAgents(ctx context.Context) ([]jobstore.Agent, error) {
 	}
 	h.devices.Keep(keep)
 	return agents, nil
+}
+
+// notForVisitor says why none of the visitor's projects may use phone d of
+// agent agentID under the coordinator's phone rule (Options.Phones), ""
+// when one may or the visitor sees every project.
+func (h *Handler) notForVisitor(c *caller, agentID string, d protocol.Device) string {
+	rule := h.opts.Phones
+	if !rule.Restricts() || slices.Contains(c.Projects, "*") {
+		return ""
+	}
+	var why []string
+	for _, p := range c.Projects {
+		r := rule.Refusal(p, agentID, d, nil)
+		if r == "" {
+			return ""
+		}
+		why = append(why, r)
+	}
+	return strings.Join(slices.Compact(why), "; ")
 }

@@ -81,6 +81,15 @@ type Options struct {
 	// did not come over TLS (a TLS-terminating proxy in front); a request
 	// that came over TLS always gets it.
 	SecureCookie bool
+	// Phones is the coordinator's rule of which phones a project may use:
+	// the fleet page says which phones the visitor's projects may not use,
+	// and why. Nil: every phone.
+	Phones *coordinator.PhoneRule
+	// PublicOrigin is the origin browsers reach the dashboard at through a
+	// reverse proxy (scheme://host[:port], api.public_url): a form whose
+	// Origin names it is accepted whatever Host the proxy forwards. Empty:
+	// only the request's own Host.
+	PublicOrigin string
 	// HTTPClient reads the operation logs from storage (a client with a
 	// 10 s timeout when nil).
 	HTTPClient *http.Client
@@ -89,15 +98,17 @@ type Options struct {
 
 // Handler serves the dashboard under Prefix.
 type Handler struct {
-	opts   Options
-	store  Store
-	log    zerolog.Logger
-	mux    *http.ServeMux
-	pages  map[string]*template.Template
-	csp    string
-	client *http.Client
-	bufs   sync.Pool
-	logins loginLimits
+	opts  Options
+	store Store
+	log   zerolog.Logger
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+	csp   string
+	// publicOrigin is Options.PublicOrigin, normalised ("" when unset).
+	publicOrigin string
+	client       *http.Client
+	bufs         sync.Pool
+	logins       loginLimits
 	// devices keeps the agents' decoded device lists between renders of the
 	// fleet page (devicememo.go).
 	devices DeviceMemo
@@ -133,6 +144,13 @@ func New(opts Options) (*Handler, error) {
 		// Screenshots and recordings load from the storage server through
 		// presigned URLs: its origin is allowed for images and media.
 		storage = " " + u.Scheme + "://" + u.Host
+	}
+	if opts.PublicOrigin != "" {
+		u, err := url.Parse(opts.PublicOrigin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("new dashboard: public origin %q: want http(s)://host[:port]", opts.PublicOrigin)
+		}
+		h.publicOrigin = strings.ToLower(u.Scheme + "://" + u.Host)
 	}
 	h.csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'" + storage +
 		"; media-src 'self'" + storage + "; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"

@@ -227,9 +227,9 @@ func startStepEnv(ctx context.Context, c *Common, name, driver string, width, he
 	}
 	e.close = append(e.close, func() { s3.Close() })
 
-	// The agent: the real one, on one timed simulated phone, given to
-	// project bench (so the MCP endpoint lists it: docs/mcp.md).
-	e.phone = &timedPhone{Simulated: capture.NewSimulated(capture.SimOptions{Serial: "sim-step", Width: width, Height: height, Tags: []string{mcp.ProjectTagPrefix + "bench"}})}
+	// The agent: the real one, on one timed simulated phone (with no
+	// projects.<name>.phones every project may use it: docs/mcp.md).
+	e.phone = &timedPhone{Simulated: capture.NewSimulated(capture.SimOptions{Serial: "sim-step", Width: width, Height: height})}
 	inv := capture.NewInventory()
 	if err := inv.Add(e.phone); err != nil {
 		return nil, err
