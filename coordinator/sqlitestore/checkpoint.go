@@ -38,6 +38,8 @@ type checkpointer struct {
 	commits chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	closed  sync.Once
+	closeErr    error // close's result
 
 	mu  sync.Mutex
 	n   int   // commits since the last wake-up
@@ -106,9 +108,13 @@ func (c *checkpointer) stats() (int64, error) {
 }
 
 // close stops the checkpointer and closes its connection; SQLite
-// checkpoints what is left when the last connection closes.
+// checkpoints what is left when the last connection closes. Closing again
+// returns the first close's result.
 func (c *checkpointer) close() error {
-	close(c.stop)
-	c.wg.Wait()
-	return c.db.Close()
+	c.closed.Do(func() {
+		close(c.stop)
+		c.wg.Wait()
+		c.closeErr = c.db.Close()
+	})
+	return c.closeErr
 }
