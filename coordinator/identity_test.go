@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,4 +194,57 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if err := a.Request(ctx, protocol.VerbRenew, protocol.Renew{Token: a.Assigns()[0]}, &protocol.RenewReply{}); err != nil {
 		t.Fatalf("A's own renewal: %v", err)
 	}
+}
+
+// TestNATSExampleLimits: examples/nats-server.conf bounds a body, the
+// connections to the server and the subscriptions of one connection, and
+// the server enforces the last on an agent that opens more.
+func TestNATSExampleLimits(t *testing.T) {
+	t.Setenv("EDGE_NATS_PASSWORD", "coord-secret")
+	t.Setenv("EDGE_NATS_PC_KITCHEN_PASSWORD", "kitchen-secret")
+	t.Setenv("EDGE_NATS_PC_GARAGE_PASSWORD", "garage-secret")
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "examples", "nats-server.conf"))
+	if err != nil {
+		t.Fatalf("examples/nats-server.conf: %v", err)
+	}
+	if opts.MaxPayload != 1<<20 || opts.MaxConn != 1000 || opts.MaxSubs != 100 || opts.MaxPending != 64<<20 {
+		t.Fatalf("examples/nats-server.conf: max_payload %d, max_connections %d, max_subscriptions %d, max_pending %d",
+			opts.MaxPayload, opts.MaxConn, opts.MaxSubs, opts.MaxPending)
+	}
+
+	ns := natsFromExample(t)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	saw := func(substr string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(seen, func(e string) bool { return strings.Contains(strings.ToLower(e), substr) })
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("pc-kitchen", "kitchen-secret"),
+		nats.CustomInboxPrefix(protocol.InboxPrefix("pc-kitchen")), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			seen = append(seen, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i := range opts.MaxSubs + 1 {
+		if _, err := nc.Subscribe(fmt.Sprintf("%s.sub%d", protocol.InboxPrefix("pc-kitchen"), i), func(*nats.Msg) {}); err != nil {
+			break
+		}
+	}
+	_ = nc.Flush()
+	testenv.Eventually(t, 5*time.Second, "the subscription past max_subscriptions refused", func() bool {
+		if err := nc.LastError(); err != nil {
+			mu.Lock()
+			seen = append(seen, err.Error())
+			mu.Unlock()
+		}
+		return saw("maximum subscriptions exceeded")
+	})
 }

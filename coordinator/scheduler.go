@@ -69,6 +69,11 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]jobstore.Agent, t
 		return nil, 0, err
 	}
 	s.agents, s.agentsAt = all, time.Now()
+	ids := make([]string, len(all))
+	for i, a := range all {
+		ids[i] = a.ID
+	}
+	s.known.set(ids)
 	return all, 0, nil
 }
 
