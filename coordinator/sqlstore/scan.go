@@ -421,17 +421,22 @@ func ScanIdempotent[T any](row Row, times Times[T], tokenID int64, key string) (
 	return rec, nil
 }
 
-// ScanDenial reads a refused API request: id, token_name, method, route,
-// job_id, project, at.
+// DenialColumns are the columns ScanDenial reads, in its order.
+const DenialColumns = `id, token_name, method, route, job_id, project, kind, window_start, count, at`
+
+// ScanDenial reads a row of refused API requests (DenialColumns).
 func ScanDenial[T any](row Row, times Times[T]) (jobstore.APIDenial, error) {
 	var (
-		d  jobstore.APIDenial
-		at T
+		d          jobstore.APIDenial
+		window, at T
 	)
-	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
+	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &d.Kind, &window, &d.Count, &at); err != nil {
 		return jobstore.APIDenial{}, err
 	}
 	var err error
+	if d.Window, err = times(window); err != nil {
+		return jobstore.APIDenial{}, err
+	}
 	if d.At, err = times(at); err != nil {
 		return jobstore.APIDenial{}, err
 	}
