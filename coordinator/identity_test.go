@@ -162,7 +162,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	}
 
 	// 3. On its own subject A may speak, but not with B's token: 403, and
-	// the attempt is recorded.
+	// the attempt is counted under A.
 	err = a.Request(ctx, protocol.VerbRenew, protocol.Renew{Token: tokB}, &protocol.RenewReply{})
 	if !errors.Is(err, protocol.ErrForbidden) {
 		t.Fatalf("renewal of B's token on A's subject: %v, want 403", err)
@@ -171,16 +171,17 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if !errors.Is(err, protocol.ErrForbidden) {
 		t.Fatalf("result with B's token on A's subject: %v, want 403", err)
 	}
-	var forbidden []jobstore.WriteEvent
-	for _, e := range eventsOfB() {
-		if !e.Accepted && strings.HasPrefix(e.Detail, "forbidden:") {
-			forbidden = append(forbidden, e)
-		}
+	forbidden, err := store.AgentRefusals(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(forbidden) != 2 || forbidden[0].Verb != jobstore.VerbRenew || forbidden[1].Verb != jobstore.VerbResult ||
-		forbidden[0].Owner != tokB.Owner || forbidden[0].Generation != tokB.Generation ||
+	if len(forbidden) != 2 || forbidden[0].AgentID != "pc-kitchen" || forbidden[0].Verb != jobstore.VerbRenew || forbidden[1].Verb != jobstore.VerbResult ||
+		forbidden[0].Count != 1 || forbidden[0].JobID != "job-b" || forbidden[0].Owner != tokB.Owner || forbidden[0].Generation != tokB.Generation ||
 		!strings.Contains(forbidden[0].Detail, "pc-kitchen") {
-		t.Fatalf("recorded forbidden attempts %+v", forbidden)
+		t.Fatalf("counted forbidden attempts %+v", forbidden)
+	}
+	if n := refusedOfB(); n != 0 {
+		t.Fatalf("forbidden attempts recorded as events of job-b: %+v", eventsOfB())
 	}
 	for verb, want := range map[string]float64{protocol.VerbRenew: 1, protocol.VerbResult: 1, protocol.VerbFail: 0} {
 		if got := metricValue(t, c.srv.Registry(), "forbidden_requests_total", map[string]string{"verb": verb}); got != want {

@@ -429,9 +429,10 @@ func decode(data []byte, v any) error {
 
 // checkToken validates a token and that it belongs to the agent of the
 // subject the request came on. A token of another agent is refused with
-// 403, counted, and recorded in write_events under the verb (accepted
-// false, detail "forbidden: ..."): the agent on the subject tried to act on
-// a lease that is not its own.
+// 403, counted, and counted in the store's agent_refusals under the agent
+// and verb (detail "forbidden: ...", docs/security.md, "Refused
+// requests"): the agent on the subject tried to act on a lease that is not
+// its own.
 func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fencing.Token) error {
 	if err := tok.Validate(); err != nil {
 		return badRequest("%v", err)
@@ -441,7 +442,7 @@ func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fenci
 	}
 	s.metrics.forbidden.WithLabelValues(verb).Inc()
 	detail := fmt.Sprintf("forbidden: token of agent %s sent on the subject of agent %s", tok.AgentID(), agentID)
-	if err := s.store.RecordRefused(ctx, verb, tok, detail); err != nil {
+	if err := s.store.RecordRefused(ctx, agentID, verb, tok, detail); err != nil {
 		s.log.Error().Err(err).Str("job_id", tok.JobID).Msg("record forbidden attempt")
 	}
 	s.log.Warn().Str("agent_id", agentID).Str("verb", verb).Str("job_id", tok.JobID).Str("owner", tok.Owner).

@@ -65,7 +65,23 @@ type APIDenial struct {
 	At        time.Time // the last one
 }
 
-// DenialWindow is the span one APIDenial row counts.
+// AgentRefusal counts the requests of one agent on one verb refused
+// before any fenced statement (Store.RecordRefused) within one
+// DenialWindow, keeping the last one's token and detail.
+type AgentRefusal struct {
+	ID         int64
+	AgentID    string // the agent of the subject
+	Verb       string
+	Window     time.Time
+	Count      int64
+	JobID      string // of the last refused token
+	Owner      string
+	Generation int64
+	Detail     string
+	At         time.Time // the last one
+}
+
+// DenialWindow is the span one APIDenial or AgentRefusal row counts.
 const DenialWindow = time.Minute
 
 // Kinds of APIDenial.

@@ -443,6 +443,28 @@ func ScanDenial[T any](row Row, times Times[T]) (jobstore.APIDenial, error) {
 	return d, nil
 }
 
+// RefusalColumns are the columns ScanRefusal reads, in its order.
+const RefusalColumns = `id, agent_id, verb, window_start, count, job_id, owner, generation, detail, at`
+
+// ScanRefusal reads a row of refused agent requests (RefusalColumns).
+func ScanRefusal[T any](row Row, times Times[T]) (jobstore.AgentRefusal, error) {
+	var (
+		r          jobstore.AgentRefusal
+		window, at T
+	)
+	if err := row.Scan(&r.ID, &r.AgentID, &r.Verb, &window, &r.Count, &r.JobID, &r.Owner, &r.Generation, &r.Detail, &at); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	var err error
+	if r.Window, err = times(window); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	if r.At, err = times(at); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	return r, nil
+}
+
 // JobPage reads a page of at most limit jobs from rows of JobColumns and
 // then the job's cursor, newest first: Next is the cursor of the page's
 // last job when rows hold one more job than limit.

@@ -29,3 +29,20 @@ ORDER BY token_name, kind, w, id DESC;
 
 DROP TABLE api_denials;
 ALTER TABLE api_denial_counts RENAME TO api_denials;
+
+-- Agent requests refused before any fenced statement (a token of another
+-- agent, 403) are counted the same way: one row per agent, verb and
+-- minute, keeping the last one's token and detail.
+CREATE TABLE agent_refusals (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id     text NOT NULL,
+    verb         text NOT NULL,
+    window_start timestamptz NOT NULL,
+    count        bigint NOT NULL,
+    job_id       text NOT NULL,
+    owner        text NOT NULL,
+    generation   bigint NOT NULL,
+    detail       text NOT NULL,
+    at           timestamptz NOT NULL,
+    UNIQUE (agent_id, verb, window_start)
+);

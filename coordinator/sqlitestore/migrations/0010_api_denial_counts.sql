@@ -32,3 +32,20 @@ ORDER BY id;
 
 DROP TABLE api_denials;
 ALTER TABLE api_denial_counts RENAME TO api_denials;
+
+-- Agent requests refused before any fenced statement (a token of another
+-- agent, 403) are counted the same way: one row per agent, verb and
+-- minute, keeping the last one's token and detail.
+CREATE TABLE agent_refusals (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent_id     TEXT NOT NULL,
+    verb         TEXT NOT NULL,
+    window_start TEXT NOT NULL,
+    count        INTEGER NOT NULL,
+    job_id       TEXT NOT NULL,
+    owner        TEXT NOT NULL,
+    generation   INTEGER NOT NULL,
+    detail       TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    UNIQUE (agent_id, verb, window_start)
+);
