@@ -314,8 +314,9 @@ func (s *Server) wrap(ctx context.Context, work chan<- func(), verb string, h fu
 // request whose reply subject is not its agent's own inbox is dropped
 // unanswered, and one past its agent's budget is refused: the first of a
 // run of refusals is answered 503, the rest are dropped unanswered, so
-// that a flood costs no reply each; all are counted per agent (docs/security.md, "Agent request budget").
-// A subject that names no agent is left to handle, which refuses it.
+// that a flood costs no reply each. All are counted per agent
+// (docs/security.md, "Agent request budget"). A subject that names no
+// agent is left to handle, which refuses it.
 func (s *Server) admit(verb, subject, reply string) bool {
 	agentID, v, err := protocol.ParseCoordSubject(subject)
 	if err != nil || v != verb {
