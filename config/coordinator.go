@@ -126,6 +126,13 @@ type AgentPresence struct {
 	// before it is offline and gets no new jobs; it must be longer than
 	// Heartbeat. Default 15s (three heartbeats).
 	OfflineAfter Duration `yaml:"offline_after" json:"offline_after"`
+	// RequestRate is how many requests per second one agent may send the
+	// coordinator on average, RequestBurst how many at once; past that its
+	// requests are answered 503 before any store work, so that a flooding
+	// agent costs only itself (docs/security.md, "Agent request budget").
+	// Defaults 200 and 400.
+	RequestRate  int `yaml:"request_rate" json:"request_rate"`
+	RequestBurst int `yaml:"request_burst" json:"request_burst"`
 }
 
 // CoordinatorStorage is the bucket the coordinator presigns uploads for.
@@ -234,7 +241,7 @@ func DefaultCoordinator() *Coordinator {
 		Store:         Store{Driver: StoreSQLite, Path: "edgecoord.db"},
 		Lease:         CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)},
 		Scheduler:     Scheduler{Interval: Duration(500 * time.Millisecond)},
-		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)},
+		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second), RequestRate: 200, RequestBurst: 400},
 		Jobs:          CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)},
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
@@ -289,6 +296,12 @@ func (c *Coordinator) Validate() error {
 	positive(&ps, "agents.offline_after", c.Agents.OfflineAfter)
 	if c.Agents.Heartbeat > 0 && c.Agents.OfflineAfter > 0 && c.Agents.OfflineAfter <= c.Agents.Heartbeat {
 		ps.add("agents.offline_after", "must be longer than agents.heartbeat (%s), got %s", c.Agents.Heartbeat, c.Agents.OfflineAfter)
+	}
+	if c.Agents.RequestRate <= 0 {
+		ps.add("agents.request_rate", "must be a positive number of requests per second, got %d", c.Agents.RequestRate)
+	}
+	if c.Agents.RequestBurst < 1 {
+		ps.add("agents.request_burst", "must be at least 1, got %d", c.Agents.RequestBurst)
 	}
 	c.Jobs.validate(&ps, "jobs")
 	if c.Storage.Enabled() {

@@ -261,6 +261,10 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"heartbeat zero", func(c *Coordinator) { c.Agents.Heartbeat = 0 }, []string{"agents.heartbeat: must be positive, got 0s"}},
 		{"offline zero", func(c *Coordinator) { c.Agents.OfflineAfter = 0 }, []string{"agents.offline_after: must be positive, got 0s"}},
 		{"offline not above heartbeat", func(c *Coordinator) { c.Agents.OfflineAfter = c.Agents.Heartbeat }, []string{"agents.offline_after: must be longer than agents.heartbeat (5s), got 5s"}},
+		{"agent request budget", func(c *Coordinator) { c.Agents.RequestRate, c.Agents.RequestBurst = 0, 0 }, []string{
+			"agents.request_rate: must be a positive number of requests per second, got 0",
+			"agents.request_burst: must be at least 1, got 0",
+		}},
 
 		{"jobs defaults", func(c *Coordinator) { c.Jobs.DefaultTimeout = Duration(90 * time.Second) }, nil},
 		{"jobs timeout negative", func(c *Coordinator) { c.Jobs.DefaultTimeout = -1 }, []string{"jobs.default_timeout: must not be negative, got -1ns"}},
@@ -316,7 +320,7 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Store != (Store{Driver: "sqlite", Path: "edgecoord.db"}) ||
 		c.Lease != (CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)}) ||
 		c.Scheduler.Interval.Duration() != 500*time.Millisecond ||
-		c.Agents != (AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second)}) ||
+		c.Agents != (AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second), RequestRate: 200, RequestBurst: 400}) ||
 		c.Jobs != (CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
 		c.Metrics.Listen != "127.0.0.1:9090" ||

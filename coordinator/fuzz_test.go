@@ -88,6 +88,21 @@ func (h *handlerFuzz) events(t testing.TB, verb string, tok fencing.Token, accep
 	return n, forbidden
 }
 
+// refusals counts the refused requests of agent on verb (agent_refusals).
+func (h *handlerFuzz) refusals(t testing.TB, agent, verb string) int64 {
+	rs, err := h.store.AgentRefusals(context.Background())
+	if err != nil {
+		t.Fatalf("agent refusals: %v", err)
+	}
+	var n int64
+	for _, r := range rs {
+		if r.AgentID == agent && r.Verb == verb {
+			n += r.Count
+		}
+	}
+	return n
+}
+
 // replayed reports whether body is a result of tok that the job had
 // already accepted before this request: tok committed the job and the
 // stored result is the body's.
@@ -151,8 +166,8 @@ var fencedVerbs = map[string]bool{
 // answered, with a body or one of the protocol's error codes; a fenced verb
 // succeeds only with the current token on its owner's subject, or, for a
 // result, as the answer to a replay of the result its token committed;
-// every 403, 404 and 409 of a fenced verb is recorded in write_events, and
-// every accepted write too; the job's generation never moves but by a
+// every 404 and 409 of a fenced verb is recorded in write_events, every
+// 403 counted in agent_refusals, and every accepted write recorded too; the job's generation never moves but by a
 // grant.
 func FuzzHandlers(f *testing.F) {
 	tok := `{"job_id":"$JOB","owner":"pc-a/boot-1","generation":1}`
@@ -247,14 +262,26 @@ func FuzzHandlers(f *testing.F) {
 			}
 		}
 		var acceptedBefore, refusedBefore int
+		var forbiddenBefore int64
 		if fencedVerbs[verb] && decoded {
 			acceptedBefore, _ = h.events(t, verb, req.Token, true)
 			refusedBefore, _ = h.events(t, verb, req.Token, false)
+			forbiddenBefore = h.refusals(t, agent, verb)
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		msg, err := nc.RequestWithContext(ctx, protocol.CoordSubject(agent, verb), body)
+		// The reply goes to the agent's own inbox, the only one the
+		// coordinator answers on.
+		sub, err := nc.SubscribeSync(protocol.InboxPrefix(agent) + "." + strings.TrimPrefix(nats.NewInbox(), "_INBOX."))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := nc.PublishRequest(protocol.CoordSubject(agent, verb), sub.Subject, body); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			t.Fatalf("%s on %q: no reply: %v", verb, agent, err)
 		}
@@ -283,7 +310,7 @@ func FuzzHandlers(f *testing.F) {
 
 		if fencedVerbs[verb] && decoded {
 			acceptedAfter, _ := h.events(t, verb, req.Token, true)
-			refusedAfter, forbidden := h.events(t, verb, req.Token, false)
+			refusedAfter, _ := h.events(t, verb, req.Token, false)
 			switch code {
 			case 200:
 				if replay := h.replayed(t, verb, req.Token, body); replay {
@@ -304,8 +331,8 @@ func FuzzHandlers(f *testing.F) {
 				if req.Token.AgentID() == agent {
 					t.Fatalf("%s: 403 for the subject's own agent %q", verb, agent)
 				}
-				if refusedAfter != refusedBefore+1 || forbidden == 0 {
-					t.Fatalf("%s: 403 recorded %d times (forbidden %d)", verb, refusedAfter-refusedBefore, forbidden)
+				if n := h.refusals(t, agent, verb); refusedAfter != refusedBefore || n != forbiddenBefore+1 {
+					t.Fatalf("%s: 403 counted %d times, %d write events", verb, n-forbiddenBefore, refusedAfter-refusedBefore)
 				}
 			case protocol.CodeStale, protocol.CodeUnknownJob:
 				if req.Token == before && agent == "pc-a" && !(code == protocol.CodeStale && nameTaken) {

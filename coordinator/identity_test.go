@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,7 +162,7 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	}
 
 	// 3. On its own subject A may speak, but not with B's token: 403, and
-	// the attempt is recorded.
+	// the attempt is counted under A.
 	err = a.Request(ctx, protocol.VerbRenew, protocol.Renew{Token: tokB}, &protocol.RenewReply{})
 	if !errors.Is(err, protocol.ErrForbidden) {
 		t.Fatalf("renewal of B's token on A's subject: %v, want 403", err)
@@ -169,16 +171,17 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if !errors.Is(err, protocol.ErrForbidden) {
 		t.Fatalf("result with B's token on A's subject: %v, want 403", err)
 	}
-	var forbidden []jobstore.WriteEvent
-	for _, e := range eventsOfB() {
-		if !e.Accepted && strings.HasPrefix(e.Detail, "forbidden:") {
-			forbidden = append(forbidden, e)
-		}
+	forbidden, err := store.AgentRefusals(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(forbidden) != 2 || forbidden[0].Verb != jobstore.VerbRenew || forbidden[1].Verb != jobstore.VerbResult ||
-		forbidden[0].Owner != tokB.Owner || forbidden[0].Generation != tokB.Generation ||
+	if len(forbidden) != 2 || forbidden[0].AgentID != "pc-kitchen" || forbidden[0].Verb != jobstore.VerbRenew || forbidden[1].Verb != jobstore.VerbResult ||
+		forbidden[0].Count != 1 || forbidden[0].JobID != "job-b" || forbidden[0].Owner != tokB.Owner || forbidden[0].Generation != tokB.Generation ||
 		!strings.Contains(forbidden[0].Detail, "pc-kitchen") {
-		t.Fatalf("recorded forbidden attempts %+v", forbidden)
+		t.Fatalf("counted forbidden attempts %+v", forbidden)
+	}
+	if n := refusedOfB(); n != 0 {
+		t.Fatalf("forbidden attempts recorded as events of job-b: %+v", eventsOfB())
 	}
 	for verb, want := range map[string]float64{protocol.VerbRenew: 1, protocol.VerbResult: 1, protocol.VerbFail: 0} {
 		if got := metricValue(t, c.srv.Registry(), "forbidden_requests_total", map[string]string{"verb": verb}); got != want {
@@ -192,4 +195,57 @@ func TestNATSPermissionsBindAgentIdentity(t *testing.T) {
 	if err := a.Request(ctx, protocol.VerbRenew, protocol.Renew{Token: a.Assigns()[0]}, &protocol.RenewReply{}); err != nil {
 		t.Fatalf("A's own renewal: %v", err)
 	}
+}
+
+// TestNATSExampleLimits: examples/nats-server.conf bounds a body, the
+// connections to the server and the subscriptions of one connection, and
+// the server enforces the last on an agent that opens more.
+func TestNATSExampleLimits(t *testing.T) {
+	t.Setenv("EDGE_NATS_PASSWORD", "coord-secret")
+	t.Setenv("EDGE_NATS_PC_KITCHEN_PASSWORD", "kitchen-secret")
+	t.Setenv("EDGE_NATS_PC_GARAGE_PASSWORD", "garage-secret")
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "examples", "nats-server.conf"))
+	if err != nil {
+		t.Fatalf("examples/nats-server.conf: %v", err)
+	}
+	if opts.MaxPayload != 1<<20 || opts.MaxConn != 1000 || opts.MaxSubs != 100 || opts.MaxPending != 64<<20 {
+		t.Fatalf("examples/nats-server.conf: max_payload %d, max_connections %d, max_subscriptions %d, max_pending %d",
+			opts.MaxPayload, opts.MaxConn, opts.MaxSubs, opts.MaxPending)
+	}
+
+	ns := natsFromExample(t)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	saw := func(substr string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(seen, func(e string) bool { return strings.Contains(strings.ToLower(e), substr) })
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("pc-kitchen", "kitchen-secret"),
+		nats.CustomInboxPrefix(protocol.InboxPrefix("pc-kitchen")), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			seen = append(seen, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i := range opts.MaxSubs + 1 {
+		if _, err := nc.Subscribe(fmt.Sprintf("%s.sub%d", protocol.InboxPrefix("pc-kitchen"), i), func(*nats.Msg) {}); err != nil {
+			break
+		}
+	}
+	_ = nc.Flush()
+	testenv.Eventually(t, 5*time.Second, "the subscription past max_subscriptions refused", func() bool {
+		if err := nc.LastError(); err != nil {
+			mu.Lock()
+			seen = append(seen, err.Error())
+			mu.Unlock()
+		}
+		return saw("maximum subscriptions exceeded")
+	})
 }

@@ -32,6 +32,7 @@ type metrics struct {
 	assignsRequeued prometheus.Counter
 	attemptEnds     *prometheus.CounterVec // class, cause
 	jobsEnded       *prometheus.CounterVec // state
+	refused         *prometheus.CounterVec // agent, reason
 }
 
 func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
@@ -81,8 +82,12 @@ func newMetrics(store jobstore.Store, offlineAfter time.Duration) *metrics {
 			Name: "jobs_ended_total",
 			Help: "Jobs this coordinator brought to an end state, by state (SUCCEEDED, FAILED, TIMED_OUT, NEEDS_DECISION).",
 		}, []string{"state"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agent_requests_refused_total",
+			Help: "Agent requests refused before any store work, by agent (\"unknown\" for an agent the store does not know) and reason: rate (the agent's request budget was spent; answered 503) or reply_subject (the reply subject was not the agent's own inbox; dropped).",
+		}, []string{"agent", "reason"}),
 	}
-	m.reg.MustRegister(m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures, m.assignsRequeued,
+	m.reg.MustRegister(m.refused, m.stale, m.forbidden, m.reclaimed, m.granted, m.requests, m.commits, m.revokes, m.assignFailures, m.assignsRequeued,
 		m.attemptEnds, m.jobsEnded,
 		&storeCollector{store: store, offlineAfter: offlineAfter},
 		collectors.NewGoCollector(),
@@ -115,6 +120,12 @@ func (m *metrics) jobEnded(state string) {
 	if slices.Contains(jobstore.Statuses, state) && jobstore.Finished(state) {
 		m.jobsEnded.WithLabelValues(state).Inc()
 	}
+}
+
+// refusedRequest counts an agent request refused before any store work;
+// agent is a known agent's id or unknownAgent.
+func (m *metrics) refusedRequest(agent, reason string) {
+	m.refused.WithLabelValues(agent, reason).Inc()
 }
 
 func (m *metrics) request(verb string, code int) {

@@ -71,6 +71,11 @@ func (s *Server) agentList(ctx context.Context, fresh bool) ([]jobstore.Agent, t
 	}
 	s.agents, s.agentsAt = all, time.Now()
 	s.noteDuplicates(DuplicateSerials(all, s.opts.OfflineAfter))
+	ids := make([]string, len(all))
+	for i, a := range all {
+		ids[i] = a.ID
+	}
+	s.known.set(ids)
 	return all, 0, nil
 }
 

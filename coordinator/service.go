@@ -52,7 +52,14 @@ type Options struct {
 	// MaxConcurrent is how many agent requests are handled at once, across
 	// every verb (default 64).
 	MaxConcurrent int
-	Log           zerolog.Logger
+	// RequestRate and RequestBurst are each agent's request budget: a
+	// token bucket per agent id (the subject's), refilled at RequestRate
+	// per second up to RequestBurst. A request past it is refused before
+	// any store work (docs/security.md, "Agent request budget"). Zero
+	// RequestRate sets no budget.
+	RequestRate  int
+	RequestBurst int
+	Log          zerolog.Logger
 
 	// Outbox publishes accepted results through the transactional outbox
 	// (outbox.go); zero publishes nothing.
@@ -146,6 +153,9 @@ type Server struct {
 	dups map[string][]string
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
+
+	budget *budget     // each agent's request budget (budget.go)
+	known  knownAgents // the agent ids the store knows, for metric labels
 }
 
 // New returns a Server that uses nc and store.
@@ -159,6 +169,9 @@ func New(nc *nats.Conn, store jobstore.Store, opts Options) *Server {
 		kick:  make(chan struct{}, 1),
 		full:  map[string]bool{},
 		freed: map[string]uint64{},
+	}
+	if opts.RequestRate > 0 {
+		s.budget = newBudget(opts.RequestRate, opts.RequestBurst)
 	}
 	if opts.Retry != (jobstore.RetryPolicy{}) {
 		store.SetRetryPolicy(opts.Retry)
@@ -296,11 +309,41 @@ func (s *Server) wrap(ctx context.Context, work chan<- func(), verb string, h fu
 		s.handling.Add(1)
 		s.handlingMu.Unlock()
 		subject, reply, data := req.Subject(), req.Reply(), req.Data()
+		if !s.admit(verb, subject, reply) {
+			s.handling.Done()
+			return
+		}
 		work <- func() {
 			defer s.handling.Done()
 			s.handle(ctx, verb, h, subject, reply, data)
 		}
 	}
+}
+
+// admit decides, before any store work, whether a request is handled: a
+// request whose reply subject is not its agent's own inbox is dropped
+// unanswered, and one past its agent's budget is refused: the first of a
+// run of refusals is answered 503, the rest are dropped unanswered, so
+// that a flood costs no reply each. All are counted per agent
+// (docs/security.md, "Agent request budget"). A subject that names no
+// agent is left to handle, which refuses it.
+func (s *Server) admit(verb, subject, reply string) bool {
+	agentID, v, err := protocol.ParseCoordSubject(subject)
+	if err != nil || v != verb {
+		return true
+	}
+	if reply != "" && !ownInbox(agentID, reply) {
+		s.metrics.refusedRequest(s.known.label(agentID), refusedReply)
+		return false
+	}
+	if ok, answer := s.budget.allow(agentID); !ok {
+		s.metrics.refusedRequest(s.known.label(agentID), refusedRate)
+		if answer {
+			s.replyError(reply, protocol.CodeUnavailable, "request budget of this agent spent: slow down")
+		}
+		return false
+	}
+	return true
 }
 
 // handle serves one request and publishes its reply.
@@ -397,9 +440,10 @@ func decode(data []byte, v any) error {
 
 // checkToken validates a token and that it belongs to the agent of the
 // subject the request came on. A token of another agent is refused with
-// 403, counted, and recorded in write_events under the verb (accepted
-// false, detail "forbidden: ..."): the agent on the subject tried to act on
-// a lease that is not its own.
+// 403, counted, and counted in the store's agent_refusals under the agent
+// and verb (detail "forbidden: ...", docs/security.md, "Refused
+// requests"): the agent on the subject tried to act on a lease that is not
+// its own.
 func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fencing.Token) error {
 	if err := tok.Validate(); err != nil {
 		return badRequest("%v", err)
@@ -409,7 +453,7 @@ func (s *Server) checkToken(ctx context.Context, verb, agentID string, tok fenci
 	}
 	s.metrics.forbidden.WithLabelValues(verb).Inc()
 	detail := fmt.Sprintf("forbidden: token of agent %s sent on the subject of agent %s", tok.AgentID(), agentID)
-	if err := s.store.RecordRefused(ctx, verb, tok, detail); err != nil {
+	if err := s.store.RecordRefused(ctx, agentID, verb, tok, detail); err != nil {
 		s.log.Error().Err(err).Str("job_id", tok.JobID).Msg("record forbidden attempt")
 	}
 	s.log.Warn().Str("agent_id", agentID).Str("verb", verb).Str("job_id", tok.JobID).Str("owner", tok.Owner).
@@ -492,6 +536,7 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 	if err != nil {
 		return nil, err
 	}
+	s.known.add(agentID)
 	for _, tok := range released {
 		s.metrics.reclaimed.WithLabelValues("agent_restarted").Inc()
 		s.attemptTaken(ctx, tok, protocol.CauseAgentRestarted)

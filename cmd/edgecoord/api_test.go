@@ -352,7 +352,15 @@ func TestAPIBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) != 2 || ds[0].TokenName != "bob" || ds[0].JobID != "hold-1" || ds[0].Project != "lab" || ds[0].Route != "/api/v1/jobs/hold-1" || ds[1].Method != "POST" || ds[0].At.IsZero() {
+		// Counted per token, kind and minute; a row keeps the last request.
+		var n int64
+		for _, d := range ds {
+			if d.TokenName != "bob" || d.Kind != jobstore.DenialJob || d.JobID != "hold-1" || d.Project != "lab" || d.At.IsZero() {
+				t.Fatalf("recorded denials %+v", ds)
+			}
+			n += d.Count
+		}
+		if last := ds[len(ds)-1]; n != 2 || last.Method != "POST" || last.Route != "/api/v1/jobs/hold-1/cancel" {
 			t.Fatalf("recorded denials %+v", ds)
 		}
 	})

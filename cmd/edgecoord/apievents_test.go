@@ -351,8 +351,15 @@ func TestAPIEventsBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 2 || ds[0].Project != "other" || ds[1].Project != "other" || ds[1].Route != "/api/v1/events" {
-		t.Errorf("recorded denials %+v, want both requests for project other", ds)
+	var n int64
+	for _, d := range ds {
+		if d.Project != "other" || d.Kind != jobstore.DenialProject || d.Route != "/api/v1/events" {
+			t.Errorf("recorded denial %+v, want requests for project other", d)
+		}
+		n += d.Count
+	}
+	if n != 2 {
+		t.Errorf("recorded denials %+v, want both requests for project other counted", ds)
 	}
 
 	// SIGTERM with a stream open: the stream ends and the process exits 0.

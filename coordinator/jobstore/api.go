@@ -47,16 +47,56 @@ type APIToken struct {
 // Revoked reports whether the token was revoked.
 func (t APIToken) Revoked() bool { return !t.RevokedAt.IsZero() }
 
-// APIDenial records a request refused because the job it named belongs to
-// a project the caller's token does not cover (403).
+// APIDenial counts the requests of one token refused for one kind of
+// reason (DenialKind) within one DenialWindow: the stores keep one row per
+// token, kind and window, counting the refusals in it and keeping the last
+// one's method, path, job and project, so that refusals an attacker makes
+// at will cannot fill the disk (docs/security.md, "Refused requests").
 type APIDenial struct {
 	ID        int64
 	TokenName string
 	Method    string
 	Route     string // the request path
 	JobID     string
-	Project   string // the job's project
-	At        time.Time
+	Project   string    // the job's project, or the project asked for
+	Kind      string    // DenialJob or DenialProject; the stores set it from JobID
+	Window    time.Time // start of the DenialWindow the row counts
+	Count     int64     // refusals in the window
+	At        time.Time // the last one
+}
+
+// AgentRefusal counts the requests of one agent on one verb refused
+// before any fenced statement (Store.RecordRefused) within one
+// DenialWindow, keeping the last one's token and detail.
+type AgentRefusal struct {
+	ID         int64
+	AgentID    string // the agent of the subject
+	Verb       string
+	Window     time.Time
+	Count      int64
+	JobID      string // of the last refused token
+	Owner      string
+	Generation int64
+	Detail     string
+	At         time.Time // the last one
+}
+
+// DenialWindow is the span one APIDenial or AgentRefusal row counts.
+const DenialWindow = time.Minute
+
+// Kinds of APIDenial.
+const (
+	DenialJob     = "job"     // a request for another project's job
+	DenialProject = "project" // a request for the jobs of a project the token lacks
+)
+
+// DenialKind is the kind of a refusal: DenialJob when it named a job,
+// DenialProject otherwise.
+func DenialKind(d APIDenial) string {
+	if d.JobID != "" {
+		return DenialJob
+	}
+	return DenialProject
 }
 
 // Idempotent is what a submit with an Idempotency-Key stored: the hash of
@@ -116,9 +156,11 @@ type APIStore interface {
 	// SubmitAll submits specs in one transaction: all or none.
 	SubmitAll(ctx context.Context, specs []JobSpec) ([]Job, error)
 
-	// RecordAPIDenial records a refused request.
+	// RecordAPIDenial counts a refused request in the row of its token,
+	// DenialKind and DenialWindow (made by the first), whose method, path,
+	// job and project become d's.
 	RecordAPIDenial(ctx context.Context, d APIDenial) error
-	// APIDenials lists the recorded refusals, oldest first.
+	// APIDenials lists the rows of refusals, oldest first.
 	APIDenials(ctx context.Context) ([]APIDenial, error)
 
 	// ListJobPage lists jobs newest first from a cursor. The cursor is the

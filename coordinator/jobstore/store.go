@@ -512,9 +512,14 @@ type Store interface {
 	// job's current token, records the attempt (verb upload) and returns
 	// fencing.ErrStale or ErrNotFound otherwise.
 	AuthorizeUpload(ctx context.Context, tok fencing.Token, name string) error
-	// RecordRefused records an attempt refused before it reached a fenced
-	// statement, such as a token presented on another agent's subject (403).
-	RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error
+	// RecordRefused counts an attempt of agentID refused before it reached
+	// a fenced statement, such as a token presented on another agent's
+	// subject (403), in the row of its agent, verb and DenialWindow (made
+	// by the first), whose job, owner, generation and detail become tok's
+	// and detail (docs/security.md, "Refused requests").
+	RecordRefused(ctx context.Context, agentID, verb string, tok fencing.Token, detail string) error
+	// AgentRefusals lists the rows RecordRefused counts in, oldest first.
+	AgentRefusals(ctx context.Context) ([]AgentRefusal, error)
 	// Cancel ends a queued or in-progress job as CANCELLED with reason, in
 	// one statement, and returns the token it took away (zero when the job was
 	// queued). ErrConflict when the job is finished, ErrNotFound when unknown.

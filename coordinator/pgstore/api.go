@@ -167,18 +167,23 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 	return stored, nil
 }
 
-// RecordAPIDenial records a refused request.
+// RecordAPIDenial counts a refused request in its token's row of its kind
+// and minute.
 func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES ($1, $2, $3, $4, $5)`,
-		d.TokenName, d.Method, d.Route, d.JobID, d.Project); err != nil {
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO api_denials (token_name, kind, window_start, count, method, route, job_id, project, at)
+		SELECT $1, $2, date_trunc('minute', n.t), 1, $3, $4, $5, $6, n.t FROM (SELECT clock_timestamp() AS t) n
+		ON CONFLICT (token_name, kind, window_start) DO UPDATE SET count = api_denials.count + 1,
+			method = EXCLUDED.method, route = EXCLUDED.route, job_id = EXCLUDED.job_id, project = EXCLUDED.project, at = EXCLUDED.at`,
+		d.TokenName, jobstore.DenialKind(d), d.Method, d.Route, d.JobID, d.Project); err != nil {
 		return fmt.Errorf("record api denial: %w", err)
 	}
 	return nil
 }
 
-// APIDenials lists the recorded refusals, oldest first.
+// APIDenials lists the rows of refusals, oldest first.
 func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.DenialColumns+` FROM api_denials ORDER BY id`)
 	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) }, "list api denials")
 }
 

@@ -344,14 +344,25 @@ func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name str
 	return nil
 }
 
-// RecordRefused records an attempt refused before any fenced statement.
-func (s *Store) RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
-		VALUES ($1, $2, $3, $4, false, $5)`, tok.JobID, verb, tok.Owner, tok.Generation, detail)
+// RecordRefused counts an attempt refused before any fenced statement in
+// its agent's row of its verb and minute.
+func (s *Store) RecordRefused(ctx context.Context, agentID, verb string, tok fencing.Token, detail string) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO agent_refusals (agent_id, verb, window_start, count, job_id, owner, generation, detail, at)
+		SELECT $1, $2, date_trunc('minute', n.t), 1, $3, $4, $5, $6, n.t FROM (SELECT clock_timestamp() AS t) n
+		ON CONFLICT (agent_id, verb, window_start) DO UPDATE SET count = agent_refusals.count + 1,
+			job_id = EXCLUDED.job_id, owner = EXCLUDED.owner, generation = EXCLUDED.generation, detail = EXCLUDED.detail, at = EXCLUDED.at`,
+		agentID, verb, tok.JobID, tok.Owner, tok.Generation, detail)
 	if err != nil {
 		return fmt.Errorf("record refused %s of %s: %w", verb, tok, err)
 	}
 	return nil
+}
+
+// AgentRefusals lists the rows of refused agent requests, oldest first.
+func (s *Store) AgentRefusals(ctx context.Context) ([]jobstore.AgentRefusal, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.RefusalColumns+` FROM agent_refusals ORDER BY id`)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.AgentRefusal, error) { return sqlstore.ScanRefusal(r, times) }, "list agent refusals")
 }
 
 const cancelSQL = `

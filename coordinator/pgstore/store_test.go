@@ -74,7 +74,7 @@ func TestReopen(t *testing.T) {
 	if _, err := s.Get(ctx, "kept"); err != nil {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 9 {
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 10 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }
@@ -231,4 +231,8 @@ func BenchmarkCommitUnfenced(b *testing.B) {
 // migrated.
 func TestMigrateEndStates(t *testing.T) {
 	storetest.RunMigrateEndStates(t, opener(), os.DirFS("."))
+}
+
+func TestMigrateDenials(t *testing.T) {
+	storetest.RunMigrateDenials(t, opener(), os.DirFS("."))
 }

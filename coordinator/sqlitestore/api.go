@@ -170,11 +170,17 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 	return out, err
 }
 
-// RecordAPIDenial records a refused request.
+// RecordAPIDenial counts a refused request in its token's row of its kind
+// and minute.
 func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_denials (token_name, method, route, job_id, project) VALUES (?, ?, ?, ?, ?)`,
-			d.TokenName, d.Method, d.Route, d.JobID, d.Project)
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO api_denials (token_name, kind, window_start, count, method, route, job_id, project, at)
+			SELECT ?, ?, substr(n.t, 1, 16) || ':00.000', 1, ?, ?, ?, ?, n.t FROM (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS t) n
+			WHERE true
+			ON CONFLICT (token_name, kind, window_start) DO UPDATE SET count = count + 1,
+				method = excluded.method, route = excluded.route, job_id = excluded.job_id, project = excluded.project, at = excluded.at`,
+			d.TokenName, jobstore.DenialKind(d), d.Method, d.Route, d.JobID, d.Project)
 		return err
 	})
 	if err != nil {
@@ -183,9 +189,9 @@ func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error
 	return nil
 }
 
-// APIDenials lists the recorded refusals, oldest first.
+// APIDenials lists the rows of refusals, oldest first.
 func (s *Store) APIDenials(ctx context.Context) ([]jobstore.APIDenial, error) {
-	rows, err := s.query(ctx, `SELECT id, token_name, method, route, job_id, project, at FROM api_denials ORDER BY id`)
+	rows, err := s.query(ctx, `SELECT `+sqlstore.DenialColumns+` FROM api_denials ORDER BY id`)
 	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.APIDenial, error) { return sqlstore.ScanDenial(r, times) }, "list api denials")
 }
 

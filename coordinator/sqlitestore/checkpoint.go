@@ -34,12 +34,12 @@ var (
 
 // checkpointer runs PASSIVE checkpoints on its own connection.
 type checkpointer struct {
-	db      *sql.DB
-	commits chan struct{}
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	closed  sync.Once
-	closeErr    error // close's result
+	db       *sql.DB
+	commits  chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   sync.Once
+	closeErr error // close's result
 
 	mu  sync.Mutex
 	n   int   // commits since the last wake-up

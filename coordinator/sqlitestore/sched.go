@@ -295,15 +295,29 @@ func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name str
 	return nil
 }
 
-// RecordRefused records an attempt refused before any fenced statement.
-func (s *Store) RecordRefused(ctx context.Context, verb string, tok fencing.Token, detail string) error {
+// RecordRefused counts an attempt refused before any fenced statement in
+// its agent's row of its verb and minute.
+func (s *Store) RecordRefused(ctx context.Context, agentID, verb string, tok fencing.Token, detail string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return recordDetail(ctx, tx, tok.JobID, verb, tok.Owner, tok.Generation, false, detail)
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO agent_refusals (agent_id, verb, window_start, count, job_id, owner, generation, detail, at)
+			SELECT ?, ?, substr(n.t, 1, 16) || ':00.000', 1, ?, ?, ?, ?, n.t FROM (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS t) n
+			WHERE true
+			ON CONFLICT (agent_id, verb, window_start) DO UPDATE SET count = count + 1,
+				job_id = excluded.job_id, owner = excluded.owner, generation = excluded.generation, detail = excluded.detail, at = excluded.at`,
+			agentID, verb, tok.JobID, tok.Owner, tok.Generation, detail)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("record refused %s of %s: %w", verb, tok, err)
 	}
 	return nil
+}
+
+// AgentRefusals lists the rows of refused agent requests, oldest first.
+func (s *Store) AgentRefusals(ctx context.Context) ([]jobstore.AgentRefusal, error) {
+	rows, err := s.query(ctx, `SELECT `+sqlstore.RefusalColumns+` FROM agent_refusals ORDER BY id`)
+	return sqlstore.List(rows, err, func(r sqlstore.Row) (jobstore.AgentRefusal, error) { return sqlstore.ScanRefusal(r, times) }, "list agent refusals")
 }
 
 var cancelSQL = `

@@ -54,7 +54,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 9 {
+	if err != nil || v != 10 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	var mode string
@@ -167,4 +167,8 @@ func BenchmarkCommitUnfenced(b *testing.B) {
 // migrated.
 func TestMigrateEndStates(t *testing.T) {
 	storetest.RunMigrateEndStates(t, opener(), os.DirFS("."))
+}
+
+func TestMigrateDenials(t *testing.T) {
+	storetest.RunMigrateDenials(t, opener(), os.DirFS("."))
 }

@@ -421,21 +421,48 @@ func ScanIdempotent[T any](row Row, times Times[T], tokenID int64, key string) (
 	return rec, nil
 }
 
-// ScanDenial reads a refused API request: id, token_name, method, route,
-// job_id, project, at.
+// DenialColumns are the columns ScanDenial reads, in its order.
+const DenialColumns = `id, token_name, method, route, job_id, project, kind, window_start, count, at`
+
+// ScanDenial reads a row of refused API requests (DenialColumns).
 func ScanDenial[T any](row Row, times Times[T]) (jobstore.APIDenial, error) {
 	var (
-		d  jobstore.APIDenial
-		at T
+		d          jobstore.APIDenial
+		window, at T
 	)
-	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &at); err != nil {
+	if err := row.Scan(&d.ID, &d.TokenName, &d.Method, &d.Route, &d.JobID, &d.Project, &d.Kind, &window, &d.Count, &at); err != nil {
 		return jobstore.APIDenial{}, err
 	}
 	var err error
+	if d.Window, err = times(window); err != nil {
+		return jobstore.APIDenial{}, err
+	}
 	if d.At, err = times(at); err != nil {
 		return jobstore.APIDenial{}, err
 	}
 	return d, nil
+}
+
+// RefusalColumns are the columns ScanRefusal reads, in its order.
+const RefusalColumns = `id, agent_id, verb, window_start, count, job_id, owner, generation, detail, at`
+
+// ScanRefusal reads a row of refused agent requests (RefusalColumns).
+func ScanRefusal[T any](row Row, times Times[T]) (jobstore.AgentRefusal, error) {
+	var (
+		r          jobstore.AgentRefusal
+		window, at T
+	)
+	if err := row.Scan(&r.ID, &r.AgentID, &r.Verb, &window, &r.Count, &r.JobID, &r.Owner, &r.Generation, &r.Detail, &at); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	var err error
+	if r.Window, err = times(window); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	if r.At, err = times(at); err != nil {
+		return jobstore.AgentRefusal{}, err
+	}
+	return r, nil
 }
 
 // JobPage reads a page of at most limit jobs from rows of JobColumns and

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -24,6 +25,7 @@ var apiTests = []struct {
 	{"APIIdempotency", testAPIIdempotency},
 	{"APIIdempotencyRace", testAPIIdempotencyRace},
 	{"APIDenials", testAPIDenials},
+	{"APIDenialsBounded", testAPIDenialsBounded},
 	{"APIJobPage", testAPIJobPage},
 }
 
@@ -223,9 +225,50 @@ func testAPIDenials(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("denials: %+v, %v", ds, err)
 	}
 	d := ds[0]
-	if d.TokenName != "alice" || d.Method != "GET" || d.Route != "/api/v1/jobs/j1" || d.JobID != "j1" || d.Project != "b" || d.At.IsZero() {
+	if d.TokenName != "alice" || d.Method != "GET" || d.Route != "/api/v1/jobs/j1" || d.JobID != "j1" || d.Project != "b" ||
+		d.Kind != jobstore.DenialJob || d.Count != 1 || d.At.IsZero() || d.Window.After(d.At) || d.At.Sub(d.Window) >= jobstore.DenialWindow ||
+		!d.Window.Equal(d.Window.Truncate(jobstore.DenialWindow)) {
 		t.Fatalf("denial %+v", d)
 	}
+}
+
+// testAPIDenialsBounded: 10,000 refusals, each naming another job or
+// project, as an attacker would send them, are counted in one row per
+// token, kind and minute, not one row each.
+func testAPIDenialsBounded(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	a := apiStore(t, s)
+	const n = 10_000
+	tokens := []string{"mallory", "eve"}
+	first := time.Now()
+	for i := range n {
+		d := jobstore.APIDenial{TokenName: tokens[i%2], Method: "GET", Project: fmt.Sprintf("no-such-project-%d", i)}
+		if i%3 == 0 {
+			d.JobID = fmt.Sprintf("job-%d", i)
+			d.Route = "/api/v1/jobs/" + d.JobID
+		} else {
+			d.Route = "/api/v1/jobs"
+		}
+		if err := a.RecordAPIDenial(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	minutes := int(time.Since(first)/jobstore.DenialWindow) + 2 // the windows the loop can have touched
+	ds, err := a.APIDenials(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, d := range ds {
+		total += d.Count
+		if !slices.Contains(tokens, d.TokenName) || (d.Kind != jobstore.DenialJob && d.Kind != jobstore.DenialProject) {
+			t.Fatalf("denial %+v", d)
+		}
+	}
+	if max := len(tokens) * 2 * minutes; len(ds) > max || total != n {
+		t.Fatalf("%d refusals made %d rows counting %d, want at most %d rows counting %d", n, len(ds), total, max, n)
+	}
+	t.Logf("%d refusals: %d rows", n, len(ds))
 }
 
 func testAPIJobPage(t *testing.T, s sqlstore.Lab) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,5 +88,66 @@ func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
 	}
 	if _, err := s.Cancel(ctx, "decision", "x"); err == nil || !strings.Contains(err.Error(), "finished") {
 		t.Errorf("cancel of a NEEDS_DECISION job: %v", err)
+	}
+}
+
+// RunMigrateDenials checks that the migration to counted API refusals
+// carries the rows a database recorded one per request over to one row per
+// token, kind and minute, counting them and keeping the last one's
+// request.
+func RunMigrateDenials(t *testing.T, o Opener, migrations fs.FS) {
+	ctx := t.Context()
+	loc := o.Fresh(t)
+	all, err := sqlstore.Migrations(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if err := o.Exec(ctx, loc, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, applied_at text)`)
+	for _, m := range all {
+		if m.Version > 9 {
+			break
+		}
+		exec(m.SQL)
+		exec(fmt.Sprintf(`INSERT INTO schema_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+	for _, row := range []string{
+		`'alice', 'GET', '/api/v1/jobs/j1', 'j1', 'b', '2026-01-01 10:00:01.000'`,
+		`'alice', 'GET', '/api/v1/jobs/j2', 'j2', 'b', '2026-01-01 10:00:30.000'`,
+		`'alice', 'GET', '/api/v1/jobs', '', 'nope', '2026-01-01 10:00:40.000'`,
+		`'alice', 'POST', '/api/v1/jobs/j3/cancel', 'j3', 'c', '2026-01-01 10:00:59.000'`,
+		`'alice', 'GET', '/api/v1/jobs/j4', 'j4', 'b', '2026-01-01 10:01:00.000'`,
+		`'bob', 'GET', '/api/v1/jobs/j1', 'j1', 'b', '2026-01-01 10:00:02.000'`,
+	} {
+		exec(`INSERT INTO api_denials (token_name, method, route, job_id, project, at) VALUES (` + row + `)`)
+	}
+	s, err := o.Open(ctx, loc)
+	if err != nil {
+		t.Fatalf("migrate from schema 9: %v", err)
+	}
+	defer s.Close()
+	ds, err := s.(jobstore.APIStore).APIDenials(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, fmt.Sprintf("%s %s %s ×%d last %s %s %s %s", d.TokenName, d.Kind, d.Window.UTC().Format("15:04:05"), d.Count,
+			d.Method, d.Route, d.Project, d.At.UTC().Format("15:04:05")))
+	}
+	slices.Sort(got)
+	want := []string{
+		"alice job 10:00:00 ×3 last POST /api/v1/jobs/j3/cancel c 10:00:59",
+		"alice job 10:01:00 ×1 last GET /api/v1/jobs/j4 b 10:01:00",
+		"alice project 10:00:00 ×1 last GET /api/v1/jobs nope 10:00:40",
+		"bob job 10:00:00 ×1 last GET /api/v1/jobs/j1 b 10:00:02",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("denials after the migration:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

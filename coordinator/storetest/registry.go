@@ -33,6 +33,7 @@ var registryTests = []struct {
 	{"AgentDrainAndSettings", testAgentDrainAndSettings},
 	{"AuthorizeUpload", testAuthorizeUpload},
 	{"RecordRefused", testRecordRefused},
+	{"RecordRefusedBounded", testRecordRefusedBounded},
 	{"Cancel", testCancel},
 	{"ListAndCount", testListAndCount},
 }
@@ -587,18 +588,50 @@ func testRecordRefused(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	submit(t, s, "f")
 	l := claim(t, s, "f", ownerB, long)
-	if err := s.RecordRefused(ctx, jobstore.VerbRenew, l.Token, "forbidden: sent by agent agent-a"); err != nil {
+	if err := s.RecordRefused(ctx, "agent-a", jobstore.VerbRenew, l.Token, "forbidden: sent by agent agent-a"); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := s.WriteEvents(ctx, "f")
-	if err != nil || len(evs) != 2 {
-		t.Fatalf("events %+v, %v", evs, err)
+	rs, err := s.AgentRefusals(ctx)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("refusals %+v, %v", rs, err)
 	}
-	if e := evs[1]; e.Verb != jobstore.VerbRenew || e.Owner != ownerB || e.Generation != 1 || e.Accepted || e.Detail != "forbidden: sent by agent agent-a" {
-		t.Fatalf("refused event %+v", e)
+	if r := rs[0]; r.AgentID != "agent-a" || r.Verb != jobstore.VerbRenew || r.Count != 1 || r.JobID != "f" || r.Owner != ownerB || r.Generation != 1 ||
+		r.Detail != "forbidden: sent by agent agent-a" || r.At.IsZero() || r.Window.After(r.At) || r.At.Sub(r.Window) >= jobstore.DenialWindow {
+		t.Fatalf("refusal %+v", r)
+	}
+	if evs, err := s.WriteEvents(ctx, "f"); err != nil || len(evs) != 1 {
+		t.Fatalf("a refusal made a write event: %+v, %v", evs, err)
 	}
 	if j := get(t, s, "f"); j.WorkerID != ownerB || j.Status != jobstore.StatusInProgress {
 		t.Fatalf("recording changed the job %+v", j)
+	}
+}
+
+// testRecordRefusedBounded: 10,000 refused requests of one agent, each
+// naming a job that does not exist, are counted in one row per agent, verb
+// and minute.
+func testRecordRefusedBounded(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	const n = 10_000
+	verbs := []string{jobstore.VerbRenew, jobstore.VerbResult}
+	first := time.Now()
+	for i := range n {
+		tok := fencing.Token{JobID: fmt.Sprintf("no-such-job-%d", i), Generation: int64(i + 1), Owner: ownerB}
+		if err := s.RecordRefused(ctx, "agent-a", verbs[i%2], tok, "forbidden: token of another agent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	minutes := int(time.Since(first)/jobstore.DenialWindow) + 2
+	rs, err := s.AgentRefusals(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, r := range rs {
+		total += r.Count
+	}
+	if max := len(verbs) * minutes; len(rs) > max || total != n {
+		t.Fatalf("%d refusals made %d rows counting %d, want at most %d rows counting %d", n, len(rs), total, max, n)
 	}
 }
 

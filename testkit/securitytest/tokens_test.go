@@ -93,16 +93,31 @@ func newTokenLab(t *testing.T, store jobstore.Store) *tokenLab {
 
 // attempt sends verb with tok on the subject of ag and checks the answer:
 // the protocol error code want, one more refused write_events row for the
-// token (a forbidden one for 403), and the metrics.
+// token (for 403, one more refusal counted under ag instead), and the
+// metrics.
 func (l *tokenLab) attempt(ag *coordtest.Agent, verb string, tok fencing.Token, result string, want int) {
 	l.t.Helper()
 	before := l.events(tok, verb)
+	refusedBefore := l.refusals(ag.ID(), verb)
 	err := ag.Request(l.ctx, verb, fencedBody(verb, tok, result), nil)
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != want {
 		l.t.Fatalf("%s by %s with %v: %v, want %d", verb, ag.ID(), tok, err, want)
 	}
 	after := l.events(tok, verb)
+	if want == protocol.CodeForbidden {
+		l.forbid++
+		rs := l.refusalRows(ag.ID(), verb)
+		if len(after) != len(before) || l.refusals(ag.ID(), verb) != refusedBefore+1 || len(rs) == 0 {
+			l.t.Fatalf("%s by %s with %v refused 403 but counted %d refusals, %d write events", verb, ag.ID(), tok,
+				l.refusals(ag.ID(), verb)-refusedBefore, len(after)-len(before))
+		}
+		r := rs[len(rs)-1]
+		if r.Owner != tok.Owner || r.Generation != tok.Generation || !strings.HasPrefix(r.Detail, "forbidden:") || !strings.Contains(r.Detail, ag.ID()) {
+			l.t.Fatalf("403 counted as %+v", r)
+		}
+		return
+	}
 	if len(after) != len(before)+1 {
 		l.t.Fatalf("%s by %s with %v refused %d but recorded %d new attempts", verb, ag.ID(), tok, want, len(after)-len(before))
 	}
@@ -110,15 +125,34 @@ func (l *tokenLab) attempt(ag *coordtest.Agent, verb string, tok fencing.Token, 
 	if e.Accepted || e.Owner != tok.Owner || e.Generation != tok.Generation {
 		l.t.Fatalf("recorded %+v for the refused %s with %v", e, verb, tok)
 	}
-	switch want {
-	case protocol.CodeForbidden:
-		l.forbid++
-		if !strings.HasPrefix(e.Detail, "forbidden:") || !strings.Contains(e.Detail, ag.ID()) {
-			l.t.Fatalf("403 recorded with detail %q", e.Detail)
-		}
-	case protocol.CodeStale:
+	if want == protocol.CodeStale {
 		l.stale++
 	}
+}
+
+// refusalRows returns the rows of refusals counted under agent on verb.
+func (l *tokenLab) refusalRows(agent, verb string) []jobstore.AgentRefusal {
+	l.t.Helper()
+	rs, err := l.store.AgentRefusals(l.ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var out []jobstore.AgentRefusal
+	for _, r := range rs {
+		if r.AgentID == agent && r.Verb == verb {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// refusals counts the refusals counted under agent on verb.
+func (l *tokenLab) refusals(agent, verb string) int64 {
+	var n int64
+	for _, r := range l.refusalRows(agent, verb) {
+		n += r.Count
+	}
+	return n
 }
 
 // events returns the recorded attempts of verb with tok's owner and
