@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -80,7 +81,14 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		after = n
 	}
-	ctx := r.Context()
+	ctx, release, err := h.opts.Streams.Open(r.Context(), c.TokenID, c.Name)
+	var ce *api.StreamCapError
+	if errors.As(err, &ce) {
+		w.Header().Set("Retry-After", strconv.Itoa(ce.Seconds))
+		http.Error(w, ce.Error(), http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	s := h.opts.Broker.Open(f, after)
