@@ -173,7 +173,7 @@ type CoordinatorAPI struct {
 	// /api/v1/jobs/{id}/events, /ui/events) and long polls (?wait=) one
 	// token holds open at once, MaxStreams those of the whole process;
 	// past either the API answers 429 with Retry-After. Defaults 16 and
-	// 1024 (docs/security.md, "Limits").
+	// 1024 (docs/security.md, "Limits of the HTTP API").
 	MaxStreamsPerToken int `yaml:"max_streams_per_token" json:"max_streams_per_token"`
 	MaxStreams         int `yaml:"max_streams" json:"max_streams"`
 	// MaxMCPSessionsPerToken bounds the MCP client sessions one token

@@ -91,7 +91,7 @@ func (d *Daemon) serveAPI(ctx context.Context, ln net.Listener) error {
 // body (api.read_timeout): the connection's read deadline is set when the
 // request starts and cleared once the body is read, so that a body sent
 // slowly is cut off while event streams and long polls, which send none,
-// are not bound (docs/security.md, "Limits"). It wraps the whole handler
+// are not bound (docs/security.md, "Limits of the HTTP API"). It wraps the whole handler
 // of the API's listener.
 func bodyReadTimeout(next http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -144,12 +145,14 @@ api:
 
 // TestAPISlowBodyBinary: a client that sends its request body at 1 byte/s
 // is cut off by api.read_timeout, with or without a token, while an event
-// stream opened before, older than that timeout, keeps delivering.
+// stream opened before, older than that timeout, keeps delivering; a
+// kept-alive connection with no request is closed after api.idle_timeout.
 func TestAPISlowBodyBinary(t *testing.T) {
 	env := e2e.NewEnv(t)
 	b := startLimitsBinary(t, env, `
 api:
   read_timeout: 2s
+  idle_timeout: 1s
 `)
 	alice := b.Token(t, "alice", "lab", "read,submit")
 	s := b.openStream(t, "/api/v1/events", alice)
@@ -200,7 +203,35 @@ api:
 		if errors.As(c.err, &ne) && ne.Timeout() {
 			t.Fatalf("a body sent at 1 byte/s %s still held its connection after 60s (reply so far %q)", what, c.reply)
 		}
+		if what == "with a token" && !strings.Contains(c.reply, "api.read_timeout") {
+			t.Errorf("the answer to a body cut off does not name api.read_timeout: %q", c.reply)
+		}
 		t.Logf("slow body %s: the coordinator answered %q and closed the connection (%v)", what, firstLine(c.reply), c.err)
+	}
+
+	// A kept-alive connection left idle after its request is closed.
+	idle, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := io.WriteString(idle, "GET /api/v1/openapi.json HTTP/1.1\r\nHost: "+u.Host+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("GET /api/v1/openapi.json: %d, close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	// A guard against a hang, so that the test ends with the logs.
+	_ = idle.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if _, err := rd.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("a kept-alive connection with no request: read %v; want it closed by api.idle_timeout", err)
 	}
 
 	// The stream is older than the read timeout and still delivers.

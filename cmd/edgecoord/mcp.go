@@ -24,7 +24,7 @@ func newMCP(cfg *config.Coordinator, store jobstore.Store, m *session.Manager, l
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
 		IdleTimeout:  cfg.API.MCPIdleTimeout.Duration(),
 		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
-		// api.max_mcp_sessions_per_token (docs/security.md, "Limits").
+		// api.max_mcp_sessions_per_token (docs/security.md, "Limits of the HTTP API").
 		MaxSessionsPerToken: cfg.API.MaxMCPSessionsPerToken,
 		Version:             version,
 		Log:                 log,

@@ -14,7 +14,7 @@ import (
 
 // revokeCheck is how often the API's process looks for tokens revoked
 // since (edgecoord token revoke writes only the store): what a revoked
-// token holds open ends within it (docs/security.md, "Limits").
+// token holds open ends within it (docs/security.md, "Limits of the HTTP API").
 const revokeCheck = 2 * time.Second
 
 // revocations ends what a revoked token holds open in this process: its

@@ -21,7 +21,7 @@ const (
 // event streams (/api/v1/events, /api/v1/jobs/{id}/events, /ui/events) and
 // the long polls (?wait=), at most PerToken per token and Max in all
 // (api.max_streams_per_token, api.max_streams; docs/security.md,
-// "Limits"). EndToken ends those of a token at once, as its revocation
+// "Limits of the HTTP API"). EndToken ends those of a token at once, as its revocation
 // must (docs/ui.md). One Streams serves the API and the dashboard.
 type Streams struct {
 	PerToken int
