@@ -210,14 +210,17 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, c Caller) {
 			WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "wait", "this coordinator does not serve the long poll ?wait="))
 			return
 		}
+		orig := r.Context()
 		release, done := h.openStream(w, r, c)
 		if done {
 			return
 		}
 		err := h.opts.Waiter.Wait(r.Context(), j.ID, wait)
+		revoked := errors.Is(context.Cause(r.Context()), ErrTokenRevoked)
 		release()
+		*r = *r.WithContext(orig) // the stream's context ended with its slot
 		if err != nil {
-			if errors.Is(context.Cause(r.Context()), ErrTokenRevoked) {
+			if revoked {
 				WriteProblem(w, r, problem(http.StatusUnauthorized, ProblemUnauthorized, "", "token %s was revoked", c.Name))
 				return
 			}
