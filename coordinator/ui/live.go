@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,7 +118,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 			}
 			continue
 		}
-		j, err := h.store.Get(ctx, e.JobID)
+		j, err := h.eventJobs.get(ctx, e.ID, func(ctx context.Context) (jobstore.Job, error) { return h.store.Get(ctx, e.JobID) })
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn().Err(err).Str("job", e.JobID).Msg("ui: read the job of an event")

@@ -110,6 +110,8 @@ type Handler struct {
 	// devices keeps the agents' decoded device lists between renders of the
 	// fleet page (devicememo.go).
 	devices DeviceMemo
+	// eventJobs shares the read of an event's job among the live streams.
+	eventJobs eventJobs
 }
 
 // New returns the dashboard of opts.
