@@ -187,8 +187,7 @@ const instructions = `Tools to drive real Android phones of an edgeagent fleet. 
 	`If a tool says the session was lost, the phone was taken away: nothing more runs on it; open a new session.`
 
 // ServeHTTP serves the endpoint; r must come through the API's
-// authentication (api.CallerFrom).
-// A body over MaxBodyBytes is answered 413, and a new client session of a
+// authentication (api.CallerFrom). A body over MaxBodyBytes is answered 413, and a new client session of a
 // token holding MaxSessionsPerToken open 429, before the SDK reads anything.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > s.opts.MaxBodyBytes {
@@ -208,16 +207,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("token %s holds %d MCP sessions open, the most one token may (api.max_mcp_sessions_per_token); end one (HTTP DELETE with its Mcp-Session-Id) or retry later", c.Name, s.opts.MaxSessionsPerToken)))
 		return
 	}
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.opening[c.TokenID]--
+		if s.opening[c.TokenID] <= 0 {
+			delete(s.opening, c.TokenID)
+		}
+		if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+			s.clients[id] = c.TokenID
+		}
+	}()
 	s.handler.ServeHTTP(w, r)
-	s.mu.Lock()
-	s.opening[c.TokenID]--
-	if s.opening[c.TokenID] <= 0 {
-		delete(s.opening, c.TokenID)
-	}
-	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
-		s.clients[id] = c.TokenID
-	}
-	s.mu.Unlock()
 }
 
 // reserve counts a client session being opened by token tokenID; false
