@@ -145,6 +145,7 @@ func (h *Handler) openStream(w http.ResponseWriter, r *http.Request, c Caller) (
 		WriteProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "", "%s", ce.Error()))
 		return nil, true
 	}
+	h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Str("token_name", c.Name).Msg("api: stream opened")
 	*r = *r.WithContext(ctx)
 	return release, false
 }
