@@ -177,6 +177,23 @@ type CoordinatorAPI struct {
 	// (docs/mcp.md) when no tool call used it for this long, releasing its
 	// phone. Default 5m; 1s to 1h.
 	MCPIdleTimeout Duration `yaml:"mcp_idle_timeout" json:"mcp_idle_timeout"`
+	// MaxStreamsPerToken bounds the event streams (/api/v1/events,
+	// /api/v1/jobs/{id}/events, /ui/events) and long polls (?wait=) one
+	// token holds open at once, MaxStreams those of the whole process;
+	// past either the API answers 429 with Retry-After. Defaults 16 and
+	// 1024 (docs/security.md, "Limits of the HTTP API").
+	MaxStreamsPerToken int `yaml:"max_streams_per_token" json:"max_streams_per_token"`
+	MaxStreams         int `yaml:"max_streams" json:"max_streams"`
+	// MaxMCPSessionsPerToken bounds the MCP client sessions one token
+	// holds open at once; past it a new one is answered 429. Default 16.
+	MaxMCPSessionsPerToken int `yaml:"max_mcp_sessions_per_token" json:"max_mcp_sessions_per_token"`
+	// ReadTimeout bounds how long a client may take to send a request
+	// body; a slower one is cut off. Event streams and long polls, which
+	// send no body, are not bound by it. Default 30s; 1s to 10m.
+	ReadTimeout Duration `yaml:"read_timeout" json:"read_timeout"`
+	// IdleTimeout closes a kept-alive connection with no request for this
+	// long. Default 2m; 1s to 1h.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// PublicURL is the scheme and host browsers reach the API and the
 	// dashboard at through a reverse proxy (https://fleet.example.com):
 	// a dashboard form whose Origin names it is accepted whatever Host the
@@ -229,6 +246,21 @@ func (a CoordinatorAPI) validate(ps *Problems, path string) {
 			ps.add(path+".public_url", "%v", err)
 		}
 	}
+	if a.MaxStreamsPerToken < 1 {
+		ps.add(path+".max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)
+	}
+	if a.MaxStreams < 1 {
+		ps.add(path+".max_streams", "must be at least 1, got %d", a.MaxStreams)
+	}
+	if a.MaxMCPSessionsPerToken < 1 {
+		ps.add(path+".max_mcp_sessions_per_token", "must be at least 1, got %d", a.MaxMCPSessionsPerToken)
+	}
+	if d := a.ReadTimeout.Duration(); d < time.Second || d > 10*time.Minute {
+		ps.add(path+".read_timeout", "must be from 1s to 10m, got %s", a.ReadTimeout)
+	}
+	if d := a.IdleTimeout.Duration(); d < time.Second || d > time.Hour {
+		ps.add(path+".idle_timeout", "must be from 1s to 1h, got %s", a.IdleTimeout)
+	}
 }
 
 // DefaultCoordinator returns the coordinator configuration with every
@@ -246,7 +278,9 @@ func DefaultCoordinator() *Coordinator {
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
-		API:           CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute)},
+		API: CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute),
+			MaxStreamsPerToken: 16, MaxStreams: 1024, MaxMCPSessionsPerToken: 16,
+			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(2 * time.Minute)},
 	}
 }
 

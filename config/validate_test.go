@@ -304,6 +304,15 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"api public url without scheme", func(c *Coordinator) { c.API.PublicURL = "fleet.example.com" }, []string{`api.public_url: "fleet.example.com": the scheme must be http or https`}},
 		{"api public url with path", func(c *Coordinator) { c.API.PublicURL = "https://example.com/fleet" }, []string{`api.public_url: "https://example.com/fleet": want http(s)://host[:port] with no path, user, query or fragment`}},
 		{"api public url ftp", func(c *Coordinator) { c.API.PublicURL = "ftp://example.com" }, []string{`api.public_url: "ftp://example.com": the scheme must be http or https`}},
+		{"api stream and session caps", func(c *Coordinator) {
+			c.API.MaxStreamsPerToken, c.API.MaxStreams, c.API.MaxMCPSessionsPerToken = 0, -1, 0
+		}, []string{
+			"api.max_streams_per_token: must be at least 1, got 0",
+			"api.max_streams: must be at least 1, got -1",
+			"api.max_mcp_sessions_per_token: must be at least 1, got 0",
+		}},
+		{"api read timeout short", func(c *Coordinator) { c.API.ReadTimeout = Duration(0) }, []string{"api.read_timeout: must be from 1s to 10m, got 0s"}},
+		{"api idle timeout long", func(c *Coordinator) { c.API.IdleTimeout = Duration(2 * time.Hour) }, []string{"api.idle_timeout: must be from 1s to 1h, got 2h0m0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -324,7 +333,9 @@ func TestDefaultCoordinator(t *testing.T) {
 		c.Jobs != (CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)}) ||
 		c.Storage.PresignExpiry.Duration() != 15*time.Minute || !c.Storage.Secure || c.Storage.Enabled() ||
 		c.Metrics.Listen != "127.0.0.1:9090" ||
-		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute)}) {
+		c.API != (CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute),
+			MaxStreamsPerToken: 16, MaxStreams: 1024, MaxMCPSessionsPerToken: 16,
+			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(2 * time.Minute)}) {
 		t.Fatalf("DefaultCoordinator() = %+v", c)
 	}
 	checkProblems(t, c.Validate(), []string{"nats.url: required"})

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -52,10 +53,14 @@ func (d *Daemon) listenAPI() (net.Listener, error) {
 func (d *Daemon) serveAPI(ctx context.Context, ln net.Listener) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
+	idle := d.cfg.API.IdleTimeout.Duration()
+	if idle <= 0 {
+		idle = 2 * time.Minute
+	}
 	srv := &http.Server{
-		Handler:           d.api,
+		Handler:           bodyReadTimeout(d.api, d.cfg.API.ReadTimeout.Duration()),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idle,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
@@ -80,4 +85,38 @@ func (d *Daemon) serveAPI(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve api: %w", err)
 	}
 	return nil
+}
+
+// bodyReadTimeout bounds how long a client may take to send a request's
+// body (api.read_timeout): the connection's read deadline is set when the
+// request starts and cleared once the body is read, so that a body sent
+// slowly is cut off while event streams and long polls, which send none,
+// are not bound (docs/security.md, "Limits of the HTTP API"). It wraps the whole handler
+// of the API's listener.
+func bodyReadTimeout(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody clears the read deadline once the body is read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

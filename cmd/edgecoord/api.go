@@ -46,17 +46,23 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 
 // newAPI returns the factory of the daemon's HTTP API, its events on
 // broker.
-func newAPI(cfg *config.Coordinator, store jobstore.Store, broker *events.Broker, log zerolog.Logger) coordinator.APIFactory {
+// The parts it builds are registered in rv, which ends what a revoked
+// token holds open.
+func newAPI(cfg *config.Coordinator, store jobstore.Store, broker *events.Broker, rv *revocations, log zerolog.Logger) coordinator.APIFactory {
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
+		opts.Streams = rv.streams
 		m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
 		if err != nil {
 			return nil, err
 		}
 		opts.Sessions = newSessions(cfg, store, m, log)
-		if opts.MCP, err = newMCP(cfg, store, m, log); err != nil {
+		mcpSrv, err := newMCP(cfg, store, m, log)
+		if err != nil {
 			return nil, err
 		}
+		opts.MCP = mcpSrv
+		rv.mcp, rv.sessions = mcpSrv, m
 		den := eventsOptions(&opts, cfg, store, d, broker, log)
 		h, err := api.New(opts)
 		if err != nil {

@@ -23,7 +23,10 @@ func newMCP(cfg *config.Coordinator, store jobstore.Store, m *session.Manager, l
 		Store:        store,
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
 		IdleTimeout:  cfg.API.MCPIdleTimeout.Duration(),
-		Version:      version,
-		Log:          log,
+		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
+		// api.max_mcp_sessions_per_token (docs/security.md, "Limits of the HTTP API").
+		MaxSessionsPerToken: cfg.API.MaxMCPSessionsPerToken,
+		Version:             version,
+		Log:                 log,
 	})
 }

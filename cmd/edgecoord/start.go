@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
@@ -37,7 +38,10 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 	if cfg.API.Listen != "" || cfg.Outbox.Enabled() {
 		broker = events.NewBroker(store, events.BrokerOptions{Log: log})
 	}
-	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, broker, log)})
+	rv := &revocations{streams: &api.Streams{PerToken: cfg.API.MaxStreamsPerToken, Max: cfg.API.MaxStreams},
+		log: log.With().Str("component", "api").Logger()}
+	rv.store, _ = store.(jobstore.APIStore)
+	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, broker, rv, log)})
 	if err != nil {
 		return err
 	}
@@ -52,6 +56,9 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	wg.Go(func() { _ = broker.Run(bctx) })
+	if cfg.API.Listen != "" && rv.store != nil {
+		wg.Go(func() { rv.run(bctx) })
+	}
 	if cfg.Outbox.Enabled() {
 		// The outbox publishes the ends no agent reports (cancels,
 		// deadlines, attempts used up) from the job events.

@@ -19,7 +19,7 @@ import (
 // /favicon.ico, beside the API handler apiH on the API's listener. It acts
 // through the same store calls and the same revoke and control pushes as
 // the API (opts).
-func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH http.Handler, log zerolog.Logger) (http.Handler, error) {
+func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon, broker *events.Broker, opts api.Options, apiH *api.Handler, log zerolog.Logger) (http.Handler, error) {
 	origin := ""
 	if cfg.Storage.Enabled() {
 		origin = "https://" + cfg.Storage.Endpoint
@@ -46,6 +46,8 @@ func withUI(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Daemon
 		Revoke:        opts.Revoke,
 		PushControl:   opts.PushControl,
 		SecureCookie:  cfg.API.TLS() || strings.HasPrefix(public, "https://"),
+		Admit:         apiH.Admit,
+		Streams:       opts.Streams,
 		Log:           log.With().Str("component", "ui").Logger(),
 	})
 	if err != nil {

@@ -100,6 +100,9 @@ type Options struct {
 	Artifacts http.Handler
 	// Sessions, when set, serves /api/v1/sessions and everything under it.
 	Sessions http.Handler
+	// Streams bounds the event streams and long polls (per token, in
+	// all) and ends those of a revoked token; nil: defaults, not shared.
+	Streams *Streams
 	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
 	// (docs/mcp.md) for tokens with scope read; its tools check the other
 	// scopes and the projects themselves.
@@ -143,6 +146,9 @@ func New(opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Streams == nil {
+		opts.Streams = &Streams{}
+	}
 	h := &Handler{
 		opts: opts, store: st, log: opts.Log, now: opts.Now,
 		lim: &limiters{rate: rate.Limit(opts.Rate), burst: opts.Burst, m: map[int64]*rate.Limiter{}},
@@ -166,7 +172,7 @@ func (h *Handler) routes() {
 	})
 	h.handle("/api/v1/jobs/{id}", route{http.MethodGet: {jobstore.ScopeRead, h.showJob}})
 	h.handle("/api/v1/jobs/{id}/cancel", route{http.MethodPost: {jobstore.ScopeOperate, h.cancelJob}})
-	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {jobstore.ScopeRead, h.jobMount("events", func() http.Handler { return h.opts.Events })}})
+	h.handle("/api/v1/jobs/{id}/events", route{http.MethodGet: {jobstore.ScopeRead, h.jobMount("events", func() http.Handler { return h.stream(h.opts.Events) })}})
 	h.handle("/api/v1/jobs/{id}/artifacts", route{http.MethodGet: {jobstore.ScopeRead, h.jobMount("artifacts", func() http.Handler { return h.opts.Artifacts })}})
 	h.handle("/api/v1/events", route{http.MethodGet: {jobstore.ScopeRead, func(w http.ResponseWriter, r *http.Request, c Caller) {
 		// The project of a project stream is checked here like a job's:
@@ -181,7 +187,7 @@ func (h *Handler) routes() {
 				return
 			}
 		}
-		h.mount("events", h.opts.Events)(w, r, c)
+		h.mount("events", h.stream(h.opts.Events))(w, r, c)
 	}}})
 	sessions := func(w http.ResponseWriter, r *http.Request, c Caller) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.Has(jobstore.ScopeOperate) {
@@ -256,9 +262,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (Caller, bool) {
 		WriteProblem(w, r, p)
 		return Caller{}, true
 	}
-	if ok, secs := h.lim.allow(c.TokenID, h.now()); !ok {
-		w.Header().Set("Retry-After", retryAfter(secs))
-		WriteProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "", "token %s made more than %g requests per second (burst %d); retry after %s s", c.Name, h.opts.Rate, h.opts.Burst, retryAfter(secs)))
+	if !h.Admit(w, r, c) {
 		return Caller{}, true
 	}
 	*r = *r.WithContext(WithCaller(r.Context(), c))
@@ -277,6 +281,36 @@ func (h *Handler) mount(what string, mounted http.Handler) func(w http.ResponseW
 		}
 		mounted.ServeHTTP(w, r)
 	}
+}
+
+// stream wraps a mounted stream handler in the stream caps (Streams);
+// nil stays nil.
+func (h *Handler) stream(mounted http.Handler) http.Handler {
+	if mounted == nil {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := CallerFrom(r.Context())
+		release, done := h.openStream(w, r, c)
+		if done {
+			return
+		}
+		defer release()
+		mounted.ServeHTTP(w, r)
+	})
+}
+
+// Admit takes one request of c from its token's rate limit, as every API
+// request is; false when the 429 with Retry-After was written. The
+// dashboard calls it for its own requests (one limit per token across
+// /api/, /mcp and /ui/).
+func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, c Caller) bool {
+	if ok, secs := h.lim.allow(c.TokenID, h.now()); !ok {
+		w.Header().Set("Retry-After", retryAfter(secs))
+		WriteProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "", "token %s made more than %g requests per second (burst %d); retry after %s s", c.Name, h.opts.Rate, h.opts.Burst, retryAfter(secs)))
+		return false
+	}
+	return true
 }
 
 // jobMount checks the job of the path (404, or 403 recorded) and then

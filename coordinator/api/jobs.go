@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -210,7 +211,20 @@ func (h *Handler) showJob(w http.ResponseWriter, r *http.Request, c Caller) {
 			WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "wait", "this coordinator does not serve the long poll ?wait="))
 			return
 		}
-		if err := h.opts.Waiter.Wait(r.Context(), j.ID, wait); err != nil {
+		orig := r.Context()
+		release, done := h.openStream(w, r, c)
+		if done {
+			return
+		}
+		err := h.opts.Waiter.Wait(r.Context(), j.ID, wait)
+		revoked := errors.Is(context.Cause(r.Context()), ErrTokenRevoked)
+		release()
+		*r = *r.WithContext(orig) // the stream's context ended with its slot
+		if err != nil {
+			if revoked {
+				WriteProblem(w, r, problem(http.StatusUnauthorized, ProblemUnauthorized, "", "token %s was revoked", c.Name))
+				return
+			}
 			if r.Context().Err() != nil {
 				return
 			}

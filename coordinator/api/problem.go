@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -142,6 +143,8 @@ func decodeProblem(err error, limit int64) *Problem {
 		return problem(http.StatusBadRequest, ProblemInvalidRequest, field, "%s: want %s, got JSON %s", field, jsonType(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body not received within api.read_timeout")
 	case errors.Is(err, errEmptyBody):
 		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body is empty: want a JSON object")
 	case errors.Is(err, errTrailing):

@@ -31,7 +31,8 @@ type BrokerOptions struct {
 	// Batch is how many rows one read takes (default 1000).
 	Batch int
 	// Buffer is how many events a subscriber may fall behind before it is
-	// dropped (it then resumes from the store). Default 1024.
+	// dropped (it then resumes from the store). Default 1024. The queue
+	// grows to it on demand: an idle subscriber holds none.
 	Buffer int
 	Log    zerolog.Logger
 }
@@ -213,10 +214,14 @@ func (b *Broker) PollOnce(ctx context.Context) (int, error) {
 			if !s.filter.match(e) {
 				continue
 			}
-			select {
-			case s.ch <- m:
-			default:
+			if len(s.queue) >= b.opts.Buffer {
 				s.closeLocked(true)
+				continue
+			}
+			s.queue = append(s.queue, m)
+			select {
+			case s.ready <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -254,12 +259,13 @@ func (f Filter) match(e jobstore.Event) bool {
 }
 
 // Subscription receives the events with an id above From that match its
-// filter, in id order, until Close. C is closed when the subscriber fell
-// behind by more than the buffer (Lagged) or the broker stopped.
+// filter, in id order, until Close: Ready fires when Take has some. It
+// ends when the subscriber fell behind by more than the buffer (Lagged)
+// or the broker stopped.
 type Subscription struct {
-	C      <-chan Message
 	From   int64
-	ch     chan Message
+	ready  chan struct{} // a wake-up: queued events, or the end
+	queue  []Message
 	filter Filter
 	b      *Broker
 	lagged bool
@@ -278,8 +284,7 @@ func (b *Broker) Subscribe(ctx context.Context, f Filter) (*Subscription, error)
 	if b.readyErr != nil {
 		return nil, b.readyErr
 	}
-	ch := make(chan Message, b.opts.Buffer)
-	s := &Subscription{C: ch, ch: ch, From: b.cursor, filter: f, b: b}
+	s := &Subscription{ready: make(chan struct{}, 1), From: b.cursor, filter: f, b: b}
 	b.subs[s] = struct{}{}
 	return s, nil
 }
@@ -298,7 +303,21 @@ func (s *Subscription) Close() {
 	s.closeLocked(false)
 }
 
-// Lagged reports whether C was closed because the subscriber fell behind.
+// Ready fires when Take has events for the subscriber or the subscription
+// ended.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Take returns the events queued for the subscriber, in id order; open
+// false once the subscription ended and every queued event was taken.
+func (s *Subscription) Take() (msgs []Message, open bool) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	msgs, s.queue = s.queue, nil
+	return msgs, len(msgs) > 0 || !s.closed
+}
+
+// Lagged reports whether the subscription ended because the subscriber
+// fell behind.
 func (s *Subscription) Lagged() bool {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
@@ -311,5 +330,5 @@ func (s *Subscription) closeLocked(lagged bool) {
 	}
 	s.closed, s.lagged = true, lagged
 	delete(s.b.subs, s)
-	close(s.ch)
+	close(s.ready)
 }

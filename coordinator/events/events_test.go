@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -692,5 +693,51 @@ func TestEndPublisher(t *testing.T) {
 	})
 	if rs, _ := e.store.ListEffects(ctx, jobstore.EffectFilter{Kind: jobstore.EffectKindOutbox}); len(rs) != 2 {
 		t.Errorf("%d outbox messages, want 2 (no message for the succeeded job, one for the failed one)", len(rs))
+	}
+}
+
+// TestIdleSubscribersHoldNoBuffer: a subscription's queue grows on demand,
+// so a thousand idle subscribers cost the heap little, and each still gets
+// the events that come.
+func TestIdleSubscribersHoldNoBuffer(t *testing.T) {
+	e := newEnv(t, events.BrokerOptions{})
+	ctx := t.Context()
+	const n = 1000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	subs := make([]*events.Subscription, n)
+	for i := range subs {
+		s, err := e.broker.Subscribe(ctx, events.Filter{Projects: []string{"p"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[i] = s
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if grew > 8<<20 {
+		t.Errorf("%d idle subscribers took %d bytes of heap, more than 8 MiB", n, grew)
+	}
+	e.submit(t, "one", "p")
+	for i, s := range subs {
+		var got []events.Message
+		for len(got) == 0 {
+			select {
+			case <-s.Ready():
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+			msgs, open := s.Take()
+			if !open {
+				t.Fatalf("subscriber %d ended (lagged %v)", i, s.Lagged())
+			}
+			got = msgs
+		}
+		if got[0].Event.JobID != "one" {
+			t.Fatalf("subscriber %d got %+v first", i, got[0].Event)
+		}
+		s.Close()
 	}
 }

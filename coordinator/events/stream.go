@@ -20,8 +20,9 @@ type Stream struct {
 	f       Filter
 	last    int64 // id of the last event returned (or the resume point)
 	sub     *Subscription
-	pending []Message
-	filled  bool // the store has been read up to sub.From
+	pending []Message // read from the store, up to sub.From
+	live    []Message // taken from the subscription
+	filled  bool      // the store has been read up to sub.From
 }
 
 // Open returns a stream of the events matching f with an id above after.
@@ -41,7 +42,7 @@ func (s *Stream) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.sub, s.filled = sub, false
+	s.sub, s.filled, s.live = sub, false, nil
 	return nil
 }
 
@@ -69,6 +70,14 @@ func (s *Stream) NextMessage(ctx context.Context, wake <-chan time.Time) (m Mess
 			s.last = m.Event.ID
 			return m, true, nil
 		}
+		for len(s.live) > 0 {
+			m, s.live = s.live[0], s.live[1:]
+			if m.Event.ID > s.last {
+				s.last = m.Event.ID
+				return m, true, nil
+			}
+		}
+		s.live = nil
 		if s.sub == nil {
 			if err := s.Start(ctx); err != nil {
 				return m, false, err
@@ -85,7 +94,8 @@ func (s *Stream) NextMessage(ctx context.Context, wake <-chan time.Time) (m Mess
 			return m, false, ctx.Err()
 		case <-wake:
 			return m, false, nil
-		case got, open := <-s.sub.C:
+		case <-s.sub.Ready():
+			got, open := s.sub.Take()
 			if !open {
 				lagged := s.sub.Lagged()
 				s.sub = nil
@@ -94,11 +104,7 @@ func (s *Stream) NextMessage(ctx context.Context, wake <-chan time.Time) (m Mess
 				}
 				continue // resubscribe and read what was missed from the store
 			}
-			if got.Event.ID <= s.last {
-				continue
-			}
-			s.last = got.Event.ID
-			return got, true, nil
+			s.live = got
 		}
 	}
 }

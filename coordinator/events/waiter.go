@@ -60,8 +60,8 @@ func (w *Waiter) WaitJob(ctx context.Context, jobID string, timeout time.Duratio
 			return j, ctx.Err()
 		case <-timer.C:
 			return j, ErrWaitTimeout
-		case _, open := <-sub.C:
-			if !open {
+		case <-sub.Ready():
+			if _, open := sub.Take(); !open {
 				if !sub.Lagged() {
 					return j, fmt.Errorf("wait for job %s: %w", jobID, ErrBrokerStopped)
 				}

@@ -36,6 +36,8 @@ const (
 	// DefaultClientTimeout closes an MCP client's session (and the phone
 	// sessions it opened) when it made no request for this long.
 	DefaultClientTimeout = time.Hour
+	// DefaultMaxSessionsPerToken is Options.MaxSessionsPerToken's default.
+	DefaultMaxSessionsPerToken = 16
 	// MaxArtifactBytes bounds a capture the endpoint reads back from
 	// storage (a screenshot, a UI dump).
 	MaxArtifactBytes = 32 << 20
@@ -73,6 +75,13 @@ type Options struct {
 	// a session of a project not among the token's (as the API records
 	// its 403s: edgecoord token denials, docs/api.md).
 	Denials Denials
+	// MaxBodyBytes bounds a request's body as the API's (api.max_body_bytes;
+	// default api.DefaultMaxBodyBytes); a larger one is answered 413.
+	MaxBodyBytes int64
+	// MaxSessionsPerToken bounds the MCP client sessions one token holds
+	// open (api.max_mcp_sessions_per_token; default
+	// DefaultMaxSessionsPerToken); past it a new one is answered 429.
+	MaxSessionsPerToken int
 	// Version is the server version announced to clients.
 	Version string
 	Log     zerolog.Logger
@@ -90,6 +99,8 @@ type Server struct {
 	open     map[string]*phoneSession    // by session id
 	owners   map[*sdk.ServerSession]bool // clients whose end is watched
 	elements map[string][]Element        // of the last list_elements, by session id
+	clients  map[string]int64            // MCP client session id → the token that opened it
+	opening  map[int64]int               // client sessions being opened, by token
 }
 
 // phoneSession is a session opened through the endpoint.
@@ -125,16 +136,24 @@ func New(opts Options) (*Server, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = api.DefaultMaxBodyBytes
+	}
+	if opts.MaxSessionsPerToken <= 0 {
+		opts.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
 	s := &Server{opts: opts, log: opts.Log.With().Str("component", "mcp").Logger(),
-		open: map[string]*phoneSession{}, owners: map[*sdk.ServerSession]bool{}, elements: map[string][]Element{}}
+		open: map[string]*phoneSession{}, owners: map[*sdk.ServerSession]bool{}, elements: map[string][]Element{},
+		clients: map[string]int64{}, opening: map[int64]int{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "edgecoord", Title: "edgeagent phone fleet", Version: opts.Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
 	s.addTools()
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
-		SessionTimeout: opts.ClientTimeout,
+		SessionTimeout:      opts.ClientTimeout,
+		MaxRequestBodyBytes: opts.MaxBodyBytes,
 		// Every request carries an API token, which a page reached by DNS
 		// rebinding cannot send; the coordinator is commonly behind a
 		// reverse proxy on localhost, which the protection would refuse.
@@ -164,8 +183,86 @@ const instructions = `Tools to drive real Android phones of an edgeagent fleet. 
 	`If a tool says the session was lost, the phone was taken away: nothing more runs on it; open a new session.`
 
 // ServeHTTP serves the endpoint; r must come through the API's
-// authentication (api.CallerFrom).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+// authentication (api.CallerFrom). A body over MaxBodyBytes is answered 413, and a new client session of a
+// token holding MaxSessionsPerToken open 429, before the SDK reads anything.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		api.WriteProblem(w, r, api.NewProblem(http.StatusRequestEntityTooLarge, api.ProblemTooLarge, "",
+			fmt.Sprintf("request body of %d bytes is larger than %d bytes (api.max_body_bytes)", r.ContentLength, s.opts.MaxBodyBytes)))
+		return
+	}
+	c, ok := api.CallerFrom(r.Context())
+	if !ok || r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+		s.handler.ServeHTTP(w, r)
+		return
+	}
+	// A POST without a session id opens a client session.
+	if !s.reserve(c.TokenID) {
+		w.Header().Set("Retry-After", strconv.Itoa(api.StreamRetryAfter))
+		api.WriteProblem(w, r, api.NewProblem(http.StatusTooManyRequests, api.ProblemRateLimited, "",
+			fmt.Sprintf("token %s holds %d MCP sessions open, the most one token may (api.max_mcp_sessions_per_token); end one (HTTP DELETE with its Mcp-Session-Id) or retry later", c.Name, s.opts.MaxSessionsPerToken)))
+		return
+	}
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.opening[c.TokenID]--
+		if s.opening[c.TokenID] <= 0 {
+			delete(s.opening, c.TokenID)
+		}
+		if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+			s.clients[id] = c.TokenID
+		}
+	}()
+	s.handler.ServeHTTP(w, r)
+}
+
+// reserve counts a client session being opened by token tokenID; false
+// when the token holds its most already.
+func (s *Server) reserve(tokenID int64) bool {
+	live := map[string]bool{}
+	for ss := range s.srv.Sessions() {
+		live[ss.ID()] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.opening[tokenID]
+	for id, tok := range s.clients {
+		switch {
+		case !live[id]:
+			delete(s.clients, id)
+		case tok == tokenID:
+			n++
+		}
+	}
+	if n >= s.opts.MaxSessionsPerToken {
+		return false
+	}
+	s.opening[tokenID]++
+	return true
+}
+
+// EndToken closes the MCP client sessions token tokenID opened, and with
+// them the phone sessions they hold (its revocation, docs/ui.md); it
+// returns how many client sessions it closed.
+func (s *Server) EndToken(tokenID int64) int {
+	s.mu.Lock()
+	mine := map[string]bool{}
+	for id, tok := range s.clients {
+		if tok == tokenID {
+			mine[id] = true
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for ss := range s.srv.Sessions() {
+		if mine[ss.ID()] {
+			_ = ss.Close()
+			n++
+		}
+	}
+	return n
+}
 
 // callerOf is the API caller of a tool request.
 func callerOf(req *sdk.CallToolRequest) (api.Caller, bool) {

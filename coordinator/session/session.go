@@ -41,6 +41,10 @@ const (
 	MaxWait            = 5 * time.Minute
 	// MaxSteps is the most steps one Step call takes.
 	MaxSteps = 50
+	// MaxWaitStepMS bounds a wait step's duration_ms and MaxGestureMS a
+	// swipe's (or long press's), as the MCP tools bound theirs.
+	MaxWaitStepMS = 60_000
+	MaxGestureMS  = 10_000
 )
 
 // Store is what the manager needs of the coordinator's store
@@ -663,6 +667,12 @@ func CheckSteps(steps []protocol.Step) error {
 		if st.Effect != nil {
 			return inputErr(field+".effect", "effect steps are not run in sessions; submit them as a job (docs/effects.md)")
 		}
+		switch {
+		case st.Op == protocol.OpWait && st.DurationMS > MaxWaitStepMS:
+			return inputErr(field+".duration_ms", "%d is more than %d, the longest wait one step may take", st.DurationMS, MaxWaitStepMS)
+		case st.Op == protocol.OpSwipe && st.DurationMS > MaxGestureMS:
+			return inputErr(field+".duration_ms", "%d is more than %d, the longest swipe or long press", st.DurationMS, MaxGestureMS)
+		}
 		if err := st.Validate(); err != nil {
 			msg := err.Error()
 			if f, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(f, " ") {
@@ -857,6 +867,34 @@ func (m *Manager) Close(ctx context.Context, id string) (Info, []Capture, error)
 	s.mu.Unlock()
 	m.log.Info().Str("session_id", id).Str("job_id", s.tok.JobID).Int("steps", s.snapshot().LastStep).Msg("session closed")
 	return s.snapshot(), m.captures(ctx, s.tok, rep.Manifest), nil
+}
+
+// CloseOwnedBy ends the open sessions submittedBy (an API token's name)
+// opened in this process, freeing their phones, as the token's revocation
+// must (docs/ui.md): each is closed, or abandoned when its agent does not
+// finish it. It returns how many it ended.
+func (m *Manager) CloseOwnedBy(ctx context.Context, submittedBy, why string) int {
+	m.mu.Lock()
+	var ids []string
+	for id, s := range m.sessions {
+		s.mu.Lock()
+		if s.info.SubmittedBy == submittedBy && s.info.Status == StatusOpen {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, m.opts.StepTimeout)
+		_, _, err := m.Close(cctx, id)
+		cancel()
+		if err != nil {
+			jobID, _ := JobOf(id)
+			m.abandon(ctx, jobID, "session "+id+" ended: "+why)
+		}
+		m.log.Info().Str("session_id", id).Str("why", why).Msg("session ended")
+	}
+	return len(ids)
 }
 
 // ForServer returns the options of the manager of a coordinator process

@@ -299,6 +299,9 @@ func TestSessionAPI(t *testing.T) {
 		{`{"steps": [{"op": "tap", "x": "1"}]}`, "steps.x"},
 		{`{"steps": [{"op": "tap", "speed": 1}]}`, "speed"},
 		{`{"step": [{"op": "tap"}]}`, "step"},
+		// A step's duration is bounded as the MCP tools bound theirs.
+		{`{"steps": [{"op": "wait", "duration_ms": 60001}]}`, "steps[0].duration_ms"},
+		{`{"steps": [{"op": "screenshot"}, {"op": "swipe", "x": 1, "y": 1, "x2": 1, "y2": 1, "duration_ms": 10001}]}`, "steps[1].duration_ms"},
 	} {
 		code, body := e.call("POST", steps, tokenOperator, c.body, nil)
 		if p := e.wantProblem("steps "+c.body, 400, body, code); p.Field != c.field {

@@ -113,6 +113,9 @@ func (h *Handler) page(scope string, fn func(w http.ResponseWriter, r *http.Requ
 			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		if h.opts.Admit != nil && !h.opts.Admit(w, r, c.Caller) {
+			return
+		}
 		if !c.Has(scope) {
 			h.message(w, r, &c, http.StatusForbidden, "Forbidden", fmt.Sprintf("Token %s lacks scope %s, which this page needs.", c.Name, scope))
 			return
@@ -140,6 +143,9 @@ func (h *Handler) action(scope string, fn func(w http.ResponseWriter, r *http.Re
 		}
 		if !ok {
 			h.message(w, r, nil, http.StatusUnauthorized, "Not logged in", "Log in again: the session ended or the token was revoked.")
+			return
+		}
+		if h.opts.Admit != nil && !h.opts.Admit(w, r, c.Caller) {
 			return
 		}
 		if !h.sameOrigin(r) {

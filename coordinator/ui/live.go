@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -80,7 +82,14 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		after = n
 	}
-	ctx := r.Context()
+	ctx, release, err := h.opts.Streams.Open(r.Context(), c.TokenID, c.Name)
+	var ce *api.StreamCapError
+	if errors.As(err, &ce) {
+		w.Header().Set("Retry-After", strconv.Itoa(ce.Seconds))
+		http.Error(w, ce.Error(), http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	s := h.opts.Broker.Open(f, after)
@@ -109,7 +118,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request, c *caller) {
 			}
 			continue
 		}
-		j, err := h.store.Get(ctx, e.JobID)
+		j, err := h.eventJobs.get(ctx, e.ID, func(ctx context.Context) (jobstore.Job, error) { return h.store.Get(ctx, e.JobID) })
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn().Err(err).Str("job", e.JobID).Msg("ui: read the job of an event")

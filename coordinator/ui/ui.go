@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -59,6 +60,14 @@ type Options struct {
 	// it GET /ui/events answers 503 and the pages are only as fresh as
 	// their last load.
 	Broker *events.Broker
+	// Admit, when set, takes each request of a logged-in visitor from its
+	// token's rate limit (the API's, api.Handler.Admit); false when it
+	// answered 429.
+	Admit func(w http.ResponseWriter, r *http.Request, c api.Caller) bool
+	// Streams bounds the live update streams (/ui/events) with the API's
+	// (api.max_streams_per_token, api.max_streams) and ends those of a
+	// revoked token; nil: no cap.
+	Streams *api.Streams
 	// Presigner makes the GET URLs of artifacts (screenshots, recordings,
 	// downloads, the operation log); nil: no storage, no artifacts shown.
 	Presigner coordinator.Presigner
@@ -112,6 +121,8 @@ type Handler struct {
 	// devices keeps the agents' decoded device lists between renders of the
 	// fleet page (devicememo.go).
 	devices DeviceMemo
+	// eventJobs shares the read of an event's job among the live streams.
+	eventJobs eventJobs
 }
 
 // New returns the dashboard of opts.

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -789,5 +791,51 @@ func TestPostRefusals(t *testing.T) {
 	}
 	if r := e.do(op, http.MethodPost, "/ui/agents/agent-a/drain", url.Values{"csrf": {csrf}}, nil); r.status != http.StatusForbidden || !strings.Contains(r.body, "lacks scope admin") {
 		t.Errorf("POST drain without scope admin: %s", r)
+	}
+}
+
+// countingGets counts the store's job reads by id.
+type countingGets struct {
+	ui.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingGets) Get(ctx context.Context, id string) (jobstore.Job, error) {
+	c.mu.Lock()
+	c.n[id]++
+	c.mu.Unlock()
+	return c.Store.Get(ctx, id)
+}
+
+func (c *countingGets) reads(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+// TestLiveStreamsShareJobReads: an event's job is read from the store
+// once, however many live streams send it.
+func TestLiveStreamsShareJobReads(t *testing.T) {
+	var counted *countingGets
+	e := newEnv(t, "sqlite", func(o *ui.Options) {
+		counted = &countingGets{Store: o.Store.(ui.Store), n: map[string]int{}}
+		o.Store = counted
+	})
+	tok := e.token("ops", []string{"p1"}, "read")
+	c := e.login(tok)
+	const n = 8
+	streams := make([]*sse, n)
+	for i := range streams {
+		streams[i] = e.stream(c, "/ui/events")
+	}
+	e.submit("shared", "p1", protocol.DeviceSelector{Serial: "none"})
+	for i, s := range streams {
+		if d := s.next(t); !strings.Contains(d, `"id":"shared"`) || !strings.Contains(d, `"status":"QUEUED"`) {
+			t.Fatalf("stream %d: first event %s", i, d)
+		}
+	}
+	if got := counted.reads("shared"); got != 1 {
+		t.Errorf("%d streams sent the job's event after %d reads of the job; want 1", n, got)
 	}
 }
