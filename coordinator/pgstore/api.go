@@ -161,6 +161,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 	if err != nil {
 		return jobstore.Idempotent{}, err
 	}
+	stored.Replayed = true
 	if stored.RequestHash != rec.RequestHash {
 		return stored, fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch)
 	}

@@ -143,6 +143,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 		stored, err := idempotent(ctx, tx, rec.TokenID, rec.Key)
 		if err == nil {
 			out = stored
+			out.Replayed = true
 			if stored.RequestHash != rec.RequestHash {
 				return answer(fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch))
 			}
