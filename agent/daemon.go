@@ -433,7 +433,8 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 		}
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
 			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, OnServerLost: serverLost, Tags: tags, Serials: serials,
-			Log: log.With().Str("component", "capture").Logger(),
+			Connect: cfg.Phones.Connect,
+			Log:     log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {
 			if own != nil {

@@ -54,6 +54,10 @@ type ADBDevice struct {
 	ttyBad   bool // uiautomator cannot dump to /dev/tty: dump to a file
 	ime      bool // the input method IMEPackage is installed
 	imeKnown bool // ime was asked
+	// netNote, for a network phone the adb server no longer lists, says
+	// that the agent connects it again (netconnect.go); its Reason while
+	// it is not in state "device".
+	netNote string
 }
 
 var _ Device = (*ADBDevice)(nil)
@@ -101,7 +105,19 @@ func (d *ADBDevice) Info() protocol.Device {
 	if st == stateGone {
 		st = adb.StateOffline
 	}
-	return protocol.Device{Serial: d.serial, State: st, Model: d.model, Tags: slices.Clone(d.tags)}
+	info := protocol.Device{Serial: d.serial, State: st, Model: d.model, Tags: slices.Clone(d.tags)}
+	if st != protocol.DeviceReady {
+		info.Reason = d.netNote
+	}
+	return info
+}
+
+// setNetNote sets the reason shown while a dropped network phone is being
+// connected again ("" when it is listed again).
+func (d *ADBDevice) setNetNote(note string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.netNote = note
 }
 
 // probe asks the phone for its features and model.

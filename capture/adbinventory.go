@@ -32,6 +32,16 @@ type ADBOptions struct {
 	// Serials, when not empty, are the only phones offered: any other
 	// phone the adb server lists is left alone (logged once).
 	Serials []string
+	// Connect are network phones (host:port) connected with `adb connect`
+	// whenever the adb server does not list them, as is every network
+	// phone the server listed once and the network phones among Serials
+	// (docs/capture.md, Network phones).
+	Connect []string
+	// ConnectBackoff is the first wait between two connects of a network
+	// phone that does not answer, doubled after each failure up to
+	// ConnectBackoffMax; defaults DefaultConnectBackoff and
+	// DefaultConnectBackoffMax.
+	ConnectBackoff, ConnectBackoffMax time.Duration
 	// Log receives phone arrivals, departures and state changes.
 	Log zerolog.Logger
 	// OpTimeout bounds tap, swipe (plus its duration), text, key and
@@ -69,6 +79,12 @@ func (o ADBOptions) withDefaults() ADBOptions {
 	if o.ScreenshotMode == "" {
 		o.ScreenshotMode = ScreenshotAuto
 	}
+	if o.ConnectBackoff <= 0 {
+		o.ConnectBackoff = DefaultConnectBackoff
+	}
+	if o.ConnectBackoffMax < o.ConnectBackoff {
+		o.ConnectBackoffMax = max(DefaultConnectBackoffMax, o.ConnectBackoff)
+	}
 	return o
 }
 
@@ -91,9 +107,13 @@ func NewADBInventory(ctx context.Context, opts ADBOptions) (*Inventory, func(), 
 	}
 	opts.Log.Info().Str("adb_server", c.Addr()).Int("adb_version", v).Msg("tracking phones through the adb server")
 	inv := NewInventory()
-	t := &tracker{c: c, opts: opts, inv: inv, devs: map[string]*trackedPhone{}, ignored: map[string]bool{}}
+	t := &tracker{c: c, opts: opts, inv: inv, devs: map[string]*trackedPhone{}, ignored: map[string]bool{}, network: map[string]*netPhone{}, wake: make(chan struct{}, 1)}
+	for _, s := range append(slices.Clone(opts.Connect), opts.Serials...) {
+		t.rememberNetwork(s)
+	}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t.wg.Go(func() { t.run(tctx) })
+	t.wg.Go(func() { t.connectLoop(tctx) })
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -112,13 +132,18 @@ type tracker struct {
 
 	mu      sync.Mutex
 	devs    map[string]*trackedPhone
-	ignored map[string]bool // phones listed by adb but not in Serials
+	ignored map[string]bool      // phones listed by adb but not in Serials
+	network map[string]*netPhone // network phones connected again when not listed (netconnect.go)
+	wake    chan struct{}        // nudges connectLoop after a drop
 }
 
 type trackedPhone struct {
 	d      *ADBDevice
 	gen    int    // raised on every adb state change
 	listed string // state as adb lists it ("" when not listed)
+	// kept: a network phone the adb server dropped, kept in the inventory
+	// (state offline, with the reason) while the agent connects it again.
+	kept bool
 }
 
 func (t *tracker) run(ctx context.Context) {
@@ -168,6 +193,7 @@ func (t *tracker) update(ctx context.Context, ds []adb.DeviceEntry) {
 	listed := map[string]string{}
 	for _, e := range ds {
 		listed[e.Serial] = e.State
+		t.rememberNetwork(e.Serial)
 	}
 	for serial, tp := range t.devs {
 		if _, ok := listed[serial]; ok || tp.listed == "" {
@@ -178,6 +204,7 @@ func (t *tracker) update(ctx context.Context, ds []adb.DeviceEntry) {
 		tp.d.setState(stateGone)
 		t.inv.Remove(serial)
 		t.opts.Log.Info().Str("serial", serial).Msg("phone gone")
+		t.dropped(serial, tp)
 	}
 	for _, e := range ds {
 		tp := t.devs[e.Serial]
@@ -189,7 +216,14 @@ func (t *tracker) update(ctx context.Context, ds []adb.DeviceEntry) {
 		if tp.listed == e.State {
 			continue
 		}
-		wasListed := tp.listed != ""
+		wasListed := tp.listed != "" || tp.kept
+		if tp.kept {
+			tp.kept = false
+			tp.d.setNetNote("")
+		}
+		if e.State == adb.StateDevice {
+			t.listedAgain(e.Serial)
+		}
 		tp.listed = e.State
 		tp.gen++
 		t.opts.Log.Info().Str("serial", e.Serial).Str("state", e.State).Msg("phone state")

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -21,6 +22,11 @@ type Phones struct {
 	// Recovery is the recovery ladder for a phone that is listed but does
 	// not answer (docs/capture.md, Recovery).
 	Recovery Recovery `yaml:"recovery" json:"recovery"`
+	// Connect are network phones (wireless debugging), host:port, that
+	// the agent connects with `adb connect` whenever the adb server does
+	// not list them, with backoff (docs/capture.md, Network phones).
+	// Network phones the server lists are connected again so too.
+	Connect []string `yaml:"connect" json:"connect,omitempty"`
 }
 
 // Rest configures resting phones. A phone whose battery is hotter than
@@ -126,6 +132,21 @@ func (p Phones) validate(ps *Problems, path string) {
 	}
 	if rc.ProbeInterval > 0 && rc.ProbeTimeout >= rc.ProbeInterval {
 		ps.add(cp+".probe_timeout", "%s must be shorter than probe_interval %s", rc.ProbeTimeout, rc.ProbeInterval)
+	}
+	seen := map[string]bool{}
+	for i, addr := range p.Connect {
+		key := fmt.Sprintf("%s.connect[%d]", path, i)
+		host, port, err := net.SplitHostPort(addr)
+		n, perr := strconv.Atoi(port)
+		switch {
+		case err != nil || host == "" || strings.ContainsAny(host, " /"):
+			ps.add(key, "%q: want a network phone's host:port (as for adb connect), such as 192.168.1.20:5555", addr)
+		case perr != nil || n < 1 || n > 65535:
+			ps.add(key, "%q: the port must be from 1 to 65535", addr)
+		case seen[addr]:
+			ps.add(key, "%q is listed twice", addr)
+		}
+		seen[addr] = true
 	}
 }
 

@@ -108,3 +108,24 @@ phones:
 		}
 	}
 }
+
+// TestPhonesConnect: phones.connect takes network phones as host:port;
+// anything else is named with its key.
+func TestPhonesConnect(t *testing.T) {
+	base := "agent_id: a\nnats:\n  url: nats://h:4222\nstorage:\n  mode: presigned\n"
+	a, err := ParseAgent("agent.yaml", []byte(base+"phones:\n  connect: [192.168.1.20:5555, \"[fe80::1]:5555\", phone.lan:37123]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Phones.Connect; len(c) != 3 || c[0] != "192.168.1.20:5555" || c[1] != "[fe80::1]:5555" {
+		t.Errorf("phones.connect %q", c)
+	}
+	_, err = ParseAgent("agent.yaml", []byte(base+"phones:\n  connect: [192.168.1.20, \"192.168.1.20:0\", \":5555\", \"a:5555\", \"a:5555\", \"h:port\"]\n"))
+	checkProblems(t, err, []string{
+		`agent.yaml:7:13: phones.connect[0]: "192.168.1.20": want a network phone's host:port (as for adb connect), such as 192.168.1.20:5555`,
+		`agent.yaml:7:27: phones.connect[1]: "192.168.1.20:0": the port must be from 1 to 65535`,
+		`agent.yaml:7:45: phones.connect[2]: ":5555": want a network phone's host:port (as for adb connect), such as 192.168.1.20:5555`,
+		`agent.yaml:7:64: phones.connect[4]: "a:5555" is listed twice`,
+		`agent.yaml:7:74: phones.connect[5]: "h:port": the port must be from 1 to 65535`,
+	})
+}

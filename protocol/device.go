@@ -22,7 +22,9 @@ type Device struct {
 	Model  string   `json:"model,omitempty"`
 	Tags   []string `json:"tags,omitempty"`
 	// Reason says why a phone in state DeviceResting, DeviceRecovering or
-	// DeviceQuarantined is not offered jobs ("battery 41.5 °C over 40 °C"); empty otherwise.
+	// DeviceQuarantined is not offered jobs ("battery 41.5 °C over 40 °C"),
+	// or that the agent connects an offline network phone again
+	// (docs/capture.md, Network phones); empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// Facts are the phone's facts as last read (nil when never read).
 	Facts *PhoneFacts `json:"facts,omitempty"`

@@ -439,9 +439,18 @@ func OpenAPIJSON() ([]byte, error) {
 
 // internal answers 500 and logs err.
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if clientGone(r) {
+		h.log.Debug().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("api: client went away")
+		return
+	}
 	h.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("api: request failed")
 	WriteProblem(w, r, problem(http.StatusInternalServerError, ProblemInternal, "", "internal error; the coordinator's log has the cause"))
 }
+
+// clientGone reports whether the client of r went away (its context is
+// cancelled): what fails after that is not a coordinator error, and there
+// is nobody to answer.
+func clientGone(r *http.Request) bool { return r.Context().Err() != nil }
 
 // decodeBody decodes the JSON body of r into v strictly: unknown fields,
 // wrong types, trailing data and a body over the limit are problems.

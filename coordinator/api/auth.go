@@ -88,6 +88,9 @@ func (h *Handler) authenticate(r *http.Request) (Caller, *Problem) {
 	switch {
 	case errors.Is(err, jobstore.ErrTokenNotFound):
 		return Caller{}, problem(http.StatusUnauthorized, ProblemUnauthorized, "", "unknown token")
+	case err != nil && clientGone(r):
+		h.log.Debug().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("api: client went away")
+		return Caller{}, problem(http.StatusInternalServerError, ProblemInternal, "", "cannot check the token now")
 	case err != nil:
 		h.log.Error().Err(err).Msg("api: look up token")
 		return Caller{}, problem(http.StatusInternalServerError, ProblemInternal, "", "cannot check the token now")

@@ -448,7 +448,9 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 	var body json.RawMessage
 	if key != "" {
 		rec, err := h.store.SubmitIdempotent(ctx, jobstore.Idempotent{TokenID: c.TokenID, Key: key, RequestHash: req.RequestHash()}, specs, reply)
-		if errors.Is(err, jobstore.ErrIdempotencyMismatch) {
+		// A concurrent submit with the same key committed first: this
+		// answer is a replay of it, not a create.
+		if (err == nil && rec.Replayed) || errors.Is(err, jobstore.ErrIdempotencyMismatch) {
 			h.replay(w, r, rec, req.RequestHash())
 			return
 		}

@@ -107,6 +107,10 @@ type Idempotent struct {
 	RequestHash string
 	Reply       json.RawMessage
 	CreatedAt   time.Time
+	// Replayed is set by SubmitIdempotent when the key was stored already
+	// (by an earlier submit or a concurrent one that committed first):
+	// nothing was submitted and Reply is the stored one.
+	Replayed bool
 }
 
 // JobPageFilter selects a page of jobs for ListJobPage. Zero fields select
@@ -150,8 +154,10 @@ type APIStore interface {
 	Idempotent(ctx context.Context, tokenID int64, key string) (Idempotent, error)
 	// SubmitIdempotent submits specs in one transaction and stores reply
 	// (built by reply from the jobs) under the token's key. When the key is
-	// stored already nothing is submitted: the stored record is returned,
-	// or ErrIdempotencyMismatch when its request hash differs.
+	// stored already nothing is submitted: the stored record is returned
+	// with Replayed set, or ErrIdempotencyMismatch when its request hash
+	// differs. Of concurrent submits with one key exactly one answers with
+	// Replayed unset.
 	SubmitIdempotent(ctx context.Context, rec Idempotent, specs []JobSpec, reply func([]Job) (json.RawMessage, error)) (Idempotent, error)
 	// SubmitAll submits specs in one transaction: all or none.
 	SubmitAll(ctx context.Context, specs []JobSpec) ([]Job, error)

@@ -39,7 +39,12 @@ func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 // APITokenByHash returns the token with that hash and records its use, at
 // most every few seconds so that a busy token does not write on every
 // request.
+//
+// The statement runs whether or not the caller's request is still there:
+// a client that goes away does not cancel the record of its token's use.
 func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (jobstore.APIToken, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlstore.TokenUseTimeout)
+	defer cancel()
 	t, err := scanToken(s.pool.QueryRow(ctx, `
 		WITH used AS (
 			UPDATE api_tokens SET last_used_at = clock_timestamp()
@@ -161,6 +166,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 	if err != nil {
 		return jobstore.Idempotent{}, err
 	}
+	stored.Replayed = true
 	if stored.RequestHash != rec.RequestHash {
 		return stored, fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch)
 	}

@@ -129,11 +129,12 @@ func TestAILoopExample(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "HTTP 401: unknown token") {
 		t.Fatalf("bad token: exit %d, %q", code, stderr)
 	}
-	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenReadOnly))
+	// --api takes the base URL with /api/v1 as well.
+	code, _, stderr = aiLoop(t, "--api", e.api.URL+"/api/v1", "--token", e.token(tokenReadOnly))
 	if code != 1 || !strings.Contains(stderr, "HTTP 403: token rita lacks scope operate") {
 		t.Fatalf("read-only token: exit %d, %q", code, stderr)
 	}
-	code, _, stderr = aiLoop(t, "--api", e.api.URL, "--token", e.token(tokenOperator), "--serial", "no-such-phone")
+	code, _, stderr = aiLoop(t, "--api", e.api.URL+"/api/v1/", "--token", e.token(tokenOperator), "--serial", "no-such-phone")
 	if code != 1 || !strings.Contains(stderr, "HTTP 503: no phone for the session: no connected phone matches") {
 		t.Fatalf("unknown phone: exit %d, %q", code, stderr)
 	}

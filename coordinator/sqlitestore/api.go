@@ -49,6 +49,10 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (job
 		return jobstore.APIToken{}, sqlstore.RowErr(err, jobstore.ErrTokenNotFound, "find api token")
 	}
 	if !t.Revoked() {
+		// The use is recorded whether or not the caller's request is still
+		// there: a client that goes away does not cancel it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlstore.TokenUseTimeout)
+		defer cancel()
 		err := s.write(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = `+now+`
 				WHERE id = ? AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-5 seconds'))`, t.ID)
@@ -143,6 +147,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 		stored, err := idempotent(ctx, tx, rec.TokenID, rec.Key)
 		if err == nil {
 			out = stored
+			out.Replayed = true
 			if stored.RequestHash != rec.RequestHash {
 				return answer(fmt.Errorf("submit with idempotency key: %w", jobstore.ErrIdempotencyMismatch))
 			}

@@ -183,6 +183,11 @@ func RowErr(err, notFound error, format string, args ...any) error {
 // TokenColumns are the columns ScanToken reads, in its order.
 const TokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, last_used_at`
 
+// TokenUseTimeout bounds a token's look-up and the record of its use
+// (last_used_at), which run detached from the request that presented the
+// token so that a client going away does not cancel them.
+const TokenUseTimeout = 5 * time.Second
+
 // ScanToken reads an API token (TokenColumns).
 func ScanToken[T any](row Row, times Times[T]) (jobstore.APIToken, error) {
 	var (

@@ -128,9 +128,15 @@ func testAPIIdempotency(t *testing.T, s sqlstore.Lab) {
 	if len(ids) != 3 {
 		t.Fatalf("first submit: %s", first.Reply)
 	}
+	if first.Replayed {
+		t.Errorf("the first submit with a key answered as a replay")
+	}
 	again, err := a.SubmitIdempotent(ctx, rec, apiSpecs(3, "p"), replyOf)
 	if err != nil || !slices.Equal(idsOf(t, again.Reply), ids) {
 		t.Fatalf("retry: %s, %v; want the ids %v", again.Reply, err, ids)
+	}
+	if !again.Replayed {
+		t.Errorf("a retried submit answered as a create, want a replay")
 	}
 	page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{})
 	if err != nil || len(page.Jobs) != 3 {
@@ -186,6 +192,7 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		replies []string
+		creates int
 	)
 	for range 8 {
 		wg.Go(func() {
@@ -196,6 +203,9 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 			}
 			mu.Lock()
 			replies = append(replies, string(rec.Reply))
+			if !rec.Replayed {
+				creates++
+			}
 			mu.Unlock()
 		})
 	}
@@ -203,6 +213,10 @@ func testAPIIdempotencyRace(t *testing.T, s sqlstore.Lab) {
 	page, err := a.ListJobPage(ctx, jobstore.JobPageFilter{})
 	if err != nil || len(page.Jobs) != 3 {
 		t.Fatalf("8 concurrent submits with one key: %d jobs, %v; want 3", len(page.Jobs), err)
+	}
+	// Exactly one answer is the create; the others are replays of it.
+	if creates != 1 {
+		t.Errorf("8 concurrent submits with one key: %d answered as creates, want 1 (the others replays)", creates)
 	}
 	for _, r := range replies {
 		var x, y any

@@ -8,6 +8,8 @@ library is used. See docs/sessions.md.
     python3 ai_loop.py --api http://127.0.0.1:8080 --token TOKEN \
         [--project P] [--serial S]
 
+--api is the coordinator's base URL; a URL ending in /api/v1 works too.
+
 Each step's outcome and capture URLs are printed. On an API error the
 script prints the problem document's detail and exits 1 (2 for bad
 arguments).
@@ -31,9 +33,17 @@ class APIError(Exception):
         super().__init__(f"HTTP {status}: {detail}")
 
 
+def base_url(api):
+    """The coordinator's base URL from --api: with or without /api/v1."""
+    api = api.rstrip("/")
+    if api.endswith("/api/v1"):
+        api = api[: -len("/api/v1")]
+    return api
+
+
 class Sessions:
     def __init__(self, api, token, timeout=180):
-        self.api = api.rstrip("/")
+        self.api = base_url(api)
         self.token = token
         self.timeout = timeout
 
@@ -94,7 +104,7 @@ def show(results):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--api", required=True, help="base URL of the coordinator's API")
+    p.add_argument("--api", required=True, help="base URL of the coordinator (http://host:8080), with or without /api/v1")
     p.add_argument("--token", required=True, help="API token with the operate scope")
     p.add_argument("--project", help="project of the session (default: the token's only one)")
     p.add_argument("--serial", help="adb serial of the phone to drive (default: any)")

@@ -23,6 +23,8 @@
 // "device" while it answers no stream (until Recover; HangUntilReconnect
 // is cured by `adb reconnect`), `adb reboot` takes it away for RebootTime
 // and brings it back cured, Flap drops it and lets it back again and
-// again, HubDrop drops several phones at once, and Replug plugs an
-// unplugged phone back in.
+// again, HubDrop drops several phones at once, Replug plugs an unplugged
+// phone back in, and LeaveNetwork and ReturnToNetwork take a phone on
+// wireless debugging off the network (its address refuses connections, so
+// the adb server drops it after its own retries) and back.
 package fakeadbd

@@ -85,12 +85,13 @@ func (e InputEvent) String() string { return strings.Join(e.Args, " ") }
 // Phone is a running fake phone.
 type Phone struct {
 	opts    Options
-	ln      net.Listener
+	addr    string // where it listens, also while away (LeaveNetwork)
 	sim     *capture.Simulated
 	closing chan struct{}
 	wg      sync.WaitGroup
 
 	mu        sync.Mutex
+	ln        net.Listener // closed while away (LeaveNetwork)
 	conns     map[net.Conn]bool
 	unplugged bool
 	// distrusted: Distrust was called; the phone answers as unauthorized.
@@ -167,12 +168,13 @@ func Start(opts Options) (*Phone, error) {
 		imeCurrent: latinIME,
 		settings:   map[string]string{"system accelerometer_rotation": "1", "system user_rotation": "0"},
 	}
-	p.wg.Go(p.accept)
+	p.addr = ln.Addr().String()
+	p.wg.Go(func() { p.accept(ln) })
 	return p, nil
 }
 
 // Addr is the address to give `adb connect`; adb uses it as the serial.
-func (p *Phone) Addr() string { return p.ln.Addr().String() }
+func (p *Phone) Addr() string { return p.addr }
 
 // Serial is the serial adb lists the phone under once connected.
 func (p *Phone) Serial() string { return p.Addr() }
@@ -204,9 +206,9 @@ func (p *Phone) Distrust() {
 // Sim is the simulated phone behind the screen.
 func (p *Phone) Sim() *capture.Simulated { return p.sim }
 
-func (p *Phone) accept() {
+func (p *Phone) accept(ln net.Listener) {
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -261,7 +263,10 @@ func (p *Phone) Close() error {
 	for _, pr := range procs {
 		pr.signal("KILL")
 	}
-	err := p.ln.Close()
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	err := ln.Close()
 	p.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close fake phone: %w", err)

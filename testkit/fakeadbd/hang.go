@@ -2,6 +2,8 @@ package fakeadbd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -118,6 +120,36 @@ func (p *Phone) Replug() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.unplugged = false
+}
+
+// LeaveNetwork takes a phone on wireless debugging off the network: its
+// connections drop and its address refuses connections until
+// ReturnToNetwork, so the adb server's own reconnects of it fail.
+func (p *Phone) LeaveNetwork() {
+	p.Unplug()
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	ln.Close()
+}
+
+// ReturnToNetwork listens at the phone's address again and accepts
+// connections: the phone is back, for whoever runs `adb connect`.
+func (p *Phone) ReturnToNetwork() error {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("listen again at %s: %w", p.addr, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		ln.Close()
+		return errors.New("return to network: phone closed")
+	}
+	p.ln = ln
+	p.unplugged = false
+	p.wg.Go(func() { p.accept(ln) })
+	return nil
 }
 
 // Flap drops the phone's connections n times, every period, accepting
