@@ -18,8 +18,9 @@ build:
 	$(GO) build ./...
 
 ## test: install missing test dependencies (MinIO in the background), check formatting, vet (also for Windows and linux/arm64), fuzz every target briefly, and run every test with the race detector; prints the time of each phase
-# scripts/test.sh runs the phases deps fmt-check vet cross fuzz-short
-# test-race in order, each as `make <phase>`. `make -n test` prints them.
+# scripts/test.sh runs deps fmt-check vet in order, then test-race, with
+# cross and fuzz-short in the background beside it, each as `make <phase>`.
+# `make -n test` prints them.
 test:
 	MAKE='$(MAKE)' DRY_RUN='$(findstring n,$(firstword -$(MAKEFLAGS)))' scripts/test.sh
 
@@ -64,9 +65,14 @@ fmt-check:
 		exit 1; \
 	fi
 
-## vet: run go vet
+## vet: run go vet, in the race detector's build
+# -race: vet compiles every package it checks and every one they import,
+# and under -race those compilations are the ones test-race needs, so the
+# tests reuse them instead of compiling the tree a second time. The only
+# files -race leaves out are the !race half of uploader/race_*_test.go, a
+# constant.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 # Every fuzz target, as package:Target (`go test -fuzz` takes one target per
 # run). testkit/securitytest checks that the list is complete.

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# What `make test` runs (and so CI: .ci/run). The phases, in order, each a
-# make target of its own:
+# What `make test` runs (and so CI: .ci/run). The phases, each a make target
+# of its own:
 #
+#   minio       scripts/test-deps.sh minio: a go install of some minutes on
+#               a fresh machine, in the background from the start; the
+#               tests wait for it
 #   deps        scripts/test-deps.sh system: what comes from apt-get
 #   fmt-check   gofmt
-#   vet         go vet ./...
-#   cross       go vet ./... for windows/amd64, go build ./... for linux/arm64
-#   fuzz-short  every fuzz target, briefly
+#   vet         go vet -race ./... : under the race detector's build, so
+#               that the tests reuse its compilations of every package
+#   cross       go vet ./... for windows/amd64, go build of the shipped
+#               commands for linux/arm64         } in the background, at a
+#   fuzz-short  every fuzz target, briefly       } lower priority, beside
+#                                                } test-race
 #   test-race   go test -race ./...
 #
-# MinIO (scripts/test-deps.sh minio: a go install of some minutes on a fresh
-# machine) is installed in the background from the start, at a lower
-# priority, while the phases before test-race run; test-race waits for it,
-# and the run fails when it failed. At the end, and when a phase fails, it
-# prints how long each phase took.
+# On 2 cores a fresh run is bound by the compiler: MinIO and the race build
+# of the tree (vet) take both cores first; the tests then wait on servers,
+# phones and timeouts much of the time, which leaves a core to the
+# compilations of cross and fuzz-short (their builds share nothing with
+# the race build). The run fails when any phase failed, and at the end, or
+# when a phase fails, it prints when each phase started and how long it took.
 #
 # Under `make -n test` (DRY_RUN set) it prints what each phase would run.
 set -euo pipefail
@@ -21,25 +28,31 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 MAKE="${MAKE:-make}"
 DRY_RUN="${DRY_RUN:-}"
-PHASES=(deps fmt-check vet cross fuzz-short test-race)
+FOREGROUND=(deps fmt-check vet)   # in order, before the tests
+BACKGROUND=(cross fuzz-short)      # in order, in the background, beside the tests
+# BG_NICE: the background checks' priority; the tests keep theirs.
+BG_NICE="${BG_NICE:-10}"
 
 # mmss formats a number of seconds as 1m05s.
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 START=$(date +%s)
 NAMES=()
+BEGINS=()
 TIMES=()
 NOTES=()
-record() { NAMES+=("$1") TIMES+=("$2") NOTES+=("${3:-}"); }
+# record NAME BEGIN END [NOTE]: a phase that ran from BEGIN to END (epoch s).
+record() { NAMES+=("$1") BEGINS+=($(($2 - START))) TIMES+=($(($3 - $2))) NOTES+=("${4:-}"); }
 
 summary() {
 	local i
 	echo
-	echo "make test: where the time went"
+	echo "make test: where the time went (start: when the phase began, from the start of make test)"
+	printf '  %-11s %7s %7s\n' phase start took
 	for i in "${!NAMES[@]}"; do
-		printf '  %-11s %7s%s\n' "${NAMES[$i]}" "$(mmss "${TIMES[$i]}")" "${NOTES[$i]:+  ${NOTES[$i]}}"
+		printf '  %-11s %7s %7s%s\n' "${NAMES[$i]}" "$(mmss "${BEGINS[$i]}")" "$(mmss "${TIMES[$i]}")" "${NOTES[$i]:+  ${NOTES[$i]}}"
 	done
-	printf '  %-11s %7s\n' total "$(mmss $(($(date +%s) - START)))"
+	printf '  %-11s %7s %7s\n' total "" "$(mmss $(($(date +%s) - START)))"
 }
 
 # make_phase runs make for one phase (deps: only its system part).
@@ -52,81 +65,131 @@ make_phase() {
 }
 
 if [ -n "$DRY_RUN" ]; then
-	echo "# in the background from the start, at nice 10 (test-race waits for it):"
+	echo "# in the background from the start (test-race waits for it):"
 	echo "scripts/test-deps.sh minio"
-	for p in "${PHASES[@]}"; do
+	for p in "${FOREGROUND[@]}"; do
 		echo "# $p"
 		make_phase "$p" -n
 	done
+	for p in "${BACKGROUND[@]}"; do
+		echo "# $p (in the background at nice $BG_NICE, beside test-race)"
+		make_phase "$p" -n
+	done
+	echo "# test-race"
+	make_phase test-race -n
 	exit 0
 fi
 
-# --- MinIO in the background ---------------------------------------------------
-# In a session of its own (setsid), so that the whole go install, compilers
-# included, can be stopped when the run ends early.
-MINIO_LOG="$(mktemp "${TMPDIR:-/tmp}/edge-test-minio.XXXXXX")"
-MINIO_END="$MINIO_LOG.end"
-MINIO_GROUP=0
+# --- background jobs -------------------------------------------------------------
+# Each runs in a session of its own (setsid), so that the whole of it,
+# compilers and test binaries included, can be stopped when the run ends
+# early. Its output goes to a log, shown when it is waited for, so that it
+# does not interleave with the tests'.
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/edge-test.XXXXXX")"
 SETSID=()
 if command -v setsid >/dev/null 2>&1; then
-	MINIO_GROUP=1 SETSID=(setsid)
+	SETSID=(setsid)
 fi
-# The end time goes to a file of its own: the install may end long before
-# the tests wait for it.
-nice -n 10 "${SETSID[@]}" bash -c 'rc=0; scripts/test-deps.sh minio || rc=$?; date +%s >"$1"; exit $rc' \
-	_ "$MINIO_END" >"$MINIO_LOG" 2>&1 </dev/null &
-MINIO_PID=$!
+declare -A BG_PID=()
 
-stop_minio() {
-	if [ -n "${MINIO_PID:-}" ] && kill -0 "$MINIO_PID" 2>/dev/null; then
-		echo "test: stopping the background MinIO install" >&2
-		if [ "$MINIO_GROUP" = 1 ]; then
-			kill -TERM -- "-$MINIO_PID" 2>/dev/null || true
-		else
-			kill -TERM "$MINIO_PID" 2>/dev/null || true
-		fi
-		wait "$MINIO_PID" 2>/dev/null || true
-	fi
-	MINIO_PID=
-	rm -f "$MINIO_LOG" "$MINIO_END"
+# start_bg NAME NICE CMD...: runs CMD in the background; its start and end
+# times go to files of their own (it may end long before it is waited for).
+start_bg() {
+	local name="$1" prio="$2"
+	shift 2
+	nice -n "$prio" "${SETSID[@]}" bash -c 'date +%s >"$0.begin"; rc=0; "$@" || rc=$?; date +%s >"$0.end"; exit $rc' \
+		"$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 </dev/null &
+	BG_PID[$name]=$!
 }
-trap stop_minio EXIT
-trap 'stop_minio; exit 130' INT
-trap 'stop_minio; exit 143' TERM
 
-# wait_minio waits for the background install, shows what it printed (its
-# go: downloading lines only when it failed) and fails when it failed.
-wait_minio() {
-	local t rc end
+stop_bg() {
+	local name pid
+	for name in "${!BG_PID[@]}"; do
+		pid="${BG_PID[$name]}"
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "test: stopping $name (in the background)" >&2
+			if [ "${#SETSID[@]}" -gt 0 ]; then
+				kill -TERM -- "-$pid" 2>/dev/null || true
+			else
+				kill -TERM "$pid" 2>/dev/null || true
+			fi
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	BG_PID=()
+	rm -rf "$TMP"
+}
+trap stop_bg EXIT
+trap 'stop_bg; exit 130' INT
+trap 'stop_bg; exit 143' TERM
+
+# wait_bg NAME FILTER [PHASES...]: waits for a background job, shows its log
+# (through FILTER) and records it, or each of the PHASES it ran (their
+# times in $TMP/<phase>.begin and .end); on failure it shows the whole log
+# and fails the run.
+wait_bg() {
+	local name="$1" filter="$2" t rc begin end p note
+	shift 2
+	local pid="${BG_PID[$name]}"
 	t=$(date +%s)
-	if kill -0 "$MINIO_PID" 2>/dev/null; then
-		echo "== minio: waiting for the background install"
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "== $name: waiting for it (in the background)"
+	else
+		echo "== $name (ran in the background)"
 	fi
 	rc=0
-	wait "$MINIO_PID" || rc=$?
-	MINIO_PID=
-	end="$(cat "$MINIO_END" 2>/dev/null || date +%s)"
+	wait "$pid" || rc=$?
+	unset "BG_PID[$name]"
+	note="in the background; waited $(mmss $(($(date +%s) - t)))"
+	if [ "$#" -eq 0 ]; then
+		set -- "$name"
+	fi
+	for p in "$@"; do
+		[ -f "$TMP/$p.begin" ] || continue
+		begin="$(cat "$TMP/$p.begin")"
+		if [ -f "$TMP/$p.end" ]; then
+			record "$p" "$begin" "$(cat "$TMP/$p.end")" "${note/: FAILED/}"
+		else
+			record "$p" "$begin" "$(date +%s)" "in the background: FAILED"
+		fi
+	done
 	if [ "$rc" != 0 ]; then
-		cat "$MINIO_LOG"
-		echo "test: scripts/test-deps.sh minio failed (exit $rc); the tests need MinIO" >&2
-		record minio $((end - START)) "in the background: FAILED"
+		cat "$TMP/$name.log"
+		echo "test: $name failed (exit $rc)" >&2
 		summary
 		exit 1
 	fi
-	grep -v '^go: downloading ' "$MINIO_LOG" || true
-	record minio $((end - START)) "in the background from the start; waited $(mmss $(($(date +%s) - t)))"
+	grep -v -e "$filter" "$TMP/$name.log" || true
 }
 
 # --- the phases ----------------------------------------------------------------
-for p in "${PHASES[@]}"; do
-	[ "$p" != test-race ] || wait_minio
+# MinIO is on the tests' critical path: it keeps the default priority.
+start_bg minio 0 scripts/test-deps.sh minio
+
+run_phase() {
+	local p="$1" t
 	echo "== $p"
 	t=$(date +%s)
 	if ! make_phase "$p"; then
-		record "$p" $(($(date +%s) - t)) FAILED
+		record "$p" "$t" "$(date +%s)" FAILED
 		summary
 		exit 1
 	fi
-	record "$p" $(($(date +%s) - t))
+	record "$p" "$t" "$(date +%s)"
+}
+
+for p in "${FOREGROUND[@]}"; do
+	run_phase "$p"
 done
+# The background checks run one after the other, beside the tests.
+start_bg checks "$BG_NICE" bash -c 'make="$1" dir="$2"; shift 2
+	for p in "$@"; do
+		echo "== $p"; date +%s >"$dir/$p.begin"
+		"$make" --no-print-directory "$p" || exit
+		date +%s >"$dir/$p.end"
+	done' _ "$MAKE" "$TMP" "${BACKGROUND[@]}"
+echo "== ${BACKGROUND[*]}: started in the background at nice $BG_NICE"
+wait_bg minio '^go: downloading '
+run_phase test-race
+wait_bg checks '^$' "${BACKGROUND[@]}"
 summary
