@@ -32,6 +32,7 @@ type grantEvent struct {
 	jobstore.WriteEvent
 	idx      int  // position in the job's write_events
 	operator bool // an operator reassignment (a fault of the schedule)
+	notRun   bool // its assign was refused before the job ran (Failure.NotRun): no attempt
 }
 
 // grantsOf returns the accepted grants among a job's write_events, in the
@@ -55,6 +56,14 @@ func grantsOf(h *History, id string) []grantEvent {
 			operator[key{-1, op.Owner}] = true // took effect, or not: any generation
 		}
 	}
+	// A grant whose assign the agent refused before the job ran, handed
+	// back with Failure.NotRun, is not an attempt.
+	notRun := map[key]bool{}
+	for _, op := range h.Ops {
+		if op.Method == opFail && op.JobID == id && op.NotRun && op.Outcome != outStale && op.Outcome != outNotFound && op.Outcome != outConflict {
+			notRun[key{op.Token.Generation, op.Token.Owner}] = true
+		}
+	}
 	var out []grantEvent
 	for i, e := range h.Final.Events[id] {
 		if !e.Accepted || (e.Verb != jobstore.VerbClaim && e.Verb != jobstore.VerbReassign) {
@@ -62,6 +71,7 @@ func grantsOf(h *History, id string) []grantEvent {
 		}
 		g := grantEvent{WriteEvent: e, idx: i}
 		g.operator = e.Verb == jobstore.VerbReassign && (operator[key{e.Generation, e.Owner}] || operator[key{-1, e.Owner}])
+		g.notRun = notRun[key{e.Generation, e.Owner}]
 		out = append(out, g)
 	}
 	return out
@@ -91,7 +101,7 @@ func checkAttempts(h *History, id string, jp JobPlan, rep *Report) {
 	}
 	n := 0
 	for _, g := range grants {
-		if !g.operator {
+		if !g.operator && !g.notRun {
 			n++
 		}
 	}
@@ -101,7 +111,7 @@ func checkAttempts(h *History, id string, jp JobPlan, rep *Report) {
 	if n > limit {
 		var gens []string
 		for _, g := range grants {
-			if !g.operator {
+			if !g.operator && !g.notRun {
 				gens = append(gens, fmt.Sprintf("g%d %s (event %d)", g.Generation, g.Verb, g.ID))
 			}
 		}

@@ -64,6 +64,7 @@ type StoreOp struct {
 	Old         fencing.Token   // takeover: the token taken away
 	Taken       []fencing.Token // reclaim and hello: the tokens taken back
 	Requeue     bool            // fail: retried (jobstore.Failure.Retried)
+	NotRun      bool            // fail: the assign was refused before the job ran (jobstore.Failure.NotRun): requeued, the grant not counted
 	MaxAttempts int             // submit: the job's max_attempts (0: the default)
 	Call        time.Time
 	Return      time.Time

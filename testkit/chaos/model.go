@@ -75,6 +75,7 @@ type regInput struct {
 	Owner   string        // grants: the new owner; maybe-release: the new session
 	Old     fencing.Token // takeover: the token taken away
 	Requeue bool          // fail: a retried (infrastructure) failure
+	NotRun  bool          // fail: an assign refused before the job ran: requeued, the grant not counted
 	Max     int           // submit: the job's max_attempts
 }
 
@@ -222,7 +223,12 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 	case opFail:
 		// Every end state but SUCCEEDED is F in the register.
 		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: s.Attempts, Max: s.Max}
-		if in.Requeue {
+		switch {
+		case in.NotRun:
+			// Back to the queue at once, whatever attempts are left: the
+			// grant it ends is not counted.
+			ended = regState{Exists: true, Status: stQueued, Gen: s.Gen + 1, Attempts: max(s.Attempts-1, 0), Max: s.Max}
+		case in.Requeue:
 			ended = requeued()
 		}
 		switch out.Outcome {
@@ -368,7 +374,7 @@ func registerOps(h *History, jobs []string) map[string][]porcupine.Operation {
 		case opCommit:
 			add(op.JobID, op, regInput{Op: opCommit, Tok: op.Token}, o)
 		case opFail:
-			add(op.JobID, op, regInput{Op: opFail, Tok: op.Token, Requeue: op.Requeue}, o)
+			add(op.JobID, op, regInput{Op: opFail, Tok: op.Token, Requeue: op.Requeue, NotRun: op.NotRun}, o)
 		case opCancel:
 			add(op.JobID, op, regInput{Op: opCancel}, o)
 		}

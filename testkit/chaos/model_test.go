@@ -84,6 +84,13 @@ func TestRegisterModel(t *testing.T) {
 			op(0, 0, 1, regInput{Op: opSubmit, Max: 1}, regOutput{Outcome: outOK}), claimA,
 			op(2, 4, 5, regInput{Op: opFail, Tok: tokOf(ownerA, 1), Requeue: true}, regOutput{Outcome: outOK}),
 			op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: 3})}, false},
+		{"grant after a refused assign of the last attempt", []porcupine.Operation{
+			op(0, 0, 1, regInput{Op: opSubmit, Max: 1}, regOutput{Outcome: outOK}), claimA,
+			op(2, 4, 5, regInput{Op: opFail, Tok: tokOf(ownerA, 1), NotRun: true}, regOutput{Outcome: outOK}),
+			op(1, 6, 7, regInput{Op: opClaim, Owner: ownerB}, regOutput{Outcome: outOK, Gen: 3}),
+			commit(3, 8, 9, tokOf(ownerB, 3), outOK)}, true},
+		{"refused assign of a stale grant", []porcupine.Operation{submit, claimA, reclaimA,
+			op(2, 12, 13, regInput{Op: opFail, Tok: tokOf(ownerA, 1), NotRun: true}, regOutput{Outcome: outOK})}, false},
 		{"takeover of a lease with no attempt left", []porcupine.Operation{
 			op(0, 0, 1, regInput{Op: opSubmit, Max: 1}, regOutput{Outcome: outOK}), claimA,
 			op(1, 4, 5, regInput{Op: opTakeover, Owner: ownerB, Old: tokOf(ownerA, 1)}, regOutput{Outcome: outOK, Gen: 2})}, false},

@@ -132,6 +132,7 @@ func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f jobstore
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
 	op.Requeue = f.Retried()
+	op.NotRun = f.NotRun
 	err := s.Store.Fail(ctx, tok, f)
 	s.rec.end(op, outcomeOf(err), err)
 	return err
