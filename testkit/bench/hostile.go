@@ -80,9 +80,12 @@ type HostilePhase struct {
 	StreamsAdmitted, StreamsRefused, StreamsOther int
 	RefusedBy                                     map[string]int // 429s by what they named
 	StreamsOpenAtEnd                              int64
-	FloodSent, FloodRefused                       int64
-	SlowCut, SlowOpen, SlowOther                  int
-	SlowCutAfter                                  Summary
+	// RSSStreamsOpen is the coordinator's RSS once every stream attempt
+	// was answered, before the well-behaved workload sends events.
+	RSSStreamsOpen               int64
+	FloodSent, FloodRefused      int64
+	SlowCut, SlowOpen, SlowOther int
+	SlowCutAfter                 Summary
 }
 
 // HostileReport is the result of the hostile scenario.
@@ -646,6 +649,7 @@ api:
 	case <-ctx.Done():
 		return rep, ctx.Err()
 	}
+	h.RSSStreamsOpen = SampleProc(pid).RSS
 	o.logf("hostile: streams %d admitted, %d refused; well-behaved workload, %d jobs", h.StreamsAdmitted, h.StreamsRefused, o.Jobs)
 	hostileIDs, werr := workload(h, "hostile")
 	var cuts Durations
@@ -801,6 +805,7 @@ func PrintHostile(w io.Writer, r *HostileReport) {
 	t.Add("job completion p99 ms", ms(q.Job.P99), ms(h.Job.P99), ratio(q.Job.P99, h.Job.P99))
 	t.Add("jobs SUCCEEDED / submitted", fmt.Sprintf("%d / %d", q.Succeeded, q.Jobs), fmt.Sprintf("%d / %d", h.Succeeded, h.Jobs), "")
 	t.Add("coordinator RSS at start MiB", mib(q.RSSStart), mib(h.RSSStart), "")
+	t.Add("coordinator RSS, streams open, no event yet MiB", "", mib(h.RSSStreamsOpen), "")
 	t.Add("coordinator RSS peak MiB (100ms samples)", mib(q.RSSMax), mib(h.RSSMax), "")
 	t.Add("coordinator VmHWM at end MiB", mib(q.HWM), mib(h.HWM), "")
 	t.Add("coordinator goroutines, most seen", fmt.Sprint(q.Goroutines), fmt.Sprint(h.Goroutines), "")
