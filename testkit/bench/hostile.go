@@ -82,10 +82,13 @@ type HostilePhase struct {
 	StreamsOpenAtEnd                              int64
 	// RSSStreamsOpen is the coordinator's RSS once every stream attempt
 	// was answered, before the well-behaved workload sends events.
-	RSSStreamsOpen               int64
-	FloodSent, FloodRefused      int64
-	SlowCut, SlowOpen, SlowOther int
-	SlowCutAfter                 Summary
+	RSSStreamsOpen int64
+	// HeapStreamsOpen and StackStreamsOpen are the Go heap and goroutine
+	// stacks in use at that moment (go_memstats_*_inuse_bytes).
+	HeapStreamsOpen, StackStreamsOpen int64
+	FloodSent, FloodRefused           int64
+	SlowCut, SlowOpen, SlowOther      int
+	SlowCutAfter                      Summary
 }
 
 // HostileReport is the result of the hostile scenario.
@@ -650,6 +653,12 @@ api:
 		return rep, ctx.Err()
 	}
 	h.RSSStreamsOpen = SampleProc(pid).RSS
+	if v, ok := scrapeMetric(probe, metrics, "go_memstats_heap_inuse_bytes "); ok {
+		h.HeapStreamsOpen = int64(v)
+	}
+	if v, ok := scrapeMetric(probe, metrics, "go_memstats_stack_inuse_bytes "); ok {
+		h.StackStreamsOpen = int64(v)
+	}
 	o.logf("hostile: streams %d admitted, %d refused; well-behaved workload, %d jobs", h.StreamsAdmitted, h.StreamsRefused, o.Jobs)
 	hostileIDs, werr := workload(h, "hostile")
 	var cuts Durations
@@ -806,6 +815,7 @@ func PrintHostile(w io.Writer, r *HostileReport) {
 	t.Add("jobs SUCCEEDED / submitted", fmt.Sprintf("%d / %d", q.Succeeded, q.Jobs), fmt.Sprintf("%d / %d", h.Succeeded, h.Jobs), "")
 	t.Add("coordinator RSS at start MiB", mib(q.RSSStart), mib(h.RSSStart), "")
 	t.Add("coordinator RSS, streams open, no event yet MiB", "", mib(h.RSSStreamsOpen), "")
+	t.Add("  of it Go heap / goroutine stacks in use MiB", "", mib(h.HeapStreamsOpen)+" / "+mib(h.StackStreamsOpen), "")
 	t.Add("coordinator RSS peak MiB (100ms samples)", mib(q.RSSMax), mib(h.RSSMax), "")
 	t.Add("coordinator VmHWM at end MiB", mib(q.HWM), mib(h.HWM), "")
 	t.Add("coordinator goroutines, most seen", fmt.Sprint(q.Goroutines), fmt.Sprint(h.Goroutines), "")
