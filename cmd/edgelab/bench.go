@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "mcp", "sse"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "mcp", "sse", "hostile"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -69,6 +69,10 @@ type benchFlags struct {
 	sseWatchers, sseEvents                             int
 	sseEvery                                           time.Duration
 	ssePolls                                           string
+	coordBin                                           string
+	hostileJobs, hostileStreams, hostileTokens         int
+	floodRate, floodMax, slowBodies                    int
+	hostileJobEvery, hostileHB, slowFor                time.Duration
 }
 
 func (o *benchFlags) define(fs *flag.FlagSet) {
@@ -100,6 +104,16 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.sseWatchers, "sse-watchers", 1000, "sse: concurrent event streams")
 	fs.IntVar(&o.sseEvents, "sse-events", 200, "sse: jobs submitted (one event each)")
 	fs.DurationVar(&o.sseEvery, "sse-every", 50*time.Millisecond, "sse: time between two submits")
+	fs.StringVar(&o.coordBin, "coord-bin", "", "hostile: edgecoord binary (default: go build ./cmd/edgecoord)")
+	fs.IntVar(&o.hostileJobs, "hostile-jobs", 100, "hostile: one-step jobs of the well-behaved agent per phase")
+	fs.DurationVar(&o.hostileJobEvery, "hostile-job-every", 250*time.Millisecond, "hostile: time between two submits of the well-behaved workload")
+	fs.DurationVar(&o.hostileHB, "hostile-heartbeat", 200*time.Millisecond, "hostile: agents.heartbeat of the coordinator")
+	fs.IntVar(&o.hostileStreams, "hostile-streams", 2000, "hostile: event-stream attempts, half /api/v1/events, half /ui/events")
+	fs.IntVar(&o.hostileTokens, "hostile-tokens", 80, "hostile: read tokens the stream attempts are spread over")
+	fs.IntVar(&o.floodRate, "flood-rate", 20000, "hostile: heartbeats a second of the flooding agent")
+	fs.IntVar(&o.floodMax, "flood-max", 2000000, "hostile: at most this many flood heartbeats")
+	fs.IntVar(&o.slowBodies, "slow-bodies", 50, "hostile: connections sending a body at 1 byte/s")
+	fs.DurationVar(&o.slowFor, "slow-for", 45*time.Second, "hostile: how long a slow body is sent at most")
 	fs.StringVar(&o.ssePolls, "sse-poll", "100ms", "sse: broker poll intervals, one run each (comma-separated durations)")
 }
 
@@ -214,6 +228,16 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.SSE(ctx, bench.SSEOptions{Common: common, Drivers: drivers, Watchers: o.sseWatchers, Events: o.sseEvents, Every: o.sseEvery, Intervals: polls})
 			if r != nil {
 				bench.PrintSSE(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "hostile":
+			r, err := bench.Hostile(ctx, bench.HostileOptions{Common: common, CoordBin: o.coordBin, Jobs: o.hostileJobs, JobEvery: o.hostileJobEvery,
+				Heartbeat: o.hostileHB, Streams: o.hostileStreams, StreamTokens: o.hostileTokens, FloodRate: o.floodRate, FloodMax: o.floodMax,
+				SlowBodies: o.slowBodies, SlowFor: o.slowFor})
+			if r != nil {
+				bench.PrintHostile(stdout, r)
 			}
 			if err != nil {
 				return err

@@ -209,3 +209,37 @@ func TestMCPScenario(t *testing.T) {
 		t.Fatalf("row %+v\n%s", x, out.String())
 	}
 }
+
+func TestHostileScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the edgecoord binary")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("samples /proc")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	r, err := Hostile(ctx, HostileOptions{Common: common(t), Jobs: 5, JobEvery: 20 * time.Millisecond, Streams: 40, StreamTokens: 2,
+		FloodRate: 2000, FloodMax: 5000, SlowBodies: 2, ReadTimeout: time.Second, SlowFor: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	PrintHostile(&out, r)
+	t.Log(out.String())
+	for _, p := range []HostilePhase{r.Quiet, r.Hostile} {
+		if p.Succeeded != 5 || p.Heartbeat.N == 0 || p.RSSMax <= 0 {
+			t.Errorf("%s: %d of 5 jobs succeeded, %d heartbeats, RSS %d", p.Name, p.Succeeded, p.Heartbeat.N, p.RSSMax)
+		}
+	}
+	h := r.Hostile
+	if h.StreamsAdmitted+h.StreamsRefused != 40 || h.StreamsAdmitted == 0 || h.StreamsRefused == 0 {
+		t.Errorf("streams: %d admitted, %d refused, %d other; want 40 answered, some of each", h.StreamsAdmitted, h.StreamsRefused, h.StreamsOther)
+	}
+	if h.SlowCut != 2 {
+		t.Errorf("slow bodies: %d cut off, %d open, %d failed; want 2 cut off", h.SlowCut, h.SlowOpen, h.SlowOther)
+	}
+	if h.FloodSent == 0 {
+		t.Error("no flood sent")
+	}
+}

@@ -23,17 +23,22 @@ import (
 
 // agentStats are what the protocol-level agents of a run measured.
 type agentStats struct {
-	heartbeats  atomic.Int64
-	hbErrors    atomic.Int64
-	assigns     atomic.Int64
-	results     atomic.Int64
-	stale       atomic.Int64
-	errs        atomic.Int64
-	hbLatency   Durations
-	commitLat   Durations
-	lastErrMu   sync.Mutex
-	lastErr     error
-	onAssign    func(jobID string, at time.Time)
+	heartbeats atomic.Int64
+	hbErrors   atomic.Int64
+	assigns    atomic.Int64
+	results    atomic.Int64
+	stale      atomic.Int64
+	errs       atomic.Int64
+	hbLatency  Durations
+	commitLat  Durations
+	lastErrMu  sync.Mutex
+	lastErr    error
+	onAssign   func(jobID string, at time.Time)
+	// onResult, when set, is called once a job's result was accepted.
+	onResult func(jobID string, at time.Time)
+	// onHeartbeat, when set, is called after every heartbeat with the
+	// time it was sent, its round trip and its error.
+	onHeartbeat func(start time.Time, rtt time.Duration, err error)
 	measureFrom atomic.Int64 // unix nanos; latencies before it are not kept
 }
 
@@ -170,6 +175,9 @@ func (a *simAgent) heartbeats() {
 		err := a.request(a.ctx, protocol.VerbHeartbeat, hb, &protocol.Ack{})
 		if a.ctx.Err() != nil {
 			return
+		}
+		if a.stats.onHeartbeat != nil {
+			a.stats.onHeartbeat(start, time.Since(start), err)
 		}
 		if err != nil {
 			a.stats.hbErrors.Add(1)
@@ -344,6 +352,9 @@ func (a *simAgent) run(ctx context.Context, tok fencing.Token, ttl time.Duration
 		return
 	}
 	a.stats.results.Add(1)
+	if a.stats.onResult != nil {
+		a.stats.onResult(tok.JobID, time.Now())
+	}
 	if a.stats.measuring(start) {
 		a.stats.commitLat.Add(time.Since(start))
 	}
