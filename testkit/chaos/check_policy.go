@@ -333,6 +333,10 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 		tok := fencing.Token{JobID: id, Owner: j.WorkerID, Generation: j.Generation}
 		judge("running", h.Settled, fmt.Sprintf("the job was still in progress under %s at the end,", tok))
 	}
+	if j.Status == jobstore.StatusQueued {
+		// The reaper ends a queued job whose deadline passed as well.
+		judge("queued", h.Settled, fmt.Sprintf("the job was still queued at g%d at the end, not TIMED_OUT,", j.Generation))
+	}
 	for _, kind := range order {
 		sg := signs[kind]
 		more := ""

@@ -77,6 +77,11 @@ func TestCheckPolicyRules(t *testing.T) {
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
 			b.h.Final.Running["j"], b.h.Final.Live[ownerB] = ownerB, true
 		}, RuleDeadline},
+		{"still queued long after the deadline", func(b *history) {
+			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusQueued, Generation: 2,
+				DeadlineAt: b.at(1000), MaxAttempts: 3}
+			b.h.Final.Events["j"] = b.h.Final.Events["j"][:2]
+		}, RuleDeadline},
 		{"timed out by the reaper in time", func(b *history) {
 			b.h.Final.Jobs["j"] = jobstore.Job{ID: "j", Status: jobstore.StatusTimedOut, Generation: 2, DeadlineAt: b.at(1000), MaxAttempts: 3}
 			b.h.Final.Events["j"] = b.h.Final.Events["j"][:3]
