@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,44 @@ func TestRefusedAssign(t *testing.T) {
 				`attempt_ends_total{cause="assign_refused",class="job"} 1`,
 				`jobs_ended_total{state="FAILED"} 1`,
 			)
+		})
+	}
+}
+
+// TestRefusedAssignAfterAttemptsSpent: a job whose attempts an earlier
+// grant and an operator's reassignment used up is not left queued for
+// ever when the new owner refuses the assign (503): no grant could take it
+// again, so it ends FAILED, attempts exhausted, as a retried failure would;
+// the refused grant is not counted.
+func TestRefusedAssignAfterAttemptsSpent(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) jobstore.Store{
+		"sqlite":   func(t *testing.T) jobstore.Store { return openSQLite(t) },
+		"postgres": func(t *testing.T) jobstore.Store { return openPostgres(t, testenv.Postgres(t)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			store := open(t)
+			if _, err := store.Submit(ctx, jobstore.JobSpec{ID: "spent", MaxAttempts: 1, Task: task(protocol.DeviceSelector{})}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ClaimFor(ctx, jobstore.ClaimRequest{Owner: "pc-a/1", Devices: []protocol.Device{phone("A1")}, Slots: 1, TTL: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			l, err := store.Reassign(ctx, "spent", "pc-b/1", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := jobstore.Failure{Reason: "assign not accepted: 503 no free slot", Class: protocol.FailClassInfrastructure, Cause: jobstore.CauseAssignRefused, NotRun: true}
+			if err := store.Fail(ctx, l.Token, f); err != nil {
+				t.Fatal(err)
+			}
+			j, err := store.Get(ctx, "spent")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Status != jobstore.StatusFailed || j.Attempts != 1 || !strings.HasPrefix(j.FailReason, "attempts exhausted (1 of 1)") {
+				t.Fatalf("refused assign after the attempts were used: %s, %d attempts, reason %q; want FAILED, 1 attempt, attempts exhausted (1 of 1)", j.Status, j.Attempts, j.FailReason)
+			}
 		})
 	}
 }

@@ -58,10 +58,13 @@ func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts < j.max_attempts)`
 	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND j.attempts >= j.max_attempts)`
 	requeue := `(` + kind + ` = '` + jobstore.OutcomeRequeue + `')`
-	again := `(` + retry + ` OR ` + requeue + `)`
+	// spent: a requeue of a job whose earlier grants (an operator's
+	// reassignment counts) used up its attempts: FAILED, as a retry would.
+	spent := `(` + requeue + ` AND j.attempts - 1 >= j.max_attempts)`
+	again := `(` + retry + ` OR (` + requeue + ` AND NOT ` + spent + `))`
 	ends := attemptEnd(class, cause, reason)
 	return `
-		    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
+		    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` OR ` + spent + ` THEN 'FAILED' ELSE ` + kind + ` END,
 		    lease_generation = CASE WHEN ` + again + ` THEN j.lease_generation + 1 ELSE j.lease_generation END,
 		    worker_id = CASE WHEN ` + again + ` THEN NULL ELSE j.worker_id END,
 		    device_serial = CASE WHEN ` + again + ` THEN NULL ELSE j.device_serial END,
@@ -71,6 +74,7 @@ func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 		fmt.Sprint(sqlstore.MaxBackoffShift) + `), ` + maxBackoff + `::bigint) * interval '1 microsecond' ELSE j.not_before END,
 		    attempt_ends = CASE WHEN ` + requeue + ` THEN j.attempt_ends ELSE ` + ends + ` END,
 		    fail_reason = CASE WHEN ` + exhausted + ` THEN 'attempts exhausted (' || j.attempts || ' of ' || j.max_attempts || '): ' || ` + causesList(ends) + `
+		                       WHEN ` + spent + ` THEN 'attempts exhausted (' || (j.attempts - 1) || ' of ' || j.max_attempts || '): ' || COALESCE(` + causesList("j.attempt_ends") + `, '')
 		                       ELSE COALESCE(` + reason + `::text, j.fail_reason) END,
 		    updated_at = clock_timestamp()`
 }

@@ -65,11 +65,14 @@ func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 	retry := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts < max_attempts)`
 	exhausted := `(` + kind + ` = '` + jobstore.OutcomeRetry + `' AND attempts >= max_attempts)`
 	requeue := `(` + kind + ` = '` + jobstore.OutcomeRequeue + `')`
-	again := `(` + retry + ` OR ` + requeue + `)`
+	// spent: a requeue of a job whose earlier grants (an operator's
+	// reassignment counts) used up its attempts: FAILED, as a retry would.
+	spent := `(` + requeue + ` AND attempts - 1 >= max_attempts)`
+	again := `(` + retry + ` OR (` + requeue + ` AND NOT ` + spent + `))`
 	ends := attemptEnd(class, cause, reason)
 	backoff := fmt.Sprintf(`min(%s << min(max(attempts - 1, 0), %d), %s)`, base, sqlstore.MaxBackoffShift, maxBackoff)
 	return `
-	    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` THEN 'FAILED' ELSE ` + kind + ` END,
+	    status = CASE WHEN ` + again + ` THEN 'QUEUED' WHEN ` + exhausted + ` OR ` + spent + ` THEN 'FAILED' ELSE ` + kind + ` END,
 	    lease_generation = CASE WHEN ` + again + ` THEN lease_generation + 1 ELSE lease_generation END,
 	    worker_id = CASE WHEN ` + again + ` THEN NULL ELSE worker_id END,
 	    device_serial = CASE WHEN ` + again + ` THEN NULL ELSE device_serial END,
@@ -78,6 +81,7 @@ func endAttemptSet(kind, class, cause, reason, base, maxBackoff string) string {
 	    not_before = CASE WHEN ` + retry + ` THEN strftime('%Y-%m-%d %H:%M:%f', 'now', ` + msModifier(backoff) + `) ELSE not_before END,
 	    attempt_ends = CASE WHEN ` + requeue + ` THEN attempt_ends ELSE ` + ends + ` END,
 	    fail_reason = CASE WHEN ` + exhausted + ` THEN 'attempts exhausted (' || attempts || ' of ' || max_attempts || '): ' || ` + causesList(ends) + `
+	                       WHEN ` + spent + ` THEN 'attempts exhausted (' || (attempts - 1) || ' of ' || max_attempts || '): ' || COALESCE(` + causesList("attempt_ends") + `, '')
 	                       ELSE COALESCE(` + reason + `, fail_reason) END,
 	    updated_at = ` + now
 }

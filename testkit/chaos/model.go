@@ -225,9 +225,12 @@ func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 		ended := regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: s.Attempts, Max: s.Max}
 		switch {
 		case in.NotRun:
-			// Back to the queue at once, whatever attempts are left: the
-			// grant it ends is not counted.
+			// Back to the queue at once, the grant it ends not counted;
+			// FAILED when the earlier grants used up the attempts.
 			ended = regState{Exists: true, Status: stQueued, Gen: s.Gen + 1, Attempts: max(s.Attempts-1, 0), Max: s.Max}
+			if ended.Attempts >= s.Max {
+				ended = regState{Exists: true, Status: stFailed, Gen: s.Gen, Owner: s.Owner, Attempts: ended.Attempts, Max: s.Max}
+			}
 		case in.Requeue:
 			ended = requeued()
 		}
