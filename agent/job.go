@@ -60,6 +60,10 @@ type job struct {
 	procs         *procs.Group
 	started       time.Time
 	steps         chan *stepReq
+	// finishReq is a request to finish an interactive job that arrived
+	// between two steps of its task (servePending); interact takes it up
+	// first. Only the job's own goroutine uses it.
+	finishReq *stepReq
 
 	// Set by newJob.
 	guard      *fencing.Guard

@@ -84,6 +84,11 @@ func (j *job) servePending(phone Phone) error {
 	for {
 		select {
 		case r := <-j.steps:
+			if r.req.Finish && j.task.Interactive {
+				// Finishing is interact's, after the task's steps.
+				j.finishReq = r
+				return nil
+			}
 			if err := j.runRequested(phone, r, true); err != nil {
 				return err
 			}
@@ -105,6 +110,15 @@ func (j *job) interact(phone Phone) (*stepReq, error) {
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	j.setCurrent("waiting for a step")
+	if r := j.finishReq; r != nil {
+		j.finishReq = nil
+		if r.req.Step.Op != "" {
+			if err := j.runRequested(phone, r, false); err != nil {
+				return nil, err
+			}
+		}
+		return r, nil
+	}
 	for {
 		select {
 		case <-j.work.Done():

@@ -65,7 +65,7 @@ func TestStopScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := Stop(ctx, StopOptions{Common: common(t), Stops: 3, FenceStops: 1, Pairs: 2,
-		LeaseTTL: 900 * time.Millisecond, SafetyMargin: 150 * time.Millisecond})
+		LeaseTTL: 2 * time.Second, SafetyMargin: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
