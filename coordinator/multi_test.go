@@ -61,7 +61,10 @@ func TestTwoCoordinatorsManyJobs(t *testing.T) {
 		fleet = append(fleet, coordtest.Start(t, coordtest.Options{
 			ID: id, URL: ns.ClientURL(), Slots: 2, Artifacts: 1,
 			Devices: []protocol.Device{phone(id + "-p1"), phone(id + "-p2")},
-			Work:    30 * time.Millisecond, Jitter: 60 * time.Millisecond, Behavior: behaviorFor,
+			// Long enough that the jobs are still running while the
+			// operator's reassignments below happen, on a loaded machine
+			// too (a refused assign is requeued at once).
+			Work: 120 * time.Millisecond, Jitter: 120 * time.Millisecond, Behavior: behaviorFor,
 		}))
 	}
 	ctx := context.Background()
