@@ -185,8 +185,9 @@ const TokenColumns = `id, name, hash, projects, scopes, created_at, revoked_at, 
 
 // TokenUseTimeout bounds a token's look-up and the record of its use
 // (last_used_at), which run detached from the request that presented the
-// token so that a client going away does not cancel them.
-const TokenUseTimeout = 5 * time.Second
+// token so that a client going away does not cancel them. A look-up still
+// waiting on a locked row after this long fails the request (500).
+const TokenUseTimeout = 15 * time.Second
 
 // ScanToken reads an API token (TokenColumns).
 func ScanToken[T any](row Row, times Times[T]) (jobstore.APIToken, error) {
