@@ -80,6 +80,24 @@ func (r *PhoneRule) Refusal(project, agentID string, d protocol.Device, dups map
 	return ""
 }
 
+// RefusalFor says why none of projects may use phone d of agent agentID,
+// "" when one may; a caller of every project ("*") may use every phone. The
+// MCP tools and the dashboard say it of a token's or visitor's projects.
+func (r *PhoneRule) RefusalFor(projects []string, agentID string, d protocol.Device) string {
+	if !r.Restricts() || slices.Contains(projects, "*") {
+		return ""
+	}
+	var why []string
+	for _, p := range projects {
+		reason := r.Refusal(p, agentID, d, nil)
+		if reason == "" {
+			return ""
+		}
+		why = append(why, reason)
+	}
+	return strings.Join(slices.Compact(why), "; ")
+}
+
 // Projects describes which projects may use phone d of agent agentID, for
 // the claim (jobstore.ClaimRequest.DeviceProjects): exactly the projects
 // selecting it, or every project but those with selectors.

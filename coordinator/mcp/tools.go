@@ -193,19 +193,7 @@ func actor(req *sdk.CallToolRequest) (api.Caller, *sdk.CallToolResult) {
 // agentID under the coordinator's phone rule, "" when one may (a token of
 // every project, "*", may use every phone the rule gives some project).
 func (s *Server) usable(c api.Caller, agentID string, d protocol.Device) string {
-	rule := s.opts.Sessions.Phones()
-	if slices.Contains(c.Projects, "*") || !rule.Restricts() {
-		return ""
-	}
-	var why []string
-	for _, p := range c.Projects {
-		r := rule.Refusal(p, agentID, d, nil)
-		if r == "" {
-			return ""
-		}
-		why = append(why, r)
-	}
-	return strings.Join(slices.Compact(why), "; ")
+	return s.opts.Sessions.Phones().RefusalFor(c.Projects, agentID, d)
 }
 
 func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ listPhonesIn) (*sdk.CallToolResult, ListPhonesOut, error) {

@@ -12,6 +12,33 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
+// atSchema creates a fresh database with the migrations up to version
+// applied and recorded, and returns it with a function that runs a
+// statement on it (failing the test on error).
+func atSchema(t *testing.T, o Opener, migrations fs.FS, version int64) (loc string, exec func(q string)) {
+	t.Helper()
+	loc = o.Fresh(t)
+	all, err := sqlstore.Migrations(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec = func(q string) {
+		t.Helper()
+		if err := o.Exec(t.Context(), loc, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, applied_at text)`)
+	for _, m := range all {
+		if m.Version > version {
+			break
+		}
+		exec(m.SQL)
+		exec(fmt.Sprintf(`INSERT INTO schema_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+	return loc, exec
+}
+
 // RunMigrateEndStates checks that the migrations carry the jobs of a
 // database at schema 3 over to the end states and attempts of schema 4 and
 // later: a cancelled job (FAILED with an accepted cancel) becomes
@@ -21,25 +48,7 @@ import (
 // granted. migrations holds the store's migration files (migrations/*.sql).
 func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
 	ctx := t.Context()
-	loc := o.Fresh(t)
-	all, err := sqlstore.Migrations(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string) {
-		t.Helper()
-		if err := o.Exec(ctx, loc, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, applied_at text)`)
-	for _, m := range all {
-		if m.Version > 3 {
-			break
-		}
-		exec(m.SQL)
-		exec(fmt.Sprintf(`INSERT INTO schema_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
-	}
+	loc, exec := atSchema(t, o, migrations, 3)
 	task := `'{"device":{},"steps":[{"op":"screenshot","name":"s.png"}]}'`
 	for _, q := range []string{
 		`INSERT INTO jobs (id, status, task, lease_generation, worker_id, fail_reason) VALUES ('cancelled', 'FAILED', ` + task + `, 1, 'agent-a/boot-1', 'cancelled by operator')`,
@@ -97,25 +106,7 @@ func RunMigrateEndStates(t *testing.T, o Opener, migrations fs.FS) {
 // request.
 func RunMigrateDenials(t *testing.T, o Opener, migrations fs.FS) {
 	ctx := t.Context()
-	loc := o.Fresh(t)
-	all, err := sqlstore.Migrations(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string) {
-		t.Helper()
-		if err := o.Exec(ctx, loc, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, applied_at text)`)
-	for _, m := range all {
-		if m.Version > 9 {
-			break
-		}
-		exec(m.SQL)
-		exec(fmt.Sprintf(`INSERT INTO schema_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
-	}
+	loc, exec := atSchema(t, o, migrations, 9)
 	for _, row := range []string{
 		`'alice', 'GET', '/api/v1/jobs/j1', 'j1', 'b', '2026-01-01 10:00:01.000'`,
 		`'alice', 'GET', '/api/v1/jobs/j2', 'j2', 'b', '2026-01-01 10:00:30.000'`,

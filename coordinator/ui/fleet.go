@@ -421,17 +421,5 @@ func (h *Handler) fleetAgents(ctx context.Context) ([]jobstore.Agent, error) {
 // agent agentID under the coordinator's phone rule (Options.Phones), ""
 // when one may or the visitor sees every project.
 func (h *Handler) notForVisitor(c *caller, agentID string, d protocol.Device) string {
-	rule := h.opts.Phones
-	if !rule.Restricts() || slices.Contains(c.Projects, "*") {
-		return ""
-	}
-	var why []string
-	for _, p := range c.Projects {
-		r := rule.Refusal(p, agentID, d, nil)
-		if r == "" {
-			return ""
-		}
-		why = append(why, r)
-	}
-	return strings.Join(slices.Compact(why), "; ")
+	return h.opts.Phones.RefusalFor(c.Projects, agentID, d)
 }
