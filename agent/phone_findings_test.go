@@ -106,7 +106,14 @@ func TestWaitUnplugFailsJob(t *testing.T) {
 	if err := r.coord.assign("pc-a", tok, task); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, "the first tap", func() bool { return len(fakes[0].Inputs()) == 1 })
+	testenv.Eventually(t, 20*time.Second, "the wait step to begin after the first tap", func() bool {
+		for _, j := range r.a.Jobs() {
+			if j.Token == tok && j.Step == 2 {
+				return len(fakes[0].Inputs()) == 1
+			}
+		}
+		return false
+	})
 	fakes[0].Unplug()
 	f := r.waitFail(tok, protocol.FailClassInfrastructure, protocol.CausePhoneUnplugged)
 	if !strings.Contains(f.Reason, "run step 2 (wait)") {
