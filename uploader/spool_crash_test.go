@@ -37,7 +37,10 @@ func TestSpoolKeepsRecordUntilAborted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMetrics(t)
 			s3, f := faultyS3(t, srv, m, func(o *S3Options) { o.Parallelism = 1 })
-			spool := newSpool(t, s3, m, func(o *SpoolOptions) { o.Retry = RetryPolicy{Initial: time.Minute} })
+			// The retry waits 30 s to 1 min and the spool gives up an hour
+			// later: the spool is waiting when it is stopped, however long
+			// the failed attempts took.
+			spool := newSpool(t, s3, m, func(o *SpoolOptions) { o.Retry, o.GiveUpAfter = RetryPolicy{Initial: time.Minute}, time.Hour })
 			ctx, cancel := context.WithCancelCause(testCtx(t))
 			defer cancel(nil)
 			tok := fencing.Token{JobID: "keep-" + tc.name, Owner: "agent-a/boot-1", Generation: 5}
