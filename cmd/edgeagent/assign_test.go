@@ -134,7 +134,7 @@ func TestOfflinePhoneGetsNoGrant(t *testing.T) {
 	adb := testenv.StartADB(t)
 	phones := startPhones(t, adb, fakeadbd.Options{}, "[lab]")
 	phone := phones[0]
-	l := newLabWith(t, 3*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
+	l := newLabWith(t, 10*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		o.HeartbeatEvery = 30 * time.Second
 		o.Retry = jobstore.RetryPolicy{Backoff: time.Millisecond, BackoffMax: time.Millisecond}
 	})
