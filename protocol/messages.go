@@ -29,6 +29,14 @@ const (
 	OpForceStop   = "force_stop"
 	OpClearData   = "clear_data"
 	OpRotate      = "rotate"
+	// Element steps (docs/selectors.md): each resolves Step.Element on a UI
+	// dump taken for the step. tap, long_press and text take an element
+	// too.
+	OpLongPress   = "long_press"
+	OpWaitFor     = "wait_for"
+	OpAssert      = "assert"
+	OpScrollUntil = "scroll_until"
+	OpExtract     = "extract"
 )
 
 // Orientations of a rotate step (Step.Orientation). Portrait is the
@@ -64,6 +72,39 @@ type Step struct {
 	// Effect marks an input step as an effect in the world, guarded by an
 	// idempotency key (see EffectSpec and docs/effects.md).
 	Effect *EffectSpec `json:"effect,omitempty"`
+
+	// Element names the element a tap, long_press, text, wait_for,
+	// assert, scroll_until or extract step acts on (docs/selectors.md).
+	Element *Selector `json:"element,omitempty"`
+	// TimeoutMS bounds a wait_for step (default DefaultWaitForMS).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// State is what wait_for and assert expect of the element:
+	// StateVisible (the default) or StateGone.
+	State string `json:"state,omitempty"`
+	// Matches, on an assert step, is an RE2 expression the element's text
+	// must match whole.
+	Matches string `json:"matches,omitempty"`
+	// Direction is where a scroll_until step moves the view: down (the
+	// default: reveals what is below), up, left or right.
+	Direction string `json:"direction,omitempty"`
+	// MaxSwipes bounds a scroll_until step (default DefaultMaxSwipes).
+	MaxSwipes int `json:"max_swipes,omitempty"`
+	// Attr is what an extract step reads of the element: AttrText (the
+	// default), AttrDesc or AttrBounds.
+	Attr string `json:"attr,omitempty"`
+	// Parse is how an extract step reads the value: ParseText (the
+	// default), ParseNumber or ParsePrice.
+	Parse string `json:"parse,omitempty"`
+	// Currency is the ISO 4217 code a price without a currency sign is in,
+	// and the one a price's sign must agree with when set.
+	Currency string `json:"currency,omitempty"`
+	// Tax picks the price of a string holding a tax-included and a
+	// tax-excluded one: TaxIncluded or TaxExcluded.
+	Tax string `json:"tax,omitempty"`
+	// Required, on an extract step, is whether an absent element fails the
+	// job (element_not_found; the default). false records nothing and
+	// goes on.
+	Required *bool `json:"required,omitempty"`
 }
 
 // Task is what a job does: steps run in order on one phone.
@@ -348,6 +389,10 @@ type Artifact struct {
 type Result struct {
 	Token  fencing.Token   `json:"token"`
 	Result json.RawMessage `json:"result"`
+	// Observations are the values the job's extract steps read
+	// (docs/observations.md), stored with the result when it is accepted
+	// and refused with it when it is not.
+	Observations []Observation `json:"observations,omitempty"`
 }
 
 // ResultReply confirms acceptance and lists the manifest.
@@ -390,6 +435,8 @@ const (
 	CauseInvalidStep        = "invalid_step"        // a step the phone cannot run as written
 	CauseAppNotInstalled    = "app_not_installed"   // a package the task names is missing
 	CauseAssertion          = "assertion"           // a check in the task did not hold
+	CauseElementNotFound    = "element_not_found"   // no element matched a step's selector
+	CauseExtractFailed      = "extract_failed"      // an extracted value could not be read as asked
 	CauseStepFailed         = "step_failed"         // any other step error
 	CauseNeedsDecision      = "needs_decision"      // an effect step is in doubt: a person decides
 )

@@ -27,6 +27,13 @@ func (s Step) Validate() error {
 		if s.Package == "" {
 			return fmt.Errorf("package: launch needs package")
 		}
+	case OpWaitFor, OpAssert, OpScrollUntil, OpExtract:
+		if s.Element == nil {
+			return fmt.Errorf("element: %s needs element", s.Op)
+		}
+		if err := s.validateElementStep(); err != nil {
+			return err
+		}
 	case OpText:
 		if s.Text == "" {
 			return fmt.Errorf("text: text step needs non-empty text")
@@ -38,7 +45,13 @@ func (s Step) Validate() error {
 		if s.Key == "" {
 			return fmt.Errorf("key: key step needs non-empty key")
 		}
-	case OpTap, OpSwipe:
+	case OpTap, OpSwipe, OpLongPress:
+		if s.Element != nil && s.Op != OpSwipe {
+			if s.X != 0 || s.Y != 0 {
+				return fmt.Errorf("element: %s takes an element or x/y, not both", s.Op)
+			}
+			break
+		}
 		for _, c := range []struct {
 			field string
 			v     int
@@ -65,7 +78,19 @@ func (s Step) Validate() error {
 	default:
 		return fmt.Errorf("op: unknown op %q", s.Op)
 	}
-	if s.Name != "" {
+	if s.Element != nil {
+		switch s.Op {
+		case OpTap, OpLongPress, OpText, OpWaitFor, OpAssert, OpScrollUntil, OpExtract:
+		default:
+			return fmt.Errorf("element: %s takes no element", s.Op)
+		}
+		if err := s.Element.Validate(); err != nil {
+			return err
+		}
+	}
+	if s.Op == OpExtract {
+		// The name of an extract step is the observation's.
+	} else if s.Name != "" {
 		if err := ValidateArtifactName(s.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
@@ -199,4 +224,110 @@ func validateSequence(steps []Step, beforeAfter bool) error {
 		names[n] = i
 	}
 	return nil
+}
+
+// Defaults and bounds of element steps (docs/selectors.md).
+const (
+	DefaultWaitForMS = 5000
+	MaxWaitForMS     = 10 * 60 * 1000
+	DefaultMaxSwipes = 10
+	MaxMaxSwipes     = 100
+)
+
+// Values of Step.State, Step.Direction, Step.Attr, Step.Parse and Step.Tax.
+const (
+	StateVisible = "visible"
+	StateGone    = "gone"
+
+	AttrText   = "text"
+	AttrDesc   = "desc"
+	AttrBounds = "bounds"
+
+	ParseText   = "text"
+	ParseNumber = "number"
+	ParsePrice  = "price"
+
+	TaxIncluded = "included"
+	TaxExcluded = "excluded"
+)
+
+// Directions of a scroll_until step.
+var Directions = []string{"down", "up", "left", "right"}
+
+var (
+	observationNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+	currencyRE        = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// oneOf checks that v, when set, is one of allowed.
+func oneOf(field, v string, allowed ...string) error {
+	if v != "" && !slices.Contains(allowed, v) {
+		return fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+// validateElementStep checks the fields of wait_for, assert, scroll_until
+// and extract.
+func (s Step) validateElementStep() error {
+	if s.TimeoutMS < 0 || s.TimeoutMS > MaxWaitForMS {
+		return fmt.Errorf("timeout_ms: %d is not in 0…%d", s.TimeoutMS, MaxWaitForMS)
+	}
+	if s.TimeoutMS != 0 && s.Op != OpWaitFor {
+		return fmt.Errorf("timeout_ms: only wait_for takes timeout_ms")
+	}
+	if s.State != "" && s.Op != OpWaitFor && s.Op != OpAssert {
+		return fmt.Errorf("state: only wait_for and assert take state")
+	}
+	if err := oneOf("state", s.State, StateVisible, StateGone); err != nil {
+		return err
+	}
+	if s.Matches != "" {
+		if s.Op != OpAssert {
+			return fmt.Errorf("matches: only assert takes matches")
+		}
+		if s.State == StateGone {
+			return fmt.Errorf("matches: an element asserted gone has no text to match")
+		}
+		if len(s.Matches) > MaxSelectorValue {
+			return fmt.Errorf("matches: %d bytes, at most %d", len(s.Matches), MaxSelectorValue)
+		}
+		if _, err := CompileSelectorValue("~" + s.Matches); err != nil {
+			return fmt.Errorf("matches: %w", err)
+		}
+	}
+	if (s.Direction != "" || s.MaxSwipes != 0) && s.Op != OpScrollUntil {
+		return fmt.Errorf("direction, max_swipes: only scroll_until takes them")
+	}
+	if err := oneOf("direction", s.Direction, Directions...); err != nil {
+		return err
+	}
+	if s.MaxSwipes < 0 || s.MaxSwipes > MaxMaxSwipes {
+		return fmt.Errorf("max_swipes: %d is not in 0…%d", s.MaxSwipes, MaxMaxSwipes)
+	}
+	if s.Op != OpExtract {
+		if s.Attr != "" || s.Parse != "" || s.Currency != "" || s.Tax != "" || s.Required != nil {
+			return fmt.Errorf("attr, parse, currency, tax, required: only extract takes them")
+		}
+		return nil
+	}
+	if !observationNameRE.MatchString(s.Name) {
+		return fmt.Errorf("name: extract needs the observation's name: a letter, then up to 63 letters, digits, _ . or -")
+	}
+	if err := oneOf("attr", s.Attr, AttrText, AttrDesc, AttrBounds); err != nil {
+		return err
+	}
+	if err := oneOf("parse", s.Parse, ParseText, ParseNumber, ParsePrice); err != nil {
+		return err
+	}
+	if s.Attr == AttrBounds && s.Parse != "" && s.Parse != ParseText {
+		return fmt.Errorf("parse: bounds are read as text")
+	}
+	if (s.Currency != "" || s.Tax != "") && s.Parse != ParsePrice {
+		return fmt.Errorf("currency, tax: only parse: price takes them")
+	}
+	if s.Currency != "" && !currencyRE.MatchString(s.Currency) {
+		return fmt.Errorf("currency: %q is not an ISO 4217 code (three capital letters, such as JPY)", s.Currency)
+	}
+	return oneOf("tax", s.Tax, TaxIncluded, TaxExcluded)
 }
