@@ -32,7 +32,13 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 	if err := sqlstore.CheckResult(result); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
 	}
-	r := &groupedCommit{ctx: ctx, tok: tok, result: result, done: make(chan struct{})}
+	return s.commitGrouped(ctx, &groupedCommit{ctx: ctx, tok: tok, result: result, done: make(chan struct{})})
+}
+
+// commitGrouped sends r with the batch of its moment and answers its
+// outcome: the manifest, or the refusal.
+func (s *Store) commitGrouped(ctx context.Context, r *groupedCommit) ([]string, error) {
+	tok := r.tok
 	s.commits.add(r)
 	select {
 	case <-r.done:
@@ -85,7 +91,12 @@ type groupedCommit struct {
 	ctx    context.Context
 	tok    fencing.Token
 	result json.RawMessage
-	done   chan struct{}
+	// observed, when set, is the result's observations as
+	// observedCommitSQL takes them (c their request): the result goes
+	// with that statement instead of commitSQL.
+	observed []byte
+	c        jobstore.ObservedResult
+	done     chan struct{}
 	ok     bool // accepted
 	keys   []string
 	err    error
@@ -179,11 +190,16 @@ func (g *commitGroup) send(batch []*groupedCommit) {
 	}
 }
 
-// exec sends rs as one batch: commitSQL and the manifest query for each.
+// exec sends rs as one batch: commitSQL (observedCommitSQL for a result
+// with observations) and the manifest query for each.
 func (g *commitGroup) exec(ctx context.Context, rs []*groupedCommit) error {
 	b := &pgx.Batch{}
 	for _, r := range rs {
-		b.Queue(commitSQL, r.tok.JobID, r.tok.Generation, r.tok.Owner, nullJSON(r.result))
+		if r.observed != nil {
+			b.Queue(observedCommitSQL, observedArgs(r.tok, r.c, r.observed)...)
+		} else {
+			b.Queue(commitSQL, r.tok.JobID, r.tok.Generation, r.tok.Owner, nullJSON(r.result))
+		}
 		b.Queue(manifestSQL, r.tok.JobID, r.tok.Generation)
 	}
 	br := g.s.pool.SendBatch(ctx, b)

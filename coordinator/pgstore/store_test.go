@@ -74,7 +74,7 @@ func TestReopen(t *testing.T) {
 	if _, err := s.Get(ctx, "kept"); err != nil {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 10 {
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 11 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }
@@ -235,4 +235,10 @@ func TestMigrateEndStates(t *testing.T) {
 
 func TestMigrateDenials(t *testing.T) {
 	storetest.RunMigrateDenials(t, opener(), os.DirFS("."))
+}
+
+// TestMigrateObservations: a database at schema 10 with a running job
+// takes its result with observations once migrated.
+func TestMigrateObservations(t *testing.T) {
+	storetest.RunMigrateObservations(t, opener(), os.DirFS("."))
 }

@@ -54,7 +54,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 10 {
+	if err != nil || v != 11 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	var mode string
@@ -171,4 +171,10 @@ func TestMigrateEndStates(t *testing.T) {
 
 func TestMigrateDenials(t *testing.T) {
 	storetest.RunMigrateDenials(t, opener(), os.DirFS("."))
+}
+
+// TestMigrateObservations: a database at schema 10 with a running job
+// takes its result with observations once migrated.
+func TestMigrateObservations(t *testing.T) {
+	storetest.RunMigrateObservations(t, opener(), os.DirFS("."))
 }

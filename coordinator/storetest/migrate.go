@@ -142,3 +142,38 @@ func RunMigrateDenials(t *testing.T, o Opener, migrations fs.FS) {
 		t.Fatalf("denials after the migration:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// RunMigrateObservations checks the migration to stored observations: a
+// database at schema 10 holding a running job is migrated, and the job's
+// result is then accepted with its observations, which are listed; the
+// jobs and write events it held are untouched.
+func RunMigrateObservations(t *testing.T, o Opener, migrations fs.FS) {
+	ctx := t.Context()
+	loc, exec := atSchema(t, o, migrations, 10)
+	task := `'{"device":{"serial":"R1"},"steps":[{"op":"screenshot","name":"s.png"}]}'`
+	exec(`INSERT INTO jobs (id, status, task, project, lease_generation, worker_id, lease_expires_at, attempts)
+		VALUES ('running', 'IN_PROGRESS', ` + task + `, 'lab', 1, 'agent-a/boot-1', '2999-01-01 00:00:00.000', 1)`)
+	exec(`INSERT INTO write_events (job_id, verb, owner, generation, accepted) VALUES ('running', 'claim', 'agent-a/boot-1', 1, true)`)
+	s, err := o.Open(ctx, loc)
+	if err != nil {
+		t.Fatalf("migrate from schema 10: %v", err)
+	}
+	defer s.Close()
+	os, ok := s.(jobstore.ObservationStore)
+	if !ok {
+		t.Fatalf("%T is not a jobstore.ObservationStore", s)
+	}
+	tk := tok("running", "agent-a/boot-1", 1)
+	if _, err := os.CommitObserved(ctx, tk, jobstore.ObservedResult{Result: result("ok"),
+		Observations: []protocol.Observation{{Step: 1, Name: "price", Raw: "¥100", Value: "100", Parse: protocol.ParsePrice, Currency: "JPY"}}}); err != nil {
+		t.Fatalf("commit with observations after the migration: %v", err)
+	}
+	rows, err := os.ListObservations(ctx, jobstore.ObservationFilter{Project: "lab", Limit: 10})
+	if err != nil || len(rows) != 1 || rows[0].JobID != "running" || rows[0].PhoneSerial != "R1" || rows[0].Value != "100" {
+		t.Fatalf("observations after the migration: %+v, %v", rows, err)
+	}
+	evs, err := s.WriteEvents(ctx, "running")
+	if err != nil || len(evs) != 2 || evs[0].Verb != jobstore.VerbClaim || evs[1].Verb != jobstore.VerbResult || rows[0].WriteEvent != evs[1].ID {
+		t.Fatalf("write events after the migration: %+v, %v", evs, err)
+	}
+}
