@@ -1,9 +1,10 @@
 // Package jobstore is the contract of the coordinator's job store and its
 // model: the Store interface and the optional ones beside it (APIStore,
 // UIStore, EffectStore, EventStore, ProjectCounter, ManifestCommitter,
-// WorkCounter, ObservationStore), the jobs, leases, agents, effects and events they keep, the
-// job statuses and store errors, the write_events verbs, and the
-// failure/retry policy every store applies (PlanFailure, Retry).
+// WorkCounter, ObservationStore), the jobs, leases, agents, effects,
+// events and observations they keep, the job statuses and store errors,
+// the write_events verbs, and the failure/retry policy every store
+// applies (PlanFailure, Retry).
 //
 // It is a leaf: it imports only the protocol's messages and the fencing
 // tokens, never the coordinator, NATS, Prometheus or an object store, so the

@@ -97,9 +97,9 @@ type groupedCommit struct {
 	observed []byte
 	c        jobstore.ObservedResult
 	done     chan struct{}
-	ok     bool // accepted
-	keys   []string
-	err    error
+	ok       bool // accepted
+	keys     []string
+	err      error
 }
 
 // commitGroup sends accepted-result writes to the database in batches: one
