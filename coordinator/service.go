@@ -718,7 +718,12 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	if !json.Valid(r.Result) {
 		return nil, badRequest("result is not valid JSON")
 	}
-	manifest, err := s.commitResult(ctx, r.Token, r.Result)
+	// Observations are the agent's input: checked whole before anything
+	// is written (docs/dataset.md, "Bounds").
+	if err := jobstore.CheckObservations(r.Observations); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	manifest, err := s.commitResult(ctx, r.Token, r.Result, r.Observations)
 	if errors.Is(err, fencing.ErrStale) {
 		// A retry whose first attempt was accepted but whose reply was
 		// lost: the job already holds this very token's result. Answer as
@@ -734,7 +739,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	s.metrics.commits.Inc()
 	s.metrics.jobEnded(jobstore.StatusSucceeded)
 	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).
-		Int("artifacts", len(manifest)).Msg("result accepted")
+		Int("artifacts", len(manifest)).Int("observations", len(r.Observations)).Msg("result accepted")
 	s.Kick()
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
 }

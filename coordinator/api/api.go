@@ -199,6 +199,7 @@ func (h *Handler) routes() {
 	h.handleAny("/api/v1/sessions", jobstore.ScopeRead, sessions)
 	h.handleAny("/api/v1/sessions/", jobstore.ScopeRead, sessions)
 	h.handleAny(MCPPath, jobstore.ScopeRead, h.mount("mcp", h.opts.MCP))
+	h.handle(ObservationsPattern, route{http.MethodGet: {jobstore.ScopeRead, h.listObservations}})
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})

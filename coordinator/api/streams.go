@@ -18,8 +18,9 @@ const (
 )
 
 // Streams bounds and tracks the long-lived requests of a process: the
-// event streams (/api/v1/events, /api/v1/jobs/{id}/events, /ui/events) and
-// the long polls (?wait=), at most PerToken per token and Max in all
+// event streams (/api/v1/events, /api/v1/jobs/{id}/events, /ui/events),
+// the long polls (?wait=) and the streamed observation exports
+// (format=csv, jsonl), at most PerToken per token and Max in all
 // (api.max_streams_per_token, api.max_streams; docs/security.md,
 // "Limits of the HTTP API"). EndToken ends those of a token at once, as its revocation
 // must (docs/ui.md). One Streams serves the API and the dashboard.
@@ -47,9 +48,9 @@ type StreamCapError struct {
 
 func (e *StreamCapError) Error() string {
 	if e.PerTok {
-		return fmt.Sprintf("token %s holds %d event streams and long polls open, the most one token may (api.max_streams_per_token); close one or retry after %d s", e.Token, e.Limit, e.Seconds)
+		return fmt.Sprintf("token %s holds %d event streams, long polls and exports open, the most one token may (api.max_streams_per_token); close one or retry after %d s", e.Token, e.Limit, e.Seconds)
 	}
-	return fmt.Sprintf("the coordinator holds %d event streams and long polls open, the most it serves at once (api.max_streams); retry after %d s", e.Limit, e.Seconds)
+	return fmt.Sprintf("the coordinator holds %d event streams, long polls and exports open, the most it serves at once (api.max_streams); retry after %d s", e.Limit, e.Seconds)
 }
 
 // Open admits one stream of token tokenID (named name) under ctx. It

@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -177,6 +178,18 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
+	if mt == "application/x-ndjson" {
+		// JSON Lines: checked line by line as the caller reads them,
+		// never held whole (an export may be large).
+		rin.Options.ExcludeResponseBody = true
+		if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
+			tr.t.Errorf("openapi: the response to %s does not match docs/openapi.yaml: %v", what, err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			resp.Body = tr.checkLines(what, route.Operation, resp.Body)
+		}
+		return resp, nil
+	}
 	rb, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
@@ -213,6 +226,56 @@ func (tr *Transport) checkEvents(what string, body io.ReadCloser) io.ReadCloser 
 		tr.t.Errorf("openapi: an event of %s does not match docs/openapi.yaml: "+format, append([]any{what}, args...)...)
 	}}
 }
+
+// checkLines returns body checking, as it is read, that every line is a
+// JSON value of the contentSchema of op's 200 application/x-ndjson
+// response.
+func (tr *Transport) checkLines(what string, op *openapi3.Operation, body io.ReadCloser) io.ReadCloser {
+	var schema *openapi3.Schema
+	if r := op.Responses.Status(http.StatusOK); r != nil && r.Value != nil {
+		if mt := r.Value.Content.Get("application/x-ndjson"); mt != nil && mt.Schema != nil && mt.Schema.Value != nil && mt.Schema.Value.ContentSchema != nil {
+			schema = mt.Schema.Value.ContentSchema.Value
+		}
+	}
+	if schema == nil {
+		tr.t.Errorf("openapi: docs/openapi.yaml has no contentSchema for the JSON Lines of %s", what)
+		return body
+	}
+	return &lineChecker{body: body, schema: schema, report: func(format string, args ...any) {
+		tr.t.Errorf("openapi: a line of %s does not match docs/openapi.yaml: "+format, append([]any{what}, args...)...)
+	}}
+}
+
+// lineChecker passes JSON Lines through and checks each complete line.
+type lineChecker struct {
+	body   io.ReadCloser
+	schema *openapi3.Schema
+	report func(format string, args ...any)
+	line   []byte
+}
+
+func (c *lineChecker) Read(p []byte) (int, error) {
+	n, err := c.body.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			c.line = append(c.line, b)
+			continue
+		}
+		var v any
+		if jerr := json.Unmarshal(c.line, &v); jerr != nil {
+			c.report("not JSON (%v): %s", jerr, clip(c.line))
+		} else if verr := c.schema.VisitJSON(v, openapi3.MultiErrors()); verr != nil {
+			c.report("%v\nline: %s", verr, clip(c.line))
+		}
+		c.line = c.line[:0]
+	}
+	if errors.Is(err, io.EOF) && len(c.line) > 0 {
+		c.report("the last line has no line feed: %s", clip(c.line))
+	}
+	return n, err
+}
+
+func (c *lineChecker) Close() error { return c.body.Close() }
 
 // eventChecker passes a stream through and checks each complete frame.
 type eventChecker struct {
