@@ -1,0 +1,64 @@
+package api_test
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
+)
+
+// docTable returns the first cell's backticked names of every row of the
+// tables in the section of docs/dataset.md that starts with heading.
+func docTable(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/dataset.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/dataset.md has no %q", heading)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	cell := regexp.MustCompile("^\\| `([^`]+)`")
+	var out []string
+	for line := range strings.SplitSeq(sec, "\n") {
+		if m := cell.FindStringSubmatch(line); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// TestDatasetDoc: docs/dataset.md lists the dataset's columns in the
+// order the API writes them, and the route's parameters as the OpenAPI
+// document has them.
+func TestDatasetDoc(t *testing.T) {
+	if got := docTable(t, "## Columns"); !slices.Equal(got, api.ObservationColumns) {
+		t.Errorf("docs/dataset.md columns\n%v\nthe API's\n%v", got, api.ObservationColumns)
+	}
+	doc, _ := apitest.Doc(t)
+	item := doc.Paths.Find(api.ObservationsPattern)
+	if item == nil || item.Get == nil {
+		t.Fatalf("docs/openapi.yaml has no GET %s", api.ObservationsPattern)
+	}
+	var params []string
+	for _, p := range item.Get.Parameters {
+		params = append(params, p.Value.Name)
+	}
+	if got := docTable(t, "## The route"); !slices.Equal(got, params) {
+		t.Errorf("docs/dataset.md parameters %v, docs/openapi.yaml's %v", got, params)
+	}
+	formats := item.Get.Parameters.GetByInAndName("query", "format").Schema.Value.Enum
+	var fs []string
+	for _, f := range formats {
+		fs = append(fs, f.(string))
+	}
+	if !slices.Equal(fs, api.ObservationFormats) {
+		t.Errorf("docs/openapi.yaml formats %v, the API's %v", fs, api.ObservationFormats)
+	}
+}
