@@ -43,5 +43,7 @@ CREATE TABLE observations (
 -- The dataset of a project by id (the cursor), accepted rows only or all.
 CREATE INDEX observations_project ON observations (project, id);
 CREATE INDEX observations_project_accepted ON observations (project, id) WHERE accepted;
+-- since and until: the rows accepted in a window of the database clock.
+CREATE INDEX observations_project_time ON observations (project, accepted_at);
 -- The refused rows a job keeps are counted against their bound.
 CREATE INDEX observations_refused_job ON observations (job_id) WHERE NOT accepted;
