@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
 // docTable returns the first cell's backticked names of every row of the
@@ -60,5 +62,26 @@ func TestDatasetDoc(t *testing.T) {
 	}
 	if !slices.Equal(fs, api.ObservationFormats) {
 		t.Errorf("docs/openapi.yaml formats %v, the API's %v", fs, api.ObservationFormats)
+	}
+}
+
+// TestEvidenceJSON: the evidence cell of a CSV row is the JSON encoding/json
+// writes, whether written directly or, for a string that needs escaping,
+// by encoding/json.
+func TestEvidenceJSON(t *testing.T) {
+	for _, ev := range [][]jobstore.ObservationEvidence{
+		nil,
+		{{Name: "step-012.xml", Key: "jobs/j-1/g2/step-012.xml", SHA256: strings.Repeat("a", 64)}},
+		{{Name: "a.png", Key: "jobs/j/g1/a.png", SHA256: "00"}, {Name: `we"ird<&>`, Key: "k\n", SHA256: "é"}},
+	} {
+		want, _ := json.Marshal(ev)
+		if ev == nil {
+			want = []byte("[]")
+		}
+		v := api.NewObservationView(jobstore.ObservationRow{Evidence: ev})
+		rec := v.CSVRecord()
+		if got := rec[slices.Index(api.ObservationColumns, "evidence")]; got != string(want) {
+			t.Errorf("evidence %q, want %q", got, want)
+		}
 	}
 }

@@ -116,10 +116,10 @@ func NewObservationView(o jobstore.ObservationRow) ObservationView {
 	return v
 }
 
-// record is the row's CSV cells, in ObservationColumns order: numbers in
-// decimal, unknown values empty, times RFC 3339 in UTC, bounds and
+// CSVRecord is the row's CSV fields, in ObservationColumns order: numbers
+// in decimal, unknown values empty, times RFC 3339 in UTC, bounds and
 // evidence as their JSON.
-func (v ObservationView) record() []string {
+func (v ObservationView) CSVRecord() []string {
 	opt := func(p *int64) string {
 		if p == nil {
 			return ""
@@ -134,13 +134,45 @@ func (v ObservationView) record() []string {
 	if v.ObservedAt != nil {
 		observed = v.ObservedAt.Format(time.RFC3339Nano)
 	}
-	ev, _ := json.Marshal(v.Evidence) // names, keys and hex digits: never fails
+	ev := evidenceJSON(v.Evidence)
 	return []string{
 		strconv.FormatInt(v.ID, 10), v.Project, v.JobID, strconv.FormatInt(v.Generation, 10), v.Owner, v.AgentID,
 		v.PhoneSerial, v.PhoneModel, sdk, strconv.Itoa(v.Step), v.Name, v.Raw, v.Value, v.Parse, v.Currency, v.Tax,
 		jobstore.FormatBounds(v.Bounds), v.Selector, v.AppPackage, v.AppVersion, opt(v.AppVersionCode), v.Locale, v.TimeZone,
-		observed, v.AcceptedAt.Format(time.RFC3339Nano), string(ev), strconv.FormatBool(v.Accepted), strconv.FormatInt(v.WriteEventID, 10),
+		observed, v.AcceptedAt.Format(time.RFC3339Nano), ev, strconv.FormatBool(v.Accepted), strconv.FormatInt(v.WriteEventID, 10),
 	}
+}
+
+// evidenceJSON is the evidence as JSON text, as encoding/json writes it:
+// written directly when every string is of the characters a name, key or
+// digest is made of (none needs escaping), else by encoding/json.
+func evidenceJSON(ev []jobstore.ObservationEvidence) string {
+	if len(ev) == 0 {
+		return "[]"
+	}
+	plain := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+				return false
+			}
+		}
+		return true
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, e := range ev {
+		if !plain(e.Name) || !plain(e.Key) || !plain(e.SHA256) {
+			out, _ := json.Marshal(ev) // strings only: never fails
+			return string(out)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"name":"` + e.Name + `","key":"` + e.Key + `","sha256":"` + e.SHA256 + `"}`)
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // ObservationPage is GET /api/v1/projects/{project}/observations with
@@ -417,7 +449,7 @@ func newCSVRows(w io.Writer) rowWriter { return &csvRows{w: w} }
 
 func (c *csvRows) header() error { return c.write(ObservationColumns) }
 
-func (c *csvRows) row(v ObservationView) error { return c.write(v.record()) }
+func (c *csvRows) row(v ObservationView) error { return c.write(v.CSVRecord()) }
 
 func (c *csvRows) write(fields []string) error {
 	c.buf = c.buf[:0]

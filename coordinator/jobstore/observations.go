@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -287,11 +288,29 @@ func FormatBounds(b [4]int) string {
 	return fmt.Sprintf("[%d,%d,%d,%d]", b[0], b[1], b[2], b[3])
 }
 
-// ParseBounds reads FormatBounds.
+// ParseBounds reads FormatBounds (it runs for every row a listing reads).
 func ParseBounds(s string) ([4]int, error) {
 	var b [4]int
-	if _, err := fmt.Sscanf(s, "[%d,%d,%d,%d]", &b[0], &b[1], &b[2], &b[3]); err != nil {
-		return b, fmt.Errorf("parse bounds %q: %w", s, err)
+	rest, ok := strings.CutPrefix(s, "[")
+	rest, ok2 := strings.CutSuffix(rest, "]")
+	if !ok || !ok2 {
+		return b, fmt.Errorf("parse bounds %q: not [l,t,r,b]", s)
+	}
+	for i := range b {
+		var f string
+		if i < 3 {
+			var found bool
+			if f, rest, found = strings.Cut(rest, ","); !found {
+				return b, fmt.Errorf("parse bounds %q: not [l,t,r,b]", s)
+			}
+		} else {
+			f = rest
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return b, fmt.Errorf("parse bounds %q: %w", s, err)
+		}
+		b[i] = n
 	}
 	return b, nil
 }

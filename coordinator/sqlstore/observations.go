@@ -35,7 +35,9 @@ func ScanObservation[T any](row Row, times Times[T]) (jobstore.ObservationRow, e
 	if o.Bounds, err = jobstore.ParseBounds(bounds); err != nil {
 		return jobstore.ObservationRow{}, err
 	}
-	if err := json.Unmarshal(evidence, &o.Evidence); err != nil {
+	if string(evidence) == "[]" {
+		o.Evidence = []jobstore.ObservationEvidence{}
+	} else if err := json.Unmarshal(evidence, &o.Evidence); err != nil {
 		return jobstore.ObservationRow{}, fmt.Errorf("decode evidence of observation %d: %w", o.ID, err)
 	}
 	if o.Evidence == nil {
