@@ -128,6 +128,29 @@ func (s *recordingStore) Commit(ctx context.Context, tok fencing.Token, result j
 	return s.fenced(opCommit, tok, func() error { return s.Store.Commit(ctx, tok, result) })
 }
 
+// errNoObservations is what a wrapper answers for observations when the
+// store it wraps keeps none.
+var errNoObservations = errors.New("the store keeps no observations")
+
+// CommitObserved is a commit, recorded as one: the observations travel
+// with the result and change nothing of the job's fencing state.
+func (s *recordingStore) CommitObserved(ctx context.Context, tok fencing.Token, c jobstore.ObservedResult) (m []string, err error) {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return nil, errNoObservations
+	}
+	err = s.fenced(opCommit, tok, func() error { m, err = obs.CommitObserved(ctx, tok, c); return err })
+	return m, err
+}
+
+func (s *recordingStore) ListObservations(ctx context.Context, f jobstore.ObservationFilter) ([]jobstore.ObservationRow, error) {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return nil, errNoObservations
+	}
+	return obs.ListObservations(ctx, f)
+}
+
 func (s *recordingStore) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
 	op := s.op(opFail, tok.JobID)
 	op.Token = tok
@@ -274,6 +297,24 @@ func (s *faultyStore) Renew(ctx context.Context, tok fencing.Token, ttl time.Dur
 
 func (s *faultyStore) Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error {
 	return s.write(func() error { return s.Store.Commit(ctx, tok, result) })
+}
+
+func (s *faultyStore) CommitObserved(ctx context.Context, tok fencing.Token, c jobstore.ObservedResult) (m []string, err error) {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return nil, errNoObservations
+	}
+	err = s.write(func() error { m, err = obs.CommitObserved(ctx, tok, c); return err })
+	return m, err
+}
+
+func (s *faultyStore) ListObservations(ctx context.Context, f jobstore.ObservationFilter) (out []jobstore.ObservationRow, err error) {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return nil, errNoObservations
+	}
+	err = s.read(func() error { out, err = obs.ListObservations(ctx, f); return err })
+	return out, err
 }
 
 func (s *faultyStore) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
