@@ -1,0 +1,216 @@
+package observe
+
+import (
+	"fmt"
+	"unicode"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
+
+// A unit is one amount as shown: a number with the signs written next to
+// it (¥1,280; 1,280円; US$ 12.99 USD), its minus and its tax wording.
+type unit struct {
+	num        int // index of the kNum mark
+	start, end int // runes, signs included
+	signs      []*sign
+	neg        bool
+	tax        string
+	taxText    string
+}
+
+// units groups the marks into amounts and refuses what is not one amount
+// as written: magnitudes (1万円, $10k), ▲/▼ differences, ranges, and, when
+// reading a price, currencies Read does not handle. loose are the signs
+// that belong to no number.
+func (s *scan) units(price bool) (us []unit, loose []*mark, why string) {
+	noun := "number"
+	if price {
+		noun = "price"
+	}
+	ms := s.marks
+	for i := range ms {
+		if ms[i].k == kMagnitude {
+			return nil, nil, fmt.Sprintf("the number is written with %q: not read as a %s", ms[i].text, noun)
+		}
+	}
+	// nextNum[i]: the first kNum mark at or after i.
+	nextNum := make([]int, len(ms)+1)
+	nextNum[len(ms)] = -1
+	for i := len(ms) - 1; i >= 0; i-- {
+		nextNum[i] = nextNum[i+1]
+		if ms[i].k == kNum {
+			nextNum[i] = i
+		}
+	}
+	unitOf := make([]int, len(ms)) // kNum mark index to unit index
+	for i := range ms {
+		if ms[i].k == kNum {
+			unitOf[i] = len(us)
+			us = append(us, unit{num: i, start: ms[i].start, end: ms[i].end})
+		}
+	}
+	prevNum := -1
+	for i := range ms {
+		m := &ms[i]
+		if m.k == kNum {
+			prevNum = i
+			continue
+		}
+		if m.k != kSign && m.k != kBadSign {
+			continue
+		}
+		pos := either
+		if m.sign != nil {
+			pos = m.sign.pos
+		}
+		left := prevNum >= 0 && pos != before && s.ws(ms[prevNum].end, m.start)
+		right, dash := false, -1
+		if next := nextNum[i]; next >= 0 && pos != after {
+			switch {
+			case s.ws(m.end, ms[next].start):
+				right = true
+			case next-1 > i && ms[next-1].k == kDash && ms[next-1].end == ms[next].start && s.ws(m.end, ms[next-1].start):
+				right, dash = true, next-1 // ¥-200, ¥ -200
+			}
+		}
+		if m.k == kBadSign {
+			if price && (left || right || m.symbol) {
+				return nil, nil, fmt.Sprintf("%s is a currency this reader does not handle", m.text)
+			}
+			continue
+		}
+		if left && right {
+			touchLeft := ms[prevNum].end == m.start
+			touchRight := m.end == ms[nextNum[i]].start || dash >= 0
+			right = !touchLeft || touchRight
+			left = !right
+		}
+		switch {
+		case left:
+			u := &us[unitOf[prevNum]]
+			u.signs = append(u.signs, m.sign)
+			u.end = m.end
+		case right:
+			u := &us[unitOf[nextNum[i]]]
+			u.signs = append(u.signs, m.sign)
+			u.start = min(u.start, m.start)
+			if dash >= 0 {
+				ms[dash].used = true
+				u.neg = true
+			}
+		default:
+			loose = append(loose, m)
+		}
+	}
+	// k is the first unit starting at or after the end of mark i (marks
+	// and units are in order, so it only moves forward).
+	k := 0
+	for i := range ms {
+		m := &ms[i]
+		for k < len(us) && us[k].start < m.end {
+			k++
+		}
+		switch m.k {
+		case kDash:
+			if m.used {
+				continue
+			}
+			l := k - 1
+			lws := l >= 0 && s.ws(us[l].end, m.start)
+			rws := k < len(us) && s.ws(m.end, us[k].start)
+			switch {
+			case lws && rws && !(us[l].end < m.start && m.end == us[k].start):
+				return nil, nil, "a range, not one " + noun
+			case rws:
+				if us[k].neg {
+					return nil, nil, "two minus signs"
+				}
+				us[k].neg = true
+			}
+		case kRange:
+			if (k > 0 && s.ws(us[k-1].end, m.start)) || (k < len(us) && s.ws(m.end, us[k].start)) {
+				return nil, nil, "a range, not one " + noun
+			}
+		case kDiff:
+			if k < len(us) && s.ws(m.end, us[k].start) {
+				return nil, nil, fmt.Sprintf("%s marks a difference, not a %s", m.text, noun)
+			}
+		}
+	}
+	return us, loose, ""
+}
+
+// bindTax gives each tax wording to the amount it qualifies: the only one
+// there is; the one before it when it stands alone in brackets
+// (1,408円（税込）); the one not behind a bracket (税込 1,408円 (税抜
+// 1,280円)); else the nearer, the one after it when as near (1,280円 税込
+// 1,408円). It refuses wording Read does not know and an amount worded
+// both ways.
+func (s *scan) bindTax(us []unit) string {
+	if len(us) == 0 {
+		return ""
+	}
+	k := 0 // the first unit starting at or after the end of the mark
+	for i := range s.marks {
+		m := &s.marks[i]
+		if m.k == kTaxWord {
+			return fmt.Sprintf("tax wording %q not understood", m.text)
+		}
+		if m.k != kTax {
+			continue
+		}
+		for k < len(us) && us[k].start < m.end {
+			k++
+		}
+		l := k - 1
+		var u *unit
+		switch {
+		case l < 0:
+			u = &us[k]
+		case k == len(us):
+			u = &us[l]
+		case s.aloneInBrackets(m):
+			u = &us[l]
+		default:
+			bl, br := s.bracketed(us[l].end, m.start), s.bracketed(m.end, us[k].start)
+			switch {
+			case bl && !br:
+				u = &us[k]
+			case br && !bl:
+				u = &us[l]
+			case m.start-us[l].end < us[k].start-m.end:
+				u = &us[l]
+			default:
+				u = &us[k]
+			}
+		}
+		if u.tax != "" && u.tax != m.tax {
+			return fmt.Sprintf("one amount is worded both %q and %q", u.taxText, m.text)
+		}
+		u.tax, u.taxText = m.tax, m.text
+	}
+	return ""
+}
+
+// aloneInBrackets reports whether m stands by itself in brackets, spaces
+// and full stops aside: (税込), （tax incl.）.
+func (s *scan) aloneInBrackets(m *mark) bool {
+	rs := s.rs
+	p := m.start - 1
+	for p >= 0 && unicode.IsSpace(rs[p]) {
+		p--
+	}
+	q := m.end
+	for q < len(rs) && (unicode.IsSpace(rs[q]) || rs[q] == '.') {
+		q++
+	}
+	return p >= 0 && isOpen(rs[p]) && q < len(rs) && isClose(rs[q])
+}
+
+// taxName is how messages name a tax flag.
+func taxName(t string) string {
+	if t == protocol.TaxIncluded {
+		return "tax-included"
+	}
+	return "tax-excluded"
+}
