@@ -193,6 +193,7 @@ func readPrice(raw string, o Options) (Value, string) {
 		}
 	case 2:
 		a, b := &us[0], &us[1]
+		both := a.tax != "" && b.tax != ""
 		switch {
 		case a.tax == "" && b.tax == "":
 			if len(a.signs) > 0 && len(b.signs) > 0 {
@@ -201,7 +202,11 @@ func readPrice(raw string, o Options) (Value, string) {
 			return Value{}, "two numbers, not one price"
 		case a.tax == b.tax:
 			return Value{}, fmt.Sprintf("two prices, both %s", taxName(a.tax))
-		case o.Tax == "" && a.tax != "" && b.tax != "":
+		case !both && s.inBrackets(us, 0) == s.inBrackets(us, 1):
+			// 1,280円(税込) → 980円 is a sale, not a price and its
+			// counterpart: 1,280円（税込1,408円）.
+			return Value{}, fmt.Sprintf("two prices, only one marked %s and neither in brackets beside the other (a sale?)", taxName(a.tax+b.tax))
+		case o.Tax == "" && both:
 			return Value{}, "shows both a tax-included and a tax-excluded price: set tax: included|excluded"
 		case o.Tax == "":
 			t := a.tax + b.tax

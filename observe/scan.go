@@ -44,14 +44,18 @@ type scan struct {
 	marks    []mark
 	nonSpace []int // nonSpace[i]: how many of rs[:i] are not spaces
 	parens   []int // parens[i]: how many of rs[:i] are brackets
+	// nonFill[i]: how many of rs[:i] are neither spaces nor brackets nor
+	// in tax wording (what may stand between a price and its 〜).
+	nonFill []int
 }
 
 // prepare folds a displayed string for reading: NFC, full-width forms to
 // their ASCII and narrow equivalents (golang.org/x/text/width.Fold:
 // ￥１，２８０ is ¥1,280, the ideographic space U+3000 a space, （ a
 // parenthesis, ～ a tilde) and format characters (Unicode Cf: zero-width
-// spaces, direction marks, soft hyphens) dropped. It refuses digits of
-// scripts other than ASCII once folded (٣, ३): Read does not read them.
+// spaces, direction marks, soft hyphens) dropped. It refuses numerals
+// other than ASCII digits once folded (٣, ३, ², ½, ①): Read does not read
+// them, and skipping them could misread $12⁹⁹ as 12.
 func prepare(raw string) ([]rune, string) {
 	s := norm.NFC.String(width.Fold.String(raw))
 	rs := make([]rune, 0, len(s))
@@ -59,8 +63,8 @@ func prepare(raw string) ([]rune, string) {
 		if unicode.Is(unicode.Cf, r) {
 			continue
 		}
-		if unicode.IsDigit(r) && !isDigit(r) {
-			return nil, fmt.Sprintf("digits of another script (%q), not read", r)
+		if unicode.IsNumber(r) && !isDigit(r) {
+			return nil, fmt.Sprintf("a numeral other than 0-9 (%q), not read", r)
 		}
 		rs = append(rs, r)
 	}
@@ -251,6 +255,24 @@ func lex(rs []rune) (*scan, string) {
 			i = s.cjk(i)
 		}
 	}
+	fill := make([]bool, n)
+	for i, r := range rs {
+		fill[i] = unicode.IsSpace(r) || isBracket(r)
+	}
+	for _, m := range s.marks {
+		if m.k == kTax {
+			for i := m.start; i < m.end; i++ {
+				fill[i] = true
+			}
+		}
+	}
+	s.nonFill = make([]int, n+1)
+	for i, f := range fill {
+		s.nonFill[i+1] = s.nonFill[i]
+		if !f {
+			s.nonFill[i+1]++
+		}
+	}
 	return s, ""
 }
 
@@ -258,6 +280,10 @@ func (s *scan) add(m mark) { s.marks = append(s.marks, m) }
 
 // ws reports whether rs[a:b] holds only spaces (or nothing).
 func (s *scan) ws(a, b int) bool { return a <= b && s.nonSpace[b] == s.nonSpace[a] }
+
+// filler reports whether rs[a:b] holds only spaces, brackets and tax
+// wording (or nothing): 1,280円（税込）〜 is a range.
+func (s *scan) filler(a, b int) bool { return a <= b && s.nonFill[b] == s.nonFill[a] }
 
 // bracketed reports whether a bracket stands in rs[a:b].
 func (s *scan) bracketed(a, b int) bool { return a < b && s.parens[b] != s.parens[a] }
@@ -328,6 +354,13 @@ func (s *scan) word(i int) int {
 			s.add(mark{k: kBadSign, start: i, end: j + 1, symbol: true, text: t})
 		}
 		return j + 1
+	}
+	// HK $88: a country of two letters, one space apart (A $10 is English).
+	if j+1 < n && j-i == 2 && unicode.IsSpace(rs[j]) && (rs[j+1] == '$' || rs[j+1] == '¥') {
+		if sg := prefixedSigns[w+string(rs[j+1])]; sg != nil {
+			s.add(mark{k: kSign, start: i, end: j + 2, sign: sg, text: sg.text})
+			return j + 2
+		}
 	}
 	for _, p := range phrases {
 		if end, ok := s.phrase(i, p.words); ok {

@@ -49,57 +49,13 @@ func (s *scan) units(price bool) (us []unit, loose []*mark, why string) {
 			us = append(us, unit{num: i, start: ms[i].start, end: ms[i].end})
 		}
 	}
-	prevNum := -1
-	for i := range ms {
-		m := &ms[i]
-		if m.k == kNum {
-			prevNum = i
-			continue
-		}
-		if m.k != kSign && m.k != kBadSign {
-			continue
-		}
-		pos := either
-		if m.sign != nil {
-			pos = m.sign.pos
-		}
-		left := prevNum >= 0 && pos != before && s.ws(ms[prevNum].end, m.start)
-		right, dash := false, -1
-		if next := nextNum[i]; next >= 0 && pos != after {
-			switch {
-			case s.ws(m.end, ms[next].start):
-				right = true
-			case next-1 > i && ms[next-1].k == kDash && ms[next-1].end == ms[next].start && s.ws(m.end, ms[next-1].start):
-				right, dash = true, next-1 // ¥-200, ¥ -200
-			}
-		}
-		if m.k == kBadSign {
-			if price && (left || right || m.symbol) {
-				return nil, nil, fmt.Sprintf("%s is a currency this reader does not handle", m.text)
-			}
-			continue
-		}
-		if left && right {
-			touchLeft := ms[prevNum].end == m.start
-			touchRight := m.end == ms[nextNum[i]].start || dash >= 0
-			right = !touchLeft || touchRight
-			left = !right
-		}
-		switch {
-		case left:
-			u := &us[unitOf[prevNum]]
-			u.signs = append(u.signs, m.sign)
-			u.end = m.end
-		case right:
-			u := &us[unitOf[nextNum[i]]]
-			u.signs = append(u.signs, m.sign)
-			u.start = min(u.start, m.start)
-			if dash >= 0 {
-				ms[dash].used = true
-				u.neg = true
-			}
-		default:
-			loose = append(loose, m)
+	// Signs first, then the currencies Read does not handle: a code of
+	// one (100 SEK) is refused next to a number that has no sign of its
+	// own, or touching one (SEK100), while TOP 1,280円 reads as yen; a
+	// symbol (¢, ₽) is refused wherever it is.
+	for _, pass := range []kind{kSign, kBadSign} {
+		if why := s.bindSigns(us, unitOf, nextNum, pass, price, &loose); why != "" {
+			return nil, nil, why
 		}
 	}
 	// k is the first unit starting at or after the end of mark i (marks
@@ -115,20 +71,23 @@ func (s *scan) units(price bool) (us []unit, loose []*mark, why string) {
 			if m.used {
 				continue
 			}
+			// Between two amounts, a range (1,000-2,000円, $10 - $20)
+			// unless it touches only the second (1,280円 -200円: a
+			// minus); before one alone, a minus (-¥200, - ¥200).
 			l := k - 1
-			lws := l >= 0 && s.ws(us[l].end, m.start)
-			rws := k < len(us) && s.ws(m.end, us[k].start)
+			lfill := l >= 0 && s.filler(us[l].end, m.start)
+			rfill := k < len(us) && s.filler(m.end, us[k].start)
 			switch {
-			case lws && rws && !(us[l].end < m.start && m.end == us[k].start):
+			case lfill && rfill && !(us[l].end < m.start && m.end == us[k].start):
 				return nil, nil, "a range, not one " + noun
-			case rws:
+			case k < len(us) && s.ws(m.end, us[k].start):
 				if us[k].neg {
 					return nil, nil, "two minus signs"
 				}
 				us[k].neg = true
 			}
 		case kRange:
-			if (k > 0 && s.ws(us[k-1].end, m.start)) || (k < len(us) && s.ws(m.end, us[k].start)) {
+			if (k > 0 && s.filler(us[k-1].end, m.start)) || (k < len(us) && s.filler(m.end, us[k].start)) {
 				return nil, nil, "a range, not one " + noun
 			}
 		case kDiff:
@@ -213,4 +172,99 @@ func taxName(t string) string {
 		return "tax-included"
 	}
 	return "tax-excluded"
+}
+
+// bindSigns gives the signs of kind pass (kSign or kBadSign) to the number
+// they are written next to, spaces apart: before it (¥1,280, with a minus
+// between: ¥-200) or after it (1,280円); a sign between two numbers goes
+// to the one it touches, the next when it touches both or neither. Signs
+// next to no number are added to loose; kBadSign ones are refused as said
+// in units.
+func (s *scan) bindSigns(us []unit, unitOf, nextNum []int, pass kind, price bool, loose *[]*mark) string {
+	ms := s.marks
+	prevNum := -1
+	for i := range ms {
+		m := &ms[i]
+		if m.k == kNum {
+			prevNum = i
+			continue
+		}
+		if m.k != pass {
+			continue
+		}
+		pos := either
+		if m.sign != nil {
+			pos = m.sign.pos
+		}
+		left := prevNum >= 0 && pos != before && s.ws(ms[prevNum].end, m.start)
+		right, dash := false, -1
+		if next := nextNum[i]; next >= 0 && pos != after {
+			switch {
+			case s.ws(m.end, ms[next].start):
+				right = true
+			case next-1 > i && ms[next-1].k == kDash && ms[next-1].end == ms[next].start && s.ws(m.end, ms[next-1].start):
+				right, dash = true, next-1 // ¥-200, ¥ -200
+			}
+		}
+		touchLeft := left && ms[prevNum].end == m.start
+		touchRight := right && (m.end == ms[nextNum[i]].start || dash >= 0)
+		if m.k == kBadSign {
+			if !price {
+				continue
+			}
+			if m.symbol || touchLeft || touchRight ||
+				left && len(us[unitOf[prevNum]].signs) == 0 ||
+				right && len(us[unitOf[nextNum[i]]].signs) == 0 {
+				return fmt.Sprintf("%s is a currency this reader does not handle", m.text)
+			}
+			continue
+		}
+		if left && right {
+			right = !touchLeft || touchRight
+			left = !right
+		}
+		switch {
+		case left:
+			u := &us[unitOf[prevNum]]
+			u.signs = append(u.signs, m.sign)
+			u.end = m.end
+		case right:
+			u := &us[unitOf[nextNum[i]]]
+			u.signs = append(u.signs, m.sign)
+			u.start = min(u.start, m.start)
+			if dash >= 0 {
+				ms[dash].used = true
+				u.neg = true
+			}
+		default:
+			*loose = append(*loose, m)
+		}
+	}
+	return ""
+}
+
+// inBrackets reports whether amount i of two stands in brackets of its
+// own, the other outside them: the （税込1,408円） of 1,280円（税込1,408円）.
+func (s *scan) inBrackets(us []unit, i int) bool {
+	lo, hi := 0, len(s.rs)
+	if i > 0 {
+		lo = us[i-1].end
+	}
+	if i+1 < len(us) {
+		hi = us[i+1].start
+	}
+	open, cls := false, false
+	for p := us[i].start - 1; p >= lo; p-- {
+		if isBracket(s.rs[p]) {
+			open = isOpen(s.rs[p])
+			break
+		}
+	}
+	for p := us[i].end; p < hi; p++ {
+		if isBracket(s.rs[p]) {
+			cls = isClose(s.rs[p])
+			break
+		}
+	}
+	return open && cls
 }
