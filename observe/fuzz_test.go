@@ -113,12 +113,19 @@ func indexOf(list []string, s string) int {
 }
 
 func BenchmarkReadPrice(b *testing.B) {
-	shown := []string{"¥1,280", "税込 1,408円 (税抜 1,280円)", "€1.299,00", "1,000〜2,000円", strings.Repeat("¥1,280 ", 500)}
 	o := Options{Parse: protocol.ParsePrice, Tax: protocol.TaxIncluded}
-	b.ReportAllocs()
-	for b.Loop() {
-		for _, s := range shown {
-			Read(s, o)
-		}
+	for _, c := range []struct{ name, shown string }{
+		{"yen", "¥1,280"},
+		{"both-taxes", "税込 1,408円 (税抜 1,280円)"},
+		{"euro", "€1.299,00"},
+		{"range", "1,000〜2,000円"},
+		{"4KB", strings.Repeat("¥1,280 ", protocol.MaxObservedBytes/len("¥1,280 "))},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Read(c.shown, o)
+			}
+		})
 	}
 }
