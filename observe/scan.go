@@ -24,6 +24,8 @@ const (
 	kDash                      // a minus or the dash of a range
 	kDiff                      // ▲, ▼: a difference, not an amount
 	kMagnitude                 // 万, k: the number is not written out
+	kApprox                    // 約, approx.: an amount not exact
+	kPlus                      // +, which after an amount makes a range (999+)
 )
 
 // A mark is a span of runes that means something to a reader; the runes
@@ -129,6 +131,13 @@ var cjk = []struct {
 	{text: []rune("より"), k: kRange},
 	{text: []rune("以上"), k: kRange},
 	{text: []rune("以下"), k: kRange},
+	{text: []rune("起"), k: kRange},
+	{text: []rune("부터"), k: kRange},
+	{text: []rune("이상"), k: kRange},
+	{text: []rune("約"), k: kApprox},
+	{text: []rune("およそ"), k: kApprox},
+	{text: []rune("程度"), k: kApprox},
+	{text: []rune("前後"), k: kApprox},
 	{text: []rune("円"), k: kSign, sign: wordSigns['円']},
 	{text: []rune("元"), k: kSign, sign: wordSigns['元']},
 	{text: []rune("원"), k: kSign, sign: wordSigns['원']},
@@ -196,6 +205,14 @@ var phrases = []struct {
 	{[]string{"or", "less"}, kRange, ""},
 	{[]string{"from"}, kRange, ""},
 	{[]string{"to"}, kRange, ""},
+	{[]string{"ab"}, kRange, ""},
+	{[]string{"desde"}, kRange, ""},
+	{[]string{"a", "partir", "de"}, kRange, ""},
+	{[]string{"à", "partir", "de"}, kRange, ""},
+	{[]string{"approximately"}, kApprox, ""},
+	{[]string{"approx"}, kApprox, ""},
+	{[]string{"circa"}, kApprox, ""},
+	{[]string{"ca"}, kApprox, ""},
 }
 
 // lex finds the marks of a prepared string, in order; it refuses a number
@@ -238,6 +255,12 @@ func lex(rs []rune) (*scan, string) {
 			i++
 		case r == '~' || r == '〜' || r == '∼':
 			s.add(mark{k: kRange, start: i, end: i + 1, text: string(r)})
+			i++
+		case r == '+':
+			s.add(mark{k: kPlus, start: i, end: i + 1, text: "+"})
+			i++
+		case r == '≈':
+			s.add(mark{k: kApprox, start: i, end: i + 1, text: "≈"})
 			i++
 		case r == '▲' || r == '△' || r == '▼' || r == '▽':
 			s.add(mark{k: kDiff, start: i, end: i + 1, text: string(r)})
@@ -301,6 +324,14 @@ func (s *scan) plusBefore(i int) int {
 	return -1
 }
 
+// dropPlus forgets the plus sign at p, the last mark, now part of tax
+// wording.
+func (s *scan) dropPlus(p int) {
+	if n := len(s.marks); n > 0 && s.marks[n-1].k == kPlus && s.marks[n-1].start == p {
+		s.marks = s.marks[:n-1]
+	}
+}
+
 // cjk reads the CJK word at i, if any, and returns where reading goes on.
 func (s *scan) cjk(i int) int {
 	rs := s.rs
@@ -317,6 +348,7 @@ func (s *scan) cjk(i int) int {
 		m := mark{k: w.k, start: i, end: i + len(w.text), tax: w.tax, sign: w.sign, text: string(w.text)}
 		if w.k == kTaxWord {
 			if p := s.plusBefore(i); p >= 0 {
+				s.dropPlus(p)
 				m = mark{k: kTax, start: p, end: i + 1, tax: protocol.TaxExcluded, text: "+税"}
 			}
 		}
@@ -364,6 +396,9 @@ func (s *scan) word(i int) int {
 	}
 	for _, p := range phrases {
 		if end, ok := s.phrase(i, p.words); ok {
+			if end < n && rs[end] == '.' { // approx., tax incl.
+				end++
+			}
 			s.add(mark{k: p.k, start: i, end: end, tax: p.tax, text: string(rs[i:end])})
 			return end
 		}
@@ -396,6 +431,7 @@ func (s *scan) word(i int) int {
 	}
 	if taxWords[lw] {
 		if p := s.plusBefore(i); p >= 0 {
+			s.dropPlus(p)
 			s.add(mark{k: kTax, start: p, end: j, tax: protocol.TaxExcluded, text: string(rs[p:j])})
 		} else {
 			s.add(mark{k: kTaxWord, start: i, end: j, text: w})
@@ -419,15 +455,12 @@ func (s *scan) phrase(i int, words []string) (int, bool) {
 			}
 			p = q
 		}
-		if p+len(w) > n {
-			return 0, false
-		}
-		for x := 0; x < len(w); x++ {
-			if unicode.ToLower(rs[p+x]) != rune(w[x]) {
+		for _, c := range w {
+			if p >= n || unicode.ToLower(rs[p]) != c {
 				return 0, false
 			}
+			p++
 		}
-		p += len(w)
 		if p < n && isLatin(rs[p]) {
 			return 0, false
 		}

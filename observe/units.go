@@ -90,6 +90,15 @@ func (s *scan) units(price bool) (us []unit, loose []*mark, why string) {
 			if (k > 0 && s.filler(us[k-1].end, m.start)) || (k < len(us) && s.filler(m.end, us[k].start)) {
 				return nil, nil, "a range, not one " + noun
 			}
+		case kPlus:
+			// 999+, ¥1,000+: at least that much. 1+1 is two numbers.
+			if k > 0 && us[k-1].end == m.start && !(k < len(us) && s.ws(m.end, us[k].start)) {
+				return nil, nil, "a range, not one " + noun
+			}
+		case kApprox:
+			if price && ((k > 0 && s.filler(us[k-1].end, m.start)) || (k < len(us) && s.filler(m.end, us[k].start))) {
+				return nil, nil, fmt.Sprintf("%s marks an approximate price, not one shown exactly", m.text)
+			}
 		case kDiff:
 			if k < len(us) && s.ws(m.end, us[k].start) {
 				return nil, nil, fmt.Sprintf("%s marks a difference, not a %s", m.text, noun)
