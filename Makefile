@@ -91,7 +91,7 @@ FUZZ_TARGETS := \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
-	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage
+	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage ./observe:FuzzRead
 # Two seconds per target with the default two workers: tens of thousands
 # of inputs for the parsers in the cold run of README; the slowest target
 # (coordinator FuzzHandlers, 437 a second in the long run of
