@@ -3,6 +3,7 @@ package uitree
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,9 +57,11 @@ type fieldMatcher struct {
 	attr  attr
 	exact string         // when re is nil
 	re    *regexp.Regexp // for a "~…" value
-	// prefix is what every value re matches begins with; fuzzy is what a
-	// near miss is measured against (the exact value, or prefix).
-	prefix, fuzzy string
+	// prefix is what every value re matches begins with, and contains
+	// a text every value it matches holds (the longest it is sure of):
+	// they turn most values away before the expression runs. fuzzy is
+	// what a near miss is measured against (the exact value, or prefix).
+	prefix, contains, fuzzy string
 }
 
 func (f *fieldMatcher) match(n *Node) bool {
@@ -66,7 +69,35 @@ func (f *fieldMatcher) match(n *Node) bool {
 	if f.re == nil {
 		return v == f.exact
 	}
-	return strings.HasPrefix(v, f.prefix) && f.re.MatchString(v)
+	return strings.HasPrefix(v, f.prefix) && strings.Contains(v, f.contains) && f.re.MatchString(v)
+}
+
+// requiredLiteral returns the longest text every string re matches holds,
+// "" when it knows of none: a literal (not case-folded) that the
+// expression cannot match without, found through concatenations,
+// groups and repetitions of at least one.
+func requiredLiteral(re *syntax.Regexp) string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase == 0 {
+			return string(re.Rune)
+		}
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiteral(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		best := ""
+		for _, sub := range re.Sub {
+			if l := requiredLiteral(sub); len(l) > len(best) {
+				best = l
+			}
+		}
+		return best
+	}
+	return ""
 }
 
 // stateMatcher is one of enabled, checked, selected.
@@ -132,6 +163,9 @@ func compile(sel protocol.Selector) (*Matcher, error) {
 			fm.re = re
 			fm.prefix, _ = re.LiteralPrefix()
 			fm.fuzzy = fm.prefix
+			if parsed, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
+				fm.contains = requiredLiteral(parsed.Simplify())
+			}
 		}
 		m.fields = append(m.fields, fm)
 	}
