@@ -13,6 +13,11 @@ import (
 // that a dump of long texts costs a not-found error little.
 const maxFuzzyRunes = 64
 
+// maxFuzzyCells bounds the edit-distance work of one not-found error (in
+// cells of the distance table, a few nanoseconds each): past it, values
+// are compared only for equality and for holding one another.
+const maxFuzzyCells = 4 << 20
+
 // miss is a field's distance when the node's value is nowhere near.
 const miss = 1 << 20
 
@@ -45,6 +50,7 @@ func (m *Matcher) closest(t *Tree) []Candidate {
 		return nil
 	}
 	var out []Candidate
+	budget := maxFuzzyCells
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		if !n.Visible() {
@@ -59,12 +65,12 @@ func (m *Matcher) closest(t *Tree) []Candidate {
 				if w.fm.re != nil {
 					d = prefixDistance(w.folded, v)
 				} else {
-					d = distance(w.folded, w.runes, v)
+					d = distance(w.folded, w.runes, v, &budget)
 				}
 			}
 			if d < miss {
 				near++
-				fields = append(fields, protocol.SelectorField{Key: w.fm.key, Value: v})
+				fields = append(fields, protocol.SelectorField{Key: w.fm.key, Value: shorten(v)})
 			}
 			total += d
 		}
@@ -98,10 +104,10 @@ func (m *Matcher) closest(t *Tree) []Candidate {
 // distance is how far the node's value v is from the exact selector value
 // want (case folded, wantRunes runes): 0 for the same text but for case,
 // the difference in length when one holds the other (and both have 2
-// runes or more), else the edit
-// distance when it is at most a third of want's length (at least 2); miss
+// runes or more), else the edit distance when it is at most a third of
+// want's length (at least 2) and budget allows computing it; miss
 // otherwise.
-func distance(want string, wantRunes int, v string) int {
+func distance(want string, wantRunes int, v string, budget *int) int {
 	got := strings.ToLower(v)
 	if got == want {
 		return 0
@@ -111,9 +117,11 @@ func distance(want string, wantRunes int, v string) int {
 		return abs(gotRunes - wantRunes)
 	}
 	limit := max(2, wantRunes/3)
-	if abs(gotRunes-wantRunes) > limit || gotRunes > maxFuzzyRunes || wantRunes > maxFuzzyRunes {
+	cells := gotRunes * wantRunes
+	if abs(gotRunes-wantRunes) > limit || gotRunes > maxFuzzyRunes || wantRunes > maxFuzzyRunes || cells > *budget {
 		return miss
 	}
+	*budget -= cells
 	if d := levenshtein(want, got); d <= limit {
 		return d
 	}
@@ -132,6 +140,22 @@ func prefixDistance(prefix, v string) int {
 		return 2
 	}
 	return miss
+}
+
+// MaxCandidateRunes bounds a value a Candidate quotes: a longer one is
+// cut, ending in "…".
+const MaxCandidateRunes = 100
+
+// shorten cuts v to MaxCandidateRunes.
+func shorten(v string) string {
+	n := 0
+	for i := range v {
+		if n == MaxCandidateRunes {
+			return v[:i] + "…"
+		}
+		n++
+	}
+	return v
 }
 
 // levenshtein is the edit distance between a and b in runes.

@@ -390,7 +390,7 @@ type Candidate struct {
 	Bounds [4]int
 	// Fields are the node's values of the selector's fields that come
 	// near, in the selector's field order (Key text, id, desc, class or
-	// package).
+	// package), each cut to MaxCandidateRunes.
 	Fields []protocol.SelectorField
 	// Unlike are the states the selector asks for that the node does not
 	// have, as the node has them ("enabled=false").

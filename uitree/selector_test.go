@@ -327,6 +327,12 @@ func TestNotFound(t *testing.T) {
 			tc.check(t, nf)
 		}
 	}
+	// A long value is quoted cut.
+	long := strings.Repeat("抹", uitree.MaxCandidateRunes+50)
+	_, err := compile(t, `{"text":"抹抹抹"}`).Resolve(mustParse(t, []byte(`<hierarchy><node text="`+long+`" bounds="[0,0][1,1]"/></hierarchy>`)))
+	if want := `(closest: text="` + long[:3*uitree.MaxCandidateRunes] + `…" at [0,0][1,1])`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("long value: %v", err)
+	}
 	// A nil tree has nothing.
 	if n, err := compile(t, `{"text":"x"}`).Resolve(nil); n != nil || err == nil {
 		t.Errorf("nil tree: %v, %v", n, err)
