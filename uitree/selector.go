@@ -12,11 +12,15 @@ import (
 )
 
 // Matcher is a compiled selector: Compile checks it and compiles its
-// regular expressions, so finding it in a tree compiles nothing.
+// regular expressions, so finding it in a tree compiles nothing. A
+// Matcher is safe for concurrent use.
 type Matcher struct {
-	sel    protocol.Selector
-	fields []fieldMatcher
-	states []stateMatcher
+	sel protocol.Selector
+	// fields are the string fields in the selector's order; exact and
+	// regexes the same, split by kind.
+	fields         []fieldMatcher
+	exact, regexes []*fieldMatcher
+	states         []stateMatcher
 	// sides are the below, above, right_of and left_of keys, in that
 	// order; childOf is the child_of key.
 	sides   []sideMatcher
@@ -62,14 +66,6 @@ type fieldMatcher struct {
 	// they turn most values away before the expression runs. fuzzy is
 	// what a near miss is measured against (the exact value, or prefix).
 	prefix, contains, fuzzy string
-}
-
-func (f *fieldMatcher) match(n *Node) bool {
-	v := f.attr.of(n)
-	if f.re == nil {
-		return v == f.exact
-	}
-	return strings.HasPrefix(v, f.prefix) && strings.Contains(v, f.contains) && f.re.MatchString(v)
 }
 
 // requiredLiteral returns the longest text every string re matches holds,
@@ -169,6 +165,13 @@ func compile(sel protocol.Selector) (*Matcher, error) {
 		}
 		m.fields = append(m.fields, fm)
 	}
+	for i := range m.fields {
+		if f := &m.fields[i]; f.re == nil {
+			m.exact = append(m.exact, f)
+		} else {
+			m.regexes = append(m.regexes, f)
+		}
+	}
 	for _, s := range []struct {
 		key  string
 		want *bool
@@ -210,13 +213,14 @@ func (m *Matcher) Selector() protocol.Selector { return m.sel }
 func (m *Matcher) String() string { return m.sel.String() }
 
 // own reports whether n matches the selector's own keys: visible, its
-// fields and its states.
-func (m *Matcher) own(n *Node) bool {
+// fields and its states. Exact values and states are compared first;
+// an expression runs last, once per distinct value in one search (memo).
+func (m *Matcher) own(n *Node, memo *regexMemo) bool {
 	if !n.Visible() {
 		return false
 	}
-	for i := range m.fields {
-		if !m.fields[i].match(n) {
+	for _, f := range m.exact {
+		if f.attr.of(n) != f.exact {
 			return false
 		}
 	}
@@ -225,7 +229,37 @@ func (m *Matcher) own(n *Node) bool {
 			return false
 		}
 	}
+	for _, f := range m.regexes {
+		if !memo.match(f, f.attr.of(n)) {
+			return false
+		}
+	}
 	return true
+}
+
+// regexMemo remembers what the expressions of one search answered: the
+// values of a screen repeat (a button label on every card of a list).
+type regexMemo map[memoKey]bool
+
+type memoKey struct {
+	f *fieldMatcher
+	v string
+}
+
+func (memo *regexMemo) match(f *fieldMatcher, v string) bool {
+	if !strings.HasPrefix(v, f.prefix) || !strings.Contains(v, f.contains) {
+		return false
+	}
+	k := memoKey{f, v}
+	if ok, seen := (*memo)[k]; seen {
+		return ok
+	}
+	if *memo == nil {
+		*memo = regexMemo{}
+	}
+	ok := f.re.MatchString(v)
+	(*memo)[k] = ok
+	return ok
 }
 
 // Find returns every node of t that matches, ignoring Index: in document
@@ -253,9 +287,10 @@ func (m *Matcher) find(t *Tree, limit int) (nodes []*Node, missing string) {
 		}
 		candidates = t.Descendants(a)
 	}
+	var memo regexMemo
 	if len(m.sides) == 0 {
 		for i := range candidates {
-			if n := &candidates[i]; m.own(n) {
+			if n := &candidates[i]; m.own(n, &memo) {
 				nodes = append(nodes, n)
 				if len(nodes) == limit {
 					break
@@ -278,9 +313,6 @@ func (m *Matcher) find(t *Tree, limit int) (nodes []*Node, missing string) {
 outer:
 	for i := range candidates {
 		n := &candidates[i]
-		if !m.own(n) {
-			continue
-		}
 		d := 0
 		for j, s := range m.sides {
 			g, ok := gap(s.side, &n.Bounds, &anchors[j].Bounds)
@@ -289,7 +321,9 @@ outer:
 			}
 			d += g
 		}
-		found = append(found, near{n, d})
+		if m.own(n, &memo) {
+			found = append(found, near{n, d})
+		}
 	}
 	slices.SortStableFunc(found, func(a, b near) int { return a.d - b.d })
 	nodes = make([]*Node, len(found))
