@@ -138,8 +138,10 @@ func gap(s side, c, a *[4]int) (int, bool) {
 	}
 }
 
-// Compile checks sel (protocol.Selector.Validate, whose error it returns)
-// and compiles it, nested selectors included.
+// Compile checks sel (protocol.Selector.Validate, whose error it returns,
+// naming the field) and compiles it, nested selectors included: each
+// regular expression is compiled here for good (Validate compiles it only
+// to check it), with what turns values away before it runs.
 func Compile(sel protocol.Selector) (*Matcher, error) {
 	if err := sel.Validate(); err != nil {
 		return nil, err
