@@ -415,8 +415,6 @@ func (s *Simulated) Tap(ctx context.Context, x, y int) error {
 	})
 }
 
-func abs(v int) int { return max(v, -v) }
-
 func (s *Simulated) launchLocked(pkg string) {
 	s.app = pkg
 	s.scroll = 0
