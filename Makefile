@@ -87,11 +87,11 @@ vet:
 FUZZ_TARGETS := \
 	./protocol:FuzzDecodeMessages ./protocol:FuzzParseCoordSubject ./protocol/natsrpc:FuzzDecodeReply \
 	./config:FuzzParseAgent ./config:FuzzParseCoordinator \
-	./coordinator:FuzzHandlers ./coordinator/api:FuzzHandlers ./coordinator/session:FuzzSessionHandler ./coordinator/mcp:FuzzParseElements \
+	./coordinator:FuzzHandlers ./coordinator/api:FuzzHandlers ./coordinator/session:FuzzSessionHandler \
 	./fencing:FuzzSplitOwner ./fencing:FuzzFromMetadata ./fencing:FuzzToken \
 	./capture/adb:FuzzDecodeScreencap ./capture/adb:FuzzParseDeviceList \
 	./capture/adb:FuzzParseDeviceListLong ./capture/adb:FuzzParseShellOutput ./capture/adb:FuzzParseSync \
-	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage
+	./capture:FuzzParseFacts ./testkit/fakeadbd:FuzzReadMessage ./observe:FuzzRead ./uitree:FuzzParse ./uitree:FuzzSelector
 # Two seconds per target with the default two workers: tens of thousands
 # of inputs for the parsers in the cold run of README; the slowest target
 # (coordinator FuzzHandlers, 437 a second in the long run of

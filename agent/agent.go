@@ -58,6 +58,13 @@ type Phone interface {
 	OpLog() (capture.Artifact, int)
 }
 
+// Observer is implemented by a Phone whose steps read values off the
+// screen (extract): LastObservation returns what the step RunStep last ran
+// read, or nil.
+type Observer interface {
+	LastObservation() *protocol.Observation
+}
+
 // Phones hands out phones for jobs, one job per phone.
 type Phones interface {
 	// Acquire locks a phone matching sel for the job whose context is

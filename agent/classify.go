@@ -35,6 +35,10 @@ func classify(err error) (class, cause string) {
 		return protocol.FailClassJob, protocol.CauseAppNotInstalled
 	case errors.Is(err, capture.ErrAssertion):
 		return protocol.FailClassJob, protocol.CauseAssertion
+	case errors.Is(err, capture.ErrElementNotFound):
+		return protocol.FailClassJob, protocol.CauseElementNotFound
+	case errors.Is(err, capture.ErrExtract):
+		return protocol.FailClassJob, protocol.CauseExtractFailed
 	case errors.Is(err, capture.ErrInvalidStep):
 		return protocol.FailClassJob, protocol.CauseInvalidStep
 	}

@@ -88,6 +88,7 @@ type job struct {
 	step      int    // steps run so far (task and interactive)
 	current   string // the call or step in progress, for the stop record
 	arts      []string
+	obs       []protocol.Observation // read by extract steps, sent with the result
 	phone     string
 	leased    bool
 	accepting bool // interactive steps are taken
@@ -658,6 +659,18 @@ func (j *job) runStep(phone Phone, info capture.StepInfo, what, kind string, s p
 		}
 		keys = append(keys, key)
 	}
+	if ob, ok := phone.(Observer); ok {
+		if o := ob.LastObservation(); o != nil {
+			// Published with its evidence: the result carries it, with
+			// the phone's locale and time zone as its facts tell them.
+			if f := j.phoneFacts(phone.Serial()); f != nil {
+				o.Locale, o.TimeZone = f.Locale, f.TimeZone
+			}
+			j.mu.Lock()
+			j.obs = append(j.obs, *o)
+			j.mu.Unlock()
+		}
+	}
 	return keys, nil
 }
 
@@ -760,7 +773,10 @@ func (j *job) commit() (protocol.ResultReply, error) {
 	res, _ := json.Marshal(j.resultLocked())
 	j.mu.Unlock()
 	var rep protocol.ResultReply
-	if err := j.deliver("result", protocol.VerbResult, protocol.Result{Token: j.tok, Result: res}, &rep); err != nil {
+	j.mu.Lock()
+	obs := j.obs
+	j.mu.Unlock()
+	if err := j.deliver("result", protocol.VerbResult, protocol.Result{Token: j.tok, Result: res, Observations: obs}, &rep); err != nil {
 		if errors.Is(err, errStopped) {
 			return rep, errStopped
 		}
@@ -830,4 +846,15 @@ func (j *job) giveBack() error {
 		return errStopped
 	}
 	return fmt.Errorf("release job: %w", err)
+}
+
+// phoneFacts returns the facts the agent last read of the phone serial, or
+// nil.
+func (j *job) phoneFacts(serial string) *protocol.PhoneFacts {
+	for _, d := range j.a.opts.Phones.Inventory() {
+		if d.Serial == serial {
+			return d.Facts
+		}
+	}
+	return nil
 }

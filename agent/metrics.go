@@ -86,7 +86,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []string{"revoked", "stale", "lease_expired", "cancelled", "shutdown", "released", "deadline", "outcome_unknown", "unknown_job"} {
 		m.stops.WithLabelValues(c)
 	}
-	for _, c := range []string{protocol.CauseDeadline, protocol.CauseInvalidStep, protocol.CauseAppNotInstalled, protocol.CauseAssertion, protocol.CauseStepFailed} {
+	for _, c := range []string{protocol.CauseDeadline, protocol.CauseInvalidStep, protocol.CauseAppNotInstalled, protocol.CauseAssertion, protocol.CauseElementNotFound, protocol.CauseExtractFailed, protocol.CauseStepFailed} {
 		m.failures.WithLabelValues(protocol.FailClassJob, c)
 	}
 	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown, protocol.CauseAgentSleep} {

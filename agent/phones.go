@@ -69,16 +69,20 @@ func (p *invPhones) Acquire(jobCtx context.Context, sel protocol.DeviceSelector)
 }
 
 type runnerPhone struct {
-	r   *capture.Runner
-	log *capture.OpLog
+	r    *capture.Runner
+	log  *capture.OpLog
+	last *protocol.Observation // of the last step run
 }
 
 func (p *runnerPhone) Serial() string { return p.r.Device().Serial() }
 
 func (p *runnerPhone) RunStep(ctx context.Context, s protocol.Step) ([]capture.Artifact, error) {
 	out, err := p.r.RunStep(ctx, s)
+	p.last = out.Observation
 	return out.Artifacts, err
 }
+
+func (p *runnerPhone) LastObservation() *protocol.Observation { return p.last }
 
 func (p *runnerPhone) OpLog() (capture.Artifact, int) { return p.log.Artifact(), p.log.Len() }
 

@@ -98,11 +98,16 @@ var (
 	// ErrAppNotInstalled: a package the step names is not installed on the
 	// phone (see AppNotInstalledError).
 	ErrAppNotInstalled = errors.New("app not installed")
-	// ErrAssertion: a check the task makes did not hold. No step op of
-	// protocol v1 is a check yet; a Device or Phone implementation that
-	// checks what the phone shows returns it (wrapped) when the check
-	// fails.
+	// ErrAssertion: a check the task makes did not hold (an assert step,
+	// a wait_for an element to go that stayed).
 	ErrAssertion = errors.New("assertion failed")
+	// ErrElementNotFound: no element on screen matched a step's selector
+	// (see ElementNotFoundError).
+	ErrElementNotFound = errors.New("element not found")
+	// ErrExtract: an extract step found its element but could not read the
+	// value as the step asks (a range where one price was asked, no
+	// currency, two prices).
+	ErrExtract = errors.New("extract failed")
 	// ErrADBServerGone: the adb server stopped answering (connection
 	// refused) and could not be started again; the same error as
 	// adb.ErrServerGone.

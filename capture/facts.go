@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,8 @@ var factsCommands = []string{
 	"dumpsys power",
 	"dumpsys window policy",
 	"df /data",
+	"getprop persist.sys.locale",
+	"getprop persist.sys.timezone",
 }
 
 // FactsScript is the one shell command line that reads a phone's facts:
@@ -115,12 +118,34 @@ func ParseFacts(out []byte) (protocol.PhoneFacts, error) {
 			f.Locked, err = parseKeyguard(val)
 		case "df /data":
 			f.FreeStorageMB, err = parseDF(val)
+		case "getprop persist.sys.locale":
+			// Unset on a phone never given a language: not known.
+			f.Locale, err = parseProp(val, localeRE)
+		case "getprop persist.sys.timezone":
+			f.TimeZone, err = parseProp(val, timeZoneRE)
 		}
 		if err != nil {
 			fail(cmd, "%v", err)
 		}
 	}
 	return f, errors.Join(errs...)
+}
+
+var (
+	localeRE   = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
+	timeZoneRE = regexp.MustCompile(`^[A-Za-z0-9_+\-/]{1,64}$`)
+)
+
+// parseProp reads a one-word property: empty is not known (no error), a
+// value that does not fit re is bad output.
+func parseProp(val string, re *regexp.Regexp) (string, error) {
+	if val == "" {
+		return "", nil
+	}
+	if !re.MatchString(val) {
+		return "", badOutput(val)
+	}
+	return val, nil
 }
 
 // badOutput is the error of output that is not understood, quoting its

@@ -13,7 +13,8 @@ import (
 func section(cmds map[string]string) []byte {
 	var b strings.Builder
 	for _, c := range []string{"getprop ro.build.version.release", "getprop ro.build.version.sdk", "getprop ro.build.fingerprint",
-		"wm size", "wm density", "dumpsys battery", "dumpsys power", "dumpsys window policy", "df /data"} {
+		"wm size", "wm density", "dumpsys battery", "dumpsys power", "dumpsys window policy", "df /data",
+		"getprop persist.sys.locale", "getprop persist.sys.timezone"} {
 		out, ok := cmds[c]
 		if !ok {
 			continue
@@ -33,9 +34,11 @@ var (
 		"wm density":                       "Physical density: 420\n",
 		"dumpsys battery": "Current Battery Service state:\n  AC powered: false\n  USB powered: true\n  Wireless powered: false\n" +
 			"  Max charging current: 500000\n  status: 2\n  health: 2\n  present: true\n  level: 85\n  scale: 100\n  voltage: 4301\n  temperature: 315\n  technology: Li-ion\n",
-		"dumpsys power":         "POWER MANAGER (dumpsys power)\n\nPower Manager State:\n  mDirty=0x0\n  mWakefulness=Awake\n  mWakefulnessChanging=false\nDisplay Power: state=ON\n",
-		"dumpsys window policy": "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mShowingDream=false mDreamingLockscreen=false isStatusBarKeyguard=true\n",
-		"df /data":              "Filesystem       1K-blocks    Used Available Use% Mounted on\n/dev/block/dm-45 115249236 9734880 105383284   9% /data\n",
+		"dumpsys power":                "POWER MANAGER (dumpsys power)\n\nPower Manager State:\n  mDirty=0x0\n  mWakefulness=Awake\n  mWakefulnessChanging=false\nDisplay Power: state=ON\n",
+		"dumpsys window policy":        "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mShowingDream=false mDreamingLockscreen=false isStatusBarKeyguard=true\n",
+		"df /data":                     "Filesystem       1K-blocks    Used Available Use% Mounted on\n/dev/block/dm-45 115249236 9734880 105383284   9% /data\n",
+		"getprop persist.sys.locale":   "ja-JP\n",
+		"getprop persist.sys.timezone": "Asia/Tokyo\n",
 	}
 	android6 = map[string]string{
 		"getprop ro.build.version.release": "6.0.1\n",
@@ -47,6 +50,8 @@ var (
 		"dumpsys power":                    "Power Manager State:\n  mWakefulness=Asleep\n",
 		"dumpsys window policy":            "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mShowingLockscreen=true mShowingDream=false\n",
 		"df /data":                         "Filesystem               Size     Used     Free   Blksize\n/data                   25.0G    10.4G    14.6G   4096\n",
+		"getprop persist.sys.locale":       "\n", // never set: not known
+		"getprop persist.sys.timezone":     "America/Sao_Paulo\n",
 	}
 )
 
@@ -56,7 +61,7 @@ func TestParseFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.AndroidVersion != "13" || f.SDK != 33 || !strings.HasPrefix(f.Fingerprint, "google/panther") ||
-		f.ScreenWidth != 720 || f.ScreenHeight != 1600 || f.Density != 420 {
+		f.ScreenWidth != 720 || f.ScreenHeight != 1600 || f.Density != 420 || f.Locale != "ja-JP" || f.TimeZone != "Asia/Tokyo" {
 		t.Errorf("android 13: %+v", f)
 	}
 	if *f.BatteryLevel != 85 || *f.BatteryTempC != 31.5 || !*f.Charging || f.BatteryHealth != "good" ||
@@ -69,7 +74,7 @@ func TestParseFacts(t *testing.T) {
 	}
 	if f.AndroidVersion != "6.0.1" || f.SDK != 23 || f.ScreenWidth != 1080 || f.Density != 400 ||
 		*f.BatteryLevel != 60 || *f.BatteryTempC != 41.2 || *f.Charging || f.BatteryHealth != "overheat" ||
-		*f.ScreenOn || !*f.Locked || *f.FreeStorageMB != 14950 {
+		*f.ScreenOn || !*f.Locked || *f.FreeStorageMB != 14950 || f.Locale != "" || f.TimeZone != "America/Sao_Paulo" {
 		t.Errorf("android 6: %s", f.Summary())
 	}
 }

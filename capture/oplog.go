@@ -121,7 +121,9 @@ func (l *OpLog) Params(s protocol.Step) map[string]any {
 	case protocol.OpWait:
 		p["duration_ms"] = s.DurationMS
 	case protocol.OpTap:
-		p["x"], p["y"] = s.X, s.Y
+		if s.Element == nil {
+			p["x"], p["y"] = s.X, s.Y
+		}
 		if s.DurationMS > 0 {
 			p["duration_ms"] = s.DurationMS
 		}
@@ -146,6 +148,36 @@ func (l *OpLog) Params(s protocol.Step) map[string]any {
 		}
 	case protocol.OpRotate:
 		p["orientation"] = s.Orientation
+	case protocol.OpLongPress:
+		if s.Element == nil {
+			p["x"], p["y"] = s.X, s.Y
+		}
+		if s.DurationMS > 0 {
+			p["duration_ms"] = s.DurationMS
+		}
+	case protocol.OpWaitFor:
+		if s.TimeoutMS > 0 {
+			p["timeout_ms"] = s.TimeoutMS
+		}
+	case protocol.OpScrollUntil:
+		if s.Direction != "" {
+			p["direction"] = s.Direction
+		}
+		if s.MaxSwipes > 0 {
+			p["max_swipes"] = s.MaxSwipes
+		}
+	case protocol.OpExtract:
+		for k, v := range map[string]string{"attr": s.Attr, "parse": s.Parse, "currency": s.Currency, "tax": s.Tax} {
+			if v != "" {
+				p[k] = v
+			}
+		}
+	}
+	if s.Element != nil {
+		p["element"] = s.Element.String()
+	}
+	if s.State != "" {
+		p["state"] = s.State
 	}
 	if s.Name != "" {
 		p["name"] = s.Name

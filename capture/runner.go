@@ -40,8 +40,12 @@ type StepOutcome struct {
 	Duration  time.Duration
 	Artifacts []Artifact // captures of the step, in order; empty for input steps
 	// Warning tells what went other than asked in a step that succeeded:
-	// a recording the phone cut at its time limit before record_stop.
+	// a recording the phone cut at its time limit before record_stop, an
+	// optional extract whose element was absent.
 	Warning string
+	// Observation is what an extract step read (nil for other steps and
+	// an optional extract that found nothing).
+	Observation *protocol.Observation
 }
 
 // Runner runs the steps of one job on one phone. RunStep calls must not
@@ -62,6 +66,14 @@ type Runner struct {
 	recSeq    int // the number of the step that started rec
 	// warning is the Warning of the step being run; only RunStep touches it.
 	warning string
+	// observation is what the extract step being run read; only RunStep
+	// touches it.
+	observation *protocol.Observation
+	// point is where the element step being run touched the screen (its
+	// element's centre), for the operation log; only RunStep touches it.
+	point *[2]int
+	// versions are the app versions read for observations, by package.
+	versions map[string]protocol.AppVersion
 	// logMark is where the job's logcat starts (logcat.go).
 	logMark *LogMark
 }
@@ -136,8 +148,11 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 	r.mu.Unlock()
 
 	out := StepOutcome{Seq: seq, Op: s.Op, Start: time.Now()}
-	r.warning = ""
+	r.warning, r.observation, r.point = "", nil, nil
 	arts, err := r.execStep(ctx, seq, s, info)
+	if err == nil {
+		out.Observation = r.observation
+	}
 	out.Duration = time.Since(out.Start)
 	out.Artifacts = arts
 	if err != nil {
@@ -159,7 +174,7 @@ func (r *Runner) RunStep(ctx context.Context, s protocol.Step) (StepOutcome, err
 			Seq:        seq,
 			Serial:     r.dev.Serial(),
 			Op:         s.Op,
-			Params:     r.opts.OpLog.Params(s),
+			Params:     withPoint(r.opts.OpLog.Params(s), r.point),
 			DurationMS: float64(out.Duration.Microseconds()) / 1000,
 			Outcome:    OutcomeOK,
 			Evidence:   info.Evidence,
@@ -215,14 +230,39 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	case protocol.OpWait:
 		return nil, r.wait(ctx, dur)
 	case protocol.OpTap:
+		if s.Element != nil {
+			return nil, r.tapElement(ctx, s, dur)
+		}
 		if dur > 0 {
 			return nil, d.Swipe(ctx, s.X, s.Y, s.X, s.Y, dur)
 		}
 		return nil, d.Tap(ctx, s.X, s.Y)
 	case protocol.OpSwipe:
 		return nil, d.Swipe(ctx, s.X, s.Y, s.X2, s.Y2, dur)
+	case protocol.OpLongPress:
+		if dur == 0 {
+			dur = DefaultLongPress
+		}
+		if s.Element != nil {
+			return nil, r.tapElement(ctx, s, dur)
+		}
+		return nil, d.Swipe(ctx, s.X, s.Y, s.X, s.Y, dur)
 	case protocol.OpText:
+		if s.Element != nil {
+			// Tap the field first, then type into it.
+			if err := r.tapElement(ctx, s, 0); err != nil {
+				return nil, err
+			}
+		}
 		return nil, d.Text(ctx, s.Text)
+	case protocol.OpWaitFor:
+		return nil, r.waitFor(ctx, s)
+	case protocol.OpAssert:
+		return nil, r.assert(ctx, s)
+	case protocol.OpScrollUntil:
+		return nil, r.scrollUntil(ctx, s)
+	case protocol.OpExtract:
+		return r.extract(ctx, seq, s)
 	case protocol.OpKey:
 		return nil, d.Key(ctx, s.Key)
 	case protocol.OpWake:
@@ -395,4 +435,16 @@ func (r *Runner) wait(ctx context.Context, d time.Duration) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// withPoint adds the point an element step touched to its log line.
+func withPoint(p map[string]any, pt *[2]int) map[string]any {
+	if pt == nil {
+		return p
+	}
+	if p == nil {
+		p = map[string]any{}
+	}
+	p["x"], p["y"] = pt[0], pt[1]
+	return p
 }

@@ -122,6 +122,7 @@ func (s *Simulated) Facts(ctx context.Context) (protocol.PhoneFacts, error) {
 		ScreenWidth: s.w, ScreenHeight: s.h, Density: 320,
 		BatteryLevel: &level, BatteryTempC: &temp, Charging: &charging, BatteryHealth: health,
 		ScreenOn: &on, Locked: &locked, FreeStorageMB: &free,
+		Locale: "ja-JP", TimeZone: "Asia/Tokyo",
 		ReadAtUnixMilli: now.UnixMilli(),
 	}
 	if s.ime {

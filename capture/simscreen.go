@@ -142,6 +142,8 @@ type simScreen struct {
 	tap       *image.Point
 	swipe     *[2]image.Point
 	recording bool
+	catalogue []SimProduct // the shop's products, when it is in front
+	scroll    int
 }
 
 var pngEncoder = png.Encoder{CompressionLevel: png.BestSpeed}
@@ -218,15 +220,32 @@ func (sc simScreen) appTargets() []simTarget {
 		{kind: "field", label: "Search", rect: sc.field()},
 		{kind: "button", label: "OK", rect: sc.button()},
 	}
-	rowH := max(sc.h/11, 3)
-	top := sc.button().Max.Y + max(sc.h/60, 1)
+	rowH, top := sc.rows()
 	for i := 0; top+(i+1)*rowH <= sc.h-sc.navBar(); i++ {
-		out = append(out, simTarget{kind: "row", label: fmt.Sprintf("Item %d", i+1), index: i,
+		label := fmt.Sprintf("Item %d", i+1)
+		if len(sc.catalogue) > 0 {
+			if sc.scroll+i >= len(sc.catalogue) {
+				break
+			}
+			label = sc.catalogue[sc.scroll+i].Name
+		}
+		out = append(out, simTarget{kind: "row", label: label, index: i,
 			rect: image.Rect(0, top+i*rowH, sc.w, top+(i+1)*rowH)})
 	}
 	c, r := sc.fab()
 	out = append(out, simTarget{kind: "fab", label: "New", rect: image.Rect(c.X-r, c.Y-r, c.X+r, c.Y+r)})
 	return out
+}
+
+// rows returns the height of a list row and the top of the list.
+func (sc simScreen) rows() (rowH, top int) {
+	return max(sc.h/11, 3), sc.button().Max.Y + max(sc.h/60, 1)
+}
+
+// visibleRows is how many list rows fit on the screen.
+func (sc simScreen) visibleRows() int {
+	rowH, top := sc.rows()
+	return max((sc.h-sc.navBar()-top)/rowH, 0)
 }
 
 // hit returns what a tap at p lands on, the topmost target first.
@@ -388,6 +407,10 @@ func (sc simScreen) renderApp(img *image.Paletted) {
 			fillCircle(img, ax, (r.Min.Y+r.Max.Y)/2, ar, uint8(pxAppColors+2*((t.index*5)%simAppSlots)))
 			tx := ax + ar + sc.w/24
 			drawText(img, tx, r.Min.Y+r.Dy()/4, px, t.label, pxInk)
+			if len(sc.catalogue) > 0 {
+				drawText(img, tx, r.Min.Y+r.Dy()*3/5, px, sc.catalogue[sc.scroll+t.index].Price, pxRed)
+				continue
+			}
 			lineW := (sc.w - tx - sc.w/20) * (5 + (t.index*3)%5) / 10
 			fillRoundRect(img, image.Rect(tx, r.Min.Y+r.Dy()*3/5, tx+lineW, r.Min.Y+r.Dy()*3/5+max(r.Dy()/10, 1)), max(r.Dy()/20, 0), pxGreyLight)
 		case "fab":
@@ -507,6 +530,16 @@ func (sc simScreen) uiXML() []byte {
 			case "button":
 				writeNode(&b, i+1, "android.widget.Button", sc.app+":id/ok", t.label, "", sc.app, t.rect, nodeFlags{clickable: true, focusable: true}, true)
 			case "row":
+				if len(sc.catalogue) > 0 {
+					// A product: its name above its price, in a clickable row.
+					r := t.rect
+					x0 := r.Min.X + sc.w/20
+					writeNode(&b, i+1, "android.widget.LinearLayout", sc.app+":id/product", "", "", sc.app, r, nodeFlags{clickable: true, selected: t.index == sc.selected}, false)
+					writeNode(&b, 0, "android.widget.TextView", sc.app+":id/name", t.label, "", sc.app, image.Rect(x0, r.Min.Y+r.Dy()/10, r.Max.X-sc.w/20, r.Min.Y+r.Dy()/2), nodeFlags{}, true)
+					writeNode(&b, 1, "android.widget.TextView", sc.app+":id/price", sc.catalogue[sc.scroll+t.index].Price, "", sc.app, image.Rect(x0, r.Min.Y+r.Dy()/2, r.Min.X+sc.w*3/5, r.Max.Y-r.Dy()/10), nodeFlags{}, true)
+					b.WriteString("</node>")
+					continue
+				}
 				writeNode(&b, i+1, "android.widget.TextView", sc.app+":id/item", t.label, "", sc.app, t.rect, nodeFlags{clickable: true, selected: t.index == sc.selected}, true)
 			case "fab":
 				writeNode(&b, i+1, "android.widget.ImageButton", sc.app+":id/fab", "", t.label, sc.app, t.rect, nodeFlags{clickable: true, focusable: true}, true)

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"image"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,23 @@ type SimOptions struct {
 	// (IMEPackage): without it, such text is refused as on a phone
 	// reached over adb (a *NoIMEError).
 	IME bool
+	// Catalogue is what the shop app (SimShop) lists instead of its
+	// numbered items: a row per product, its name above its price, as a
+	// shop's list shows them. A vertical swipe scrolls the list.
+	Catalogue []SimProduct
+	// AppVersions are the versions of installed apps (the key is the
+	// package); an app not listed has SimAppVersion.
+	AppVersions map[string]protocol.AppVersion
+}
+
+// SimShop is the package of the simulated phone's shop app.
+const SimShop = "com.example.shop"
+
+// SimProduct is one product of SimOptions.Catalogue: its name and the price
+// text the shop shows (any string: "¥1,280", "税込 1,408円 (税抜 1,280円)").
+type SimProduct struct {
+	Name  string
+	Price string
 }
 
 // SimBrowser is the package a Simulated phone opens http and https URLs
@@ -111,16 +129,19 @@ type Simulated struct {
 	url         string // last URL opened
 	cleared     map[string]int
 
-	frame    int64 // screenshots taken
-	app      string
-	typed    string
-	selected int // list row tapped last in the foreground app, -1 for none
-	tap      *image.Point
-	swipe    *[2]image.Point
-	rec      *simRecording
-	recs     int // recordings started
-	bat      simBattery
-	logs     []simLogLine // the phone's log (simlog.go)
+	frame     int64 // screenshots taken
+	app       string
+	typed     string
+	selected  int // list row tapped last in the foreground app, -1 for none
+	catalogue []SimProduct
+	scroll    int // the catalogue's first row on screen
+	versions  map[string]protocol.AppVersion
+	tap       *image.Point
+	swipe     *[2]image.Point
+	rec       *simRecording
+	recs      int // recordings started
+	bat       simBattery
+	logs      []simLogLine // the phone's log (simlog.go)
 }
 
 var _ Device = (*Simulated)(nil)
@@ -141,6 +162,8 @@ func NewSimulated(opts SimOptions) *Simulated {
 		failures:    map[string][]error{},
 		app:         SimLauncher,
 		selected:    -1,
+		catalogue:   append([]SimProduct(nil), opts.Catalogue...),
+		versions:    maps.Clone(opts.AppVersions),
 		ime:         opts.IME,
 		awake:       !opts.Locked,
 		locked:      opts.Locked,
@@ -308,6 +331,9 @@ func (s *Simulated) attempt(ctx context.Context, op string, apply func() error) 
 
 func (s *Simulated) screenLocked() simScreen {
 	sc := simScreen{w: s.w, h: s.h, frame: s.frame, app: s.app, typed: s.typed, selected: s.selected, recording: s.rec != nil}
+	if s.app == SimShop {
+		sc.catalogue, sc.scroll = s.catalogue, s.scroll
+	}
 	if s.tap != nil {
 		p := *s.tap
 		sc.tap = &p
@@ -391,6 +417,7 @@ func (s *Simulated) Tap(ctx context.Context, x, y int) error {
 
 func (s *Simulated) launchLocked(pkg string) {
 	s.app = pkg
+	s.scroll = 0
 	s.typed = ""
 	s.selected = -1
 }
@@ -404,6 +431,15 @@ func (s *Simulated) Swipe(ctx context.Context, x1, y1, x2, y2 int, d time.Durati
 	}
 	return s.do(ctx, c, func() error {
 		s.swipe = &[2]image.Point{{X: x1, Y: y1}, {X: x2, Y: y2}}
+		if sc := s.screenLocked(); len(sc.catalogue) > 0 && abs(y2-y1) >= s.h/8 && abs(y2-y1) > abs(x2-x1) {
+			// The list follows the finger: up shows the rows below.
+			step := max(sc.visibleRows()-1, 1)
+			if y2 > y1 {
+				step = -step
+			}
+			s.scroll = min(max(s.scroll+step, 0), max(len(s.catalogue)-sc.visibleRows(), 0))
+			s.selected = -1
+		}
 		return nil
 	})
 }

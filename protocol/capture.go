@@ -19,7 +19,7 @@ var CaptureModes = []string{CaptureBeforeAfter}
 // BeforeAfterOps are the input steps: the ops that act on the phone, around
 // which capture before_after takes its screenshots. wait, the captures
 // (screenshot, ui_dump) and record_start/record_stop are not inputs.
-var BeforeAfterOps = []string{OpLaunch, OpTap, OpSwipe, OpText, OpKey, OpWake, OpUnlock, OpOpenURL, OpForceStop, OpClearData, OpRotate}
+var BeforeAfterOps = []string{OpLaunch, OpTap, OpLongPress, OpSwipe, OpScrollUntil, OpText, OpKey, OpWake, OpUnlock, OpOpenURL, OpForceStop, OpClearData, OpRotate}
 
 // IsBeforeAfterOp reports whether op is an input step (BeforeAfterOps).
 func IsBeforeAfterOp(op string) bool { return slices.Contains(BeforeAfterOps, op) }

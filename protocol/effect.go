@@ -145,7 +145,7 @@ func ValidateEffectKey(key string) error {
 
 // EffectOps are the ops a step marked as an effect may have: the inputs
 // that change what the phone (and the world behind it) does.
-var EffectOps = []string{OpLaunch, OpTap, OpSwipe, OpText, OpKey}
+var EffectOps = []string{OpLaunch, OpTap, OpLongPress, OpSwipe, OpText, OpKey}
 
 // validateEffect checks the effect mark of one step: a valid key on an
 // input op.

@@ -37,6 +37,8 @@ type PhoneFacts struct {
 	Locked          *bool    `json:"locked,omitempty"`          // keyguard showing
 	FreeStorageMB   *int64   `json:"free_storage_mb,omitempty"` // free space on /data
 	IME             string   `json:"ime,omitempty"`             // Unicode text IME installed ("" when none)
+	Locale          string   `json:"locale,omitempty"`          // persist.sys.locale, e.g. "ja-JP"
+	TimeZone        string   `json:"time_zone,omitempty"`       // persist.sys.timezone, e.g. "Asia/Tokyo"
 	ReadAtUnixMilli int64    `json:"read_at_ms,omitempty"`      // agent's wall clock when read
 }
 

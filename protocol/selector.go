@@ -137,8 +137,14 @@ func CompileSelectorValue(v string) (*regexp.Regexp, error) {
 	if expr == "" {
 		return nil, fmt.Errorf("empty regular expression after ~")
 	}
+	// The expression must stand on its own before it is anchored: "a)|(b"
+	// would otherwise anchor as "^(?:a)|(b)$", matching any value that
+	// begins with a or ends with b.
+	if _, err := regexp.Compile(expr); err != nil {
+		return nil, fmt.Errorf("bad regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
 	re, err := regexp.Compile(`^(?:` + expr + `)$`)
-	if err != nil {
+	if err != nil { // an unterminated \Q takes the anchoring in
 		return nil, fmt.Errorf("bad regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
 	return re, nil

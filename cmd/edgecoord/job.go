@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -33,7 +31,7 @@ func (m *mgmt) jobCommands() []*cli.Command {
 // capture, logcat, timeout, project, priority, not_before, max_attempts, fan_out.
 func parseJobFile(data []byte) (api.JobRequest, error) {
 	var f api.JobRequest
-	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
+	if err := api.ParseJobFile(data, &f); err != nil {
 		return api.JobRequest{}, err
 	}
 	return f, nil

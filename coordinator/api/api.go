@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -452,6 +453,37 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
 // cancelled): what fails after that is not a coordinator error, and there
 // is nobody to answer.
 func clientGone(r *http.Request) bool { return r.Context().Err() != nil }
+
+// yamlTypes are the media types of a job file sent as it is.
+var yamlTypes = []string{"application/yaml", "application/x-yaml", "text/yaml"}
+
+// decodeJobBody decodes a job: JSON as decodeBody does, or, with a YAML
+// media type, a job file exactly as `edgecoord job submit -f` reads it
+// (strict: unknown keys and duplicate keys are problems).
+func (h *Handler) decodeJobBody(w http.ResponseWriter, r *http.Request, req *JobRequest) *Problem {
+	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if !slices.Contains(yamlTypes, strings.TrimSpace(strings.ToLower(mt))) {
+		return h.decodeBody(w, r, req, false)
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		return decodeProblem(err, h.opts.MaxBodyBytes)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return decodeProblem(errEmptyBody, h.opts.MaxBodyBytes)
+	}
+	if err := ParseJobFile(data, req); err != nil {
+		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body is not a valid job file: %v", err)
+	}
+	return nil
+}
+
+// ParseJobFile decodes a job file (YAML, or JSON, which is YAML) strictly
+// into req: unknown keys are errors, with their line and column. Its keys
+// are those of POST /api/v1/jobs.
+func ParseJobFile(data []byte, req *JobRequest) error {
+	return yaml.UnmarshalWithOptions(data, req, yaml.Strict(), yaml.DisallowUnknownField())
+}
 
 // decodeBody decodes the JSON body of r into v strictly: unknown fields,
 // wrong types, trailing data and a body over the limit are problems.

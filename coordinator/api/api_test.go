@@ -385,6 +385,11 @@ func TestSubmitRefusesInvalidSteps(t *testing.T) {
 		{protocol.Step{Op: protocol.OpRotate, Orientation: "sideways"}, "steps[1].orientation"},
 		{protocol.Step{Op: protocol.OpScreenshot, Name: "../x"}, "steps[1].name"},
 		{protocol.Step{Op: protocol.OpWait, Effect: &protocol.EffectSpec{Key: "k"}}, "steps[1].effect"},
+		{protocol.Step{Op: protocol.OpTap, Element: &protocol.Selector{}}, "steps[1].element"},
+		{protocol.Step{Op: protocol.OpTap, Element: &protocol.Selector{Text: "a", Below: &protocol.Selector{ID: "~("}}}, "steps[1].element.below.id"},
+		{protocol.Step{Op: protocol.OpWaitFor}, "steps[1].element"},
+		{protocol.Step{Op: protocol.OpExtract, Element: &protocol.Selector{ID: "p"}}, "steps[1].name"},
+		{protocol.Step{Op: protocol.OpExtract, Name: "price", Parse: "money", Element: &protocol.Selector{ID: "p"}}, "steps[1].parse"},
 	} {
 		want := c.step.Validate()
 		if want == nil {
@@ -558,5 +563,50 @@ func TestOpenAPIServed(t *testing.T) {
 	r.decode(t, &doc)
 	if r.status != 200 || doc.OpenAPI != "3.1.0" || doc.Paths["/api/v1/jobs"] == nil || doc.Paths["/api/v1/sessions/{id}/steps"] == nil {
 		t.Fatalf("openapi.json: %d %.200s", r.status, r.body)
+	}
+}
+
+// A job file posted as it is (application/yaml) is read exactly as
+// `edgecoord job submit -f` reads it: element steps included, unknown keys
+// refused with their place.
+func TestSubmitJobFileAsYAML(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token("alice", []string{"a"}, "read", "submit")
+	file := `# a survey step by step
+project: a
+device: {model: "Pixel 7"}
+timeout: 2m
+steps:
+  - op: launch
+    package: com.example.shop
+  - op: wait_for
+    element: {text: "~抹茶.*"}
+  - op: extract
+    name: price
+    element:
+      id: com.example.shop:id/price
+      below: {text: "抹茶ラテ 350ml"}
+    parse: price
+    tax: included
+`
+	r := e.do("POST", "/api/v1/jobs", tok, file, "Content-Type", "application/yaml")
+	if r.status != 201 {
+		t.Fatalf("job file: %d %s", r.status, r.body)
+	}
+	var j api.JobView
+	r.decode(t, &j)
+	var d api.JobDetail
+	e.do("GET", "/api/v1/jobs/"+j.ID, tok, "").decode(t, &d)
+	st := d.Task.Steps
+	if len(st) != 3 || st[2].Element == nil || st[2].Element.Below == nil || st[2].Element.Below.Text != "抹茶ラテ 350ml" || st[2].Tax != "included" || d.Task.TimeoutMS != 120000 {
+		t.Fatalf("stored task %+v", d.Task)
+	}
+	r = e.do("POST", "/api/v1/jobs", tok, strings.Replace(file, "parse: price", "parse: price\n    colour: red", 1), "Content-Type", "application/yaml")
+	if p := r.problem(t); r.status != 400 || !strings.Contains(p.Detail, "not a valid job file") || !strings.Contains(p.Detail, "colour") {
+		t.Fatalf("unknown key: %d %s", r.status, r.body)
+	}
+	r = e.do("POST", "/api/v1/jobs", tok, strings.Replace(file, "parse: price", "parse: money", 1), "Content-Type", "application/yaml")
+	if p := r.problem(t); r.status != 422 || p.Field != "steps[2].parse" {
+		t.Fatalf("bad parse: %d %s", r.status, r.body)
 	}
 }

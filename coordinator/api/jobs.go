@@ -410,7 +410,7 @@ func (h *Handler) submitJobs(w http.ResponseWriter, r *http.Request, c Caller) {
 		return
 	}
 	var req JobRequest
-	if p := h.decodeBody(w, r, &req, false); p != nil {
+	if p := h.decodeJobBody(w, r, &req); p != nil {
 		WriteProblem(w, r, p)
 		return
 	}

@@ -2,19 +2,18 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"image"
 	"image/png"
-	"io"
-	"strconv"
 	"strings"
 
 	xdraw "image/draw"
+
+	"github.com/edgeagent/edgeagent/uitree"
 )
 
-// Element is one element on screen, from a uiautomator dump.
+// Element is one element on screen, from a uiautomator dump: the
+// elements uitree.Tree.Elements lists, in its JSON shape.
 type Element struct {
 	Index       int    `json:"index" jsonschema:"the number to pass to tap or long_press as element"`
 	Text        string `json:"text,omitempty"`
@@ -28,87 +27,22 @@ type Element struct {
 
 // Centre is the point a tap on the element hits.
 func (e Element) Centre() (int, int) {
-	return (e.Bounds[0] + e.Bounds[2]) / 2, (e.Bounds[1] + e.Bounds[3]) / 2
+	return uitree.Element(e).Centre()
 }
 
-// MaxElements bounds the list one dump gives.
-const MaxElements = 500
-
-// ParseElements lists the elements of a uiautomator dump worth showing: a
-// node with text, a resource id, a content description, or clickable, and
-// an area on screen. Indexes count from 0 in document order.
-func ParseElements(dump []byte) ([]Element, error) {
-	dec := xml.NewDecoder(bytes.NewReader(dump))
-	var out []Element
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse ui dump: %w", err)
-		}
-		se, ok := tok.(xml.StartElement)
-		if !ok || se.Name.Local != "node" {
-			continue
-		}
-		var e Element
-		var bounds string
-		for _, a := range se.Attr {
-			switch a.Name.Local {
-			case "text":
-				e.Text = a.Value
-			case "resource-id":
-				e.ResourceID = a.Value
-			case "content-desc":
-				e.Description = a.Value
-			case "class":
-				e.Class = a.Value
-			case "clickable":
-				e.Clickable = a.Value == "true"
-			case "bounds":
-				bounds = a.Value
-			}
-		}
-		b, ok := parseBounds(bounds)
-		if !ok || b[2] <= b[0] || b[3] <= b[1] {
-			continue
-		}
-		e.Bounds = b
-		if e.Text == "" && e.ResourceID == "" && e.Description == "" && !e.Clickable {
-			continue
-		}
-		e.Index = len(out)
-		out = append(out, e)
-		if len(out) == MaxElements {
-			break
-		}
+// parseElements lists the elements of a uiautomator dump worth showing
+// (uitree.Tree.Elements: at most uitree.MaxElements). The dump was read
+// back from storage: uitree.Parse bounds it.
+func parseElements(dump []byte) ([]Element, error) {
+	tree, err := uitree.Parse(dump)
+	if err != nil {
+		return nil, err
+	}
+	var out []Element // nil for none, as before: "elements": null
+	for _, e := range tree.Elements() {
+		out = append(out, Element(e))
 	}
 	return out, nil
-}
-
-// parseBounds reads "[l,t][r,b]".
-func parseBounds(s string) ([4]int, bool) {
-	var b [4]int
-	s = strings.TrimPrefix(s, "[")
-	s = strings.TrimSuffix(s, "]")
-	a, c, ok := strings.Cut(s, "][")
-	if !ok {
-		return b, false
-	}
-	for i, pair := range []string{a, c} {
-		x, y, ok := strings.Cut(pair, ",")
-		if !ok {
-			return b, false
-		}
-		xi, err1 := strconv.Atoi(x)
-		yi, err2 := strconv.Atoi(y)
-		if err1 != nil || err2 != nil {
-			return b, false
-		}
-		b[2*i], b[2*i+1] = xi, yi
-	}
-	return b, true
 }
 
 // formatElements is the compact text a model reads.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"image"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/uitree"
 )
 
 func TestParseElements(t *testing.T) {
@@ -27,7 +29,7 @@ func TestParseElements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	els, err := ParseElements(dump)
+	els, err := parseElements(dump)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +60,10 @@ func TestParseElements(t *testing.T) {
 	}{
 		{"empty bounds", `<hierarchy><node text="x" bounds="[5,5][5,9]"/></hierarchy>`, 0, ""},
 		{"bad bounds", `<hierarchy><node text="x" bounds="[a,5][9,9]"/><node text="y" bounds="[1,2][3,4]"/></hierarchy>`, 1, ""},
-		{"not xml", `<hierarchy><node text="x"`, 0, "parse ui dump"},
+		{"not xml", `<hierarchy><node text="x"`, 0, "ui dump: XML syntax error"},
+		{"too deep", strings.Repeat("<node>", uitree.MaxDepth+1), 0, "ui dump: elements nest deeper than"},
 	} {
-		els, err := ParseElements([]byte(tc.dump))
+		els, err := parseElements([]byte(tc.dump))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
@@ -73,23 +76,23 @@ func TestParseElements(t *testing.T) {
 	}
 }
 
-func FuzzParseElements(f *testing.F) {
-	f.Add([]byte(`<hierarchy><node text="x" clickable="true" bounds="[0,0][10,10]"><node content-desc="d" bounds="[1,1][2,2]"/></node></hierarchy>`))
-	f.Add([]byte(`<node bounds="[0,0][-1,5]"/>`))
-	f.Fuzz(func(t *testing.T, dump []byte) {
-		els, err := ParseElements(dump)
-		if err != nil {
-			return
+// TestElementJSON: list_elements' elements have the JSON shape of
+// uitree's (the conversion between them ignores the field tags).
+func TestElementJSON(t *testing.T) {
+	u := uitree.Element{Index: 3, Text: "抹茶ラテ", ResourceID: "a:id/b", Description: "d", Class: "c", Clickable: true, Bounds: [4]int{1, 2, 3, 4}}
+	for _, e := range []uitree.Element{u, {}} {
+		want, err1 := json.Marshal(e)
+		got, err2 := json.Marshal(Element(e))
+		if err1 != nil || err2 != nil || string(got) != string(want) {
+			t.Errorf("MCP element %s, uitree element %s (%v, %v)", got, want, err1, err2)
 		}
-		if len(els) > MaxElements {
-			t.Fatalf("%d elements", len(els))
-		}
-		for i, e := range els {
-			if e.Index != i || e.Bounds[2] <= e.Bounds[0] || e.Bounds[3] <= e.Bounds[1] {
-				t.Fatalf("element %d: %+v", i, e)
-			}
-		}
-	})
+	}
+	if x, y := Element(u).Centre(); x != 2 || y != 3 {
+		t.Errorf("centre %d,%d", x, y)
+	}
+	if els, err := parseElements([]byte(`<hierarchy><node bounds="[0,0][9,9]"/></hierarchy>`)); err != nil || els != nil {
+		t.Errorf("no elements: %#v, %v; want nil", els, err)
+	}
 }
 
 func TestScalePNG(t *testing.T) {

@@ -424,7 +424,7 @@ func (s *Server) listElements(ctx context.Context, req *sdk.CallToolRequest, in 
 	if err != nil {
 		return toolErr("step %d: %v", r.Seq, err), ElementsOut{}, nil
 	}
-	els, err := ParseElements(raw)
+	els, err := parseElements(raw)
 	if err != nil {
 		return toolErr("step %d: %v", r.Seq, err), ElementsOut{}, nil
 	}

@@ -1,6 +1,7 @@
 package fakeadbd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -17,8 +18,8 @@ func (p *Phone) SetBattery(level int, tempC float64) { p.sim.SetBattery(level, t
 // charging, on USB).
 func (p *Phone) SetCharging(on bool) { p.sim.SetCharging(on) }
 
-// dumpsys answers `dumpsys battery`, `dumpsys power` and `dumpsys window
-// [policy]` in the format of Android 13.
+// dumpsys answers `dumpsys battery`, `dumpsys power`, `dumpsys window
+// [policy]` and `dumpsys package PKG` in the format of Android 13.
 func (p *Phone) dumpsys(out, errw io.Writer, args []string) int {
 	switch safeArg(args, 0) {
 	case "battery":
@@ -53,6 +54,17 @@ func (p *Phone) dumpsys(out, errw io.Writer, args []string) int {
 			fmt.Fprintln(out, "WINDOW MANAGER LAST ANR (dumpsys window lastanr)\n  <no ANR has occurred since boot>")
 		}
 		fmt.Fprintf(out, "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mSafeMode=false mSystemReady=true mSystemBooted=true\n    mShowingDream=false isKeyguardShowing=%t\n    KeyguardServiceDelegate\n      showing=%t\n      inputRestricted=%t\n", locked, locked, locked)
+		return 0
+	case "package":
+		// The installed version first, as Android lists it.
+		pkg := safeArg(args, 1)
+		v, err := p.sim.AppVersion(context.Background(), pkg)
+		if err != nil {
+			fmt.Fprintf(out, "Unable to find package: %s\n", pkg)
+			return 0
+		}
+		fmt.Fprintf(out, "Packages:\n  Package [%s] (5a3c1e2):\n    userId=10123\n    pkg=Package{5a3c1e2 %s}\n    versionCode=%d minSdk=26 targetSdk=33\n    versionName=%s\n    flags=[ HAS_CODE ALLOW_CLEAR_USER_DATA ]\n",
+			pkg, pkg, v.VersionCode, v.VersionName)
 		return 0
 	}
 	fmt.Fprintf(errw, "Can't find service: %s\n", safeArg(args, 0))

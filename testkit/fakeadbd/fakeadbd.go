@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Options configures a fake phone. Zero values take defaults.
@@ -59,6 +60,13 @@ type Options struct {
 	// MaxPayload is the largest WRTE payload the phone accepts and sends,
 	// default 1 MiB.
 	MaxPayload uint32
+	// Catalogue is what the phone's shop app (capture.SimShop) lists: its
+	// `uiautomator dump` shows each product's name above its price
+	// (capture.SimOptions.Catalogue).
+	Catalogue []capture.SimProduct
+	// AppVersions are the versions `dumpsys package` shows
+	// (capture.SimOptions.AppVersions).
+	AppVersions map[string]protocol.AppVersion
 	// Packages are the apps installed on the phone, as `pm` lists them and
 	// monkey launches them (capture.SimOptions.Packages): nil, every
 	// package except those starting with capture.SimMissingPrefix.
@@ -162,7 +170,8 @@ func Start(opts Options) (*Phone, error) {
 		nextPID: 4000,
 		sim: capture.NewSimulated(capture.SimOptions{
 			Serial: ln.Addr().String(), Model: opts.Model, Width: opts.Width, Height: opts.Height,
-			Packages: opts.Packages, IME: opts.IME, Locked: opts.Locked,
+			Packages: opts.Packages, IME: opts.IME, Locked: opts.Locked, Catalogue: opts.Catalogue,
+			AppVersions: opts.AppVersions,
 		}),
 		imeEnabled: map[string]bool{latinIME: true},
 		imeCurrent: latinIME,
@@ -848,6 +857,7 @@ func (p *Phone) props() map[string]string {
 		"ro.serialno":               p.Serial(),
 		"sys.boot_completed":        "1",
 		"persist.sys.timezone":      "Europe/Berlin",
+		"persist.sys.locale":        "ja-JP",
 		"ro.build.characteristics":  "nosdcard",
 		"ro.product.cpu.abi":        "arm64-v8a",
 		"ro.sf.lcd_density":         "420",

@@ -1,0 +1,44 @@
+package uitree
+
+// Element is a node worth showing to someone choosing what to act on (the
+// coordinator's MCP list_elements tool lists these).
+type Element struct {
+	// Index is the element's position in the list, from 0.
+	Index       int    `json:"index"`
+	Text        string `json:"text,omitempty"`
+	ResourceID  string `json:"resource_id,omitempty"`
+	Description string `json:"content_description,omitempty"`
+	Class       string `json:"class,omitempty"`
+	Clickable   bool   `json:"clickable"`
+	// Bounds are left, top, right, bottom in screen pixels.
+	Bounds [4]int `json:"bounds"`
+}
+
+// Centre is the point a tap on the element hits.
+func (e Element) Centre() (x, y int) {
+	return (e.Bounds[0] + e.Bounds[2]) / 2, (e.Bounds[1] + e.Bounds[3]) / 2
+}
+
+// MaxElements bounds the list Elements gives.
+const MaxElements = 500
+
+// Elements lists the nodes worth showing, in document order, at most
+// MaxElements: a visible node (Node.Visible) with text, a resource id, a
+// content description, or clickable. Indexes count from 0 in the list.
+func (t *Tree) Elements() []Element {
+	var out []Element
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		if !n.Visible() || n.Text == "" && n.ID == "" && n.Desc == "" && !n.Clickable {
+			continue
+		}
+		out = append(out, Element{
+			Index: len(out), Text: n.Text, ResourceID: n.ID, Description: n.Desc,
+			Class: n.Class, Clickable: n.Clickable, Bounds: n.Bounds,
+		})
+		if len(out) == MaxElements {
+			break
+		}
+	}
+	return out
+}
