@@ -719,7 +719,7 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 		return nil, badRequest("result is not valid JSON")
 	}
 	// Observations are the agent's input: checked whole before anything
-	// is written (docs/dataset.md, "Bounds").
+	// is written (docs/dataset.md, "How rows are written").
 	if err := jobstore.CheckObservations(r.Observations); err != nil {
 		return nil, badRequest("%v", err)
 	}

@@ -128,8 +128,9 @@ const (
 	// MaxObservationText bounds the selector and every short string of an
 	// observation other than raw and value (protocol.MaxObservedBytes).
 	MaxObservationText = 1024
-	// MaxObservationShort bounds the locale, time zone, app version name,
-	// currency, parse and tax.
+	// MaxObservationShort bounds the locale, time zone and app version
+	// name (parse and tax are bounded to 16 bytes, currency to 8, before
+	// their values are checked).
 	MaxObservationShort = 128
 	// MaxBound is the largest coordinate of an element's bounds, in
 	// pixels, either side of zero.
@@ -175,9 +176,9 @@ func checkObservation(o protocol.Observation) error {
 		{"name", o.Name, 64},
 		{"raw", o.Raw, protocol.MaxObservedBytes},
 		{"value", o.Value, protocol.MaxObservedBytes},
-		{"parse", o.Parse, MaxObservationShort},
-		{"currency", o.Currency, MaxObservationShort},
-		{"tax", o.Tax, MaxObservationShort},
+		{"parse", o.Parse, 16},
+		{"currency", o.Currency, 8},
+		{"tax", o.Tax, 16},
 		{"selector", o.Selector, MaxObservationText},
 		{"locale", o.Locale, MaxObservationShort},
 		{"time_zone", o.TimeZone, MaxObservationShort},

@@ -275,6 +275,7 @@ func testObservationsInvalid(t *testing.T, s sqlstore.Lab) {
 		{[]protocol.Observation{{Name: "p", Raw: "\xff"}}, "observations[0].raw: not UTF-8"},
 		{[]protocol.Observation{{Name: "p", Parse: "float"}}, "observations[0].parse"},
 		{[]protocol.Observation{{Name: "p", Currency: "yen"}}, "observations[0].currency"},
+		{[]protocol.Observation{{Name: "p", Currency: strings.Repeat("Y", 100)}}, "observations[0].currency: 100 bytes"},
 		{[]protocol.Observation{{Name: "p", Selector: strings.Repeat("s", jobstore.MaxObservationText+1)}}, "observations[0].selector"},
 		{[]protocol.Observation{{Name: "p", Bounds: [4]int{0, 0, jobstore.MaxBound + 1, 0}}}, "observations[0].bounds[2]"},
 		{[]protocol.Observation{{Name: "p", Step: -1}}, "observations[0].step"},
