@@ -239,7 +239,14 @@ func (sc simScreen) appTargets() []simTarget {
 
 // rows returns the height of a list row and the top of the list.
 func (sc simScreen) rows() (rowH, top int) {
-	return max(sc.h/11, 3), sc.button().Max.Y + max(sc.h/60, 1)
+	rowH = max(sc.h/11, 3)
+	if len(sc.catalogue) > 0 {
+		// A shop's rows are as tall as a sixth of the screen's width (a
+		// fixed height in dp on a real phone): a screen with a taller
+		// aspect shows more of them.
+		rowH = max(sc.w/6, 3)
+	}
+	return rowH, sc.button().Max.Y + max(sc.h/60, 1)
 }
 
 // visibleRows is how many list rows fit on the screen.
