@@ -133,9 +133,11 @@ func (r *Recovery) Run(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// The channel is taken before each look, so that a change made while
+	// looking wakes the loop again instead of being missed.
+	changed := r.inv.Changed()
 	r.look()
 	for {
-		changed := r.inv.Changed()
 		select {
 		case <-ctx.Done():
 			r.mu.Lock()
@@ -145,6 +147,7 @@ func (r *Recovery) Run(ctx context.Context) {
 			r.mu.Unlock()
 			return
 		case <-changed:
+			changed = r.inv.Changed()
 			r.look()
 		case <-tick:
 			for _, serial := range r.idle() {
