@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -318,5 +319,18 @@ func TestReadErrorMessage(t *testing.T) {
 	}
 	if msg := err.Error(); len(msg) > 300 || !strings.Contains(msg, "…") || !strings.Contains(msg, "at most 4096") {
 		t.Errorf("message of a long string not shortened: %d bytes: %.80s", len(msg), msg)
+	}
+}
+
+// The currencies an extract step may name at the door are exactly those
+// the reader handles.
+func TestStepCurrenciesAreTheReaders(t *testing.T) {
+	var known []string
+	for code := range currencies {
+		known = append(known, code)
+	}
+	slices.Sort(known)
+	if !slices.Equal(known, protocol.PriceCurrencies) {
+		t.Fatalf("protocol.PriceCurrencies %v, the reader's %v", protocol.PriceCurrencies, known)
 	}
 }

@@ -50,6 +50,7 @@ func TestElementStepValidation(t *testing.T) {
 		{`{"op":"extract","name":"price","element":{"id":"p"},"currency":"JPY"}`, "currency, tax: only parse: price"},
 		{`{"op":"extract","name":"price","element":{"id":"p"},"parse":"price","currency":"yen"}`, "currency: \"yen\" is not an ISO 4217 code"},
 		{`{"op":"extract","name":"price","element":{"id":"p"},"parse":"price","tax":"maybe"}`, "tax"},
+		{`{"op":"extract","name":"price","element":{"id":"p"},"parse":"price","currency":"SEK"}`, "currency: SEK is not one prices are read in"},
 		{`{"op":"extract","name":"b","element":{"id":"p"},"attr":"bounds","parse":"number"}`, "parse: bounds are read as text"},
 		{`{"op":"wait_for","element":{"text":"a"},"parse":"price"}`, "only extract takes them"},
 		{`{"op":"wait_for","element":{"text":"a","below":{"text":"b","below":{"text":"c","below":{"text":"d","below":{"text":"e"}}}}}}`, "nest at most 4 deep"},

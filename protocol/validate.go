@@ -251,6 +251,10 @@ const (
 	TaxExcluded = "excluded"
 )
 
+// PriceCurrencies are the ISO 4217 codes a price is read in
+// (docs/observations.md): an extract step's currency is one of them.
+var PriceCurrencies = []string{"AUD", "BRL", "CAD", "CHF", "CNY", "EUR", "GBP", "HKD", "INR", "JPY", "KRW", "MXN", "NZD", "SGD", "THB", "TWD", "USD"}
+
 // Directions of a scroll_until step.
 var Directions = []string{"down", "up", "left", "right"}
 
@@ -328,6 +332,9 @@ func (s Step) validateElementStep() error {
 	}
 	if s.Currency != "" && !currencyRE.MatchString(s.Currency) {
 		return fmt.Errorf("currency: %q is not an ISO 4217 code (three capital letters, such as JPY)", s.Currency)
+	}
+	if s.Currency != "" && !slices.Contains(PriceCurrencies, s.Currency) {
+		return fmt.Errorf("currency: %s is not one prices are read in (%s)", s.Currency, strings.Join(PriceCurrencies, ", "))
 	}
 	return oneOf("tax", s.Tax, TaxIncluded, TaxExcluded)
 }
