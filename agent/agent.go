@@ -65,6 +65,12 @@ type Observer interface {
 	LastObservation() *protocol.Observation
 }
 
+// AppReporter is implemented by a Phone that knows the versions of the
+// apps the job launched or read values from, for the result.
+type AppReporter interface {
+	Apps() []protocol.AppVersion
+}
+
 // Phones hands out phones for jobs, one job per phone.
 type Phones interface {
 	// Acquire locks a phone matching sel for the job whose context is

@@ -220,5 +220,8 @@ func (j *job) resultLocked() map[string]any {
 	if len(j.effects) > 0 {
 		doc["effects"] = j.effects
 	}
+	if len(j.apps) > 0 {
+		doc["apps"] = j.apps
+	}
 	return doc
 }

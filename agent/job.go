@@ -89,6 +89,7 @@ type job struct {
 	current   string // the call or step in progress, for the stop record
 	arts      []string
 	obs       []protocol.Observation // read by extract steps, sent with the result
+	apps      []protocol.AppVersion  // the apps launched or read from, for the result
 	phone     string
 	leased    bool
 	accepting bool // interactive steps are taken
@@ -658,6 +659,13 @@ func (j *job) runStep(phone Phone, info capture.StepInfo, what, kind string, s p
 			return keys, err
 		}
 		keys = append(keys, key)
+	}
+	if ar, ok := phone.(AppReporter); ok {
+		if apps := ar.Apps(); len(apps) > 0 {
+			j.mu.Lock()
+			j.apps = apps
+			j.mu.Unlock()
+		}
 	}
 	if ob, ok := phone.(Observer); ok {
 		if o := ob.LastObservation(); o != nil {

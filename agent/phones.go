@@ -84,6 +84,8 @@ func (p *runnerPhone) RunStep(ctx context.Context, s protocol.Step) ([]capture.A
 
 func (p *runnerPhone) LastObservation() *protocol.Observation { return p.last }
 
+func (p *runnerPhone) Apps() []protocol.AppVersion { return p.r.Apps() }
+
 func (p *runnerPhone) OpLog() (capture.Artifact, int) { return p.log.Artifact(), p.log.Len() }
 
 func (p *runnerPhone) SkipStep(seq int, s protocol.Step, reason string, stepErr error) error {

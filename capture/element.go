@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -327,4 +329,20 @@ func screenSize(t *uitree.Tree) (w, h int) {
 		w, h = max(w, b[2]), max(h, b[3])
 	}
 	return w, h
+}
+
+// Apps returns the versions of the apps the job launched or read values
+// from, by package; an app whose version the phone did not tell is left
+// out.
+func (r *Runner) Apps() []protocol.AppVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]protocol.AppVersion, 0, len(r.versions))
+	for _, v := range r.versions {
+		if v.VersionName != "" || v.VersionCode != 0 {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b protocol.AppVersion) int { return strings.Compare(a.Package, b.Package) })
+	return out
 }

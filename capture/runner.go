@@ -226,7 +226,11 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 	dur := time.Duration(s.DurationMS) * time.Millisecond
 	switch s.Op {
 	case protocol.OpLaunch:
-		return nil, d.Launch(ctx, s.Package)
+		if err := d.Launch(ctx, s.Package); err != nil {
+			return nil, err
+		}
+		r.appVersion(ctx, s.Package) // provenance: the version the job ran
+		return nil, nil
 	case protocol.OpWait:
 		return nil, r.wait(ctx, dur)
 	case protocol.OpTap:
