@@ -96,6 +96,11 @@ func (h *Handler) newObservationRow(o jobstore.ObservationRow) observationRow {
 		}
 		r.Evidence = append(r.Evidence, l)
 	}
+	// The screenshot first: the thumbnail heads the cell, the dump's link
+	// under it.
+	slices.SortStableFunc(r.Evidence, func(a, b evidenceLink) int {
+		return cmpBool(b.Kind == "image", a.Kind == "image")
+	})
 	return r
 }
 
@@ -243,4 +248,15 @@ func (h *Handler) jobObservations(ctx context.Context, jobID, project string) (r
 		rows = append(rows, h.newObservationRow(o))
 	}
 	return rows, len(got) == jobstore.MaxObservationPage, true, nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
