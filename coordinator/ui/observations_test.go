@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -432,4 +433,32 @@ func TestObservationsPageIsolation(t *testing.T) {
 			t.Errorf("the header links %q, want the token's two projects", got)
 		}
 	})
+}
+
+// TestObservationsWithoutObservationStore: on a store that keeps no
+// observations the observations page answers 501 saying so, and the job
+// page has no observations section.
+func TestObservationsWithoutObservationStore(t *testing.T) {
+	// hidden offers the store's dashboard methods only.
+	type hidden struct{ store }
+	e := newEnv(t, "sqlite", nil)
+	e.opts.Store = hidden{e.store}
+	h, err := ui.New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	if _, ok := e.opts.Store.(jobstore.ObservationStore); ok {
+		t.Fatal("the wrapped store still keeps observations")
+	}
+	e.submit("j1", "p1", protocol.DeviceSelector{})
+	c := e.login(e.token("ops", []string{"p1"}, "read"))
+	r := e.get(c, "/ui/projects/p1/observations")
+	if r.status != http.StatusNotImplemented || !strings.Contains(text(r.one(t, `main`)), "does not keep observations") {
+		t.Errorf("the observations page: %s", r)
+	}
+	if jp := e.get(c, "/ui/jobs/j1"); jp.status != http.StatusOK || len(jp.all(`section#observations`)) != 0 {
+		t.Errorf("the job page: %d, %d observations sections", jp.status, len(jp.all(`section#observations`)))
+	}
 }
