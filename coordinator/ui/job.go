@@ -74,11 +74,10 @@ type jobData struct {
 	Effects     []effectRow
 	Actions     []jobstore.UIAction
 	// Observations are the job's, accepted and refused (ObsCut: the
-	// first jobstore.MaxObservationPage); HasObs: the store keeps them.
+	// first jobstore.MaxObservationPage); none when the store keeps none.
 	Observations []observationRow
 	ObsRefused   int
 	ObsCut       bool
-	HasObs       bool
 	Live         bool // not finished: the status may still change
 	Cancellable  bool
 }
@@ -154,7 +153,7 @@ func (h *Handler) jobData(ctx context.Context, j jobstore.Job) (jobData, error) 
 	if d.Actions, err = h.store.UIActions(ctx, jobstore.UIActionFilter{JobID: j.ID}); err != nil {
 		return jobData{}, err
 	}
-	if d.Observations, d.ObsCut, d.HasObs, err = h.jobObservations(ctx, j.ID, j.Project); err != nil {
+	if d.Observations, d.ObsCut, err = h.jobObservations(ctx, j.ID, j.Project); err != nil {
 		return jobData{}, err
 	}
 	for _, o := range d.Observations {

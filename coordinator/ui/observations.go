@@ -233,21 +233,21 @@ func (h *Handler) latestObservations(ctx context.Context, store jobstore.Observa
 // accepted ones and the refused ones of stale generations, by id, at most
 // jobstore.MaxObservationPage (a job keeps at most one accepted result's,
 // protocol.MaxObservations, and jobstore.MaxRefusedObservations refused
-// ones). ok is false when the store keeps no observations.
-func (h *Handler) jobObservations(ctx context.Context, jobID, project string) (rows []observationRow, cut, ok bool, err error) {
+// ones); none when the store keeps no observations.
+func (h *Handler) jobObservations(ctx context.Context, jobID, project string) (rows []observationRow, cut bool, err error) {
 	store, ok := h.opts.Store.(jobstore.ObservationStore)
 	if !ok {
-		return nil, false, false, nil
+		return nil, false, nil
 	}
 	got, err := store.ListObservations(ctx, jobstore.ObservationFilter{Project: project, JobID: jobID, All: true, Limit: jobstore.MaxObservationPage})
 	if err != nil {
-		return nil, false, true, err
+		return nil, false, err
 	}
 	rows = make([]observationRow, 0, len(got))
 	for _, o := range got {
 		rows = append(rows, h.newObservationRow(o))
 	}
-	return rows, len(got) == jobstore.MaxObservationPage, true, nil
+	return rows, len(got) == jobstore.MaxObservationPage, nil
 }
 
 // cmpBool orders false before true.
