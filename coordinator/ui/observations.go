@@ -23,8 +23,8 @@ import (
 const DefaultObservationRows = 10000
 
 // observationReadPage is how many rows one store call of the observations
-// page reads.
-const observationReadPage = 2500
+// page reads (a variable for the tests of its paging).
+var observationReadPage = 2500
 
 // evidenceLink is one evidence artifact of an observation, as a page shows
 // it.
@@ -187,14 +187,14 @@ func (h *Handler) observationRows() int {
 
 // latestObservations reads the project's newest d.Limit accepted
 // observations that match d's filter, newest first, a page at a time, and
-// keeps the first of each name and phone: the latest. One row more than
-// the bound is asked for, to tell a project of exactly d.Limit rows from
-// one that was cut.
+// keeps the first of each name and phone: the latest. A row past the
+// bound is asked for, to tell a project of exactly d.Limit rows from one
+// that was cut.
 func (h *Handler) latestObservations(ctx context.Context, store jobstore.ObservationStore, d *observationsData) error {
 	type key struct{ name, phone string }
 	latest := map[key]jobstore.ObservationRow{}
 	f := jobstore.ObservationFilter{Project: d.Project, Name: d.Name, Phone: d.Phone, Desc: true}
-	for d.Read < d.Limit {
+	for {
 		f.Limit = min(observationReadPage, d.Limit+1-d.Read)
 		rows, err := store.ListObservations(ctx, f)
 		if err != nil {
@@ -211,7 +211,7 @@ func (h *Handler) latestObservations(ctx context.Context, store jobstore.Observa
 				latest[key{o.Name, o.PhoneSerial}] = o
 			}
 		}
-		if len(rows) < f.Limit {
+		if d.Cut || len(rows) < f.Limit {
 			break
 		}
 		f.Before = rows[len(rows)-1].ID

@@ -253,8 +253,9 @@ func TestObservationsPage(t *testing.T) {
 				t.Errorf("filter %s: no empty note", q)
 			}
 		}
-		if fr := e.get(c, "/ui/projects/p1/observations?name="+strings.Repeat("n", 65)); fr.status != http.StatusBadRequest || !strings.HasPrefix(text(fr.one(t, `p.error`)), "name:") {
-			t.Errorf("a name of 65 bytes: %d", fr.status)
+		if fr := e.get(c, "/ui/projects/p1/observations?name="+strings.Repeat("n", 65)); fr.status != http.StatusBadRequest || !strings.HasPrefix(text(fr.one(t, `p.error`)), "name:") ||
+			len(fr.all(`p.empty`)) != 0 || len(fr.all(`table#observations`)) != 0 {
+			t.Errorf("a name of 65 bytes: %d\n%s", fr.status, fr.body)
 		}
 		if fr := e.get(c, "/ui/projects/p1/observations?phone="+url.QueryEscape("a\nb")); fr.status != http.StatusBadRequest {
 			t.Errorf("a phone with a line break: %d", fr.status)
@@ -312,60 +313,70 @@ func TestObservationsPage(t *testing.T) {
 // TestObservationsPageBound: the page reads at most Options.ObservationRows
 // of the project's newest observations: past them it says so (p#cut, with
 // the time it reached back to) and a name seen only in older rows is not
-// listed; a project of exactly that many is not cut. Without storage the
-// evidence is named, not linked.
+// listed; a project of exactly that many is not cut, whether the store is
+// read a row at a time, in pages that end at the bound, or at once.
+// Without storage the evidence is named, not linked.
 func TestObservationsPageBound(t *testing.T) {
 	forKinds(t, func(t *testing.T, kind string) {
-		e := newEnv(t, kind, func(o *ui.Options) { o.ObservationRows = 3 })
-		dev := ready("A1", "Pixel 7")
-		e.hello("agent-a", dev)
-		c := e.login(e.token("ops", []string{"p1"}, "read"))
-		page := func() reply {
-			r := e.get(c, "/ui/projects/p1/observations")
-			if r.status != http.StatusOK {
-				t.Fatalf("observations page: %s", r)
-			}
-			return r
-		}
-		e.observe(nil, "old", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
-			return []protocol.Observation{observation(1, "colour", "red", "red", e.evidence(nil, tok, "colour", 1)...)}
-		})
-		e.observe(nil, "new", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
-			return []protocol.Observation{observation(1, "price", "¥1", "1"), observation(2, "price", "¥2", "2")}
-		})
-		r := page()
-		if len(r.all(`p#cut`)) != 0 || len(r.all(`table#observations tr[data-name=colour]`)) != 1 {
-			t.Errorf("three observations, the bound: cut %d, colour listed %d\n%s", len(r.all(`p#cut`)), len(r.all(`table#observations tr[data-name=colour]`)), r.body)
-		}
-		if got := text(r.one(t, `tr[data-name=price] td.value`)); got != "2 JPY" {
-			t.Errorf("the latest price %q, want the later reading of the job, 2 JPY", got)
-		}
-		// Without storage: the evidence's names, no link, and a note.
-		if ev := r.one(t, `tr[data-name=colour] td.evidence`); len(r.all(`td.evidence a`)) != 0 || !strings.Contains(text(ev), "colour-0001.png") {
-			t.Errorf("evidence without storage: %q", text(ev))
-		}
-		if !strings.Contains(r.body, "No artifact storage is configured") {
-			t.Errorf("no note that storage is not configured")
-		}
-		e.observe(nil, "newer", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
-			return []protocol.Observation{observation(1, "price", "¥3", "3")}
-		})
-		r = page()
-		cut := r.one(t, `p#cut`)
-		if !strings.Contains(text(cut), "newest 3 observations") {
-			t.Errorf("the cut note %q", text(cut))
-		}
-		if len(r.all(`tr[data-name=colour]`)) != 0 {
-			t.Errorf("a name seen only before the newest 3 is listed")
-		}
-		if got := text(r.one(t, `tr[data-name=price] td.value`)); got != "3 JPY" {
-			t.Errorf("the latest price %q, want 3 JPY", got)
-		}
-		// A filter looks further back.
-		if got := text(e.get(c, "/ui/projects/p1/observations?name=colour").one(t, `tr[data-name=colour] td.value`)); got != "red" {
-			t.Errorf("colour by its name: %q", got)
+		for _, page := range []int{1, 3, 2500} {
+			t.Run(fmt.Sprintf("pages of %d", page), func(t *testing.T) {
+				defer ui.SetObservationReadPage(page)()
+				testObservationsPageBound(t, kind)
+			})
 		}
 	})
+}
+
+func testObservationsPageBound(t *testing.T, kind string) {
+	e := newEnv(t, kind, func(o *ui.Options) { o.ObservationRows = 3 })
+	dev := ready("A1", "Pixel 7")
+	e.hello("agent-a", dev)
+	c := e.login(e.token("ops", []string{"p1"}, "read"))
+	page := func() reply {
+		r := e.get(c, "/ui/projects/p1/observations")
+		if r.status != http.StatusOK {
+			t.Fatalf("observations page: %s", r)
+		}
+		return r
+	}
+	e.observe(nil, "old", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
+		return []protocol.Observation{observation(1, "colour", "red", "red", e.evidence(nil, tok, "colour", 1)...)}
+	})
+	e.observe(nil, "new", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
+		return []protocol.Observation{observation(1, "price", "¥1", "1"), observation(2, "price", "¥2", "2")}
+	})
+	r := page()
+	if len(r.all(`p#cut`)) != 0 || len(r.all(`table#observations tr[data-name=colour]`)) != 1 {
+		t.Errorf("three observations, the bound: cut %d, colour listed %d\n%s", len(r.all(`p#cut`)), len(r.all(`table#observations tr[data-name=colour]`)), r.body)
+	}
+	if got := text(r.one(t, `tr[data-name=price] td.value`)); got != "2 JPY" {
+		t.Errorf("the latest price %q, want the later reading of the job, 2 JPY", got)
+	}
+	// Without storage: the evidence's names, no link, and a note.
+	if ev := r.one(t, `tr[data-name=colour] td.evidence`); len(r.all(`td.evidence a`)) != 0 || !strings.Contains(text(ev), "colour-0001.png") {
+		t.Errorf("evidence without storage: %q", text(ev))
+	}
+	if !strings.Contains(r.body, "No artifact storage is configured") {
+		t.Errorf("no note that storage is not configured")
+	}
+	e.observe(nil, "newer", "p1", "agent-a", dev, func(tok fencing.Token) []protocol.Observation {
+		return []protocol.Observation{observation(1, "price", "¥3", "3")}
+	})
+	r = page()
+	cut := r.one(t, `p#cut`)
+	if !strings.Contains(text(cut), "newest 3 observations") {
+		t.Errorf("the cut note %q", text(cut))
+	}
+	if len(r.all(`tr[data-name=colour]`)) != 0 {
+		t.Errorf("a name seen only before the newest 3 is listed")
+	}
+	if got := text(r.one(t, `tr[data-name=price] td.value`)); got != "3 JPY" {
+		t.Errorf("the latest price %q, want 3 JPY", got)
+	}
+	// A filter looks further back.
+	if got := text(e.get(c, "/ui/projects/p1/observations?name=colour").one(t, `tr[data-name=colour] td.value`)); got != "red" {
+		t.Errorf("colour by its name: %q", got)
+	}
 }
 
 // TestObservationsPageIsolation: a token sees the observations page of its
