@@ -5,6 +5,7 @@
 #   MinIO       go install of the pinned server build
 #   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
 #   Chromium    Debian package chromium (the dashboard's browser tests)
+#   CJK fonts   Debian package fonts-noto-cjk (Japanese text in those tests)
 #   nginx       Debian package nginx (the dashboard behind a reverse proxy)
 # Safe to run again: whatever is found is left alone. Works as root, or
 # through sudo when it exists.
@@ -151,6 +152,19 @@ install_system() {
 		apt_install chromium chromium
 		[ -n "$(chromium_path)" ] || die "chromium: not on PATH after apt-get install chromium"
 		echo "chromium: installed $(chromium_path) ($(chromium_version))"
+	fi
+
+	# --- Japanese fonts (the dashboard shows what phones displayed) ----------
+	# Without a font with Japanese glyphs Chromium draws boxes, and the
+	# observations test, which checks that the text renders, fails.
+	ja_fonts() { fc-list :lang=ja family 2>/dev/null | head -n 1 || true; }
+	if [ -n "$(ja_fonts)" ]; then
+		echo "Japanese fonts: found ($(ja_fonts))"
+	else
+		echo "Japanese fonts: installing via apt-get (package fonts-noto-cjk)"
+		apt_install "Japanese fonts" fonts-noto-cjk
+		[ -n "$(ja_fonts)" ] || die "Japanese fonts: fc-list finds none after apt-get install fonts-noto-cjk"
+		echo "Japanese fonts: installed ($(ja_fonts))"
 	fi
 
 	# --- nginx (the dashboard behind the reverse proxy of docs/api.md) -------

@@ -44,7 +44,8 @@ type ObservationStore interface {
 	// the write event.
 	CommitObserved(ctx context.Context, tok fencing.Token, c ObservedResult) ([]string, error)
 	// ListObservations lists the observations of f.Project that f selects,
-	// by id ascending, at most f.Limit (1 to MaxObservationPage).
+	// by id ascending (descending with f.Desc), at most f.Limit (1 to
+	// MaxObservationPage).
 	ListObservations(ctx context.Context, f ObservationFilter) ([]ObservationRow, error)
 }
 
@@ -113,6 +114,11 @@ type ObservationFilter struct {
 	All bool
 	// After is the cursor: rows with an id above it.
 	After int64
+	// Before, above zero, selects rows with an id below it: the cursor of
+	// a listing newest first (Desc).
+	Before int64
+	// Desc lists by id descending: the newest rows first.
+	Desc bool
 	// Limit is 1 to MaxObservationPage.
 	Limit int
 }
@@ -326,6 +332,9 @@ func CheckObservationFilter(f ObservationFilter) error {
 	}
 	if f.After < 0 {
 		return fmt.Errorf("after: %d is negative", f.After)
+	}
+	if f.Before < 0 {
+		return fmt.Errorf("before: %d is negative", f.Before)
 	}
 	return nil
 }

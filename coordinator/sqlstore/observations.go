@@ -55,7 +55,7 @@ func ScanObservation[T any](row Row, times Times[T]) (jobstore.ObservationRow, e
 // ObservationQuery is the listing of jobstore.ObservationStore's
 // ListObservations for f (checked with jobstore.CheckObservationFilter):
 // only the conditions f sets, so that the planner sees each as it is, by
-// id. ph is the dialect's placeholder of the nth argument (from 1); at
+// id (descending with f.Desc). ph is the dialect's placeholder of the nth argument (from 1); at
 // encodes a time argument; accepted is the condition that a row was
 // accepted.
 func ObservationQuery(f jobstore.ObservationFilter, ph func(n int) string, at func(time.Time) any, accepted string) (string, []any) {
@@ -73,6 +73,9 @@ func ObservationQuery(f jobstore.ObservationFilter, ph func(n int) string, at fu
 	}
 	if f.After > 0 {
 		add("id > ?", f.After)
+	}
+	if f.Before > 0 {
+		add("id < ?", f.Before)
 	}
 	if f.Name != "" {
 		add("name = ?", f.Name)
@@ -92,9 +95,13 @@ func ObservationQuery(f jobstore.ObservationFilter, ph func(n int) string, at fu
 	if !f.Until.IsZero() {
 		add("accepted_at < ?", at(f.Until))
 	}
+	order := ` ORDER BY id`
+	if f.Desc {
+		order = ` ORDER BY id DESC`
+	}
 	args = append(args, f.Limit)
 	return `SELECT ` + ObservationColumns + ` FROM observations WHERE ` + strings.Join(conds, " AND ") +
-		` ORDER BY id LIMIT ` + ph(len(args)), args
+		order + ` LIMIT ` + ph(len(args)), args
 }
 
 // ObservationRecordsJSON is the JSON array of the records of a result that

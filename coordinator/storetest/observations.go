@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ var observationTests = []struct {
 	{"ObservationsRefused", testObservationsRefused},
 	{"ObservationsInvalid", testObservationsInvalid},
 	{"ObservationsList", testObservationsList},
+	{"ObservationsNewestFirst", testObservationsNewestFirst},
 	{"ObservationsOutbox", testObservationsOutbox},
 }
 
@@ -396,10 +398,87 @@ func testObservationsList(t *testing.T, s sqlstore.Lab) {
 		{Project: "x", Limit: 0},
 		{Project: "x", Limit: jobstore.MaxObservationPage + 1},
 		{Project: "x", Limit: 1, After: -1},
+		{Project: "x", Limit: 1, Before: -1},
 	} {
 		if _, err := os.ListObservations(ctx, f); err == nil {
 			t.Errorf("filter %+v accepted", f)
 		}
+	}
+}
+
+// testObservationsNewestFirst: Desc lists the same rows newest first;
+// Before pages back through them, every row once; with the filters and
+// with After they select the same rows as an ascending listing does.
+func testObservationsNewestFirst(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	os := observationStore(t, s)
+	for i := range 3 {
+		id := fmt.Sprintf("desc-%d", i)
+		submitIn(t, s, id, jobstore.DefaultProject)
+		l := claim(t, s, id, ownerA, long)
+		obs := []protocol.Observation{priceObs(1, "price", "¥1", strconv.Itoa(100+i)), priceObs(2, "title", "T", fmt.Sprintf("t%d", i))}
+		if _, err := os.CommitObserved(ctx, l.Token, jobstore.ObservedResult{Result: result(id), Observations: obs}); err != nil {
+			t.Fatalf("commit %s: %v", id, err)
+		}
+	}
+	submitIn(t, s, "desc-other", "other")
+	l := claim(t, s, "desc-other", ownerA, long)
+	if _, err := os.CommitObserved(ctx, l.Token, jobstore.ObservedResult{Result: result("o"), Observations: []protocol.Observation{priceObs(1, "price", "$1", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	values := func(rows []jobstore.ObservationRow) string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Value)
+		}
+		return strings.Join(out, " ")
+	}
+	asc := listObs(t, os, jobstore.ObservationFilter{Project: jobstore.DefaultProject})
+	desc := listObs(t, os, jobstore.ObservationFilter{Project: jobstore.DefaultProject, Desc: true})
+	if got, want := values(asc), "100 t0 101 t1 102 t2"; got != want {
+		t.Fatalf("ascending %q, want %q", got, want)
+	}
+	if got, want := values(desc), "t2 102 t1 101 t0 100"; got != want {
+		t.Fatalf("newest first %q, want %q", got, want)
+	}
+	// Pages of two, newest first, each before the last row of the one
+	// before it.
+	var paged []jobstore.ObservationRow
+	f := jobstore.ObservationFilter{Project: jobstore.DefaultProject, Desc: true, Limit: 2}
+	for range 10 {
+		page := listObs(t, os, f)
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		f.Before = page[len(page)-1].ID
+	}
+	if values(paged) != values(desc) {
+		t.Fatalf("paged newest first %q, want %q", values(paged), values(desc))
+	}
+	for i := 1; i < len(paged); i++ {
+		if paged[i].ID >= paged[i-1].ID {
+			t.Fatalf("ids not descending: %d after %d", paged[i].ID, paged[i-1].ID)
+		}
+	}
+	for _, c := range []struct {
+		f    jobstore.ObservationFilter
+		want string
+	}{
+		{jobstore.ObservationFilter{Desc: true, Name: "price"}, "102 101 100"},
+		{jobstore.ObservationFilter{Desc: true, JobID: "desc-1"}, "t1 101"},
+		{jobstore.ObservationFilter{Desc: true, Name: "price", Limit: 1}, "102"},
+		{jobstore.ObservationFilter{Desc: true, After: asc[1].ID, Before: asc[4].ID}, "t1 101"},
+		{jobstore.ObservationFilter{Before: asc[2].ID}, "100 t0"},
+		{jobstore.ObservationFilter{Desc: true, Before: asc[0].ID}, ""},
+	} {
+		c.f.Project = jobstore.DefaultProject
+		if got := values(listObs(t, os, c.f)); got != c.want {
+			t.Errorf("filter %+v: %q, want %q", c.f, got, c.want)
+		}
+	}
+	if got := values(listObs(t, os, jobstore.ObservationFilter{Project: "other", Desc: true})); got != "1" {
+		t.Errorf("project other newest first: %q", got)
 	}
 }
 

@@ -73,8 +73,13 @@ type jobData struct {
 	NoStorage   bool
 	Effects     []effectRow
 	Actions     []jobstore.UIAction
-	Live        bool // not finished: the status may still change
-	Cancellable bool
+	// Observations are the job's, accepted and refused (ObsCut: the
+	// first jobstore.MaxObservationPage); none when the store keeps none.
+	Observations []observationRow
+	ObsRefused   int
+	ObsCut       bool
+	Live         bool // not finished: the status may still change
+	Cancellable  bool
 }
 
 // job is GET /ui/jobs/{id}.
@@ -147,6 +152,14 @@ func (h *Handler) jobData(ctx context.Context, j jobstore.Job) (jobData, error) 
 	}
 	if d.Actions, err = h.store.UIActions(ctx, jobstore.UIActionFilter{JobID: j.ID}); err != nil {
 		return jobData{}, err
+	}
+	if d.Observations, d.ObsCut, err = h.jobObservations(ctx, j.ID, j.Project); err != nil {
+		return jobData{}, err
+	}
+	for _, o := range d.Observations {
+		if !o.Accepted {
+			d.ObsRefused++
+		}
 	}
 	return d, nil
 }

@@ -99,6 +99,9 @@ type Options struct {
 	// Origin names it is accepted whatever Host the proxy forwards. Empty:
 	// only the request's own Host.
 	PublicOrigin string
+	// ObservationRows bounds the observations a project's observations
+	// page reads, its newest (DefaultObservationRows when zero).
+	ObservationRows int
 	// HTTPClient reads the operation logs from storage (a client with a
 	// 10 s timeout when nil).
 	HTTPClient *http.Client
@@ -200,7 +203,7 @@ var funcs = template.FuncMap{
 }
 
 // pageNames are the templates that are pages, each parsed with the layout.
-var pageNames = []string{"login", "fleet", "jobs", "job", "confirm", "message"}
+var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "confirm", "message"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
@@ -239,6 +242,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/jobs", h.page(jobstore.ScopeRead, h.jobs))
 	h.mux.HandleFunc("GET /ui/jobs/{id}", h.page(jobstore.ScopeRead, h.job))
 	h.mux.HandleFunc("GET /ui/jobs/{id}/artifacts/{gen}/{name}", h.page(jobstore.ScopeRead, h.artifact))
+	h.mux.HandleFunc("GET /ui/projects/{project}/observations", h.page(jobstore.ScopeRead, h.observations))
 	h.mux.HandleFunc("GET /ui/events", h.page(jobstore.ScopeRead, h.live))
 	h.mux.HandleFunc("GET /ui/agents/{id}/drain", h.page(jobstore.ScopeAdmin, h.confirmDrain(true)))
 	h.mux.HandleFunc("POST /ui/agents/{id}/drain", h.action(jobstore.ScopeAdmin, h.drain(true)))

@@ -578,7 +578,7 @@ func TestSecurityHeaders(t *testing.T) {
 	e := newEnv(t, "sqlite", func(o *ui.Options) { o.StorageOrigin = "http://127.0.0.1:9000" })
 	tok := e.token("ops", []string{"p1"}, "read")
 	c := e.login(tok)
-	for _, p := range []string{"/ui/login", "/ui/fleet", "/ui/jobs", "/ui/nope", "/ui/static/app.js", "/ui/static/style.css", "/ui/"} {
+	for _, p := range []string{"/ui/login", "/ui/fleet", "/ui/jobs", "/ui/projects/p1/observations", "/ui/nope", "/ui/static/app.js", "/ui/static/style.css", "/ui/"} {
 		r := e.get(c, p)
 		if p == "/ui/nope" && r.status != http.StatusNotFound {
 			t.Errorf("%s: %d", p, r.status)
