@@ -40,7 +40,7 @@ func TestSessionRecordObservation(t *testing.T) {
 	steps := "/api/v1/sessions/" + doc.ID + "/steps"
 
 	for _, c := range []struct{ body, field, detail string }{
-		{`{"op": "record_observation", "name": "price", "raw": "¥1,280 ¥980", "parse": "price"}`, "steps[0].raw", "read price"},
+		{`{"op": "record_observation", "name": "price", "raw": "¥1,280 ¥980", "parse": "price"}`, "steps[0].raw", "two prices, not one"},
 		{`{"op": "record_observation", "raw": "1"}`, "steps[0].name", "name is required"},
 		{`{"op": "record_observation", "name": "9price", "raw": "1"}`, "steps[0].name", "name is required"},
 		{`{"op": "record_observation", "name": "price"}`, "steps[0].raw", "required"},
