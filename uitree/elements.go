@@ -12,6 +12,8 @@ type Element struct {
 	Clickable   bool   `json:"clickable"`
 	// Bounds are left, top, right, bottom in screen pixels.
 	Bounds [4]int `json:"bounds"`
+	// Package is the app the element belongs to.
+	Package string `json:"package,omitempty"`
 }
 
 // Centre is the point a tap on the element hits.
@@ -34,7 +36,7 @@ func (t *Tree) Elements() []Element {
 		}
 		out = append(out, Element{
 			Index: len(out), Text: n.Text, ResourceID: n.ID, Description: n.Desc,
-			Class: n.Class, Clickable: n.Clickable, Bounds: n.Bounds,
+			Class: n.Class, Clickable: n.Clickable, Bounds: n.Bounds, Package: n.Package,
 		})
 		if len(out) == MaxElements {
 			break

@@ -191,13 +191,13 @@ func TestElements(t *testing.T) {
 		if strings.Join(got, ",") != want {
 			t.Errorf("%dx%d elements:\n%s\nwant\n%s", s.w, s.h, strings.Join(got, ","), want)
 		}
-		if e := els[0]; e.ResourceID != id("toolbar") || e.Class != "android.view.ViewGroup" || e.Clickable || e.Bounds != s.bounds([4]int{0, 48, 720, 160}, top) {
+		if e := els[0]; e.ResourceID != id("toolbar") || e.Class != "android.view.ViewGroup" || e.Clickable || e.Bounds != s.bounds([4]int{0, 48, 720, 160}, top) || e.Package != pkg {
 			t.Errorf("toolbar element %+v", e)
 		}
 	}
 	// The JSON shape the MCP list_elements tool returns.
-	b, err := json.Marshal(uitree.Element{Index: 2, Text: "t", ResourceID: "r", Description: "d", Class: "c", Clickable: true, Bounds: [4]int{1, 2, 3, 4}})
-	if err != nil || string(b) != `{"index":2,"text":"t","resource_id":"r","content_description":"d","class":"c","clickable":true,"bounds":[1,2,3,4]}` {
+	b, err := json.Marshal(uitree.Element{Index: 2, Text: "t", ResourceID: "r", Description: "d", Class: "c", Clickable: true, Bounds: [4]int{1, 2, 3, 4}, Package: "p"})
+	if err != nil || string(b) != `{"index":2,"text":"t","resource_id":"r","content_description":"d","class":"c","clickable":true,"bounds":[1,2,3,4],"package":"p"}` {
 		t.Errorf("element JSON %s, %v", b, err)
 	}
 	if b, _ := json.Marshal(uitree.Element{}); string(b) != `{"index":0,"clickable":false,"bounds":[0,0,0,0]}` {

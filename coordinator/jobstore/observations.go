@@ -43,6 +43,33 @@ type ObservationStore interface {
 	// error wrapping ErrInvalidObservation and writes nothing, not even
 	// the write event.
 	CommitObserved(ctx context.Context, tok fencing.Token, c ObservedResult) ([]string, error)
+	// RecordObservations records observations read under tok outside any
+	// result: the values an AI session reads off its phone
+	// (docs/sessions.md, record_observation). In one transaction it
+	// applies the fence of Renew — tok is the job's current token, the
+	// job IN_PROGRESS and its lease not expired on the database clock —
+	// records the attempt in write_events (verb VerbObserve) and writes
+	// the observations linked to that row:
+	//
+	//   - accepted: every observation, Accepted true, AcceptedAt the
+	//     database clock of the write event;
+	//   - refused (fencing.ErrStale: the lease moved, expired or ended,
+	//     or a token that never held the job): the observations are kept
+	//     with Accepted false under the bound of CommitObserved
+	//     (MaxRefusedObservations per job); the error is the refusal, as
+	//     Renew's;
+	//   - unknown job (ErrNotFound): only the write event is recorded.
+	//
+	// Each call adds rows: a token's recorded observations take the
+	// positions from RecordedPosition up, after those it recorded
+	// before, so that they never meet the positions of its result. A
+	// token records at most MaxRecordedObservations: an accepted call
+	// that would pass it writes nothing and is an error wrapping
+	// ErrObservationLimit. obs (1 to protocol.MaxObservations) are
+	// checked with CheckObservations before anything is written; an
+	// invalid one is an error wrapping ErrInvalidObservation and writes
+	// nothing, not even the write event.
+	RecordObservations(ctx context.Context, tok fencing.Token, obs []protocol.Observation) error
 	// ListObservations lists the observations of f.Project that f selects,
 	// by id ascending (descending with f.Desc), at most f.Limit (1 to
 	// MaxObservationPage).
@@ -141,10 +168,34 @@ const (
 	// MaxBound is the largest coordinate of an element's bounds, in
 	// pixels, either side of zero.
 	MaxBound = 1 << 20
+	// RecordedPosition is the position of the first observation a token
+	// records with RecordObservations: a result's observations take the
+	// positions below it (0 to protocol.MaxObservations-1).
+	RecordedPosition = protocol.MaxObservations
+	// MaxRecordedObservations bounds the observations one token records
+	// with RecordObservations (an AI session, ten full results).
+	MaxRecordedObservations = 10 * protocol.MaxObservations
 )
 
 // ErrInvalidObservation marks an observation CheckObservations refused.
 var ErrInvalidObservation = errors.New("invalid observation")
+
+// ErrObservationLimit: the token recorded MaxRecordedObservations
+// observations already; nothing more is recorded under it.
+var ErrObservationLimit = errors.New("the token recorded the most observations one token may")
+
+// CheckRecorded checks the observations of one RecordObservations call
+// before anything is stored: at least one, then CheckObservations.
+func CheckRecorded(obs []protocol.Observation) error {
+	if len(obs) == 0 {
+		return fmt.Errorf("%w: observations: none to record", ErrInvalidObservation)
+	}
+	return CheckObservations(obs)
+}
+
+// ValidAppPackage reports whether p is an app package an observation may
+// name ([A-Za-z0-9_.], 1 to 255), as CheckObservations requires.
+func ValidAppPackage(p string) bool { return packageRE.MatchString(p) }
 
 var (
 	packageRE = regexp.MustCompile(`^[A-Za-z0-9_.]{1,255}$`)

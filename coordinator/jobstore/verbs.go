@@ -6,7 +6,8 @@ package jobstore
 //   - claim, reassign: owner and generation of the grant (the new generation
 //     when accepted, the job's current one when refused).
 //   - reclaim: the token taken away (old owner, old generation).
-//   - renew, upload, artifact, result, fail: the token presented.
+//   - renew, upload, artifact, result, fail, observe: the token presented
+//     (observe: observations a session recorded, RecordObservations).
 //   - cancel: the token taken away (owner "" and the job's generation when
 //     the job was queued).
 //   - timeout: the token taken away by ExpireDeadlines (owner "" when the
@@ -48,6 +49,11 @@ const (
 	VerbResolve = "resolve"
 )
 
+// VerbObserve is recorded in write_events for every RecordObservations
+// call: observations an AI session recorded under the token presented
+// (ObservationStore), accepted or refused. It is no job event.
+const VerbObserve = "observe"
+
 // Verbs recorded in write_events that are job events but no fenced write:
 // the submit of a job and a step of an interactive session.
 const (
@@ -56,9 +62,9 @@ const (
 )
 
 // NonEventVerbs are the write_events verbs that never make a job event:
-// renewals, upload authorisations, effect requests and the lab's unfenced
-// write.
-var NonEventVerbs = []string{VerbRenew, VerbUpload, VerbEffect, VerbResultUnfenced}
+// renewals, upload authorisations, effect requests, observations recorded
+// by a session and the lab's unfenced write.
+var NonEventVerbs = []string{VerbRenew, VerbUpload, VerbEffect, VerbObserve, VerbResultUnfenced}
 
 // NonEndingVerbs are the event verbs that never end a job. Every other
 // accepted verb (result, fail, cancel, reclaim and any verb a later version

@@ -23,6 +23,8 @@ type Element struct {
 	Clickable   bool   `json:"clickable"`
 	// Bounds are left, top, right, bottom in screen pixels.
 	Bounds [4]int `json:"bounds" jsonschema:"left, top, right, bottom in screen pixels"`
+	// Package is the app the element belongs to.
+	Package string `json:"package,omitempty" jsonschema:"the app the element belongs to"`
 }
 
 // Centre is the point a tap on the element hits.

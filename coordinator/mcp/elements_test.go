@@ -79,7 +79,7 @@ func TestParseElements(t *testing.T) {
 // TestElementJSON: list_elements' elements have the JSON shape of
 // uitree's (the conversion between them ignores the field tags).
 func TestElementJSON(t *testing.T) {
-	u := uitree.Element{Index: 3, Text: "抹茶ラテ", ResourceID: "a:id/b", Description: "d", Class: "c", Clickable: true, Bounds: [4]int{1, 2, 3, 4}}
+	u := uitree.Element{Index: 3, Text: "抹茶ラテ", ResourceID: "a:id/b", Description: "d", Class: "c", Clickable: true, Bounds: [4]int{1, 2, 3, 4}, Package: "com.example.shop"}
 	for _, e := range []uitree.Element{u, {}} {
 		want, err1 := json.Marshal(e)
 		got, err2 := json.Marshal(Element(e))

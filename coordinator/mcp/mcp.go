@@ -179,6 +179,7 @@ const callerExtra = "edgecoord.caller"
 const instructions = `Tools to drive real Android phones of an edgeagent fleet. ` +
 	`Call list_phones, then open_session to hold a phone; every other tool takes the session_id it returns. ` +
 	`Look with screenshot and list_elements, act with tap (prefer an element index from list_elements), long_press, swipe, type_text, press_key, launch_app and wait, ` +
+	`record a value you read off the screen with record_observation (after a screenshot: it is stored as the evidence), ` +
 	`and call close_session when done so that the phone is free for others. ` +
 	`If a tool says the session was lost, the phone was taken away: nothing more runs on it; open a new session.`
 

@@ -144,7 +144,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	slices.Sort(names)
 	want := []string{mcp.ToolCloseSession, mcp.ToolLaunchApp, mcp.ToolListElements, mcp.ToolListPhones, mcp.ToolLongPress,
-		mcp.ToolOpenSession, mcp.ToolPressKey, mcp.ToolScreenshot, mcp.ToolSwipe, mcp.ToolTap, mcp.ToolTypeText, mcp.ToolWait}
+		mcp.ToolOpenSession, mcp.ToolPressKey, mcp.ToolRecordObservation, mcp.ToolScreenshot, mcp.ToolSwipe, mcp.ToolTap, mcp.ToolTypeText, mcp.ToolWait}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

@@ -34,6 +34,9 @@ const (
 	ToolLaunchApp    = "launch_app"
 	ToolWait         = "wait"
 	ToolCloseSession = "close_session"
+	// ToolRecordObservation records a value read off the screen as an
+	// observation of the dataset (session.OpRecordObservation).
+	ToolRecordObservation = "record_observation"
 )
 
 // Limits of the tools' arguments.
@@ -133,6 +136,31 @@ type launchIn struct {
 	Package   string `json:"package" jsonschema:"the app's package name, e.g. com.android.settings"`
 }
 
+type recordIn struct {
+	SessionID string `json:"session_id" jsonschema:"the id open_session returned"`
+	Name      string `json:"name" jsonschema:"the observation's name, e.g. price: a letter, then up to 63 letters, digits, _ . or -"`
+	Raw       string `json:"raw" jsonschema:"the text exactly as the screen shows it, as you read it (at most 4096 bytes)"`
+	Element   *int   `json:"element,omitempty" jsonschema:"index of the element you read it from, in this session's last list_elements: its bounds and app are recorded"`
+	Bounds    []int  `json:"bounds,omitempty" jsonschema:"left, top, right, bottom in screen pixels of where you read it, instead of element"`
+	Parse     string `json:"parse,omitempty" jsonschema:"how to read raw: text (the default), number or price; a string that does not show exactly one number or price is refused"`
+	Currency  string `json:"currency,omitempty" jsonschema:"price only: the ISO 4217 code of a price shown without a currency sign, and the one a sign shown must agree with (e.g. JPY)"`
+	Tax       string `json:"tax,omitempty" jsonschema:"price only: included or excluded, to pick one of a string showing both prices"`
+}
+
+// RecordOut is record_observation's structured result: what was recorded.
+type RecordOut struct {
+	Step       int                            `json:"step" jsonschema:"the session's last step when it was recorded"`
+	Name       string                         `json:"name"`
+	Raw        string                         `json:"raw"`
+	Value      string                         `json:"value" jsonschema:"raw read as parse says: the text, or a decimal string"`
+	Parse      string                         `json:"parse"`
+	Currency   string                         `json:"currency,omitempty"`
+	Tax        string                         `json:"tax,omitempty"`
+	Bounds     [4]int                         `json:"bounds"`
+	AppPackage string                         `json:"app_package,omitempty"`
+	Evidence   []jobstore.ObservationEvidence `json:"evidence" jsonschema:"the session's latest screenshot and UI dump, as stored"`
+}
+
 type waitIn struct {
 	SessionID  string `json:"session_id" jsonschema:"the id open_session returned"`
 	DurationMS int    `json:"duration_ms" jsonschema:"how long to wait, in milliseconds (1 to 60000)"`
@@ -164,6 +192,11 @@ func (s *Server) addTools() {
 		Description: "Launch an app by its package name (e.g. com.android.settings) and bring it to the foreground."}, s.launchApp)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolWait,
 		Description: "Wait duration_ms milliseconds on the phone (for an animation or a page to load) before the next call."}, s.wait)
+	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolRecordObservation,
+		Description: "Record a value you read off the screen (a price, a name) as an observation of the project's dataset: name, raw (the text exactly as shown), " +
+			"element (an index from the last list_elements) or bounds, and parse (text, number or price, with currency and tax). " +
+			"The session's latest screenshot and UI dump are stored with it as evidence: look (screenshot, list_elements) before you record. " +
+			"Refused, and nothing recorded, when the session was lost."}, s.recordObservation)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolCloseSession,
 		Description: "Close the session: the phone is released for others and the session's operation log is stored. Call it when done."}, s.closeTool)
 }
@@ -333,7 +366,13 @@ func describe(err error) string {
 	case errors.As(err, &ue):
 		return ue.Error() + " (the session stays open; the call may be retried)"
 	case errors.As(err, &ie):
-		return ie.Error()
+		// A tool's one step: its arguments' names, not the steps'.
+		f := strings.TrimPrefix(strings.TrimPrefix(ie.Field, "steps[0]"), ".")
+		f = strings.Replace(f, "element_index", "element", 1)
+		if f == "" {
+			return ie.Msg
+		}
+		return f + ": " + ie.Msg
 	case errors.Is(err, session.ErrNotFound):
 		return "no such session (open_session returns the session_id to pass)"
 	}
@@ -363,12 +402,18 @@ func (s *Server) use(ctx context.Context, req *sdk.CallToolRequest, id string) (
 
 // step runs one step on session id as one fenced session step.
 func (s *Server) step(ctx context.Context, req *sdk.CallToolRequest, id string, st protocol.Step) (session.StepResult, *sdk.CallToolResult) {
+	return s.sessionStep(ctx, req, id, session.Step{Step: st})
+}
+
+// sessionStep runs one session step (a phone's step or a
+// record_observation) on session id, as the sessions API does.
+func (s *Server) sessionStep(ctx context.Context, req *sdk.CallToolRequest, id string, st session.Step) (session.StepResult, *sdk.CallToolResult) {
 	done, denied := s.use(ctx, req, id)
 	if denied != nil {
 		return session.StepResult{}, denied
 	}
 	defer done()
-	res, err := s.opts.Sessions.Step(ctx, id, []protocol.Step{st})
+	res, err := s.opts.Sessions.Step(ctx, id, []session.Step{st})
 	if err != nil {
 		var (
 			le *session.LostError
@@ -376,6 +421,9 @@ func (s *Server) step(ctx context.Context, req *sdk.CallToolRequest, id string, 
 		)
 		if errors.As(err, &le) || errors.As(err, &ee) {
 			s.forget(id)
+		}
+		if errors.Is(err, session.ErrRefused) {
+			return session.StepResult{}, toolErr("observation not recorded: %v. %s", session.ErrRefused, describe(err))
 		}
 		return session.StepResult{}, toolErr("%s", describe(err))
 	}
@@ -574,6 +622,40 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, in waitIn) 
 		return bad, nil, nil
 	}
 	return textResult("step %d: waited %d ms", r.Seq, in.DurationMS), nil, nil
+}
+
+func (s *Server) recordObservation(ctx context.Context, req *sdk.CallToolRequest, in recordIn) (*sdk.CallToolResult, RecordOut, error) {
+	st := session.Step{Step: protocol.Step{Op: session.OpRecordObservation, Name: in.Name, Parse: in.Parse, Currency: in.Currency, Tax: in.Tax},
+		Raw: in.Raw, ElementIndex: in.Element}
+	if in.Bounds != nil {
+		if len(in.Bounds) != 4 {
+			return toolErr("bounds: %d numbers, want 4: left, top, right, bottom", len(in.Bounds)), RecordOut{}, nil
+		}
+		b := [4]int(in.Bounds)
+		st.Bounds = &b
+	}
+	// Checked before the session is looked up: bad arguments touch
+	// nothing.
+	if err := session.CheckSteps([]session.Step{st}); err != nil {
+		return toolErr("%s", describe(err)), RecordOut{}, nil
+	}
+	r, bad := s.sessionStep(ctx, req, in.SessionID, st)
+	if bad != nil {
+		return bad, RecordOut{}, nil
+	}
+	o := r.Observation
+	out := RecordOut{Step: o.Step, Name: o.Name, Raw: o.Raw, Value: o.Value, Parse: o.Parse, Currency: o.Currency, Tax: o.Tax,
+		Bounds: o.Bounds, AppPackage: o.AppPackage, Evidence: o.Evidence}
+	names := make([]string, 0, len(o.Evidence))
+	for _, e := range o.Evidence {
+		names = append(names, e.Name)
+	}
+	value := o.Value
+	if o.Currency != "" {
+		value += " " + o.Currency
+	}
+	return textResult("recorded %s = %s (read %q as %s, after step %d), with evidence %s", o.Name, value, o.Raw, o.Parse, o.Step,
+		strings.Join(names, ", ")), out, nil
 }
 
 func (s *Server) closeTool(ctx context.Context, req *sdk.CallToolRequest, in sessionIn) (*sdk.CallToolResult, any, error) {

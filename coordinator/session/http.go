@@ -122,7 +122,7 @@ type OpenBody struct {
 
 // StepsBody is the body of POST /api/v1/sessions/{id}/steps.
 type StepsBody struct {
-	Steps []protocol.Step `json:"steps"`
+	Steps []Step `json:"steps"`
 }
 
 // StepsReply is the reply to POST /api/v1/sessions/{id}/steps.
@@ -307,10 +307,14 @@ func writeError(w http.ResponseWriter, r *http.Request, err error, steps []StepR
 		p.Type, p.Status, p.Field, p.Detail = api.ProblemInvalidRequest, http.StatusBadRequest, ie.Field, ie.Error()
 	case errors.As(err, &le):
 		gen, last := le.Generation, le.LastStep
-		p.Type, p.Status, p.Detail = api.ProblemSessionLost, http.StatusConflict, le.Error()
+		p.Type, p.Status, p.Detail = api.ProblemSessionLost, http.StatusConflict, err.Error()
 		p.JobID, p.Generation, p.LastStep = le.JobID, &gen, &last
 	case errors.As(err, &ee):
-		p.Type, p.Status, p.Detail, p.SessionStatus = api.ProblemSessionOver, http.StatusGone, ee.Error(), ee.Status
+		p.Type, p.Status, p.Detail, p.SessionStatus = api.ProblemSessionOver, http.StatusGone, err.Error(), ee.Status
+	case errors.Is(err, jobstore.ErrObservationLimit):
+		p.Type, p.Status, p.Detail = api.ProblemConflict, http.StatusConflict, err.Error()
+	case errors.Is(err, ErrNoObservations):
+		p.Type, p.Status, p.Detail = api.ProblemNotImplemented, http.StatusNotImplemented, err.Error()
 	case errors.As(err, &be):
 		w.Header().Set("Retry-After", "5")
 		p.Type, p.Status, p.Detail = api.ProblemNoPhone, http.StatusServiceUnavailable, be.Error()
@@ -382,7 +386,9 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 		writeProblem(w, r, &Problem{Type: api.ProblemTooLarge, Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("request body is larger than the limit of %d bytes (api.max_body_bytes)", limit)})
 	case errors.As(err, &ute):
-		field := ute.Field
+		// A step's members are those of the protocol.Step it embeds: the
+		// path names them without the embedded field ("steps.x").
+		field := strings.ReplaceAll(ute.Field, ".Step.", ".")
 		if field == "" {
 			field = "body"
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strconv"
 	"strings"
@@ -96,7 +97,11 @@ type Options struct {
 	// Retain is how long a closed, ended or lost session stays in memory
 	// (default 1h); after that it is recovered from the store when asked.
 	Retain time.Duration
-	Log    zerolog.Logger
+	// HTTPClient reads a UI dump back through its presigned URL, for a
+	// record_observation naming an element (default: a client with a 30s
+	// timeout).
+	HTTPClient *http.Client
+	Log        zerolog.Logger
 }
 
 func (o *Options) defaults() {
@@ -117,6 +122,9 @@ func (o *Options) defaults() {
 	}
 	if o.Retain <= 0 {
 		o.Retain = time.Hour
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
 }
 
@@ -194,12 +202,16 @@ type Capture struct {
 
 // StepResult is the outcome of one step.
 type StepResult struct {
+	// Seq is the step's number in the session's operation log; 0 for a
+	// record_observation, which runs on the coordinator.
 	Seq        int       `json:"seq"`
 	Op         string    `json:"op"`
 	Outcome    string    `json:"outcome"` // ok or error
 	Error      string    `json:"error,omitempty"`
 	DurationMS float64   `json:"duration_ms"` // on the agent: the phone, the uploads and their registration
 	Captures   []Capture `json:"captures"`
+	// Observation is what a record_observation recorded.
+	Observation *Recorded `json:"observation,omitempty"`
 }
 
 // session is one session's state.
@@ -211,6 +223,10 @@ type session struct {
 	tok       fencing.Token
 	jobStatus string // the job's status once the session is over
 	lastUsed  time.Time
+
+	// dump is the UI dump whose elements a record_observation read last
+	// (held by the call in progress, like turn).
+	dump dumpElements
 }
 
 func (s *session) snapshot() Info {
@@ -654,8 +670,10 @@ func (m *Manager) markLost(ctx context.Context, s *session, reason string) error
 	return lost
 }
 
-// CheckSteps refuses steps a session cannot run, naming the field.
-func CheckSteps(steps []protocol.Step) error {
+// CheckSteps refuses steps a session cannot run, naming the field: before
+// any runs, every rule that does not depend on the phone (a
+// record_observation's raw is read as its parse says here).
+func CheckSteps(steps []Step) error {
 	if len(steps) == 0 {
 		return inputErr("steps", "at least one step is required")
 	}
@@ -664,6 +682,20 @@ func CheckSteps(steps []protocol.Step) error {
 	}
 	for i, st := range steps {
 		field := fmt.Sprintf("steps[%d]", i)
+		if st.Op == OpRecordObservation {
+			if _, err := checkObservationStep(field, st); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case st.Raw != "":
+			return inputErr(field+".raw", "only %s takes raw", OpRecordObservation)
+		case st.Bounds != nil:
+			return inputErr(field+".bounds", "only %s takes bounds", OpRecordObservation)
+		case st.ElementIndex != nil:
+			return inputErr(field+".element_index", "only %s takes element_index", OpRecordObservation)
+		}
 		if st.Effect != nil {
 			return inputErr(field+".effect", "effect steps are not run in sessions; submit them as a job (docs/effects.md)")
 		}
@@ -673,7 +705,7 @@ func CheckSteps(steps []protocol.Step) error {
 		case st.Op == protocol.OpSwipe && st.DurationMS > MaxGestureMS:
 			return inputErr(field+".duration_ms", "%d is more than %d, the longest swipe or long press", st.DurationMS, MaxGestureMS)
 		}
-		if err := st.Validate(); err != nil {
+		if err := st.Step.Validate(); err != nil {
 			msg := err.Error()
 			if f, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(f, " ") {
 				return inputErr(field+"."+f, "%s", rest)
@@ -690,7 +722,13 @@ func CheckSteps(steps []protocol.Step) error {
 // (409, 404), Step returns the results so far and a *LostError, and no
 // further step is sent. A step whose outcome is "error" (the phone could
 // not do it) does not stop the others.
-func (m *Manager) Step(ctx context.Context, id string, steps []protocol.Step) ([]StepResult, error) {
+//
+// A record_observation runs on the coordinator (record): it is not
+// compared with the job first, since the store's fence judges the
+// session's token in the transaction that records it; a refusal makes the
+// session lost (or ended) and is an error wrapping ErrRefused and the
+// *LostError (or *EndedError).
+func (m *Manager) Step(ctx context.Context, id string, steps []Step) ([]StepResult, error) {
 	if err := CheckSteps(steps); err != nil {
 		return nil, err
 	}
@@ -706,12 +744,20 @@ func (m *Manager) Step(ctx context.Context, id string, steps []protocol.Step) ([
 		return nil, err
 	}
 	results := make([]StepResult, 0, len(steps))
-	for _, st := range steps {
+	for i, st := range steps {
+		if st.Op == OpRecordObservation {
+			r, err := m.record(ctx, s, fmt.Sprintf("steps[%d]", i), st)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, r)
+			continue
+		}
 		if err := m.check(ctx, s); err != nil {
 			return results, err
 		}
 		var rep protocol.StepReply
-		if err := m.send(ctx, s, protocol.StepRequest{Token: s.tok, Step: st}, time.Duration(st.DurationMS)*time.Millisecond, &rep); err != nil {
+		if err := m.send(ctx, s, protocol.StepRequest{Token: s.tok, Step: st.Step}, time.Duration(st.DurationMS)*time.Millisecond, &rep); err != nil {
 			return results, err
 		}
 		s.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 var _ jobstore.ObservationStore = (*Store)(nil)
@@ -77,6 +78,69 @@ func (s *Store) CommitObserved(ctx context.Context, tok fencing.Token, c jobstor
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
 	}
 	return keys, nil
+}
+
+// observeLiveSQL is the fence of RecordObservations, renewSQL's: the
+// token is the job's current one, IN_PROGRESS, its lease not expired.
+var observeLiveSQL = `
+	SELECT EXISTS (SELECT 1 FROM jobs
+		WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS'
+		  AND lease_expires_at > ` + now + `)`
+
+// observeNextSQL is the next position of an observation the token ?2/?3 of
+// job ?1 records, from ?4 up.
+const observeNextSQL = `
+	SELECT COALESCE(max(position) + 1, ?4) FROM observations
+	WHERE job_id = ?1 AND generation = ?2 AND owner = ?3 AND position >= ?4`
+
+// RecordObservations records observations under tok outside a result
+// (jobstore.ObservationStore), in one write transaction: the fence of
+// renewSQL, the write event (verb observe) and the rows linked to it
+// (refused rows too, within their bound). An accepted call past the
+// token's bound rolls back: nothing is written.
+func (s *Store) RecordObservations(ctx context.Context, tok fencing.Token, obs []protocol.Observation) error {
+	if err := jobstore.CheckRecorded(obs); err != nil {
+		return fmt.Errorf("record observations of %s: %w", tok, err)
+	}
+	recs := jobstore.ObservationRecords(tok, obs)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var (
+			live bool
+			next int
+		)
+		if err := tx.QueryRowContext(ctx, observeLiveSQL, tok.JobID, tok.Generation, tok.Owner).Scan(&live); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, observeNextSQL, tok.JobID, tok.Generation, tok.Owner, jobstore.RecordedPosition).Scan(&next); err != nil {
+			return err
+		}
+		if live && next+len(recs) > jobstore.RecordedPosition+jobstore.MaxRecordedObservations {
+			return fmt.Errorf("%d more: %w (%d)", len(recs), jobstore.ErrObservationLimit, jobstore.MaxRecordedObservations)
+		}
+		var (
+			evID int64
+			evAt string
+		)
+		if err := tx.QueryRowContext(ctx,
+			`INSERT INTO write_events (job_id, verb, owner, generation, accepted) VALUES (?, ?, ?, ?, ?) RETURNING id, at`,
+			tok.JobID, jobstore.VerbObserve, tok.Owner, tok.Generation, live).Scan(&evID, &evAt); err != nil {
+			return fmt.Errorf("record write event: %w", err)
+		}
+		for i := range recs {
+			recs[i].Position = next + i
+		}
+		if err := insertObservations(ctx, tx, tok, recs, live, evID, evAt); err != nil {
+			return fmt.Errorf("write observations: %w", err)
+		}
+		if !live {
+			return refusal(ctx, tx, tok.JobID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record observations of %s: %w", tok, err)
+	}
+	return nil
 }
 
 // observedJobSQL reads, for the token ?2/?3 of job ?1, the job's project,

@@ -26,6 +26,7 @@ var observationTests = []struct {
 	{"ObservationsList", testObservationsList},
 	{"ObservationsNewestFirst", testObservationsNewestFirst},
 	{"ObservationsOutbox", testObservationsOutbox},
+	{"ObservationsRecorded", testObservationsRecorded},
 }
 
 func observationStore(t *testing.T, s sqlstore.Lab) jobstore.ObservationStore {
@@ -70,6 +71,20 @@ func listObs(t *testing.T, os jobstore.ObservationStore, f jobstore.ObservationF
 		t.Fatalf("list observations %+v: %v", f, err)
 	}
 	return rows
+}
+
+// countObs counts the rows f selects, page by page.
+func countObs(t *testing.T, os jobstore.ObservationStore, f jobstore.ObservationFilter) int {
+	t.Helper()
+	n := 0
+	for {
+		page := listObs(t, os, f)
+		n += len(page)
+		if len(page) < jobstore.MaxObservationPage {
+			return n
+		}
+		f.After = page[len(page)-1].ID
+	}
 }
 
 // resultEvent returns the one write event of verb result of tok.
@@ -237,17 +252,7 @@ func testObservationsRefused(t *testing.T, s sqlstore.Lab) {
 		_, err := os.CommitObserved(ctx, forged, jobstore.ObservedResult{Result: result("x"), Observations: full})
 		wantErr(t, "forged token", err, fencing.ErrStale)
 	}
-	n := 0
-	f := jobstore.ObservationFilter{Project: "bound", All: true}
-	for {
-		page := listObs(t, os, f)
-		n += len(page)
-		if len(page) < jobstore.MaxObservationPage {
-			break
-		}
-		f.After = page[len(page)-1].ID
-	}
-	if n != jobstore.MaxRefusedObservations {
+	if n := countObs(t, os, jobstore.ObservationFilter{Project: "bound", All: true}); n != jobstore.MaxRefusedObservations {
 		t.Fatalf("job keeps %d refused rows, want the bound %d", n, jobstore.MaxRefusedObservations)
 	}
 }
@@ -520,5 +525,222 @@ func testObservationsOutbox(t *testing.T, s sqlstore.Lab) {
 	}
 	if rows := listObs(t, os, jobstore.ObservationFilter{Project: "lab"}); len(rows) != 1 {
 		t.Fatalf("rows %+v", rows)
+	}
+}
+
+// verbEvents returns the write events of verb of job id, in order.
+func verbEvents(t *testing.T, s sqlstore.Lab, id, verb string) []jobstore.WriteEvent {
+	t.Helper()
+	evs, err := s.WriteEvents(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jobstore.WriteEvent
+	for _, e := range evs {
+		if e.Verb == verb {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// testObservationsRecorded: RecordObservations, the observations an AI
+// session records outside a result. Under the current token of a live
+// lease each call adds rows linked to its own observe write event (never
+// hiding, nor hidden by, the result's observations at their positions);
+// a lease that expired (not yet reclaimed), a token of an earlier
+// generation, a finished job and a forged token are refused as Renew is,
+// their write events accepted false and their rows kept as refused,
+// outside the default listing, within the job's bound of refused rows;
+// an unknown job keeps only its write event; invalid input writes
+// nothing; a token records at most MaxRecordedObservations.
+func testObservationsRecorded(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	os := observationStore(t, s)
+	dev := phone("S1", "SM-G991B")
+	dev.Facts = &protocol.PhoneFacts{SDK: 33}
+	hello(t, s, ownerA, dev)
+	task := testTask()
+	task.Device = protocol.DeviceSelector{}
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "rec-1", Task: task, Project: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := claimFor(t, s, ownerA, 1, dev)
+	if err != nil || l.Token.JobID != "rec-1" || l.Device != "S1" {
+		t.Fatalf("claim for: %v, %+v", err, l)
+	}
+	if err := s.RegisterArtifact(ctx, l.Token, jobstore.ArtifactRecord{Name: "screenshot-002.png", Key: l.Token.ObjectKey("screenshot-002.png"), Size: 3, SHA256: sumA, ContentType: "image/png"}); err != nil {
+		t.Fatal(err)
+	}
+	price := protocol.Observation{Step: 2, Name: "price", Raw: "¥1,280", Value: "1280", Parse: protocol.ParsePrice, Currency: "JPY",
+		Bounds: [4]int{10, 200, 500, 260}, ObservedAt: observedAt, App: &protocol.AppVersion{Package: "com.example.shop"},
+		Evidence: []protocol.Evidence{{Name: "screenshot-002.png", SHA256: sumA}}}
+	if err := os.RecordObservations(ctx, l.Token, []protocol.Observation{price}); err != nil {
+		t.Fatalf("record under the current token: %v", err)
+	}
+	stock := protocol.Observation{Step: 3, Name: "stock", Raw: "3 left", Value: "3 left", Parse: protocol.ParseText}
+	if err := os.RecordObservations(ctx, l.Token, []protocol.Observation{stock, stock}); err != nil {
+		t.Fatalf("record again under the current token: %v", err)
+	}
+	evs := verbEvents(t, s, "rec-1", jobstore.VerbObserve)
+	if len(evs) != 2 || !evs[0].Accepted || !evs[1].Accepted || evs[0].Owner != ownerA || evs[0].Generation != 1 {
+		t.Fatalf("observe write events %+v, want two accepted under %s g1", evs, ownerA)
+	}
+	// The job's result, with an observation of its own at position 0,
+	// neither hides nor is hidden by the recorded ones.
+	if _, err := os.CommitObserved(ctx, l.Token, jobstore.ObservedResult{Result: result("ok"),
+		Observations: []protocol.Observation{priceObs(5, "title", "Shoes", "Shoes")}}); err != nil {
+		t.Fatalf("commit observed: %v", err)
+	}
+	rows := listObs(t, os, jobstore.ObservationFilter{Project: "lab"})
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want the 3 recorded and the result's: %+v", len(rows), rows)
+	}
+	want := jobstore.ObservationRow{
+		ID: rows[0].ID, Project: "lab", JobID: "rec-1", Generation: 1, Owner: ownerA, AgentID: "agent-a",
+		PhoneSerial: "S1", PhoneModel: "SM-G991B", PhoneSDK: 33, Step: 2, Name: "price", Raw: "¥1,280", Value: "1280",
+		Parse: protocol.ParsePrice, Currency: "JPY", Bounds: [4]int{10, 200, 500, 260}, AppPackage: "com.example.shop",
+		ObservedAt: observedAt, AcceptedAt: evs[0].At,
+		Evidence: []jobstore.ObservationEvidence{{Name: "screenshot-002.png", Key: l.Token.ObjectKey("screenshot-002.png"), SHA256: sumA}},
+		Accepted: true, WriteEvent: evs[0].ID,
+	}
+	if fmt.Sprintf("%+v", rows[0]) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("recorded row\n got  %+v\n want %+v", rows[0], want)
+	}
+	for i, r := range rows[1:3] {
+		if r.Name != "stock" || r.WriteEvent != evs[1].ID || !r.AcceptedAt.Equal(evs[1].At) || !r.Accepted {
+			t.Fatalf("row %d %+v, want stock under write event %+v", i+1, r, evs[1])
+		}
+	}
+	if rows[3].Name != "title" || rows[3].Step != 5 {
+		t.Fatalf("the result's row %+v", rows[3])
+	}
+
+	// Refused as Renew is: a finished job, a token of an earlier
+	// generation, a lease that expired before it was reclaimed, a forged
+	// token. Each attempt is an observe write event accepted false and its
+	// rows are kept as refused, never listed by default.
+	late := protocol.Observation{Step: 9, Name: "price", Raw: "¥999", Value: "999", Parse: protocol.ParsePrice, Currency: "JPY"}
+	err = os.RecordObservations(ctx, l.Token, []protocol.Observation{late})
+	wantErr(t, "record after the job succeeded", err, fencing.ErrStale)
+
+	submitIn(t, s, "rec-2", "lab")
+	old := claim(t, s, "rec-2", ownerA, long)
+	cur := reassign(t, s, "rec-2", ownerB)
+	err = os.RecordObservations(ctx, old.Token, []protocol.Observation{late})
+	wantErr(t, "record under an earlier generation", err, fencing.ErrStale)
+	err = os.RecordObservations(ctx, tok("rec-2", fencing.Owner("agent-b", "forged"), cur.Token.Generation), []protocol.Observation{late})
+	wantErr(t, "record under a forged token", err, fencing.ErrStale)
+
+	submitIn(t, s, "rec-3", "lab")
+	exp := claim(t, s, "rec-3", ownerA, short)
+	waitClockPast(t, s, exp.ExpiresAt)
+	err = os.RecordObservations(ctx, exp.Token, []protocol.Observation{late})
+	wantErr(t, "record under an expired lease", err, fencing.ErrStale)
+	if j := get(t, s, "rec-3"); j.Status != jobstore.StatusInProgress || j.Generation != 1 || j.WorkerID != ownerA {
+		t.Fatalf("the expired job %+v, want still in progress under %s g1 (not reclaimed)", j, ownerA)
+	}
+	_, err = s.Renew(ctx, exp.Token, long)
+	wantErr(t, "renew of the expired lease", err, fencing.ErrStale)
+
+	for _, c := range []struct {
+		id   string
+		tk   fencing.Token
+		want int
+	}{
+		{"rec-1", l.Token, 3},
+		{"rec-2", old.Token, 2},
+		{"rec-3", exp.Token, 1},
+	} {
+		evs := verbEvents(t, s, c.id, jobstore.VerbObserve)
+		if len(evs) != c.want || evs[len(evs)-1].Accepted {
+			t.Fatalf("%s: observe write events %+v, want %d, the last refused", c.id, evs, c.want)
+		}
+	}
+	if rows := listObs(t, os, jobstore.ObservationFilter{Project: "lab"}); len(rows) != 4 {
+		t.Fatalf("%d rows listed by default after the refusals, want the 4 accepted", len(rows))
+	}
+	refused := 0
+	for _, r := range listObs(t, os, jobstore.ObservationFilter{Project: "lab", All: true}) {
+		if r.Accepted {
+			continue
+		}
+		refused++
+		if r.Value != "999" || r.Step != 9 {
+			t.Fatalf("refused row %+v", r)
+		}
+	}
+	if refused != 4 {
+		t.Fatalf("%d refused rows, want 4", refused)
+	}
+
+	// An unknown job: refused, its attempt recorded, no rows.
+	err = os.RecordObservations(ctx, tok("rec-none", ownerA, 1), []protocol.Observation{late})
+	wantErr(t, "record under an unknown job", err, jobstore.ErrNotFound)
+	if evs := verbEvents(t, s, "rec-none", jobstore.VerbObserve); len(evs) != 1 || evs[0].Accepted {
+		t.Fatalf("unknown job's write events %+v", evs)
+	}
+
+	// Invalid input writes nothing, not even a write event.
+	submitIn(t, s, "rec-4", "lab")
+	full := claim(t, s, "rec-4", ownerA, long)
+	for _, obs := range [][]protocol.Observation{nil, {{Name: "9bad", Parse: protocol.ParseText}}, {{Name: "p", Raw: strings.Repeat("x", protocol.MaxObservedBytes+1)}}} {
+		err := os.RecordObservations(ctx, full.Token, obs)
+		wantErr(t, "invalid observations", err, jobstore.ErrInvalidObservation)
+	}
+	if evs := verbEvents(t, s, "rec-4", jobstore.VerbObserve); len(evs) != 0 {
+		t.Fatalf("invalid observations recorded write events %+v", evs)
+	}
+
+	// Recordings under one token at the same moment each keep all their
+	// rows.
+	const together = 8
+	errs := make(chan error, together)
+	for i := range together {
+		go func() {
+			errs <- os.RecordObservations(ctx, full.Token, []protocol.Observation{{Step: i, Name: "n", Raw: "r", Value: "r", Parse: protocol.ParseText}})
+		}()
+	}
+	for range together {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent recording: %v", err)
+		}
+	}
+	if n := countObs(t, os, jobstore.ObservationFilter{Project: "lab", JobID: "rec-4"}); n != together {
+		t.Fatalf("%d rows after %d concurrent recordings", n, together)
+	}
+
+	// A token records at most MaxRecordedObservations; past it nothing is
+	// written.
+	batch := make([]protocol.Observation, protocol.MaxObservations)
+	for i := range batch {
+		batch[i] = protocol.Observation{Step: i, Name: "n", Raw: "r", Value: "r", Parse: protocol.ParseText}
+	}
+	calls := together
+	for left := jobstore.MaxRecordedObservations - together; left > 0; left -= len(batch) {
+		if err := os.RecordObservations(ctx, full.Token, batch[:min(left, len(batch))]); err != nil {
+			t.Fatalf("record a batch: %v", err)
+		}
+		calls++
+	}
+	err = os.RecordObservations(ctx, full.Token, batch[:1])
+	wantErr(t, "record past the token's bound", err, jobstore.ErrObservationLimit)
+	if n := len(verbEvents(t, s, "rec-4", jobstore.VerbObserve)); n != calls {
+		t.Fatalf("%d observe write events, want one per accepted call (%d)", n, calls)
+	}
+	if n := countObs(t, os, jobstore.ObservationFilter{Project: "lab", JobID: "rec-4", All: true}); n != jobstore.MaxRecordedObservations {
+		t.Fatalf("token holds %d rows, want the bound %d", n, jobstore.MaxRecordedObservations)
+	}
+
+	// Forged tokens fill a job's refused rows up to the bound, and no
+	// further.
+	submitIn(t, s, "rec-5", "bound")
+	claim(t, s, "rec-5", ownerA, long)
+	for i := range jobstore.MaxRefusedObservations/protocol.MaxObservations + 1 {
+		forged := tok("rec-5", fencing.Owner("agent-a", fmt.Sprintf("forged-%d", i)), 1)
+		wantErr(t, "forged token", os.RecordObservations(ctx, forged, batch), fencing.ErrStale)
+	}
+	if n := countObs(t, os, jobstore.ObservationFilter{Project: "bound", All: true}); n != jobstore.MaxRefusedObservations {
+		t.Fatalf("job keeps %d refused rows, want the bound %d", n, jobstore.MaxRefusedObservations)
 	}
 }

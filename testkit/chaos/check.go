@@ -149,7 +149,7 @@ func (r *Report) FailedJobs() []string {
 // agent.
 var fencedVerbs = map[string]bool{
 	jobstore.VerbRenew: true, jobstore.VerbUpload: true, jobstore.VerbArtifact: true,
-	jobstore.VerbResult: true, jobstore.VerbFail: true,
+	jobstore.VerbResult: true, jobstore.VerbFail: true, jobstore.VerbObserve: true,
 }
 
 // Check verifies a history: the porcupine model over the store calls, and
@@ -266,7 +266,7 @@ func checkJob(h *History, id string, o CheckOptions, rep *Report) {
 				rep.add(RuleStaleAccepted, id, "reclaim of %s#g%d accepted while the job was %s g%d %s (event %d)", e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)
 			}
 			st.status, st.owner = stQueued, ""
-		case jobstore.VerbRenew, jobstore.VerbUpload, jobstore.VerbArtifact:
+		case jobstore.VerbRenew, jobstore.VerbUpload, jobstore.VerbArtifact, jobstore.VerbObserve:
 			if !current {
 				rep.StaleAccepted++
 				rep.add(RuleStaleAccepted, id, "%s by %s#g%d accepted while the job was %s g%d %s (event %d)", e.Verb, e.Owner, e.Generation, st.status, st.gen, st.owner, e.ID)

@@ -180,6 +180,9 @@ func TestCheckAudits(t *testing.T) {
 		{"stale result accepted", func(b *history) {
 			b.event(jobstore.VerbResult, a1, true)
 		}, RuleOneAcceptance},
+		{"stale observation accepted", func(b *history) {
+			b.event(jobstore.VerbObserve, a1, true)
+		}, RuleStaleAccepted},
 		{"unfenced result overwrote", func(b *history) {
 			b.event(jobstore.VerbResultUnfenced, fencing.Token{Owner: ownerA}, true)
 		}, RuleStaleAccepted},

@@ -9,7 +9,11 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 )
+
+var _ jobstore.ObservationStore = (*recordingStore)(nil)
+var _ jobstore.ObservationStore = (*faultyStore)(nil)
 
 // outcomeOf classifies the answer of a store call. Every error that is not
 // one of the store's answers (a stale token, an unknown job, a conflict, no
@@ -141,6 +145,17 @@ func (s *recordingStore) CommitObserved(ctx context.Context, tok fencing.Token, 
 	}
 	err = s.fenced(opCommit, tok, func() error { m, err = obs.CommitObserved(ctx, tok, c); return err })
 	return m, err
+}
+
+// RecordObservations passes through unrecorded: observations a session
+// records change nothing of the job's fencing state, and their write
+// events (verb observe) are judged by the write_events replay.
+func (s *recordingStore) RecordObservations(ctx context.Context, tok fencing.Token, o []protocol.Observation) error {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return errNoObservations
+	}
+	return obs.RecordObservations(ctx, tok, o)
 }
 
 func (s *recordingStore) ListObservations(ctx context.Context, f jobstore.ObservationFilter) ([]jobstore.ObservationRow, error) {
@@ -306,6 +321,14 @@ func (s *faultyStore) CommitObserved(ctx context.Context, tok fencing.Token, c j
 	}
 	err = s.write(func() error { m, err = obs.CommitObserved(ctx, tok, c); return err })
 	return m, err
+}
+
+func (s *faultyStore) RecordObservations(ctx context.Context, tok fencing.Token, o []protocol.Observation) error {
+	obs, ok := s.Store.(jobstore.ObservationStore)
+	if !ok {
+		return errNoObservations
+	}
+	return s.write(func() error { return obs.RecordObservations(ctx, tok, o) })
 }
 
 func (s *faultyStore) ListObservations(ctx context.Context, f jobstore.ObservationFilter) (out []jobstore.ObservationRow, err error) {
