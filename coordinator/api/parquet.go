@@ -67,6 +67,10 @@ type ParquetEvidence struct {
 	SHA256 string `parquet:"sha256"`
 }
 
+// ParquetSchema is the schema of a Parquet export: the message
+// "observation" of ParquetRow's columns (docs/dataset.md, "Parquet").
+var ParquetSchema = parquet.NewSchema("observation", parquet.SchemaOf(ParquetRow{}))
+
 // parquetOptions are the writer's: zstd pages, no buffer of its own (the
 // export's 64 KiB buffer is below it), and no min/max statistics in the
 // footer for the columns whose values may be kilobytes long (raw, value,
@@ -74,6 +78,7 @@ type ParquetEvidence struct {
 // short entries per group whatever the rows hold.
 func parquetOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{
+		ParquetSchema,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
 		parquet.WriteBufferSize(0),
 		parquet.MaxRowsPerRowGroup(ParquetGroupRows),
