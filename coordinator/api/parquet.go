@@ -71,18 +71,20 @@ type ParquetEvidence struct {
 // "observation" of ParquetRow's columns (docs/dataset.md, "Parquet").
 var ParquetSchema = parquet.NewSchema("observation", parquet.SchemaOf(ParquetRow{}))
 
-// parquetOptions are the writer's: pages of about 64 KiB of values,
-// compressed with zstd at its fastest (the default 256 KiB pages, one
-// being filled per column, doubled what an export holds; 64 KiB makes the
-// file about 14 % larger), no buffer of its own (the export's 64 KiB
-// buffer is below it), and no min/max statistics in the footer for the
-// columns whose values may be kilobytes long (raw, value, selector,
-// evidence), so that the footer, held until the end, grows by short
-// entries per group whatever the rows hold.
+// parquetOptions are the writer's: data pages of version 1, which every
+// Parquet reader reads, of about 64 KiB of values compressed with zstd at
+// its fastest (the default 256 KiB pages, one being filled per column,
+// doubled what an export holds; 64 KiB makes the file about 14 % larger);
+// no buffer of its own (the export's 64 KiB buffer is below it); and no
+// min/max statistics in the footer for the columns whose values may be
+// kilobytes long (raw, value, selector, evidence), so that the footer,
+// held until the end, grows by short entries per group whatever the rows
+// hold.
 func parquetOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{
 		ParquetSchema,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.DataPageVersion(1),
 		parquet.PageBufferSize(64 << 10),
 		parquet.WriteBufferSize(0),
 		parquet.MaxRowsPerRowGroup(ParquetGroupRows),

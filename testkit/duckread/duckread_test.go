@@ -264,7 +264,8 @@ func storedRows(t *testing.T, st *pgstore.Store) []jobstore.ObservationRow {
 // provenance of each row (job, generation, owner, phone and its model and
 // SDK, app package and version, accepted_at to the microsecond) equal to
 // the store's. A text value that looks like a number ("007", "-12.99",
-// "12.90") stays the string it was.
+// "12.90") stays the string it was. A Parquet file cut short, without its
+// footer, is refused.
 func TestDuckDBReadsExports(t *testing.T) {
 	env := e2e.NewEnv(t)
 	c := env.StartCoordinator(e2e.CoordinatorOptions{API: true})
@@ -340,6 +341,23 @@ func TestDuckDBReadsExports(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM ` + pq + ` WHERE NOT accepted AND job_id = 'stale' AND raw = 'stale'`).Scan(&refused); err != nil || refused != 1 {
 		t.Errorf("the refused row: %d, %v", refused, err)
 	}
+	// A file cut short, as a broken transfer leaves it, has no footer:
+	// DuckDB refuses it rather than read the rows before the cut.
+	data, err := os.ReadFile(files[api.FormatParquet])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.parquet")
+	if err := os.WriteFile(cut, data[:len(data)*2/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM read_parquet(` + quote(cut) + `)`).Scan(&n); err == nil || !strings.Contains(err.Error(), "magic") {
+		t.Errorf("DuckDB read a Parquet file cut short: %d rows, %v", n, err)
+	} else {
+		t.Logf("DuckDB refuses a file cut short: %v", err)
+	}
+
 	// The two files hold the same rows (an empty CSV field is NULL to
 	// DuckDB).
 	var same int
