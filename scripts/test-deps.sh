@@ -2,6 +2,8 @@
 # Installs the real servers the tests run against, when they are missing:
 #   adb         Debian package adb
 #   PostgreSQL  Debian package postgresql (initdb, pg_ctl)
+#   gcc, g++    Debian package g++ (cgo: the race detector, and DuckDB's C++
+#               library in testkit/duckread, linked with libstdc++)
 #   MinIO       go install of the pinned server build
 #   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
 #   Chromium    Debian package chromium (the dashboard's browser tests)
@@ -104,6 +106,16 @@ install_system() {
 		apt_install postgresql postgresql
 		[ -n "$(initdb_path)" ] || die "postgresql: initdb not found after apt-get install postgresql"
 		echo "postgresql: installed $(initdb_path) ($(summary "$(initdb_path)" --version))"
+	fi
+
+	# --- C and C++ compilers for cgo --------------------------------------------
+	if command -v gcc >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1; then
+		echo "gcc, g++: found ($(summary g++ --version))"
+	else
+		echo "gcc, g++: installing via apt-get"
+		apt_install g++ g++
+		command -v g++ >/dev/null 2>&1 || die "g++: still not on PATH after apt-get install g++"
+		echo "gcc, g++: installed ($(summary g++ --version))"
 	fi
 
 	# --- Wine (the Windows build's test) and systemd tools ---------------------

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/internal/cli"
@@ -27,8 +29,12 @@ import (
 const envAPIToken = "EDGECOORD_API_TOKEN"
 
 // progressEvery is how many rows an export writes between two progress
-// lines on standard error.
-var progressEvery = 100_000
+// lines on standard error; progressBytes how many bytes of a Parquet
+// export, whose rows are counted only by its footer.
+var (
+	progressEvery       = 100_000
+	progressBytes int64 = 64 << 20
+)
 
 // observationCommands are "observations export": the dataset through the
 // HTTP API (docs/dataset.md).
@@ -115,12 +121,12 @@ func (m *mgmt) observationsExportCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:    "observations export",
-		Summary: "export a project's observations (docs/dataset.md) through the HTTP API as CSV or JSON Lines",
+		Summary: "export a project's observations (docs/dataset.md) through the HTTP API as CSV, JSON Lines or Parquet",
 		Flags: func(fs *flag.FlagSet) {
 			m.flags(fs)
 			ac.define(fs)
 			fs.StringVar(&project, "project", "", "the `project` whose observations to export (required)")
-			fs.StringVar(&format, "format", api.FormatCSV, "`format`: csv or jsonl")
+			fs.StringVar(&format, "format", api.FormatCSV, "`format`: csv, jsonl or parquet")
 			fs.StringVar(&out, "o", "", "write to `file`, created with mode 0600 through a temporary file renamed into place once complete (default: standard output)")
 			fs.StringVar(&name, "name", "", "only observations of this `name`")
 			fs.StringVar(&job, "job", "", "only the observations of this job `id`")
@@ -137,8 +143,8 @@ func (m *mgmt) observationsExportCommand() *cli.Command {
 			if err := jobstore.CheckProject(project); err != nil {
 				return c.Usagef("--project: %v", err)
 			}
-			if format != api.FormatCSV && format != api.FormatJSONL {
-				return c.Usagef("--format: %q: want csv or jsonl", format)
+			if format != api.FormatCSV && format != api.FormatJSONL && format != api.FormatParquet {
+				return c.Usagef("--format: %q: want csv, jsonl or parquet", format)
 			}
 			if job != "" {
 				if err := protocol.CheckJobID(job); err != nil {
@@ -183,9 +189,11 @@ var exportClient = &http.Client{Transport: &http.Transport{
 
 // exportObservations GETs the export at u and writes it to out (standard
 // output when empty or "-"), counting rows for the progress lines on
-// standard error. A file is written to a temporary file beside it, synced
-// and renamed into place only when the whole body arrived: a cut transfer
-// leaves nothing at out.
+// standard error (bytes for Parquet). A file is written to a temporary
+// file beside it, synced and renamed into place only when the whole body
+// arrived: a cut transfer leaves nothing at out. A Parquet body must
+// start and end with the Parquet magic, and a Parquet file must open
+// (its footer, which counts its rows, is read).
 func exportObservations(ctx context.Context, c *cli.Call, u, token, format, out string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -224,11 +232,33 @@ func exportObservations(ctx context.Context, c *cli.Call, u, token, format, out 
 		}
 		w = f
 	}
-	cnt := &rowCounter{csv: format == api.FormatCSV, every: progressEvery, report: func(rows, bytes int64) {
-		fmt.Fprintf(c.Stderr, "observations export: %d rows, %d bytes so far\n", rows, bytes)
-	}}
+	isParquet := format == api.FormatParquet
+	cnt := &rowCounter{csv: format == api.FormatCSV, parquet: isParquet, every: progressEvery, everyBytes: progressBytes,
+		report: func(rows, bytes int64) {
+			if isParquet {
+				fmt.Fprintf(c.Stderr, "observations export: %d bytes so far\n", bytes)
+				return
+			}
+			fmt.Fprintf(c.Stderr, "observations export: %d rows, %d bytes so far\n", rows, bytes)
+		}}
 	if _, err := io.Copy(io.MultiWriter(w, cnt), resp.Body); err != nil {
+		if isParquet {
+			return c.Failf("export observations: the transfer broke after %d bytes: %v; nothing is left at %s", cnt.bytes, redact.Error(err), dest)
+		}
 		return c.Failf("export observations: the transfer broke after %d rows: %v; nothing is left at %s", cnt.rowsDone(), redact.Error(err), dest)
+	}
+	rows := cnt.rowsDone()
+	if isParquet {
+		if !cnt.wholeParquet() {
+			return c.Failf("export observations: the body of %d bytes is not a whole Parquet file (it does not start and end with %q); nothing is left at %s", cnt.bytes, parquetMagic, dest)
+		}
+		if f != nil {
+			n, err := parquetRowCount(f, cnt.bytes)
+			if err != nil {
+				return c.Failf("export observations: the body of %d bytes is not a Parquet file: %v; nothing is left at %s", cnt.bytes, err, dest)
+			}
+			rows = n
+		}
 	}
 	if f != nil {
 		if err := f.Sync(); err != nil {
@@ -241,24 +271,64 @@ func exportObservations(ctx context.Context, c *cli.Call, u, token, format, out 
 			return c.Failf("export observations: %v", err)
 		}
 	}
-	fmt.Fprintf(c.Stderr, "observations export: %d rows, %d bytes to %s\n", cnt.rowsDone(), cnt.bytes, dest)
+	if isParquet && f == nil {
+		// The rows are counted by the footer, which went by.
+		fmt.Fprintf(c.Stderr, "observations export: %d bytes of Parquet to %s\n", cnt.bytes, dest)
+		return nil
+	}
+	fmt.Fprintf(c.Stderr, "observations export: %d rows, %d bytes to %s\n", rows, cnt.bytes, dest)
 	return nil
+}
+
+// parquetMagic starts and ends every Parquet file.
+const parquetMagic = "PAR1"
+
+// parquetRowCount reads the footer of the Parquet file f of size bytes
+// and returns how many rows it holds.
+func parquetRowCount(f *os.File, size int64) (int64, error) {
+	pf, err := parquet.OpenFile(f, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return 0, err
+	}
+	return pf.NumRows(), nil
 }
 
 // rowCounter counts the rows of an export as it passes: JSON Lines by
 // their line feeds; CSV by the record ends outside quoted fields, less
-// the header.
+// the header. A Parquet file's rows are counted by its footer: of it, the
+// counter keeps the first and last bytes, and reports progress by bytes.
 type rowCounter struct {
-	csv      bool
-	inQuotes bool
-	records  int64
-	bytes    int64
-	every    int
-	next     int64
-	report   func(rows, bytes int64)
+	csv        bool
+	parquet    bool
+	inQuotes   bool
+	records    int64
+	bytes      int64
+	every      int
+	everyBytes int64
+	next       int64
+	report     func(rows, bytes int64)
+	head, tail []byte // of a Parquet file: its first and last 4 bytes
 }
 
 func (r *rowCounter) Write(p []byte) (int, error) {
+	if r.parquet {
+		if len(r.head) < len(parquetMagic) {
+			r.head = append(r.head, p[:min(len(p), len(parquetMagic)-len(r.head))]...)
+		}
+		r.tail = append(r.tail, p[max(0, len(p)-len(parquetMagic)):]...)
+		r.tail = r.tail[max(0, len(r.tail)-len(parquetMagic)):]
+		r.bytes += int64(len(p))
+		if r.everyBytes > 0 {
+			if r.next == 0 {
+				r.next = r.everyBytes
+			}
+			if r.bytes >= r.next {
+				r.report(0, r.bytes)
+				r.next = (r.bytes/r.everyBytes + 1) * r.everyBytes
+			}
+		}
+		return len(p), nil
+	}
 	for _, b := range p {
 		switch {
 		case r.csv && b == '"':
@@ -278,6 +348,13 @@ func (r *rowCounter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// wholeParquet reports whether what passed starts and ends with the
+// Parquet magic, as a Parquet file does and one cut before its footer
+// does not.
+func (r *rowCounter) wholeParquet() bool {
+	return r.bytes >= 2*int64(len(parquetMagic)) && string(r.head) == parquetMagic && string(r.tail) == parquetMagic
 }
 
 func (r *rowCounter) rowsDone() int64 {

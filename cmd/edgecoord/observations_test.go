@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -68,8 +71,9 @@ func writeToken(t *testing.T, token string) string {
 // TestObservationsExportBinary: the real edgecoord exports a project's
 // dataset through its own API (the URL from the config, the token from a
 // file or the environment): CSV to a file of mode 0600 holding the header
-// and the selected rows, JSON Lines to standard output, refused rows only
-// with --generations all; a bad flag exits 2 and a token without the
+// and the selected rows, JSON Lines to standard output, Parquet to a file
+// (its rows counted from its footer) and to standard output, refused rows
+// only with --generations all; a bad flag exits 2 and a token without the
 // project exits 1, neither leaving a file.
 func TestObservationsExportBinary(t *testing.T) {
 	env := e2e.NewEnv(t)
@@ -142,6 +146,41 @@ func TestObservationsExportBinary(t *testing.T) {
 		t.Fatalf("jsonl row %q: %v", stdout, err)
 	}
 
+	// Parquet of the prices to a file: the rows counted from its footer.
+	pq := filepath.Join(dir, "prices.parquet")
+	stdout, stderr, code = c.CLI(t, "observations", "export", "--project", "lab", "--format", "parquet", "-o", pq, "--name", "price", "--token-file", tf)
+	if code != 0 || stdout != "" || !strings.HasSuffix(stderr, "observations export: 2 rows, "+sizeOf(t, pq)+" bytes to "+pq+"\n") {
+		t.Fatalf("parquet export: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if fi, err := os.Stat(pq); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("exported file: %v, %v", fi, err)
+	}
+	pf, err := os.Open(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	fi, _ = pf.Stat()
+	file, err := parquet.OpenFile(pf, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prows := make([]api.ParquetRow, 3)
+	n, _ := parquet.NewGenericReader[api.ParquetRow](file).Read(prows)
+	if n != 2 || prows[0].JobID != "j1" || prows[0].Value != "1280" || prows[0].PhoneSerial != "P1" ||
+		prows[0].AppVersionCode == nil || *prows[0].AppVersionCode != 420 || prows[1].JobID != "j2" || prows[1].Value != "99" {
+		t.Fatalf("parquet rows %+v", prows[:n])
+	}
+	// Parquet to standard output: the bytes of a whole file.
+	stdout, stderr, code = c.CLI(t, "observations", "export", "--project", "lab", "--format", "parquet", "--job", "j2", "--token-file", tf)
+	if code != 0 || !strings.HasPrefix(stdout, "PAR1") || !strings.HasSuffix(stdout, "PAR1") ||
+		!strings.HasSuffix(stderr, fmt.Sprintf("observations export: %d bytes of Parquet to standard output\n", len(stdout))) {
+		t.Fatalf("parquet to standard output: exit %d, %d bytes, stderr %q", code, len(stdout), stderr)
+	}
+	if f, err := parquet.OpenFile(strings.NewReader(stdout), int64(len(stdout))); err != nil || f.NumRows() != 1 {
+		t.Fatalf("parquet from standard output: %v", err)
+	}
+
 	// The refused row, with --generations all and the filters.
 	stdout, _, code = c.CLI(t, "observations", "export", "--project", "lab", "--generations", "all", "--job", "j3",
 		"--until", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--app", "com.example.shop", "--token-file", tf)
@@ -153,15 +192,15 @@ func TestObservationsExportBinary(t *testing.T) {
 	// A bad flag exits 2; a token without the project exits 1; neither
 	// leaves a file.
 	bad := filepath.Join(dir, "bad.csv")
-	_, stderr, code = c.CLI(t, "observations", "export", "--project", "lab", "--format", "parquet", "-o", bad, "--token-file", tf)
+	_, stderr, code = c.CLI(t, "observations", "export", "--project", "lab", "--format", "xlsx", "-o", bad, "--token-file", tf)
 	if code != 2 || !strings.Contains(stderr, "--format") {
-		t.Fatalf("--format parquet: exit %d, %q", code, stderr)
+		t.Fatalf("--format xlsx: exit %d, %q", code, stderr)
 	}
 	_, stderr, code = c.CLI(t, "observations", "export", "--project", "lab", "-o", bad, "--token-file", writeToken(t, other))
 	if code != 1 || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "does not cover") {
 		t.Fatalf("another project's token: exit %d, %q", code, stderr)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Fatalf("files left in the output directory: %v", entries)
 	}
 }
@@ -223,8 +262,10 @@ func TestAPIBase(t *testing.T) {
 }
 
 // TestObservationsExportProgressAndCut: a long export reports its
-// progress on standard error; a transfer cut midway exits 1 and leaves
-// neither the file nor its temporary file.
+// progress on standard error (a Parquet one by bytes, its rows counted at
+// the end from its footer); a transfer cut midway, and a Parquet body
+// that ends without its footer, exit 1 and leave neither the file nor its
+// temporary file.
 func TestObservationsExportProgressAndCut(t *testing.T) {
 	st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -250,8 +291,8 @@ func TestObservationsExportProgressAndCut(t *testing.T) {
 	}
 	seedObservations(t, st, "j1", "lab", "pc-1/boot", obs...)
 	t.Setenv(envAPIToken, secret)
-	defer func(n int) { progressEvery = n }(progressEvery)
-	progressEvery = 100
+	defer func(n int, b int64) { progressEvery, progressBytes = n, b }(progressEvery, progressBytes)
+	progressEvery, progressBytes = 100, 1000
 
 	out := filepath.Join(t.TempDir(), "o.jsonl")
 	for _, format := range []string{"csv", "jsonl"} {
@@ -273,6 +314,20 @@ func TestObservationsExportProgressAndCut(t *testing.T) {
 		}
 	}
 
+	pq := filepath.Join(t.TempDir(), "o.parquet")
+	code, _, stderr := runCLI(t, "observations", "export", "--project", "lab", "--format", "parquet", "-o", pq, "--api", srv.URL)
+	progress := regexp.MustCompile(`observations export: (\d+) bytes so far\n`).FindAllStringSubmatch(stderr, -1)
+	if code != 0 || len(progress) == 0 || !strings.HasSuffix(stderr, "observations export: 250 rows, "+sizeOf(t, pq)+" bytes to "+pq+"\n") {
+		t.Fatalf("parquet export: exit %d, %q", code, stderr)
+	}
+	for i, p := range progress {
+		var n int
+		fmt.Sscan(p[1], &n)
+		if n < (i+1)*1000 {
+			t.Fatalf("parquet export: progress %q", stderr)
+		}
+	}
+
 	// A server that cuts the transfer after some rows.
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", api.ContentTypeCSV)
@@ -284,9 +339,33 @@ func TestObservationsExportProgressAndCut(t *testing.T) {
 	}))
 	defer cut.Close()
 	dir := t.TempDir()
-	code, _, stderr := runCLI(t, "observations", "export", "--project", "lab", "-o", filepath.Join(dir, "cut.csv"), "--api", cut.URL)
+	code, _, stderr = runCLI(t, "observations", "export", "--project", "lab", "-o", filepath.Join(dir, "cut.csv"), "--api", cut.URL)
 	if code != 1 || !strings.Contains(stderr, "the transfer broke") {
 		t.Fatalf("cut transfer: exit %d, %q", code, stderr)
+	}
+	// Parquet: a cut transfer, and a body that ends whole but without the
+	// footer (a server or proxy that closed it early).
+	for _, c := range []struct {
+		name  string
+		abort bool
+		says  string
+	}{{"cut", true, "the transfer broke after 6 bytes"}, {"no footer", false, "not a whole Parquet file"}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", api.ContentTypeParquet)
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "PAR1\x15\x00")
+			w.(http.Flusher).Flush()
+			if c.abort {
+				panic(http.ErrAbortHandler)
+			}
+		}))
+		for _, out := range []string{filepath.Join(dir, "cut.parquet"), "-"} {
+			code, _, stderr = runCLI(t, "observations", "export", "--project", "lab", "--format", "parquet", "-o", out, "--api", srv.URL)
+			if code != 1 || !strings.Contains(stderr, c.says) {
+				t.Errorf("%s to %s: exit %d, %q", c.name, out, code, stderr)
+			}
+		}
+		srv.Close()
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("a cut export left %v", entries)

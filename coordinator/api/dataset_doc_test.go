@@ -65,6 +65,27 @@ func TestDatasetDoc(t *testing.T) {
 	}
 }
 
+// TestDatasetDocParquetSchema: docs/dataset.md shows the schema a Parquet
+// export has (TestObservationsParquet reads it from a file).
+func TestDatasetDocParquetSchema(t *testing.T) {
+	b, err := os.ReadFile("../../docs/dataset.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## Parquet\n")
+	if !ok {
+		t.Fatal("docs/dataset.md has no section Parquet")
+	}
+	_, block, _ := strings.Cut(sec, "```text\n")
+	block, _, _ = strings.Cut(block, "\n```")
+	if block != parquetSchemaText {
+		t.Errorf("docs/dataset.md shows the schema\n%s\nthe export's is\n%s", block, parquetSchemaText)
+	}
+	if got := api.ParquetSchema.String(); got != parquetSchemaText {
+		t.Errorf("api.ParquetSchema\n%s\nwant\n%s", got, parquetSchemaText)
+	}
+}
+
 // TestEvidenceJSON: the evidence cell of a CSV row is the JSON encoding/json
 // writes, whether written directly or, for a string that needs escaping,
 // by encoding/json.

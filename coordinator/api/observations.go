@@ -21,7 +21,7 @@ import (
 const ObservationsPattern = "/api/v1/projects/{project}/observations"
 
 // Paging of GET /api/v1/projects/{project}/observations?format=json, and
-// the pages a csv or jsonl export reads from the store.
+// the pages a streamed export (csv, jsonl, parquet) reads from the store.
 const (
 	DefaultObservationLimit = 100
 	MaxObservationLimit     = 1000
@@ -30,19 +30,21 @@ const (
 
 // Formats of the dataset.
 const (
-	FormatJSON  = "json"
-	FormatCSV   = "csv"
-	FormatJSONL = "jsonl"
+	FormatJSON    = "json"
+	FormatCSV     = "csv"
+	FormatJSONL   = "jsonl"
+	FormatParquet = "parquet"
 )
 
 // ObservationFormats are the formats the route serves, in the order its
 // errors list them.
-var ObservationFormats = []string{FormatJSON, FormatCSV, FormatJSONL}
+var ObservationFormats = []string{FormatJSON, FormatCSV, FormatJSONL, FormatParquet}
 
 // Content types of the streamed formats.
 const (
-	ContentTypeCSV   = "text/csv; charset=utf-8; header=present"
-	ContentTypeJSONL = "application/x-ndjson"
+	ContentTypeCSV     = "text/csv; charset=utf-8; header=present"
+	ContentTypeJSONL   = "application/x-ndjson"
+	ContentTypeParquet = "application/vnd.apache.parquet"
 )
 
 // ObservationColumns are the dataset's columns in their order: the CSV
@@ -284,7 +286,7 @@ func observationQuery(r *http.Request, project string) (jobstore.ObservationFilt
 	}
 	if s := q.Get("limit"); s != "" {
 		if format != FormatJSON {
-			return f, "", badParam("limit", "pages only format=json; csv and jsonl stream every row the filters select")
+			return f, "", badParam("limit", "pages only format=json; csv, jsonl and parquet stream every row the filters select")
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxObservationLimit {
@@ -329,10 +331,10 @@ func (h *Handler) listObservations(w http.ResponseWriter, r *http.Request, c Cal
 		WriteProblem(w, r, p)
 		return
 	}
-	// The formats. Another one (Parquet) plugs in here: a case that
-	// streams the same rows (ObservationView, ObservationColumns) to a
-	// writer of its own, as exportObservations does, and its name in
-	// ObservationFormats and in docs/openapi.yaml.
+	// The formats. Another one plugs in here: a case that streams the
+	// same rows (ObservationView, ObservationColumns) to a rowWriter of
+	// its own, and its name in ObservationFormats and in
+	// docs/openapi.yaml.
 	switch format {
 	case FormatJSON:
 		h.observationPage(w, r, store, f)
@@ -340,6 +342,8 @@ func (h *Handler) listObservations(w http.ResponseWriter, r *http.Request, c Cal
 		h.exportObservations(w, r, c, store, f, ContentTypeCSV, project+".csv", newCSVRows)
 	case FormatJSONL:
 		h.exportObservations(w, r, c, store, f, ContentTypeJSONL, project+".jsonl", newJSONLRows)
+	case FormatParquet:
+		h.exportObservations(w, r, c, store, f, ContentTypeParquet, project+".parquet", newParquetRows)
 	default:
 		WriteProblem(w, r, badParam("format", "%q is not supported: want %s", shortParam(format), strings.Join(ObservationFormats, ", ")))
 	}
@@ -370,11 +374,14 @@ type rowWriter interface {
 	// header writes what comes before the first row.
 	header() error
 	row(v ObservationView) error
+	// end writes what comes after the last row.
+	end() error
 }
 
 // exportObservations streams every row f selects in a format: page after
 // page from the store, each written as it comes, so that the memory it
-// holds is one page whatever the size of the set. It counts as a stream
+// holds is one page (and, for Parquet, one row group) whatever the size
+// of the set. It counts as a stream
 // of the token (api.max_streams_per_token). A failure after the first
 // byte cannot be answered with a problem: the connection is cut instead,
 // so that the client sees a broken transfer, never a short file that
@@ -410,6 +417,12 @@ func (h *Handler) exportObservations(w http.ResponseWriter, r *http.Request, c C
 	if err := out.header(); err != nil {
 		abort(err)
 	}
+	// The status and headers go out at once, before the first page of a
+	// format that writes in larger pieces (a Parquet row group).
+	if err := bw.Flush(); err != nil {
+		abort(err)
+	}
+	_ = rc.Flush()
 	n := 0
 	for {
 		for _, o := range rows {
@@ -429,6 +442,9 @@ func (h *Handler) exportObservations(w http.ResponseWriter, r *http.Request, c C
 		if rows, err = store.ListObservations(ctx, f); err != nil {
 			abort(err)
 		}
+	}
+	if err := out.end(); err != nil {
+		abort(err)
 	}
 	if err := bw.Flush(); err != nil {
 		abort(err)
@@ -450,6 +466,8 @@ func newCSVRows(w io.Writer) rowWriter { return &csvRows{w: w} }
 func (c *csvRows) header() error { return c.write(ObservationColumns) }
 
 func (c *csvRows) row(v ObservationView) error { return c.write(v.CSVRecord()) }
+
+func (c *csvRows) end() error { return nil }
 
 func (c *csvRows) write(fields []string) error {
 	c.buf = c.buf[:0]
@@ -482,3 +500,5 @@ func newJSONLRows(w io.Writer) rowWriter {
 func (j *jsonlRows) header() error { return nil }
 
 func (j *jsonlRows) row(v ObservationView) error { return j.enc.Encode(v) }
+
+func (j *jsonlRows) end() error { return nil }

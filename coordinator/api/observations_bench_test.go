@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -120,13 +125,15 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 }
 
 // BenchmarkObservationExport exports a dataset of 1,000,000 observations
-// from PostgreSQL as CSV: "api-csv" through the API's code path (GET
-// /api/v1/projects/bench/observations?format=csv over HTTP on loopback,
-// the handler reading the store a page at a time), "copy-csv" with
-// COPY (SELECT ...) TO STDOUT of the same rows and columns through pgx,
-// the database's own fastest path, as the anchor. Each reports rows/s and
-// the growth of the process's peak RSS during the export. It runs only
-// with -bench (docs/benchmarks.md, "Observation export").
+// from PostgreSQL: "api-csv" and "api-parquet" through the API's code
+// path (GET /api/v1/projects/bench/observations?format=csv or parquet
+// over HTTP on loopback, the handler reading the store a page at a time),
+// "copy-csv" with COPY (SELECT ...) TO STDOUT of the same rows and columns
+// through pgx, the database's own fastest path, as the anchor. Each
+// reports rows/s and the growth of the process's peak RSS during the
+// export; the Parquet one also its footer's size, and its rows are
+// counted from that footer. It runs only with -bench
+// (docs/benchmarks.md, "Observation export").
 func BenchmarkObservationExport(b *testing.B) {
 	dsn := testenv.Postgres(b)
 	st, err := pgstore.Open(context.Background(), dsn)
@@ -172,6 +179,36 @@ func BenchmarkObservationExport(b *testing.B) {
 		b.ReportMetric(float64(growth)/(1<<20), "peak-RSS-growth-MiB")
 	})
 
+	b.Run("api-parquet", func(b *testing.B) {
+		var growth int64
+		var footer int
+		for b.Loop() {
+			stop := peakRSS()
+			req, _ := http.NewRequest("GET", srv.URL+"/api/v1/projects/bench/observations?format=parquet", nil)
+			req.Header.Set("Authorization", "Bearer "+secret)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tail := &tailWriter{buf: make([]byte, 1<<20)}
+			_, err = io.Copy(tail, bufio.NewReaderSize(resp.Body, 64<<10))
+			resp.Body.Close()
+			growth = max(growth, stop())
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatalf("export: %d, %v", resp.StatusCode, err)
+			}
+			md, size, err := tail.footer()
+			if err != nil || md.NumRows != benchRows {
+				b.Fatalf("the footer of %d bytes of Parquet: %d rows, %v", tail.n, md.NumRows, err)
+			}
+			footer = size
+			b.SetBytes(tail.n)
+		}
+		b.ReportMetric(float64(benchRows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(float64(growth)/(1<<20), "peak-RSS-growth-MiB")
+		b.ReportMetric(float64(footer)/(1<<10), "footer-KiB")
+	})
+
 	b.Run("copy-csv", func(b *testing.B) {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, dsn)
@@ -195,4 +232,40 @@ func BenchmarkObservationExport(b *testing.B) {
 		b.ReportMetric(float64(benchRows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(growth)/(1<<20), "peak-RSS-growth-MiB")
 	})
+}
+
+// tailWriter keeps the last len(buf) bytes written to it, in a ring.
+type tailWriter struct {
+	buf []byte
+	n   int64
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	for q := p; len(q) > 0; {
+		at := int(w.n % int64(len(w.buf)))
+		c := copy(w.buf[at:], q)
+		q = q[c:]
+		w.n += int64(c)
+	}
+	return len(p), nil
+}
+
+// footer decodes the Parquet footer at the end of what was written, and
+// returns it and its size.
+func (w *tailWriter) footer() (format.FileMetaData, int, error) {
+	var md format.FileMetaData
+	kept := int(min(w.n, int64(len(w.buf))))
+	tail := make([]byte, kept)
+	for i := range tail {
+		tail[i] = w.buf[(w.n-int64(kept)+int64(i))%int64(len(w.buf))]
+	}
+	if kept < 8 || string(tail[kept-4:]) != "PAR1" {
+		return md, 0, errors.New("no Parquet magic at the end")
+	}
+	size := int(binary.LittleEndian.Uint32(tail[kept-8:]))
+	if size > kept-8 {
+		return md, size, fmt.Errorf("a footer of %d bytes: more than the %d kept", size, kept-8)
+	}
+	err := thrift.Unmarshal(new(thrift.CompactProtocol), tail[kept-8-size:kept-8], &md)
+	return md, size, err
 }

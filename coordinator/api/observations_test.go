@@ -320,7 +320,7 @@ func TestObservationsRefusals(t *testing.T) {
 	e.observe("j1", "secret-proj", "pc-1/boot", protocol.DeviceSelector{}, textObs("price", "1"))
 
 	for _, p := range []string{"secret-proj", "no-such-proj"} {
-		for _, format := range []string{"json", "csv", "jsonl"} {
+		for _, format := range []string{"json", "csv", "jsonl", "parquet"} {
 			r := e.do("GET", "/api/v1/projects/"+p+"/observations?format="+format, alice, "")
 			// The problem's instance is the caller's own path; its detail
 			// does not repeat the project.
@@ -341,8 +341,8 @@ func TestObservationsRefusals(t *testing.T) {
 		}
 		n += d.Count
 	}
-	if n != 6 {
-		t.Fatalf("%d refusals recorded, want 6: %+v", n, ds)
+	if n != 8 {
+		t.Fatalf("%d refusals recorded, want 8: %+v", n, ds)
 	}
 	if r := e.do("GET", "/api/v1/projects/lab/observations", "", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("no token: %d", r.status)
@@ -354,8 +354,9 @@ func TestObservationsRefusals(t *testing.T) {
 		t.Errorf("POST: %d", r.status)
 	}
 	for _, c := range []struct{ query, field, says string }{
-		{"?format=parquet", "format", "want json, csv, jsonl"},
+		{"?format=xml", "format", "want json, csv, jsonl, parquet"},
 		{"?format=csv&limit=10", "limit", "format=json"},
+		{"?format=parquet&limit=10", "limit", "format=json"},
 		{"?limit=0", "limit", "1 to 1000"},
 		{"?limit=1001", "limit", "1 to 1000"},
 		{"?cursor=bm9wZQ", "cursor", "next_cursor"},

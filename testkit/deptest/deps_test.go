@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,12 @@ var forbidden = []string{
 	"github.com/johannesboyne/gofakes3",
 	"github.com/chromedp/",
 	"github.com/getkin/kin-openapi",
+	// DuckDB, the independent reader of the dataset's exports
+	// (testkit/duckread): a C++ library linked through cgo, and the Arrow
+	// module it brings.
+	"github.com/duckdb/",
+	"go.duckdb.org/",
+	"github.com/apache/arrow-go/",
 }
 
 // isForbidden reports the forbidden entry pkg falls under, if any.
@@ -48,6 +55,10 @@ func TestIsForbidden(t *testing.T) {
 		"github.com/anishathalye/porcupine":                    true,
 		"github.com/edgeagent/edgeagent/coordinator":           false,
 		"github.com/edgeagent/edgeagent/coordinator/coordtest": true,
+		"github.com/duckdb/duckdb-go/v2":                       true,
+		"github.com/duckdb/duckdb-go-bindings":                 true,
+		"go.duckdb.org/libduckdb/linux-amd64":                  true,
+		"github.com/parquet-go/parquet-go":                     false,
 	} {
 		if _, got := isForbidden(pkg); got != want {
 			t.Errorf("isForbidden(%q) = %v, want %v", pkg, got, want)
@@ -56,16 +67,25 @@ func TestIsForbidden(t *testing.T) {
 }
 
 // TestShippedBinariesLinkNoTestPackages lists every package the shipped
-// binaries link, on each release platform, and fails on any test-only one.
+// binaries link, on each release platform, with cgo off as the releases
+// are built and on (as a cgo-only package such as DuckDB's would be
+// linked), and fails on any test-only one.
 func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
-	for _, goos := range []string{"linux", "windows"} {
-		pkgs := goListDeps(t, goos, shipped...)
+	for _, b := range []struct {
+		goos string
+		cgo  bool
+	}{{"linux", false}, {"windows", false}, {"linux", true}} {
+		build := "GOOS=" + b.goos
+		if b.cgo {
+			build += " CGO_ENABLED=1"
+		}
+		pkgs := goListDepsCgo(t, b.goos, b.cgo, shipped...)
 		if len(pkgs) < 50 {
-			t.Fatalf("GOOS=%s go list -deps printed %d packages; expected the full dependency list", goos, len(pkgs))
+			t.Fatalf("%s go list -deps printed %d packages; expected the full dependency list", build, len(pkgs))
 		}
 		for _, p := range pkgs {
 			if f, bad := isForbidden(p); bad {
-				t.Errorf("GOOS=%s: %s links %s (test-only: %s)", goos, strings.Join(shipped, " "), p, f)
+				t.Errorf("%s: %s links %s (test-only: %s)", build, strings.Join(shipped, " "), p, f)
 			}
 		}
 	}
@@ -75,9 +95,19 @@ func TestShippedBinariesLinkNoTestPackages(t *testing.T) {
 // module root, without cgo as the release builds).
 func goListDeps(t *testing.T, goos string, pkgs ...string) []string {
 	t.Helper()
+	return goListDepsCgo(t, goos, false, pkgs...)
+}
+
+// goListDepsCgo lists the packages pkgs link on goos, with cgo on or off.
+func goListDepsCgo(t *testing.T, goos string, cgo bool, pkgs ...string) []string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-deps"}, pkgs...)...)
 	cmd.Dir = "../.."
-	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+	cgoEnv := "CGO_ENABLED=0"
+	if cgo {
+		cgoEnv = "CGO_ENABLED=1"
+	}
+	cmd.Env = append(cmd.Environ(), "GOOS="+goos, cgoEnv)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
@@ -95,6 +125,8 @@ var coordinatorOnly = []string{
 	// The MCP endpoint (coordinator/mcp, docs/mcp.md): server and client
 	// live in one package of the SDK.
 	"github.com/modelcontextprotocol/go-sdk/",
+	// The Parquet writer of the dataset's export (docs/dataset.md).
+	"github.com/parquet-go/",
 }
 
 // TestAgentLinksNoCoordinatorOnlyPackages lists the packages edgeagent
@@ -174,5 +206,27 @@ func TestLayoutShippedApart(t *testing.T) {
 		if strings.HasPrefix(p, module+"testkit/") {
 			t.Errorf("a shipped binary links %s", p)
 		}
+	}
+}
+
+// TestDuckDBReaderLinksDuckDB checks that the forbidden DuckDB entries
+// name what the independent reader's tests (testkit/duckread) really link,
+// so that TestShippedBinariesLinkNoTestPackages guards against them.
+func TestDuckDBReaderLinksDuckDB(t *testing.T) {
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "-test", "./testkit/duckread")
+	cmd.Dir = "../.."
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -test ./testkit/duckread: %v", err)
+	}
+	var hit []string
+	for _, p := range strings.Fields(string(out)) {
+		if f, bad := isForbidden(p); bad && strings.Contains(f, "duckdb") {
+			hit = append(hit, p)
+		}
+	}
+	if !slices.Contains(hit, "github.com/duckdb/duckdb-go/v2") {
+		t.Fatalf("the tests of testkit/duckread link no DuckDB package the forbidden list names (%v); update forbidden", hit)
 	}
 }

@@ -15,6 +15,11 @@
 // starts, then frame by frame as the caller reads it: each frame's data
 // must be an Event of the document (components.schemas.Event) whose id and
 // type are the frame's.
+//
+// A Parquet file (application/vnd.apache.parquet) is checked by status,
+// headers and the document's declaring that media type, then as the
+// caller reads it, without holding it: it must start and end with the
+// Parquet magic "PAR1" (a file cut before its footer does not).
 package apitest
 
 import (
@@ -190,6 +195,21 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
+	if mt == ParquetMediaType {
+		rin.Options.ExcludeResponseBody = true
+		if err := openapi3filter.ValidateResponse(context.Background(), rin); err != nil {
+			tr.t.Errorf("openapi: the response to %s does not match docs/openapi.yaml: %v", what, err)
+		}
+		if !declares(route.Operation, resp.StatusCode, mt) {
+			tr.t.Errorf("openapi: docs/openapi.yaml declares no %s response %d to %s", mt, resp.StatusCode, what)
+		}
+		if resp.StatusCode == http.StatusOK {
+			resp.Body = &parquetChecker{body: resp.Body, report: func(format string, args ...any) {
+				tr.t.Errorf("openapi: the Parquet file of %s: "+format, append([]any{what}, args...)...)
+			}}
+		}
+		return resp, nil
+	}
 	rb, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
@@ -245,6 +265,52 @@ func (tr *Transport) checkLines(what string, op *openapi3.Operation, body io.Rea
 		tr.t.Errorf("openapi: a line of %s does not match docs/openapi.yaml: "+format, append([]any{what}, args...)...)
 	}}
 }
+
+// ParquetMediaType is the media type of an Apache Parquet file.
+const ParquetMediaType = "application/vnd.apache.parquet"
+
+// parquetMagic starts and ends every Parquet file.
+const parquetMagic = "PAR1"
+
+// declares reports whether op's response status has content of media
+// type mt.
+func declares(op *openapi3.Operation, status int, mt string) bool {
+	r := op.Responses.Status(status)
+	return r != nil && r.Value != nil && r.Value.Content.Get(mt) != nil
+}
+
+// parquetChecker passes a Parquet file through and checks, at its end,
+// that it started and ended with the Parquet magic: a file whose footer
+// is missing (cut short) does not end with it.
+type parquetChecker struct {
+	body   io.ReadCloser
+	report func(format string, args ...any)
+	head   []byte // the first bytes, up to 4
+	tail   []byte // the last bytes, up to 4
+	n      int64
+	done   bool
+}
+
+func (c *parquetChecker) Read(p []byte) (int, error) {
+	n, err := c.body.Read(p)
+	c.n += int64(n)
+	if len(c.head) < len(parquetMagic) {
+		c.head = append(c.head, p[:min(n, len(parquetMagic)-len(c.head))]...)
+	}
+	c.tail = append(c.tail, p[:n]...)
+	if len(c.tail) > len(parquetMagic) {
+		c.tail = append(c.tail[:0], c.tail[len(c.tail)-len(parquetMagic):]...)
+	}
+	if errors.Is(err, io.EOF) && !c.done {
+		c.done = true
+		if string(c.head) != parquetMagic || string(c.tail) != parquetMagic || c.n < 2*int64(len(parquetMagic)) {
+			c.report("%d bytes, starting %q and ending %q: not a whole Parquet file (it starts and ends with %q)", c.n, c.head, c.tail, parquetMagic)
+		}
+	}
+	return n, err
+}
+
+func (c *parquetChecker) Close() error { return c.body.Close() }
 
 // lineChecker passes JSON Lines through and checks each complete line.
 type lineChecker struct {

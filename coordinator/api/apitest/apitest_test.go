@@ -25,8 +25,9 @@ func (r *recorder) Errorf(format string, args ...any) {
 }
 
 // TestTransportCatchesDrift: a response the document does not describe, a
-// request it rejects that the server accepts, and an undocumented route
-// are each reported; a matching exchange is not.
+// request it rejects that the server accepts, an undocumented route, a
+// Parquet file without its footer and a Parquet file where the document
+// declares none are each reported; a matching exchange is not.
 func TestTransportCatchesDrift(t *testing.T) {
 	var status int
 	var body, ctype string
@@ -51,6 +52,9 @@ func TestTransportCatchesDrift(t *testing.T) {
 		{"refused a rejected request", "POST", "/api/v1/jobs", `{"colour": 1}`, 400, "application/problem+json", problem, ""},
 		{"error without a problem document", "GET", "/api/v1/jobs", "", 400, "application/json", problem, "not a problem document"},
 		{"undocumented route", "GET", "/api/v1/elsewhere", "", 200, "application/json", `{}`, "not in docs/openapi.yaml"},
+		{"whole parquet file", "GET", "/api/v1/projects/lab/observations?format=parquet", "", 200, ParquetMediaType, "PAR1\x15\x00PAR1", ""},
+		{"parquet file without its footer", "GET", "/api/v1/projects/lab/observations?format=parquet", "", 200, ParquetMediaType, "PAR1\x15\x00\x15", "not a whole Parquet file"},
+		{"parquet where the document has none", "GET", "/api/v1/agents", "", 200, ParquetMediaType, "PAR1PAR1", "declares no"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &recorder{TB: t}

@@ -1,0 +1,189 @@
+package api
+
+import (
+	"io"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+)
+
+// Row groups of a Parquet export: a group is written to the response once
+// it holds ParquetGroupRows rows or about ParquetGroupBytes of values,
+// whichever comes first, so that the coordinator holds one group whatever
+// the size of the set and the size of the rows (docs/dataset.md,
+// "Parquet").
+const (
+	ParquetGroupRows  = 10_000
+	ParquetGroupBytes = 16 << 20
+)
+
+// parquetBatch is how many rows are handed to the Parquet writer at once.
+const parquetBatch = 256
+
+// ParquetRow is one row of the dataset as a Parquet export writes it: the
+// columns of ObservationColumns in order, typed (docs/dataset.md,
+// "Parquet"). Integers are INT64 (bounds INT32), strings UTF-8 (STRING),
+// times TIMESTAMP(MICROS) adjusted to UTC, an unknown value null; value
+// stays the decimal string of the CSV.
+type ParquetRow struct {
+	ID             int64             `parquet:"id"`
+	Project        string            `parquet:"project,dict"`
+	JobID          string            `parquet:"job_id,dict"`
+	Generation     int64             `parquet:"generation"`
+	Owner          string            `parquet:"owner,dict"`
+	AgentID        string            `parquet:"agent_id,dict"`
+	PhoneSerial    string            `parquet:"phone_serial,dict"`
+	PhoneModel     string            `parquet:"phone_model,dict"`
+	PhoneSDK       *int64            `parquet:"phone_sdk,optional"`
+	Step           int64             `parquet:"step"`
+	Name           string            `parquet:"name,dict"`
+	Raw            string            `parquet:"raw"`
+	Value          string            `parquet:"value"`
+	Parse          string            `parquet:"parse,dict"`
+	Currency       string            `parquet:"currency,dict"`
+	Tax            string            `parquet:"tax,dict"`
+	Bounds         []int32           `parquet:"bounds,list"`
+	Selector       string            `parquet:"selector,dict"`
+	AppPackage     string            `parquet:"app_package,dict"`
+	AppVersion     string            `parquet:"app_version,dict"`
+	AppVersionCode *int64            `parquet:"app_version_code,optional"`
+	Locale         string            `parquet:"locale,dict"`
+	TimeZone       string            `parquet:"time_zone,dict"`
+	ObservedAt     *time.Time        `parquet:"observed_at,optional,timestamp(microsecond:utc)"`
+	AcceptedAt     time.Time         `parquet:"accepted_at,timestamp(microsecond:utc)"`
+	Evidence       []ParquetEvidence `parquet:"evidence,list"`
+	Accepted       bool              `parquet:"accepted"`
+	WriteEventID   int64             `parquet:"write_event_id"`
+}
+
+// ParquetEvidence is one item of a Parquet row's evidence: a struct of
+// three strings.
+type ParquetEvidence struct {
+	Name   string `parquet:"name"`
+	Key    string `parquet:"key"`
+	SHA256 string `parquet:"sha256"`
+}
+
+// ParquetSchema is the schema of a Parquet export: the message
+// "observation" of ParquetRow's columns (docs/dataset.md, "Parquet").
+var ParquetSchema = parquet.NewSchema("observation", parquet.SchemaOf(ParquetRow{}))
+
+// parquetOptions are the writer's: data pages of version 1, which every
+// Parquet reader reads, of about 64 KiB of values compressed with zstd at
+// its fastest (the default 256 KiB pages, one being filled per column,
+// doubled what an export holds; 64 KiB makes the file about 14 % larger);
+// no buffer of its own (the export's 64 KiB buffer is below it); and no
+// min/max statistics in the footer for the columns whose values may be
+// kilobytes long (raw, value, selector, evidence), so that the footer,
+// held until the end, grows by short entries per group whatever the rows
+// hold.
+func parquetOptions() []parquet.WriterOption {
+	return []parquet.WriterOption{
+		ParquetSchema,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.DataPageVersion(1),
+		parquet.PageBufferSize(64 << 10),
+		parquet.WriteBufferSize(0),
+		parquet.MaxRowsPerRowGroup(ParquetGroupRows),
+		parquet.DictionaryMaxBytes(1 << 20),
+		parquet.SkipPageBounds("raw"),
+		parquet.SkipPageBounds("value"),
+		parquet.SkipPageBounds("selector"),
+		parquet.SkipPageBounds("evidence", "list", "element", "name"),
+		parquet.SkipPageBounds("evidence", "list", "element", "key"),
+		parquet.SkipPageBounds("evidence", "list", "element", "sha256"),
+	}
+}
+
+// parquetRows writes a Parquet file: the rows in groups of at most
+// ParquetGroupRows rows and about ParquetGroupBytes of values, each
+// group written out as it closes, the footer (the schema and where each
+// group is) at the end. A file cut before its end has no footer, and no
+// Parquet reader opens it.
+type parquetRows struct {
+	w          *parquet.GenericWriter[ParquetRow]
+	batch      []ParquetRow
+	n          int // rows in batch
+	groupRows  int
+	groupBytes int
+}
+
+func newParquetRows(w io.Writer) rowWriter {
+	return &parquetRows{
+		w:     parquet.NewGenericWriter[ParquetRow](w, parquetOptions()...),
+		batch: make([]ParquetRow, parquetBatch),
+	}
+}
+
+func (p *parquetRows) header() error { return nil }
+
+func (p *parquetRows) row(v ObservationView) error {
+	r := &p.batch[p.n]
+	size := v.parquetRow(r)
+	p.n++
+	p.groupRows++
+	p.groupBytes += size
+	if p.groupRows >= ParquetGroupRows || p.groupBytes >= ParquetGroupBytes {
+		if err := p.writeBatch(); err != nil {
+			return err
+		}
+		p.groupRows, p.groupBytes = 0, 0
+		return p.w.Flush()
+	}
+	if p.n == len(p.batch) {
+		return p.writeBatch()
+	}
+	return nil
+}
+
+func (p *parquetRows) writeBatch() error {
+	if p.n == 0 {
+		return nil
+	}
+	_, err := p.w.Write(p.batch[:p.n])
+	p.n = 0
+	return err
+}
+
+func (p *parquetRows) end() error {
+	if err := p.writeBatch(); err != nil {
+		return err
+	}
+	return p.w.Close()
+}
+
+// parquetRow fills r with the row, reusing r's slices, and returns about
+// how many bytes of values it holds.
+func (v ObservationView) parquetRow(r *ParquetRow) int {
+	bounds, evidence := r.Bounds[:0], r.Evidence[:0]
+	*r = ParquetRow{
+		ID: v.ID, Project: v.Project, JobID: v.JobID, Generation: v.Generation, Owner: v.Owner, AgentID: v.AgentID,
+		PhoneSerial: v.PhoneSerial, PhoneModel: v.PhoneModel, Step: int64(v.Step), Name: v.Name, Raw: v.Raw, Value: v.Value,
+		Parse: v.Parse, Currency: v.Currency, Tax: v.Tax, Selector: v.Selector, AppPackage: v.AppPackage,
+		AppVersion: v.AppVersion, AppVersionCode: v.AppVersionCode, Locale: v.Locale, TimeZone: v.TimeZone,
+		ObservedAt: v.ObservedAt, AcceptedAt: v.AcceptedAt, Accepted: v.Accepted, WriteEventID: v.WriteEventID,
+	}
+	if v.PhoneSDK != nil {
+		n := int64(*v.PhoneSDK)
+		r.PhoneSDK = &n
+	}
+	for _, b := range v.Bounds {
+		bounds = append(bounds, int32(b)) // ±2^20 (jobstore.MaxBound)
+	}
+	r.Bounds = bounds
+	size := 8*8 + 4*4 + len(v.Project) + len(v.JobID) + len(v.Owner) + len(v.AgentID) + len(v.PhoneSerial) +
+		len(v.PhoneModel) + len(v.Name) + len(v.Raw) + len(v.Value) + len(v.Parse) + len(v.Currency) + len(v.Tax) +
+		len(v.Selector) + len(v.AppPackage) + len(v.AppVersion) + len(v.Locale) + len(v.TimeZone)
+	for _, e := range v.Evidence {
+		evidence = append(evidence, ParquetEvidence(e))
+		size += len(e.Name) + len(e.Key) + len(e.SHA256)
+	}
+	r.Evidence = evidence
+	return size
+}
+
+// ParquetEvidence and jobstore.ObservationEvidence have the same fields.
+var _ = ParquetEvidence(jobstore.ObservationEvidence{})
