@@ -381,11 +381,10 @@ type rowWriter interface {
 // exportObservations streams every row f selects in a format: page after
 // page from the store, each written as it comes, so that the memory it
 // holds is one page (and, for Parquet, one row group) whatever the size
-// of the set. It counts as a stream
-// of the token (api.max_streams_per_token). A failure after the first
-// byte cannot be answered with a problem: the connection is cut instead,
-// so that the client sees a broken transfer, never a short file that
-// looks whole.
+// of the set. It counts as a stream of the token
+// (api.max_streams_per_token). A failure after the first byte cannot be
+// answered with a problem: the connection is cut instead, so that the
+// client sees a broken transfer, never a short file that looks whole.
 func (h *Handler) exportObservations(w http.ResponseWriter, r *http.Request, c Caller, store jobstore.ObservationStore,
 	f jobstore.ObservationFilter, contentType, filename string, newRows func(io.Writer) rowWriter) {
 	release, done := h.openStream(w, r, c)

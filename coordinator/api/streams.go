@@ -20,7 +20,7 @@ const (
 // Streams bounds and tracks the long-lived requests of a process: the
 // event streams (/api/v1/events, /api/v1/jobs/{id}/events, /ui/events),
 // the long polls (?wait=) and the streamed observation exports
-// (format=csv, jsonl), at most PerToken per token and Max in all
+// (format=csv, jsonl, parquet), at most PerToken per token and Max in all
 // (api.max_streams_per_token, api.max_streams; docs/security.md,
 // "Limits of the HTTP API"). EndToken ends those of a token at once, as its revocation
 // must (docs/ui.md). One Streams serves the API and the dashboard.
