@@ -7,7 +7,8 @@
 #   MinIO       go install of the pinned server build
 #   dbus-daemon Debian package dbus-daemon (the sleep tests' private bus)
 #   Chromium    Debian package chromium (the dashboard's browser tests)
-#   CJK fonts   Debian package fonts-noto-cjk (Japanese text in those tests)
+#   CJK fonts   Debian packages fonts-noto-cjk and fontconfig (fc-list)
+#               (Japanese text in those tests)
 #   nginx       Debian package nginx (the dashboard behind a reverse proxy)
 # Safe to run again: whatever is found is left alone. Works as root, or
 # through sudo when it exists.
@@ -173,8 +174,8 @@ install_system() {
 	if [ -n "$(ja_fonts)" ]; then
 		echo "Japanese fonts: found ($(ja_fonts))"
 	else
-		echo "Japanese fonts: installing via apt-get (package fonts-noto-cjk)"
-		apt_install "Japanese fonts" fonts-noto-cjk
+		echo "Japanese fonts: installing via apt-get (packages fontconfig, fonts-noto-cjk)"
+		apt_install "Japanese fonts" fontconfig fonts-noto-cjk
 		[ -n "$(ja_fonts)" ] || die "Japanese fonts: fc-list finds none after apt-get install fonts-noto-cjk"
 		echo "Japanese fonts: installed ($(ja_fonts))"
 	fi
