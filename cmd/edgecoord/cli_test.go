@@ -66,7 +66,7 @@ func TestCommandLine(t *testing.T) {
 		{"help", []string{"help"}, 0, "Usage: edgecoord <command>", ""},
 		{"help run", []string{"help", "run"}, 0, config.DefaultCoordinatorFile, ""},
 		{"help config", []string{"help", "config"}, 0, "edgecoord config <command>", ""},
-		{"help lists an alias once", []string{"help"}, 0, "\n  serve, run       run the coordinator", ""},
+		{"help lists an alias once", []string{"help"}, 0, "\n  serve, run  ", ""},
 		{"help agent", []string{"help", "agent"}, 0, "  agent status  ask a connected agent for its status document", ""},
 		{"help agent status", []string{"help", "agent", "status"}, 0, "Usage: edgecoord agent status [flags] ID", ""},
 		{"flags after the argument", []string{"job", "show", "J", "-c", missing, "--json"}, 1, "", "edgecoord: read config: open " + missing},
