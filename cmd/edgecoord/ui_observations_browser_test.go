@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,13 @@ func TestUIObservationsBrowser(t *testing.T) {
 	tab.Do(t, "log in", chromedp.SendKeys(`form#login input[name=token]`, tok), chromedp.Click(`form#login button[type=submit]`))
 	tab.WaitJS(t, within, "the fleet after the login", `location.pathname === "/ui/fleet"`)
 
-	tab.Do(t, "open the project's observations from the header", chromedp.Click(`header a.project`))
+	// Clicked from script, found and clicked in one go: the fleet page's
+	// live updates may replace the header's nodes between a lookup and a
+	// click.
+	tab.WaitJS(t, within, "the header's project link", `!!document.querySelector("header a.project")`)
+	if !browsertest.Eval[bool](t, tab, `(() => { const a = document.querySelector("header a.project"); if (!a) return false; a.click(); return true })()`) {
+		t.Fatalf("no project link in the header\n%s", tab.Describe())
+	}
 	tab.WaitJS(t, within, "the observations page", `location.pathname === "/ui/projects/lab/observations" && !!document.querySelector("table#observations")`)
 	if n := browsertest.Eval[int](t, tab, `document.querySelectorAll("table#observations tbody tr").length`); n != 2 {
 		t.Fatalf("the observations page lists %d rows, want the price on each of the two phones\n%s", n, tab.Describe())
@@ -175,7 +182,10 @@ func TestUIObservationsBrowser(t *testing.T) {
 	tab.Screenshot(t, screenshotPath(shots, "ui-observations.png"))
 
 	first := jobOf[phones[0].Serial()]
-	tab.Do(t, "follow the job link", chromedp.Click(`table#observations tr[data-phone="`+phones[0].Serial()+`"] td.job a.job`))
+	jobLink := `table#observations tr[data-phone="` + phones[0].Serial() + `"] td.job a.job`
+	if !browsertest.Eval[bool](t, tab, `(() => { const a = document.querySelector(`+strconv.Quote(jobLink)+`); if (!a) return false; a.click(); return true })()`) {
+		t.Fatalf("no job link in the row of %s\n%s", phones[0].Serial(), tab.Describe())
+	}
 	tab.WaitJS(t, within, "the job page", `location.pathname === "/ui/jobs/`+first+`" && !!document.querySelector("table#job-observations")`)
 	row := `table#job-observations tr[data-accepted="true"]`
 	if n := browsertest.Eval[int](t, tab, `document.querySelectorAll("table#job-observations tbody tr").length`); n != 1 {
