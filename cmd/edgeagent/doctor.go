@@ -230,14 +230,24 @@ func (d *doctor) checkNATS() {
 		return
 	}
 	deadline := time.Now().Add(d.timeout)
+	// The connection's last error changes as it retries (an auth refusal
+	// may be followed by a reconnect attempt that clears it): the error
+	// seen is kept, a refusal of the credentials first of all.
+	var seen error
 	for !nc.IsConnected() && time.Now().Before(deadline) {
-		if lerr := nc.LastError(); lerr != nil && isAuthError(lerr) {
-			break
+		if e := nc.LastError(); e != nil {
+			seen = e
+			if isAuthError(e) {
+				break
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if !nc.IsConnected() {
-		lerr := nc.LastError()
+		lerr := seen
+		if e := nc.LastError(); e != nil && (lerr == nil || !isAuthError(lerr)) {
+			lerr = e
+		}
 		nc.Close()
 		switch {
 		case lerr != nil && isAuthError(lerr):

@@ -38,7 +38,7 @@ status:
   listen: %s
 `, t.TempDir(), s.ClientURL(), testenv.FreeAddr(t)))
 	// The refusal comes at once; the timeout only bounds a server that
-	// does not answer, and a loaded machine may take seconds to connect.
+	// does not answer.
 	code, out, _ := runCLI(t, "doctor", "-c", cfg, "-timeout", "30s")
 	if code != 1 || !strings.Contains(out, "[FAIL] nats") || !strings.Contains(out, "refused this agent's credentials") {
 		t.Fatalf("doctor with a wrong NATS password: exit %d\n%s", code, out)
