@@ -34,6 +34,59 @@ var surveyCatalogue = []capture.SimProduct{
 	{Name: "紅茶セット", Price: "¥3,240"},
 }
 
+// surveyLab is the survey's world: fake phones behind the real adb showing
+// the shop (version 5.2.1), the real edgecoord with the API and storage,
+// and the real edgeagent with those phones, each ready at the coordinator
+// with its facts.
+type surveyLab struct {
+	phones []*fakeadbd.Phone
+	coord  *e2e.Coordinator
+	agent  *e2e.Agent
+}
+
+// startSurveyLab starts one fake phone per options (Catalogue and
+// AppVersions filled in when empty), the coordinator id, and the agent.
+func startSurveyLab(t *testing.T, id string, opts ...fakeadbd.Options) *surveyLab {
+	t.Helper()
+	adb := testenv.StartADB(t)
+	l := &surveyLab{}
+	var devices []e2e.Phone
+	for _, o := range opts {
+		if o.Catalogue == nil {
+			o.Catalogue = surveyCatalogue
+		}
+		if o.AppVersions == nil {
+			o.AppVersions = map[string]protocol.AppVersion{capture.SimShop: {VersionName: "5.2.1", VersionCode: 521}}
+		}
+		p, err := fakeadbd.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		adb.Connect(t, p.Addr(), "device")
+		l.phones = append(l.phones, p)
+		devices = append(devices, e2e.Phone{Serial: p.Serial(), Tags: []string{"lab"}})
+	}
+	env := e2e.NewEnv(t)
+	l.coord = env.StartCoordinator(e2e.CoordinatorOptions{ID: id, API: true, Storage: true})
+	l.agent = env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices})
+	store := l.coord.Store()
+	testenv.Eventually(t, e2e.WaitTimeout, "every phone ready at the coordinator", func() bool {
+		ag, err := store.GetAgent(t.Context(), "pc-bin")
+		if err != nil {
+			return false
+		}
+		ready := 0
+		for _, d := range ag.Devices {
+			if d.State == protocol.DeviceReady && d.Facts != nil {
+				ready++
+			}
+		}
+		return ready == len(l.phones)
+	})
+	return l
+}
+
 // python3 returns the path of python3; CI fails without it.
 func python3(t *testing.T) string {
 	t.Helper()
@@ -61,38 +114,13 @@ var tapRE = regexp.MustCompile(`^tap (\d+) (\d+)$`)
 // and version, and the evidence of each.
 func TestSurveyOnTwoScreenSizes(t *testing.T) {
 	py := python3(t)
-	adb := testenv.StartADB(t)
 	sizes := [][2]int{{720, 1280}, {1440, 3040}}
-	var phones []*fakeadbd.Phone
-	var devices []e2e.Phone
+	var opts []fakeadbd.Options
 	for _, sz := range sizes {
-		p, err := fakeadbd.Start(fakeadbd.Options{Width: sz[0], Height: sz[1], Catalogue: surveyCatalogue,
-			AppVersions: map[string]protocol.AppVersion{capture.SimShop: {VersionName: "5.2.1", VersionCode: 521}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		adb.Connect(t, p.Addr(), "device")
-		phones = append(phones, p)
-		devices = append(devices, e2e.Phone{Serial: p.Serial(), Tags: []string{"lab"}})
+		opts = append(opts, fakeadbd.Options{Width: sz[0], Height: sz[1]})
 	}
-	env := e2e.NewEnv(t)
-	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "survey", API: true, Storage: true})
-	a := env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices})
-	store := c.Store()
-	testenv.Eventually(t, e2e.WaitTimeout, "both phones ready at the coordinator", func() bool {
-		ag, err := store.GetAgent(t.Context(), "pc-bin")
-		if err != nil {
-			return false
-		}
-		ready := 0
-		for _, d := range ag.Devices {
-			if d.State == protocol.DeviceReady && d.Facts != nil {
-				ready++
-			}
-		}
-		return ready == len(phones)
-	})
+	l := startSurveyLab(t, "survey", opts...)
+	phones, c, a := l.phones, l.coord, l.agent
 	tok := c.Token(t, "surveyor", "lab", "read,submit")
 
 	out := filepath.Join(t.TempDir(), "prices.csv")

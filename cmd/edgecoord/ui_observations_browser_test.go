@@ -15,9 +15,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
-	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/browsertest"
-	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -61,11 +59,9 @@ func imagesDecoded(sel string) string {
 // pages (docs/images with EDGE_UPDATE_SCREENSHOTS=1).
 func TestUIObservationsBrowser(t *testing.T) {
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
-	adb := testenv.StartADB(t)
 	prices := []string{"税込 1,408円 (税抜 1,280円)", "税込 1,512円 (税抜 1,400円)"}
 	values := []string{"1408", "1512"}
-	var phones []*fakeadbd.Phone
-	var devices []e2e.Phone
+	var opts []fakeadbd.Options
 	for i, price := range prices {
 		catalogue := append([]capture.SimProduct(nil), surveyCatalogue...)
 		for j := range catalogue {
@@ -73,33 +69,11 @@ func TestUIObservationsBrowser(t *testing.T) {
 				catalogue[j].Price = price
 			}
 		}
-		p, err := fakeadbd.Start(fakeadbd.Options{Model: []string{"Pixel 7", "Galaxy S23"}[i], Width: 720, Height: 1280 + 640*i, Catalogue: catalogue,
-			AppVersions: map[string]protocol.AppVersion{capture.SimShop: {VersionName: "5.2.1", VersionCode: 521}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		adb.Connect(t, p.Addr(), "device")
-		phones = append(phones, p)
-		devices = append(devices, e2e.Phone{Serial: p.Serial(), Tags: []string{"lab"}})
+		opts = append(opts, fakeadbd.Options{Model: []string{"Pixel 7", "Galaxy S23"}[i], Width: 720, Height: 1280 + 640*i, Catalogue: catalogue})
 	}
-	env := e2e.NewEnv(t)
-	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "ui-obs", API: true, Storage: true})
-	a := env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices})
+	sl := startSurveyLab(t, "ui-obs", opts...)
+	phones, c, a := sl.phones, sl.coord, sl.agent
 	store := c.Store()
-	testenv.Eventually(t, e2e.WaitTimeout, "both phones ready at the coordinator", func() bool {
-		ag, err := store.GetAgent(t.Context(), "pc-bin")
-		if err != nil {
-			return false
-		}
-		ready := 0
-		for _, d := range ag.Devices {
-			if d.State == protocol.DeviceReady && d.Facts != nil {
-				ready++
-			}
-		}
-		return ready == len(phones)
-	})
 	tok := c.Token(t, "surveyor", "lab", "read,submit")
 
 	// The example job file, posted as it is: one job per phone.

@@ -68,12 +68,7 @@ func refusedRoom(n, max string) string {
 // no more than $6 refused rows with them. It returns whether the result
 // was accepted.
 var observedCommitSQL = `
-	WITH upd AS (
-		UPDATE jobs
-		SET status = 'SUCCEEDED', result = $4, completed_by = $3, updated_at = clock_timestamp()
-		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
-		RETURNING id
-	), ev AS (
+	WITH ` + commitUpdCTE + `, ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
 		SELECT $1, '` + jobstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 		RETURNING id, at, accepted

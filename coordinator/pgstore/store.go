@@ -405,16 +405,21 @@ func (s *Store) Renew(ctx context.Context, tok fencing.Token, ttl time.Duration)
 // commitSQL is the fenced result write of docs/design.md ("Token rules",
 // rule 2), with the attempt recorded by the same statement.
 const commitSQL = `
-	WITH upd AS (
-		UPDATE jobs
-		SET status = 'SUCCEEDED', result = $4, completed_by = $3, updated_at = clock_timestamp()
-		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
-		RETURNING id
-	), ev AS (
+	WITH ` + commitUpdCTE + `, ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted)
 		SELECT $1, '` + jobstore.VerbResult + `', $3, $2, EXISTS (SELECT 1 FROM upd)
 	)
 	SELECT EXISTS (SELECT 1 FROM upd)`
+
+// commitUpdCTE is the fence of every result write: the job is SUCCEEDED
+// only when $1's current generation is $2, held by $3, IN_PROGRESS; $4 is
+// the result. The statements that use it name it upd.
+const commitUpdCTE = `upd AS (
+		UPDATE jobs
+		SET status = 'SUCCEEDED', result = $4, completed_by = $3, updated_at = clock_timestamp()
+		WHERE id = $1 AND lease_generation = $2 AND worker_id = $3 AND status = 'IN_PROGRESS'
+		RETURNING id
+	)`
 
 // Commit accepts a result for the current token: status SUCCEEDED.
 func (s *Store) Commit(ctx context.Context, tok fencing.Token, result json.RawMessage) error {

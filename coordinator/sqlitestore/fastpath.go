@@ -40,26 +40,33 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 		if !accepted {
 			return refusal(ctx, tx, tok.JobID)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT key FROM artifacts WHERE job_id = ? AND generation = ? ORDER BY created_at, rowid`,
-			tok.JobID, tok.Generation)
-		if err != nil {
-			return err
-		}
-		keys = []string{}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, k)
-		}
-		return errors.Join(rows.Err(), rows.Close())
+		keys, err = manifestKeys(ctx, tx, tok)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
 	}
 	return keys, nil
+}
+
+// manifestKeys reads the keys of the artifacts registered under tok, in
+// the order they were registered: the manifest of an accepted result.
+func manifestKeys(ctx context.Context, tx *sql.Tx, tok fencing.Token) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT key FROM artifacts WHERE job_id = ? AND generation = ? ORDER BY created_at, rowid`,
+		tok.JobID, tok.Generation)
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, errors.Join(rows.Err(), rows.Close())
 }
 
 // QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).

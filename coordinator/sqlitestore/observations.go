@@ -58,21 +58,8 @@ func (s *Store) CommitObserved(ctx context.Context, tok fencing.Token, c jobstor
 				return fmt.Errorf("write outbox %s: %w", c.OutboxKey, err)
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT key FROM artifacts WHERE job_id = ? AND generation = ? ORDER BY created_at, rowid`,
-			tok.JobID, tok.Generation)
-		if err != nil {
-			return err
-		}
-		keys = []string{}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, k)
-		}
-		return errors.Join(rows.Err(), rows.Close())
+		keys, err = manifestKeys(ctx, tx, tok)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
