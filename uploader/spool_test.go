@@ -168,8 +168,10 @@ func TestSpoolStopAbortsMultipart(t *testing.T) {
 			m := newMetrics(t)
 			s3, f := faultyS3(t, srv, m, func(o *S3Options) { o.Parallelism = 2 })
 			spool := newSpool(t, s3, m, func(o *SpoolOptions) {
-				// Long enough that the stop comes while it waits.
-				o.Retry = RetryPolicy{Initial: time.Minute}
+				// Long enough that the stop comes while it waits; the
+				// give-up time lies far beyond the wait, so however long
+				// the failed attempt took, the spool waits and never gives up.
+				o.Retry, o.GiveUpAfter = RetryPolicy{Initial: time.Minute}, time.Hour
 			})
 			ctx, cancel := context.WithCancelCause(testCtx(t))
 			defer cancel(nil)
