@@ -42,9 +42,9 @@ func moveToDays(t *testing.T, dsn string, day1, day2 time.Time) {
 	}
 }
 
-// exportedCount is the sum of observation_exports_total{outcome} on the
-// coordinator's /metrics.
-func exportedCount(t *testing.T, c *e2e.Coordinator, outcome string) int {
+// metric is the value of the sample series (a name with its labels, as
+// /metrics writes it) on the coordinator's /metrics, 0 when absent.
+func metric(t *testing.T, c *e2e.Coordinator, series string) int {
 	t.Helper()
 	resp, err := http.Get("http://" + c.MetricsAddr + "/metrics")
 	if err != nil {
@@ -52,7 +52,7 @@ func exportedCount(t *testing.T, c *e2e.Coordinator, outcome string) int {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^observation_exports_total\{outcome="` + outcome + `"\} (\d+)$`).FindSubmatch(body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\d+)$`).FindSubmatch(body)
 	if m == nil {
 		return 0
 	}
@@ -65,12 +65,14 @@ func exportedCount(t *testing.T, c *e2e.Coordinator, outcome string) int {
 // project whose observations were accepted over two past days: each day
 // becomes one partition exports/lab/date=YYYY-MM-DD/ of Parquet files of
 // at most exports.file_rows rows and a manifest, written once between
-// them (one claim, attempt 1; observation_exports_total{outcome="written"}
-// counts two over both). DuckDB, reading the downloaded partition
-// directory with hive partitioning, finds every accepted row of the store
-// (the stale holder's refused row in neither partition), the columns of
-// the API's Parquet export plus the partition's date, each row under the
-// date of its accepted_at, and the values and provenance the store holds.
+// them (one claim, attempt 1; over both coordinators
+// observation_exports_total{outcome="written"} counts two and
+// observation_export_rows_total their rows). DuckDB, reading the
+// downloaded partition directory with hive partitioning, finds every
+// accepted row of the store (the stale holder's refused row in neither
+// partition), the columns of the API's Parquet export plus the
+// partition's date, each row under the date of its accepted_at, and the
+// values and provenance the store holds.
 func TestDuckDBReadsBucketExports(t *testing.T) {
 	env := e2e.NewEnv(t)
 	extra := "exports: {every: 1s, after: 1h, file_rows: 5000}\n"
@@ -112,9 +114,13 @@ func TestDuckDBReadsBucketExports(t *testing.T) {
 			return err == nil
 		})
 	}
+	written := `observation_exports_total{outcome="` + coordinator.ExportWritten + `"}`
 	testenv.Eventually(t, e2e.WaitTimeout, "two partitions counted written", func() bool {
-		return exportedCount(t, ca, coordinator.ExportWritten)+exportedCount(t, cb, coordinator.ExportWritten) == 2
+		return metric(t, ca, written)+metric(t, cb, written) == 2
 	})
+	if n := metric(t, ca, "observation_export_rows_total") + metric(t, cb, "observation_export_rows_total"); n != len(want1)+len(want2) {
+		t.Errorf("observation_export_rows_total: %d over both coordinators, want %d", n, len(want1)+len(want2))
+	}
 	parts, err := st.ExportPartitions(t.Context(), "lab", 10)
 	if err != nil || len(parts) != 2 {
 		t.Fatalf("partitions: %+v, %v", parts, err)
