@@ -22,6 +22,7 @@ var registryTests = []struct {
 }{
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForFactSelectors", testClaimForFactSelectors},
+	{"ClaimForAppSelectors", testClaimForAppSelectors},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},
