@@ -75,9 +75,9 @@ const appsMatch = `NOT EXISTS (
 
 // imeMatch: the phone dev can type job j's text: it is not known to lack
 // the input method, or j has no text step beyond printable ASCII
-// (protocol.Task.NeedsIME).
+// (protocol.Task.NeedsIME). A session's job may have no steps (null).
 const imeMatch = `(dev.ime IS NOT false OR NOT EXISTS (
-			SELECT 1 FROM jsonb_array_elements(j.task->'steps') s
+			SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(j.task->'steps') WHEN 'array' THEN j.task->'steps' ELSE '[]'::jsonb END) s
 			WHERE s->>'op' = '` + protocol.OpText + `' AND s->>'text' ~ '[^\x20-\x7e]'))`
 
 const canRun = `($7::boolean OR NOT j.task->'steps' @> '[{"effect": {}}]'::jsonb)`

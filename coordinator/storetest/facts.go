@@ -150,3 +150,20 @@ func testClaimForAppSelectors(t *testing.T, s sqlstore.Lab) {
 		}
 	}
 }
+
+// testClaimSessionWithoutIME: a session's interactive job, which has no
+// steps, is granted on a phone whose facts tell it lacks the input method
+// for text beyond ASCII (it has no text to type yet).
+func testClaimSessionWithoutIME(t *testing.T, s sqlstore.Lab) {
+	if _, err := s.Submit(t.Context(), jobstore.JobSpec{ID: "session-no-ime", Task: protocol.Task{Interactive: true}, AllowInteractive: true}); err != nil {
+		t.Fatal(err)
+	}
+	dev := protocol.Device{Serial: "NOIME", State: protocol.DeviceReady, Facts: &protocol.PhoneFacts{SDK: 33, ReadAtUnixMilli: 1}}
+	if ok, known := dev.TypesUnicode(); ok || !known {
+		t.Fatalf("the phone should be known to lack the input method: %v %v", ok, known)
+	}
+	l, err := claimFor(t, s, ownerA, 1, dev)
+	if err != nil || l.Token.JobID != "session-no-ime" || l.Device != "NOIME" {
+		t.Fatalf("claim: %v on %q, %v; want the session's job", l.Token, l.Device, err)
+	}
+}

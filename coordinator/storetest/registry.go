@@ -23,6 +23,7 @@ var registryTests = []struct {
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForFactSelectors", testClaimForFactSelectors},
 	{"ClaimForAppSelectors", testClaimForAppSelectors},
+	{"ClaimSessionWithoutIME", testClaimSessionWithoutIME},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},
