@@ -116,8 +116,9 @@ func (s DeviceSelector) describeFacts() []string {
 
 // Validate reports the first fact limit of s that cannot be met by any
 // phone: a battery level outside 1–100, a temperature outside 1–150 °C, a
-// negative number, min_sdk above max_sdk, or an app requirement that is
-// not a package name and a requirement ParseAppRequirement reads.
+// negative number, min_sdk above max_sdk, more than MaxAppRequirements
+// apps, or an app whose key is not a package name or whose requirement
+// ParseAppRequirement refuses.
 func (s DeviceSelector) Validate() error {
 	switch {
 	case s.MinBattery < 0 || s.MinBattery > 100:
