@@ -685,6 +685,10 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		replyError(m, protocol.CodeBadRequest, "invalid task: "+err.Error())
 		return
 	}
+	if err := checkAPKDownloads(as); err != nil {
+		replyError(m, protocol.CodeBadRequest, err.Error())
+		return
+	}
 	if as.LeaseTTLMS <= 0 {
 		replyError(m, protocol.CodeBadRequest, "lease_ttl_ms must be positive")
 		return
@@ -747,6 +751,10 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		return
 	}
 	j := newJob(a, a.jobsCtx, as.Token, ttl, as.Task, time.Duration(as.DeadlineMS)*time.Millisecond)
+	if len(as.APKs) > 0 {
+		// install_app steps fetch their APKs from the assign's URLs.
+		j.work = capture.WithAPKFetcher(j.work, newAPKFetcher(as.APKs))
+	}
 	a.jobs[as.Token.JobID] = j
 	a.notifyLocked()
 	a.metrics.jobsRunning.Set(float64(len(a.jobs)))

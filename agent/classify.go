@@ -39,6 +39,11 @@ func classify(err error) (class, cause string) {
 		return protocol.FailClassJob, protocol.CauseElementNotFound
 	case errors.Is(err, capture.ErrExtract):
 		return protocol.FailClassJob, protocol.CauseExtractFailed
+	case errors.Is(err, capture.ErrAPKDownload):
+		// The bucket or the network: another attempt may get it whole.
+		return protocol.FailClassInfrastructure, protocol.CauseAPKDownload
+	case errors.Is(err, capture.ErrInstall):
+		return protocol.FailClassJob, protocol.CauseInstallFailed
 	case errors.Is(err, capture.ErrInvalidStep):
 		return protocol.FailClassJob, protocol.CauseInvalidStep
 	}

@@ -148,6 +148,8 @@ func (l *OpLog) Params(s protocol.Step) map[string]any {
 		}
 	case protocol.OpRotate:
 		p["orientation"] = s.Orientation
+	case protocol.OpInstallApp:
+		p["apk"] = s.APK
 	case protocol.OpLongPress:
 		if s.Element == nil {
 			p["x"], p["y"] = s.X, s.Y

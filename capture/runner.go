@@ -281,6 +281,8 @@ func (r *Runner) exec(ctx context.Context, seq int, s protocol.Step) ([]Artifact
 		return nil, d.ClearData(ctx, s.Package)
 	case protocol.OpRotate:
 		return nil, d.Rotate(ctx, s.Orientation)
+	case protocol.OpInstallApp:
+		return nil, r.installApp(ctx, s)
 	case protocol.OpScreenshot:
 		return r.capture(s.Name, "screenshot", seq, ".png", ContentTypePNG, func() ([]byte, error) { return d.Screenshot(ctx) })
 	case protocol.OpUIDump:

@@ -318,7 +318,17 @@ func (s *Server) sendAssign(ctx context.Context, agentID string, lease jobstore.
 	rctx, cancel := context.WithTimeout(ctx, s.opts.AssignTimeout)
 	defer cancel()
 	freed := s.freeReports(agentID)
-	if err := natsrpc.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{}); err != nil {
+	// The APKs of install_app steps travel as presigned GETs: the agent
+	// needs no storage credentials to fetch them.
+	apks, err := s.apkDownloads(rctx, lease.Task, msg.DeadlineMS)
+	msg.APKs = apks
+	if err == nil {
+		err = natsrpc.Request(rctx, s.nc, protocol.AgentSubject(agentID, protocol.VerbAssign), msg, &protocol.Ack{})
+	} else if errors.Is(err, errNoAPKDownload) {
+		// Not sent: no agent could run the job (a 400 from the agent).
+		err = fmt.Errorf("%w: %w", protocol.ErrBadRequest, err)
+	}
+	if err != nil {
 		log.Warn().Err(err).Str("agent_id", agentID).Str("device", lease.Device).Msg("assign not accepted; releasing")
 		s.metrics.assignFailures.Inc()
 		// Release even when the assign ended because the coordinator is

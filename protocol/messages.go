@@ -37,6 +37,9 @@ const (
 	OpAssert      = "assert"
 	OpScrollUntil = "scroll_until"
 	OpExtract     = "extract"
+	// OpInstallApp installs the APK the operator stored with the hash
+	// Step.APK (docs/protocol.md section 5, Task and steps).
+	OpInstallApp = "install_app"
 )
 
 // Orientations of a rotate step (Step.Orientation). Portrait is the
@@ -105,6 +108,9 @@ type Step struct {
 	// job (element_not_found; the default). false records nothing and
 	// goes on.
 	Required *bool `json:"required,omitempty"`
+	// APK, on an install_app step, is the SHA-256 (64 lowercase hex
+	// digits) of an APK stored with edgecoord apk add.
+	APK string `json:"apk,omitempty"`
 }
 
 // Task is what a job does: steps run in order on one phone.
@@ -341,6 +347,9 @@ type Assign struct {
 	// job when that much time has passed since it received the assign, as
 	// if revoked, and reports fail with cause "deadline". 0: no deadline.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// APKs are where to download the APKs the task's install_app steps
+	// name, one per distinct hash (Task.APKs), each a presigned GET.
+	APKs []APKDownload `json:"apks,omitempty"`
 }
 
 // Renew extends a lease.
@@ -439,6 +448,8 @@ const (
 	CauseExtractFailed      = "extract_failed"      // an extracted value could not be read as asked
 	CauseStepFailed         = "step_failed"         // any other step error
 	CauseNeedsDecision      = "needs_decision"      // an effect step is in doubt: a person decides
+	CauseInstallFailed      = "install_failed"      // the phone refused an APK, or installed another versionCode
+	CauseAPKDownload        = "apk_download_failed" // an install_app step's APK could not be downloaded intact
 )
 
 // Revoke tells an agent to stop a job at once.

@@ -72,6 +72,10 @@ func (s Step) Validate() error {
 		if !slices.Contains(Orientations, s.Orientation) {
 			return fmt.Errorf("orientation: %q is not one of %s", s.Orientation, strings.Join(Orientations, ", "))
 		}
+	case OpInstallApp:
+		if err := ValidateAPKHash(s.APK); err != nil {
+			return fmt.Errorf("apk: %w", err)
+		}
 	case OpWait, OpScreenshot, OpUIDump, OpRecordStart, OpRecordStop, OpWake, OpUnlock:
 	case "":
 		return fmt.Errorf("op: missing")

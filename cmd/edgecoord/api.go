@@ -41,6 +41,7 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 		Rate:         float64(cfg.API.Rate),
 		Burst:        cfg.API.Burst,
 		Log:          log,
+		APKs:         d.Server().APKBucket(),
 	}
 }
 

@@ -60,6 +60,7 @@ func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Co
 	cmds = append(cmds, m.effectCommands()...)
 	cmds = append(cmds, m.tokenCommands()...)
 	cmds = append(cmds, m.observationCommands()...)
+	cmds = append(cmds, m.apkCommands()...)
 	cmds = append(cmds,
 		cli.ValidateCommand(config.DefaultCoordinatorFile, config.LoadCoordinator),
 		cli.VersionCommand(version),

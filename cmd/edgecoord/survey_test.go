@@ -40,6 +40,7 @@ var surveyCatalogue = []capture.SimProduct{
 // with its facts.
 type surveyLab struct {
 	phones []*fakeadbd.Phone
+	env    *e2e.Env
 	coord  *e2e.Coordinator
 	agent  *e2e.Agent
 }
@@ -47,6 +48,13 @@ type surveyLab struct {
 // startSurveyLab starts one fake phone per options (Catalogue and
 // AppVersions filled in when empty), the coordinator id, and the agent.
 func startSurveyLab(t *testing.T, id string, opts ...fakeadbd.Options) *surveyLab {
+	t.Helper()
+	return startLab(t, id, e2e.AgentOptions{}, opts...)
+}
+
+// startLab is startSurveyLab with the agent's options (its adb and phones
+// are the lab's).
+func startLab(t *testing.T, id string, ao e2e.AgentOptions, opts ...fakeadbd.Options) *surveyLab {
 	t.Helper()
 	adb := testenv.StartADB(t)
 	l := &surveyLab{}
@@ -68,8 +76,10 @@ func startSurveyLab(t *testing.T, id string, opts ...fakeadbd.Options) *surveyLa
 		devices = append(devices, e2e.Phone{Serial: p.Serial(), Tags: []string{"lab"}})
 	}
 	env := e2e.NewEnv(t)
+	l.env = env
 	l.coord = env.StartCoordinator(e2e.CoordinatorOptions{ID: id, API: true, Storage: true})
-	l.agent = env.StartAgent(e2e.AgentOptions{ADB: adb, Phones: devices})
+	ao.ADB, ao.Phones = adb, devices
+	l.agent = env.StartAgent(ao)
 	store := l.coord.Store()
 	testenv.Eventually(t, e2e.WaitTimeout, "every phone ready at the coordinator", func() bool {
 		ag, err := store.GetAgent(t.Context(), "pc-bin")

@@ -104,6 +104,11 @@ type Options struct {
 	// Streams bounds the event streams and long polls (per token, in
 	// all) and ends those of a revoked token; nil: defaults, not shared.
 	Streams *Streams
+	// APKs, when set, keeps the APKs added with POST /api/v1/apks (the
+	// coordinator's bucket); nil answers that route 501.
+	APKs coordinator.APKBucket
+	// MaxAPKBytes bounds an APK's body; default protocol.MaxAPKSize.
+	MaxAPKBytes int64
 	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
 	// (docs/mcp.md) for tokens with scope read; its tools check the other
 	// scopes and the projects themselves.
@@ -121,6 +126,8 @@ type Handler struct {
 	mux   *http.ServeMux
 	lim   *limiters
 	now   func() time.Time
+	// apkSlot lets one APK upload run at a time.
+	apkSlot chan struct{}
 }
 
 // apiStore is the store with the API's tables.
@@ -147,13 +154,17 @@ func New(opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxAPKBytes <= 0 || opts.MaxAPKBytes > protocol.MaxAPKSize {
+		opts.MaxAPKBytes = protocol.MaxAPKSize
+	}
 	if opts.Streams == nil {
 		opts.Streams = &Streams{}
 	}
 	h := &Handler{
 		opts: opts, store: st, log: opts.Log, now: opts.Now,
-		lim: &limiters{rate: rate.Limit(opts.Rate), burst: opts.Burst, m: map[int64]*rate.Limiter{}},
-		mux: http.NewServeMux(),
+		lim:     &limiters{rate: rate.Limit(opts.Rate), burst: opts.Burst, m: map[int64]*rate.Limiter{}},
+		mux:     http.NewServeMux(),
+		apkSlot: make(chan struct{}, 1),
 	}
 	h.routes()
 	return h, nil
@@ -201,6 +212,10 @@ func (h *Handler) routes() {
 	h.handleAny("/api/v1/sessions/", jobstore.ScopeRead, sessions)
 	h.handleAny(MCPPath, jobstore.ScopeRead, h.mount("mcp", h.opts.MCP))
 	h.handle(ObservationsPattern, route{http.MethodGet: {jobstore.ScopeRead, h.listObservations}})
+	h.handle("/api/v1/apks", route{
+		http.MethodGet:  {jobstore.ScopeRead, h.listAPKs},
+		http.MethodPost: {jobstore.ScopeAdmin, h.addAPK},
+	})
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})

@@ -137,6 +137,9 @@ func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitO
 		field, _ := splitField(err.Error())
 		return nil, "", &SubmitError{Field: field, Err: err}
 	}
+	if err := checkAPKs(ctx, store, spec.Task); err != nil {
+		return nil, "", err
+	}
 	if !req.FanOut {
 		return []jobstore.JobSpec{spec}, "", nil
 	}
@@ -243,4 +246,30 @@ func Submit(ctx context.Context, store jobstore.Store, req JobRequest, o SubmitO
 		return Batch{}, err
 	}
 	return Batch{ID: batch, Jobs: jobs}, nil
+}
+
+// checkAPKs refuses an install_app step whose APK is not stored, naming
+// the step (steps[i].apk). Without a store (Check) it checks nothing.
+func checkAPKs(ctx context.Context, store jobstore.Store, task protocol.Task) error {
+	if store == nil || len(task.APKs()) == 0 {
+		return nil
+	}
+	as, ok := store.(jobstore.APKStore)
+	for i, st := range task.Steps {
+		if st.Op != protocol.OpInstallApp {
+			continue
+		}
+		field := fmt.Sprintf("steps[%d].apk", i)
+		if !ok {
+			return submitErr(field, "this coordinator's store keeps no APKs")
+		}
+		_, err := as.GetAPK(ctx, st.APK)
+		if errors.Is(err, jobstore.ErrAPKNotFound) {
+			return submitErr(field, "no APK %s is stored (add it with edgecoord apk add)", st.APK)
+		}
+		if err != nil {
+			return fmt.Errorf("check %s: %w", field, err)
+		}
+	}
+	return nil
 }

@@ -699,6 +699,9 @@ func CheckSteps(steps []Step) error {
 		if st.Effect != nil {
 			return inputErr(field+".effect", "effect steps are not run in sessions; submit them as a job (docs/effects.md)")
 		}
+		if st.Op == protocol.OpInstallApp {
+			return inputErr(field+".op", "install_app is not run in sessions; submit it as a job (docs/api.md, APKs)")
+		}
 		switch {
 		case st.Op == protocol.OpWait && st.DurationMS > MaxWaitStepMS:
 			return inputErr(field+".duration_ms", "%d is more than %d, the longest wait one step may take", st.DurationMS, MaxWaitStepMS)

@@ -601,3 +601,22 @@ func Int(row Row, format string, args ...any) (int64, error) {
 	}
 	return n, nil
 }
+
+// APKColumns are the columns ScanAPK reads, in its order.
+const APKColumns = `sha256, size, package, version_code, version_name, added_at, added_by`
+
+// ScanAPK reads a stored APK (APKColumns).
+func ScanAPK[T any](row Row, times Times[T]) (jobstore.APKRecord, error) {
+	var (
+		a     jobstore.APKRecord
+		added T
+	)
+	if err := row.Scan(&a.SHA256, &a.Size, &a.Package, &a.VersionCode, &a.VersionName, &added, &a.AddedBy); err != nil {
+		return jobstore.APKRecord{}, err
+	}
+	var err error
+	if a.AddedAt, err = times(added); err != nil {
+		return jobstore.APKRecord{}, err
+	}
+	return a, nil
+}

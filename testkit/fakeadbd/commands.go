@@ -307,7 +307,7 @@ func (p *Phone) pm(out, errw io.Writer, args []string) int {
 		}
 		return 0
 	}
-	fmt.Fprintln(errw, "usage: pm path PACKAGE | pm clear PACKAGE | pm list packages [FILTER]")
+	fmt.Fprintln(errw, "usage: pm path PACKAGE | pm clear PACKAGE | pm install [-r] [-d] PATH | pm list packages [FILTER]")
 	return 1
 }
 

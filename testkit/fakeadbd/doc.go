@@ -7,7 +7,9 @@
 // in flight per stream until its OKAY, and runs the services an agent uses:
 // shell: (protocol v1), shell,v2 (with exit codes), exec: and sync: (STAT,
 // RECV, SEND, DONE, QUIT). Behind them a tiny shell runs screencap (raw and
-// -p), uiautomator dump, input, monkey, pm (path, clear, list packages),
+// -p), uiautomator dump, input, monkey, pm (path, clear, list packages, and
+// install of an APK pushed with sync, made by capture.SimAPK, after which
+// dumpsys package reports its versionCode),
 // am (start of a VIEW intent, force-stop, the ADB_INPUT_B64 broadcast of
 // the ADBKeyboard input method), wm dismiss-keyguard, ime (list, enable,
 // set), settings (get, put; user_rotation turns the screen), screenrecord

@@ -119,8 +119,9 @@ type Phone struct {
 	imeEnabled map[string]bool
 	imeCurrent string
 	imeTexts   []string
-	settings   map[string]string // "namespace key" → value
-	fault      faults            // hang.go
+	settings   map[string]string     // "namespace key" → value
+	installs   []protocol.AppVersion // pm install (install.go)
+	fault      faults                // hang.go
 }
 
 // Start listens on a free loopback port outside 5555-5585 (the range the
@@ -834,7 +835,17 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 	case "monkey":
 		return p.monkey(ctx, env, args[1:])
 	case "pm":
+		if safeArg(args, 1) == "install" {
+			return p.pmInstall(env, args[2:])
+		}
 		return p.pm(out, errw, args[1:])
+	case "cmd":
+		// cmd package is the package manager's other door.
+		if safeArg(args, 1) == "package" && safeArg(args, 2) == "install" {
+			return p.pmInstall(env, args[3:])
+		}
+		fmt.Fprintf(errw, "cmd: Can't find service: %s\n", safeArg(args, 1))
+		return 20
 	case "am":
 		if !p.sleep(env.st, p.opts.InputDelay) {
 			return 130
