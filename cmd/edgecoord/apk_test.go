@@ -143,13 +143,16 @@ func TestInstallAppBinary(t *testing.T) {
 		t.Fatalf("the mislabelled APK's job: %q, attempts %+v", j.FailReason, j.AttemptEnds)
 	}
 
-	next, nextSum := writeAPK("shop-540.apk", capture.SimAPK(protocol.AppVersion{Package: capture.SimShop, VersionCode: 540}))
+	nextAPK := capture.SimAPK(protocol.AppVersion{Package: capture.SimShop, VersionCode: 540})
+	next, nextSum := writeAPK("shop-540.apk", nextAPK)
 	if _, errOut, code := cli("apk", "add", next, "--package", capture.SimShop, "--version-code", "540"); code != 0 {
 		t.Fatalf("apk add: exit %d, %s", code, errOut)
 	}
-	// The stored object is replaced behind the coordinator's back.
+	// The stored object is corrupted behind the coordinator's back: one
+	// byte flipped, the size kept.
 	mio := l.env.MinIO()
-	forged := capture.SimAPK(protocol.AppVersion{Package: capture.SimShop, VersionCode: 666})
+	forged := bytes.Clone(nextAPK)
+	forged[len(forged)/2] ^= 0xff
 	if _, err := mio.Client(t).PutObject(t.Context(), mio.Bucket, protocol.APKObjectKey(nextSum), bytes.NewReader(forged), int64(len(forged)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
