@@ -76,6 +76,8 @@ func TestCommandLine(t *testing.T) {
 		{"job -h", []string{"job", "-h"}, 0, "  job cancel", ""},
 		{"agent --help", []string{"agent", "--help"}, 0, "Usage: edgecoord agent <command>", ""},
 		{"effect --help", []string{"effect", "--help"}, 0, "Usage: edgecoord effect <command>", ""},
+		{"help apk", []string{"help", "apk"}, 0, "  apk add   store an APK in the coordinator's bucket for install_app steps", ""},
+		{"help apk add", []string{"help", "apk", "add"}, 0, "Usage: edgecoord apk add [flags] FILE", ""},
 		{"config --help", []string{"config", "--help"}, 0, "Usage: edgecoord config <command>", ""},
 		{"job help", []string{"job", "help"}, 0, "Usage: edgecoord job <command>", ""},
 		{"unknown flag", []string{"run", "-x"}, 2, "", "flag provided but not defined: -x"},
