@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,23 @@ func TestInstallAppBinary(t *testing.T) {
 		t.Fatalf("the pushed APK %s is still on the phone", pushed)
 	}
 
+	// The operation log has the step, by its APK's hash.
+	mio := l.env.MinIO()
+	obj, err := mio.Client(t).GetObject(t.Context(), mio.Bucket, "jobs/install-1/g1/oplog.jsonl", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oplog, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first capture.OpEntry
+	if err := json.Unmarshal(bytes.SplitN(oplog, []byte("\n"), 2)[0], &first); err != nil || first.Op != protocol.OpInstallApp ||
+		first.Outcome != capture.OutcomeOK || first.Params["apk"] != goodSum {
+		t.Fatalf("the operation log's first line: %+v, %v\n%s", first, err, oplog)
+	}
+
 	other, otherSum := writeAPK("other.apk", capture.SimAPK(protocol.AppVersion{Package: "com.example.other", VersionCode: 9}))
 	if _, errOut, code := cli("apk", "add", other, "--package", capture.SimShop, "--version-code", "999"); code != 0 {
 		t.Fatalf("apk add of the mislabelled APK: exit %d, %s", code, errOut)
@@ -150,7 +168,6 @@ func TestInstallAppBinary(t *testing.T) {
 	}
 	// The stored object is corrupted behind the coordinator's back: one
 	// byte flipped, the size kept.
-	mio := l.env.MinIO()
 	forged := bytes.Clone(nextAPK)
 	forged[len(forged)/2] ^= 0xff
 	if _, err := mio.Client(t).PutObject(t.Context(), mio.Bucket, protocol.APKObjectKey(nextSum), bytes.NewReader(forged), int64(len(forged)), minio.PutObjectOptions{}); err != nil {
