@@ -42,6 +42,8 @@ var invalidTasks = []struct {
 	{"record_start twice", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpRecordStart}, {Op: protocol.OpRecordStart}}}, "steps[1]: record_start while the recording of steps[0] runs"},
 	{"effect on a capture", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Effect: &protocol.EffectSpec{Key: "k"}}}}, "steps[0]: effect: op"},
 	{"effect key reserved", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: "edgecoord/x"}}}}, "steps[0]: effect: key"},
+	{"install_app with a bad apk", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpInstallApp, APK: "shop.apk"}}}, "steps[0]: apk: "},
+	{"install_app without its download", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpInstallApp, APK: strings.Repeat("a", 64)}}}, "steps[0].apk: the assign says not where to download apk aaaa"},
 	{"effect key twice", protocol.Task{Steps: []protocol.Step{{Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: "k"}}, {Op: protocol.OpTap, Effect: &protocol.EffectSpec{Key: "k"}}}}, `steps[1]: effect key "k" is already used`},
 }
 
