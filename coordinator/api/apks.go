@@ -58,7 +58,8 @@ func (h *Handler) listAPKs(w http.ResponseWriter, r *http.Request, _ Caller) {
 
 // addAPK is POST /api/v1/apks: the body is the APK, streamed to the
 // bucket while hashed; the query declares its package and version
-// (docs/api.md, APKs). One upload runs at a time; others wait.
+// (docs/api.md, APKs). One upload runs at a time; another meanwhile is
+// answered 503 with Retry-After.
 func (h *Handler) addAPK(w http.ResponseWriter, r *http.Request, c Caller) {
 	bucket := h.opts.APKs
 	if bucket == nil {
@@ -112,7 +113,10 @@ func (h *Handler) addAPK(w http.ResponseWriter, r *http.Request, c Caller) {
 	select {
 	case h.apkSlot <- struct{}{}:
 		defer func() { <-h.apkSlot }()
-	case <-r.Context().Done():
+	default:
+		// Not waited for: the body's read deadline would pass meanwhile.
+		w.Header().Set("Retry-After", "10")
+		WriteProblem(w, r, problem(http.StatusServiceUnavailable, ProblemUnavailable, "", "another APK is being stored; retry after 10 s"))
 		return
 	}
 	sum, err := bucket.PutAPK(r.Context(), body, size)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -199,5 +200,58 @@ func TestSubmitUnknownAPK(t *testing.T) {
 	}
 	if r := e.do("POST", "/api/v1/jobs", tok, body); r.status != http.StatusCreated {
 		t.Fatalf("submit with a stored apk: %d %s", r.status, r.body)
+	}
+}
+
+// TestAPKOneUploadAtATime: while an APK's body is still arriving, another
+// upload is answered 503 with Retry-After rather than left to wait past
+// its own body's read deadline; once the first ends, uploads are taken
+// again.
+func TestAPKOneUploadAtATime(t *testing.T) {
+	e, _ := apkEnv(t, 0)
+	admin := e.token("ops", []string{"lab"}, "admin")
+	slow := capture.SimAPK(protocol.AppVersion{Package: "com.example.shop", VersionCode: 1})
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/api/v1/apks?"+shop(1).Encode(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(slow))
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", api.ContentTypeAPK)
+	first := make(chan int, 1)
+	go func() {
+		// Not through the checking transport, which reads a body whole
+		// before it sends it.
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if _, err := pw.Write(slow[:len(slow)/2]); err != nil {
+		t.Fatal(err)
+	}
+	other := capture.SimAPK(protocol.AppVersion{Package: "com.example.other", VersionCode: 2})
+	q := url.Values{"package": {"com.example.other"}, "version_code": {"2"}}
+	var busy reply
+	testenv.Eventually(t, 10*time.Second, "an upload refused while the first runs", func() bool {
+		busy = e.postAPK(admin, q, other, api.ContentTypeAPK, false)
+		return busy.status == http.StatusServiceUnavailable
+	})
+	if busy.header.Get("Retry-After") == "" || !strings.Contains(busy.problem(t).Detail, "another APK is being stored") {
+		t.Fatalf("the refusal: %v %s", busy.header, busy.body)
+	}
+	if _, err := pw.Write(slow[len(slow)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if code := <-first; code != http.StatusCreated {
+		t.Fatalf("the first upload: %d", code)
+	}
+	if r := e.postAPK(admin, q, other, api.ContentTypeAPK, false); r.status != http.StatusCreated && r.status != http.StatusOK {
+		t.Fatalf("an upload after the first: %d %s", r.status, r.body)
 	}
 }
