@@ -272,8 +272,9 @@ func (p *Phone) monkey(ctx context.Context, env *shellEnv, args []string) int {
 // pm answers the package manager's queries like a phone: `pm path <pkg>`
 // prints the package's APK ("package:/data/app/<pkg>/base.apk") or nothing
 // with exit status 1 when it is not installed; `pm list packages [filter]`
-// prints "package:<name>" for the launcher and each package of
-// Options.Packages whose name contains filter.
+// prints "package:<name>" for the launcher, each package of
+// Options.Packages and each one `pm install` installed whose name
+// contains filter.
 func (p *Phone) pm(out, errw io.Writer, args []string) int {
 	switch {
 	case len(args) == 2 && args[0] == "path":
@@ -298,6 +299,9 @@ func (p *Phone) pm(out, errw io.Writer, args []string) int {
 		names := append([]string{capture.SimLauncher}, p.opts.Packages...)
 		if p.opts.IME {
 			names = append(names, capture.IMEPackage)
+		}
+		for _, v := range p.Installs() {
+			names = append(names, v.Package)
 		}
 		slices.Sort(names)
 		for _, n := range slices.Compact(names) {

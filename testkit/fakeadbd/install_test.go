@@ -47,6 +47,9 @@ func TestRealADBInstall(t *testing.T) {
 	if v, ok := capture.ParsePackageVersion("com.example.shop", []byte(out)); err != nil || !ok || v.VersionCode != 7 || v.VersionName != "0.7" {
 		t.Fatalf("dumpsys package after the install: %+v %v\n%s", v, err, out)
 	}
+	if out, err := run("shell", "pm", "list", "packages", "example"); err != nil || !strings.Contains(out, "package:com.example.shop\n") {
+		t.Fatalf("pm list packages after the install: %v %s", err, out)
+	}
 	if got := p.Installs(); len(got) != 1 || got[0].VersionCode != 7 {
 		t.Fatalf("installs = %+v", got)
 	}
