@@ -113,8 +113,10 @@ func TestRecoveryRebootRung(t *testing.T) {
 // after rung 1 and is not rebooted even with reboot on; a probe before a
 // job of a healthy phone passes.
 func TestRecoveryReconnectCures(t *testing.T) {
+	// The probe of the healthy phone must answer within the timeout on a
+	// loaded machine too; the hung phone's probe waits it out either way.
 	phone, inv, rec, reg := recoveryEnv(t, config.Recovery{
-		ProbeTimeout: config.Duration(300 * time.Millisecond), ProbeInterval: 0,
+		ProbeTimeout: config.Duration(2 * time.Second), ProbeInterval: 0,
 		Reboot: true, BootTimeout: config.Duration(30 * time.Second), QuarantineAfter: 3, Window: config.Duration(time.Hour),
 	})
 	dev, ok := inv.Get(phone.Serial())
