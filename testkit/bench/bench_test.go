@@ -64,8 +64,10 @@ func common(t *testing.T) Common {
 func TestStopScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	// A lease long enough that a loaded machine's stale holder still asks
+	// (and is told 409) before its lease runs out.
 	r, err := Stop(ctx, StopOptions{Common: common(t), Stops: 3, FenceStops: 1, Pairs: 2,
-		LeaseTTL: 2 * time.Second, SafetyMargin: 300 * time.Millisecond})
+		LeaseTTL: 5 * time.Second, SafetyMargin: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
