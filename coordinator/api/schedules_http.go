@@ -93,8 +93,12 @@ func CreateSchedule(ctx context.Context, store jobstore.Store, req ScheduleReque
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}
-	return ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
-		func(now time.Time) time.Time { return spec.Next(now) })
+	sc, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
+		jobstore.MaxSchedulesPerProject, func(now time.Time) time.Time { return spec.Next(now) })
+	if errors.Is(err, jobstore.ErrScheduleLimit) {
+		return jobstore.Schedule{}, submitErr("job.project", "project %s has %d schedules, the most it may have: delete one first", project, jobstore.MaxSchedulesPerProject)
+	}
+	return sc, err
 }
 
 // MaxBackfill is the most slots one backfill fires.

@@ -75,7 +75,7 @@ func create(t *testing.T, s store, id, file string, from time.Time) schedule.Spe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: project, Spec: doc, CreatedBy: "test"},
+	if _, err := s.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: project, Spec: doc, CreatedBy: "test"}, 0,
 		func(time.Time) time.Time { return spec.Next(from) }); err != nil {
 		t.Fatal(err)
 	}
