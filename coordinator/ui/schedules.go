@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/schedule"
 )
 
 // MaxSchedulesShown bounds the schedules page.
@@ -31,19 +33,6 @@ type scheduleRow struct {
 type schedulesData struct {
 	Schedules []scheduleRow
 	More      bool // more schedules than shown
-}
-
-// when describes a schedule's timing: "0 9 * * * Asia/Tokyo", "every 2h".
-func when(v api.ScheduleView) string {
-	f := v.Schedule.Fields
-	if f.Every != "" {
-		return "every " + f.Every
-	}
-	zone := f.TimeZone
-	if zone == "" {
-		zone = "UTC"
-	}
-	return f.Cron + " " + zone
 }
 
 // schedules is GET /ui/schedules: the schedules of the caller's projects
@@ -75,16 +64,8 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, c *caller) {
 			h.internal(w, r, c, err)
 			return
 		}
-		row := scheduleRow{ID: v.ID, Project: v.Project, When: when(v), Overlap: v.Schedule.Overlap, Paused: v.Paused, State: "active", Slots: v.Slots}
-		if row.Overlap == "" {
-			row.Overlap = "skip"
-		}
-		switch {
-		case v.Paused:
-			row.State = "paused"
-		case v.NextAt == nil:
-			row.State = "ended"
-		}
+		row := scheduleRow{ID: v.ID, Project: v.Project, When: v.When(), Overlap: cmp.Or(v.Schedule.Overlap, schedule.OverlapSkip),
+			Paused: v.Paused, State: v.State(), Slots: v.Slots}
 		if len(v.Next) > 0 {
 			row.Next = &v.Next[0]
 		}

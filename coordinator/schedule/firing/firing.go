@@ -204,7 +204,7 @@ func (l *Loop) fire(ctx context.Context, sc jobstore.Schedule, f jobstore.SlotFi
 			at = res.Jobs[0].CreatedAt
 		}
 		l.lag.Observe(max(0, at.Sub(f.Slot).Seconds()))
-		l.o.Log.Info().Str("schedule", sc.ID).Time("slot", f.Slot).Int("jobs", len(res.Jobs)).Str("detail", f.Detail).Msg("schedule slot fired")
+		l.o.Log.Debug().Str("schedule", sc.ID).Time("slot", f.Slot).Int("jobs", len(res.Jobs)).Str("detail", f.Detail).Msg("schedule slot fired")
 	}
 	return nil
 }
