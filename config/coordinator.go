@@ -26,6 +26,9 @@ type Coordinator struct {
 	Lease CoordinatorLease `yaml:"lease" json:"lease"`
 	// Scheduler configures job assignment.
 	Scheduler Scheduler `yaml:"scheduler" json:"scheduler"`
+	// Schedules configures the evaluation of recurring schedules
+	// (docs/schedules.md), not to be confused with Scheduler.
+	Schedules CoordinatorSchedules `yaml:"schedules" json:"schedules"`
 	// Agents configures agent presence.
 	Agents AgentPresence `yaml:"agents" json:"agents"`
 	// Jobs configures the jobs the coordinator grants (projects.go).
@@ -84,6 +87,20 @@ type Scheduler struct {
 	// Default 500ms.
 	Interval Duration `yaml:"interval" json:"interval"`
 }
+
+// CoordinatorSchedules configures the schedule loop (docs/schedules.md).
+type CoordinatorSchedules struct {
+	// Interval is how often the schedules due on the database clock are
+	// evaluated: a slot fires at most this long after its time while a
+	// coordinator runs. Default 1s.
+	Interval Duration `yaml:"interval" json:"interval"`
+	// MinEvery is the shortest every a schedule may have. Default 1m; at
+	// least MinScheduleEvery (values under 1m are meant for tests).
+	MinEvery Duration `yaml:"min_every" json:"min_every"`
+}
+
+// MinScheduleEvery is the lowest schedules.min_every accepted.
+const MinScheduleEvery = Duration(time.Second)
 
 // CoordinatorJobs configures deadlines and attempts of jobs (docs/operations.md,
 // "Deadlines, attempts and end states").
@@ -276,6 +293,7 @@ func DefaultCoordinator() *Coordinator {
 		Store:         Store{Driver: StoreSQLite, Path: "edgecoord.db"},
 		Lease:         CoordinatorLease{TTL: Duration(30 * time.Second), ReapInterval: Duration(time.Second)},
 		Scheduler:     Scheduler{Interval: Duration(500 * time.Millisecond)},
+		Schedules:     CoordinatorSchedules{Interval: Duration(time.Second), MinEvery: Duration(time.Minute)},
 		Agents:        AgentPresence{Heartbeat: Duration(5 * time.Second), OfflineAfter: Duration(15 * time.Second), RequestRate: 200, RequestBurst: 400},
 		Jobs:          CoordinatorJobs{MaxAttempts: 3, RetryBackoff: Duration(2 * time.Second), RetryBackoffMax: Duration(time.Minute)},
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
@@ -330,6 +348,10 @@ func (c *Coordinator) Validate() error {
 		ps.add("lease.reap_interval", "must be shorter than lease.ttl (%s), got %s", c.Lease.TTL, c.Lease.ReapInterval)
 	}
 	positive(&ps, "scheduler.interval", c.Scheduler.Interval)
+	positive(&ps, "schedules.interval", c.Schedules.Interval)
+	if c.Schedules.MinEvery < MinScheduleEvery {
+		ps.add("schedules.min_every", "must be at least %s, got %s", MinScheduleEvery, c.Schedules.MinEvery)
+	}
 	positive(&ps, "agents.heartbeat", c.Agents.Heartbeat)
 	positive(&ps, "agents.offline_after", c.Agents.OfflineAfter)
 	if c.Agents.Heartbeat > 0 && c.Agents.OfflineAfter > 0 && c.Agents.OfflineAfter <= c.Agents.Heartbeat {

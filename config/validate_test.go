@@ -258,6 +258,8 @@ func TestCoordinatorValidate(t *testing.T) {
 		{"reap interval zero", func(c *Coordinator) { c.Lease.ReapInterval = 0 }, []string{"lease.reap_interval: must be positive, got 0s"}},
 		{"reap interval not below ttl", func(c *Coordinator) { c.Lease.ReapInterval = c.Lease.TTL }, []string{"lease.reap_interval: must be shorter than lease.ttl (30s), got 30s"}},
 		{"scheduler interval", func(c *Coordinator) { c.Scheduler.Interval = -1 }, []string{"scheduler.interval: must be positive, got -1ns"}},
+		{"schedules interval", func(c *Coordinator) { c.Schedules.Interval = 0 }, []string{"schedules.interval: must be positive, got 0s"}},
+		{"schedules min every", func(c *Coordinator) { c.Schedules.MinEvery = Duration(500 * time.Millisecond) }, []string{"schedules.min_every: must be at least 1s, got 500ms"}},
 		{"heartbeat zero", func(c *Coordinator) { c.Agents.Heartbeat = 0 }, []string{"agents.heartbeat: must be positive, got 0s"}},
 		{"offline zero", func(c *Coordinator) { c.Agents.OfflineAfter = 0 }, []string{"agents.offline_after: must be positive, got 0s"}},
 		{"offline not above heartbeat", func(c *Coordinator) { c.Agents.OfflineAfter = c.Agents.Heartbeat }, []string{"agents.offline_after: must be longer than agents.heartbeat (5s), got 5s"}},

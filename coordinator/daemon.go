@@ -41,7 +41,16 @@ type System struct {
 	// API builds the HTTP API handler served on api.listen (package
 	// coordinator/api); required when api.listen is set.
 	API APIFactory
+	// Schedules builds the loop that fires recurring schedules (package
+	// coordinator/schedule/firing, docs/schedules.md), run beside the
+	// server; nil runs none.
+	Schedules ScheduleLoop
 }
+
+// ScheduleLoop builds the schedule loop of a daemon: NewDaemon calls it
+// once the daemon is connected, and Run runs what it returns until its
+// context ends.
+type ScheduleLoop func(d *Daemon) (func(ctx context.Context) error, error)
 
 // Daemon is the coordinator as a process runs it: the Server on its NATS
 // connection with the store, the presigner and the outbox the config
@@ -53,7 +62,8 @@ type Daemon struct {
 	srv *Server
 	nc  *nats.Conn
 
-	api http.Handler // served on cfg.API.Listen; nil when unset
+	api       http.Handler                    // served on cfg.API.Listen; nil when unset
+	schedules func(ctx context.Context) error // the schedule loop; nil when none
 
 	mu        sync.Mutex
 	httpAddr  net.Addr
@@ -103,6 +113,14 @@ func NewDaemon(cfg *config.Coordinator, sys System) (*Daemon, error) {
 			return nil, err
 		}
 		d.api = h
+	}
+	if sys.Schedules != nil {
+		run, err := sys.Schedules(d)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		d.schedules = run
 	}
 	return d, nil
 }
@@ -221,6 +239,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if err := d.serveAPI(ctx, ln); err != nil {
 				apiErr = err
 				cancel()
+			}
+		})
+	}
+	if d.schedules != nil {
+		wg.Go(func() {
+			if err := d.schedules(ctx); err != nil {
+				d.log.Error().Err(err).Msg("schedule loop stopped")
 			}
 		})
 	}

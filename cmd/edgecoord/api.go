@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -37,6 +38,7 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 		OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
 		Phones:       d.Server().Phones(),
 		Jobs:         cfg.Jobs,
+		Schedules:    schedule.Limits{MinEvery: cfg.Schedules.MinEvery.Duration()},
 		MaxBodyBytes: cfg.API.MaxBodyBytes.Int64(),
 		Rate:         float64(cfg.API.Rate),
 		Burst:        cfg.API.Burst,

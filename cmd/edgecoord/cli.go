@@ -55,6 +55,7 @@ func newApp(stdout, stderr io.Writer, start func(context.Context, *config.Coordi
 func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Coordinator, zerolog.Logger) error, m *mgmt) *cli.App {
 	cmds := []*cli.Command{serveCommand(start), m.migrateCommand()}
 	cmds = append(cmds, m.jobCommands()...)
+	cmds = append(cmds, m.scheduleCommands()...)
 	cmds = append(cmds, m.eventCommands()...)
 	cmds = append(cmds, m.agentCommands()...)
 	cmds = append(cmds, m.effectCommands()...)

@@ -153,6 +153,10 @@ type jobView struct {
 	NotBefore      *time.Time              `json:"not_before,omitempty"`
 	// AttemptEnds is why each attempt that ended without a result ended.
 	AttemptEnds []jobstore.AttemptEnd `json:"attempt_ends"`
+	// ScheduleID and ScheduledAt name the schedule and slot that fired the
+	// job (docs/schedules.md).
+	ScheduleID  string     `json:"schedule_id,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 }
 
 func newJobView(j jobstore.Job, waiting string) jobView {
@@ -161,7 +165,11 @@ func newJobView(j jobstore.Job, waiting string) jobView {
 		Selector: j.Task.Device, Waiting: waiting, CompletedBy: j.CompletedBy, FailReason: j.FailReason,
 		Result: j.Result, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
 		Project: j.Project, Priority: j.Priority, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
-		AttemptEnds: j.AttemptEnds,
+		AttemptEnds: j.AttemptEnds, ScheduleID: j.ScheduleID,
+	}
+	if !j.ScheduledAt.IsZero() {
+		t := j.ScheduledAt
+		v.ScheduledAt = &t
 	}
 	if v.AttemptEnds == nil {
 		v.AttemptEnds = []jobstore.AttemptEnd{}
@@ -421,6 +429,9 @@ func printJob(c *cli.Call, d jobDetail) error {
 	}
 	if d.NotBefore != nil {
 		fmt.Fprintf(tw, "  not before\t%s\n", d.NotBefore.Format(timeFormat))
+	}
+	if d.ScheduleID != "" && d.ScheduledAt != nil {
+		fmt.Fprintf(tw, "  schedule\t%s, slot %s\n", d.ScheduleID, d.ScheduledAt.Format(timeFormat))
 	}
 	fmt.Fprintf(tw, "  owner\t%s\n", dash(d.Owner))
 	fmt.Fprintf(tw, "  phone\t%s (selector: %s)\n", dash(d.Device), coordinator.DescribeSelector(d.Selector))

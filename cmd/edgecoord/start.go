@@ -41,7 +41,8 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 	rv := &revocations{streams: &api.Streams{PerToken: cfg.API.MaxStreamsPerToken, Max: cfg.API.MaxStreams},
 		log: log.With().Str("component", "api").Logger()}
 	rv.store, _ = store.(jobstore.APIStore)
-	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, broker, rv, log)})
+	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, broker, rv, log),
+		Schedules: newScheduleLoop(cfg, store, log)})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -76,6 +77,8 @@ type Options struct {
 	// Jobs gives what a submitted job leaves unset (deadline, attempts),
 	// as for edgecoord job submit.
 	Jobs config.CoordinatorJobs
+	// Schedules bounds the schedules created (schedules.min_every).
+	Schedules schedule.Limits
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Rate and Burst bound each token's requests (per second, at once);
@@ -216,6 +219,7 @@ func (h *Handler) routes() {
 		http.MethodGet:  {jobstore.ScopeRead, h.listAPKs},
 		http.MethodPost: {jobstore.ScopeAdmin, h.addAPK},
 	})
+	h.scheduleRoutes()
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})
@@ -476,9 +480,15 @@ var yamlTypes = []string{"application/yaml", "application/x-yaml", "text/yaml"}
 // media type, a job file exactly as `edgecoord job submit -f` reads it
 // (strict: unknown keys and duplicate keys are problems).
 func (h *Handler) decodeJobBody(w http.ResponseWriter, r *http.Request, req *JobRequest) *Problem {
+	return h.decodeFileBody(w, r, req, "job", func(data []byte) error { return ParseJobFile(data, req) })
+}
+
+// decodeFileBody decodes v as JSON, or, with a YAML media type, with
+// parse as the CLI reads a file of that kind (what: "job", "schedule").
+func (h *Handler) decodeFileBody(w http.ResponseWriter, r *http.Request, v any, what string, parse func([]byte) error) *Problem {
 	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	if !slices.Contains(yamlTypes, strings.TrimSpace(strings.ToLower(mt))) {
-		return h.decodeBody(w, r, req, false)
+		return h.decodeBody(w, r, v, false)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
@@ -487,8 +497,8 @@ func (h *Handler) decodeJobBody(w http.ResponseWriter, r *http.Request, req *Job
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return decodeProblem(errEmptyBody, h.opts.MaxBodyBytes)
 	}
-	if err := ParseJobFile(data, req); err != nil {
-		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body is not a valid job file: %v", err)
+	if err := parse(data); err != nil {
+		return problem(http.StatusBadRequest, ProblemInvalidRequest, "", "request body is not a valid %s file: %v", what, err)
 	}
 	return nil
 }

@@ -40,6 +40,10 @@ type JobView struct {
 	Result         json.RawMessage         `json:"result,omitempty"`
 	CreatedAt      time.Time               `json:"created_at"`
 	UpdatedAt      time.Time               `json:"updated_at"`
+	// ScheduleID and ScheduledAt name the schedule and the slot that fired
+	// the job (docs/schedules.md); absent for a job submitted otherwise.
+	ScheduleID  string     `json:"schedule_id,omitempty"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -57,6 +61,7 @@ func NewJobView(j jobstore.Job) JobView {
 		Generation: j.Generation, Owner: j.WorkerID, Phone: j.Device, Selector: j.Task.Device,
 		LeaseExpiresAt: timePtr(j.LeaseExpiresAt), CompletedBy: j.CompletedBy, FailReason: j.FailReason,
 		Result: j.Result, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+		ScheduleID: j.ScheduleID, ScheduledAt: timePtr(j.ScheduledAt),
 	}
 }
 

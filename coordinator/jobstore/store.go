@@ -191,6 +191,10 @@ type JobSpec struct {
 	MaxAttempts int
 	// SubmittedBy names who submitted the job (an API token's name, "cli").
 	SubmittedBy string
+	// ScheduleID and ScheduledAt name the schedule and the slot that fired
+	// the job; only a store's FireSlot sets them (docs/schedules.md).
+	ScheduleID  string
+	ScheduledAt time.Time
 	// AllowInteractive lets an interactive task through CheckSubmit. Only
 	// the session manager (coordinator/session) sets it: it is what sends
 	// an interactive job its steps (docs/sessions.md). It is not stored.
@@ -254,6 +258,10 @@ type Job struct {
 	// AttemptEnds lists why each attempt that ended without a result
 	// ended, oldest first.
 	AttemptEnds []AttemptEnd
+	// ScheduleID and ScheduledAt name the schedule and the slot that fired
+	// the job; "" and zero for a job submitted otherwise.
+	ScheduleID  string
+	ScheduledAt time.Time
 }
 
 // CheckProject accepts a project name: 1 to 64 characters from

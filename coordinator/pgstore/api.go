@@ -93,14 +93,18 @@ func insertJobs(ctx context.Context, tx pgx.Tx, specs []jobstore.JobSpec) ([]job
 		if !spec.NotBefore.IsZero() {
 			notBefore = spec.NotBefore
 		}
+		var scheduleID, scheduledAt any
+		if spec.ScheduleID != "" {
+			scheduleID, scheduledAt = spec.ScheduleID, spec.ScheduledAt
+		}
 		j, err := scanJob(tx.QueryRow(ctx, `
 			WITH ins AS (
-				INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
-				VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7)
+				INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by, schedule_id, scheduled_at)
+				VALUES ($1, 'QUEUED', $2, $3, $4, $5, $6, $7, $8, $9)
 				ON CONFLICT (id) DO NOTHING
 				RETURNING `+jobColumns+`
 			), ev AS (`+submitEventSQL+`)
-			SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+			SELECT `+jobColumns+` FROM ins`, id, task, p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy, scheduleID, scheduledAt))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("submit job %s: id in use: %w", id, jobstore.ErrConflict)
 		}

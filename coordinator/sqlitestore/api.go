@@ -108,11 +108,15 @@ func insertJobs(ctx context.Context, tx *sql.Tx, specs []jobstore.JobSpec) ([]jo
 		if !spec.NotBefore.IsZero() {
 			notBefore = formatTime(spec.NotBefore)
 		}
+		var scheduleID, scheduledAt any
+		if spec.ScheduleID != "" {
+			scheduleID, scheduledAt = spec.ScheduleID, formatTime(spec.ScheduledAt)
+		}
 		j, err := scanJob(tx.QueryRowContext(ctx, `
-			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
-			VALUES (?, 'QUEUED', ?, ?, ?, ?, ?, ?)
+			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by, schedule_id, scheduled_at)
+			VALUES (?, 'QUEUED', ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING
-			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy))
+			RETURNING `+jobColumns, id, string(task), p.Project, p.Priority, notBefore, p.MaxAttempts, p.SubmittedBy, scheduleID, scheduledAt))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("submit job %s: id in use: %w", id, jobstore.ErrConflict)
 		}

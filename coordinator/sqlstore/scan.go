@@ -43,7 +43,7 @@ func deref(s *string) string {
 const JobColumns = `id, status, task, lease_generation, worker_id, lease_expires_at,
 	result, completed_by, fail_reason, created_at, updated_at, device_serial,
 	project, priority, not_before, max_attempts, attempts, deadline_at, submitted_by,
-	attempt_ends`
+	attempt_ends, schedule_id, scheduled_at`
 
 // ScanJob reads a job (JobColumns).
 func ScanJob[T any](row Row, times Times[T]) (jobstore.Job, error) {
@@ -51,13 +51,15 @@ func ScanJob[T any](row Row, times Times[T]) (jobstore.Job, error) {
 		j                          jobstore.Job
 		task, result, ends         []byte
 		worker, by, reason, device *string
+		schedule                   *string
 		expires, notBefore, dead   *T
+		scheduledAt                *T
 		createdAt, updatedAt       T
 	)
 	if err := row.Scan(&j.ID, &j.Status, &task, &j.Generation, &worker, &expires,
 		&result, &by, &reason, &createdAt, &updatedAt, &device,
 		&j.Project, &j.Priority, &notBefore, &j.MaxAttempts, &j.Attempts, &dead, &j.SubmittedBy,
-		&ends); err != nil {
+		&ends, &schedule, &scheduledAt); err != nil {
 		return jobstore.Job{}, err
 	}
 	if err := json.Unmarshal(ends, &j.AttemptEnds); err != nil {
@@ -70,11 +72,12 @@ func ScanJob[T any](row Row, times Times[T]) (jobstore.Job, error) {
 		j.Result = json.RawMessage(result)
 	}
 	j.WorkerID, j.CompletedBy, j.FailReason, j.Device = deref(worker), deref(by), deref(reason), deref(device)
+	j.ScheduleID = deref(schedule)
 	var err error
 	for _, t := range []struct {
 		to   *time.Time
 		from *T
-	}{{&j.LeaseExpiresAt, expires}, {&j.NotBefore, notBefore}, {&j.DeadlineAt, dead}, {&j.CreatedAt, &createdAt}, {&j.UpdatedAt, &updatedAt}} {
+	}{{&j.LeaseExpiresAt, expires}, {&j.NotBefore, notBefore}, {&j.DeadlineAt, dead}, {&j.ScheduledAt, scheduledAt}, {&j.CreatedAt, &createdAt}, {&j.UpdatedAt, &updatedAt}} {
 		if *t.to, err = times.Null(t.from); err != nil {
 			return jobstore.Job{}, err
 		}

@@ -1,0 +1,41 @@
+-- Schedules (docs/schedules.md): a job template fired once per slot of a
+-- cron expression in a time zone or of a fixed interval. The slot clock
+-- is the database clock: a schedule is due when next_at is not after it.
+-- schedule_slots keeps the outcome of every slot under the unique key
+-- (schedule_id, scheduled_at): the transaction that fires a slot inserts
+-- its row, its jobs and the schedule's next_at together, so coordinators
+-- evaluating one schedule at once make at most one set of jobs per slot.
+
+CREATE TABLE schedules (
+    id          text        PRIMARY KEY,
+    project     text        NOT NULL,
+    spec        jsonb       NOT NULL,               -- the schedule file as accepted
+    created_by  text        NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    paused      boolean     NOT NULL DEFAULT false,
+    next_at     timestamptz,                        -- first slot not evaluated; NULL: ended
+    buffered_at timestamptz                         -- the slot overlap buffer_one holds
+);
+
+-- DueSchedules: the schedules whose next slot came, longest due first.
+CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused AND next_at IS NOT NULL;
+CREATE INDEX schedules_buffered ON schedules (id) WHERE NOT paused AND buffered_at IS NOT NULL;
+
+CREATE TABLE schedule_slots (
+    schedule_id  text        NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+    scheduled_at timestamptz NOT NULL,
+    outcome      text        NOT NULL
+                 CHECK (outcome IN ('fired', 'missed', 'skipped', 'buffered', 'backfilled')),
+    count        bigint      NOT NULL DEFAULT 1,    -- > 1: a run of missed slots up to through
+    through      timestamptz,
+    recorded_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    detail       text        NOT NULL DEFAULT '',
+    PRIMARY KEY (schedule_id, scheduled_at)         -- one outcome per slot
+);
+
+-- The jobs a schedule fired name it and their slot.
+ALTER TABLE jobs ADD COLUMN schedule_id text, ADD COLUMN scheduled_at timestamptz;
+CREATE INDEX jobs_schedule ON jobs (schedule_id, scheduled_at) WHERE schedule_id IS NOT NULL;
+-- The overlap policies look for a schedule's queued and running jobs.
+CREATE INDEX jobs_schedule_live ON jobs (schedule_id) WHERE schedule_id IS NOT NULL AND status IN ('QUEUED', 'IN_PROGRESS');
