@@ -16,6 +16,10 @@ const (
 	UIActionResume  = "resume"
 	UIActionCancel  = "cancel"
 	UIActionResolve = "resolve"
+	// UIActionPauseSchedule and UIActionResumeSchedule pause and resume a
+	// schedule (Target its id).
+	UIActionPauseSchedule  = "pause_schedule"
+	UIActionResumeSchedule = "resume_schedule"
 )
 
 // UISession is a dashboard login: an API token exchanged for a session
@@ -32,8 +36,8 @@ type UISession struct {
 type UIAction struct {
 	ID        int64
 	TokenName string
-	Action    string // UIActionDrain, UIActionResume, UIActionCancel, UIActionResolve
-	Target    string // the agent id, job id or effect key acted on
+	Action    string // UIActionDrain, UIActionResume, UIActionCancel, UIActionResolve, UIAction*Schedule
+	Target    string // the agent id, job id, effect key or schedule id acted on
 	JobID     string // the job concerned, "" for an agent
 	Detail    string // the reason, the decision
 	At        time.Time
