@@ -44,6 +44,7 @@ type fireTime struct {
 // slotRow is one recorded slot (or run of missed slots).
 type slotRow struct {
 	At       string // the slot's time in the schedule's zone
+	Short    string // the same without the zone, for the list
 	UTC      string
 	Outcome  string
 	Count    int64
@@ -65,6 +66,7 @@ type scheduleRow struct {
 	Project   string
 	Timing    string // "cron 0 9 * * * (Asia/Tokyo)" or "every 2h"
 	Zone      string
+	InUTC     bool // the zone is UTC: the pages give each time once
 	Overlap   string
 	CatchUp   string
 	Jitter    string
@@ -101,7 +103,7 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 			return scheduleRow{}, fmt.Errorf("schedule %s: %w", sc.ID, err)
 		}
 	}
-	row := scheduleRow{ID: sc.ID, Project: sc.Project, Zone: loc.String(), Overlap: f.Overlap, CatchUp: f.CatchUp, Jitter: f.Jitter,
+	row := scheduleRow{ID: sc.ID, Project: sc.Project, Zone: loc.String(), InUTC: loc.String() == "UTC", Overlap: f.Overlap, CatchUp: f.CatchUp, Jitter: f.Jitter,
 		CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, State: "active"}
 	if f.Cron != "" {
 		row.Timing = "cron " + f.Cron
@@ -127,7 +129,7 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 		row.Buffered = zoneTime(sc.BufferedAt, loc)
 	}
 	for _, sl := range slots {
-		r := slotRow{At: zoneTime(sl.ScheduledAt, loc), UTC: stamp(sl.ScheduledAt), Outcome: sl.Outcome, Count: max(sl.Count, 1),
+		r := slotRow{At: zoneTime(sl.ScheduledAt, loc), Short: sl.ScheduledAt.In(loc).Format(time.DateTime), UTC: stamp(sl.ScheduledAt), Outcome: sl.Outcome, Count: max(sl.Count, 1),
 			Detail: sl.Detail, Recorded: stamp(sl.RecordedAt)}
 		if !sl.Through.IsZero() {
 			r.Through = zoneTime(sl.Through, loc)
@@ -137,7 +139,7 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 		}
 		if sl.Outcome == jobstore.SlotMissed {
 			if row.Missed == 0 {
-				row.MissedAt = r.At
+				row.MissedAt = r.Short
 			}
 			row.Missed += r.Count
 		}
