@@ -307,6 +307,37 @@ func printSchedule(c *cli.Call, v api.ScheduleView) error {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.ScheduledAt.UTC().Format(time.RFC3339), outcome, jobs, s.Detail)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printSlotPhones(c, v.Slots)
+}
+
+// printSlotPhones prints the jobs of the slots that have any, phone by
+// phone: whether each ran, how late, or that it missed its slot.
+func printSlotPhones(c *cli.Call, slots []api.SlotView) error {
+	header := false
+	tw := c.Table()
+	for _, s := range slots {
+		for _, p := range s.Phones {
+			if !header {
+				fmt.Fprintf(c.Stdout, "\nPhones of the slots:\n")
+				fmt.Fprintln(tw, "  SLOT (UTC)\tPHONE\tJOB\tSTATUS\tRAN")
+				header = true
+			}
+			ran := "not yet"
+			switch {
+			case p.StartedAt != nil && p.LateSeconds != nil:
+				ran = "late by " + (time.Duration(*p.LateSeconds * float64(time.Second))).Round(time.Millisecond).String()
+			case p.StartedAt != nil:
+				ran = "yes"
+			}
+			if p.Missed {
+				ran = "missed (" + ran + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.ScheduledAt.UTC().Format(time.RFC3339), dash(p.Phone), p.Job, p.Status, ran)
+		}
+	}
 	return tw.Flush()
 }
 

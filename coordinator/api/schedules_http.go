@@ -46,18 +46,61 @@ type SlotView struct {
 	Through     *time.Time `json:"through,omitempty"`
 	RecordedAt  time.Time  `json:"recorded_at"`
 	Jobs        []string   `json:"jobs"`
-	Detail      string     `json:"detail,omitempty"`
+	// Phones are the slot's jobs phone by phone: whether each ran, and how
+	// late.
+	Phones []SlotPhone `json:"phones"`
+	Detail string      `json:"detail,omitempty"`
+}
+
+// SlotPhone is one job of a slot as a researcher reads a series: the
+// phone, the job's state, and whether it ran late or not at all.
+type SlotPhone struct {
+	Job       string     `json:"job"`
+	Phone     string     `json:"phone,omitempty"`
+	Status    string     `json:"status"`
+	StartedAt *time.Time `json:"started_at,omitempty"` // its first grant
+	// LateSeconds is from when the job was due (its slot, plus its
+	// jitter share) to its first grant.
+	LateSeconds *float64 `json:"late_seconds,omitempty"`
+	// Missed: the job did not start before the schedule's next slot came,
+	// or ended without starting.
+	Missed bool `json:"missed,omitempty"`
+}
+
+// slotPhones reports the jobs of slot sl, whose next slot is next (zero:
+// none), at now.
+func slotPhones(sl jobstore.Slot, next, now time.Time) []SlotPhone {
+	out := []SlotPhone{}
+	for _, j := range sl.Jobs {
+		p := SlotPhone{Job: j.ID, Phone: j.Phone, Status: j.Status}
+		if !j.GrantedAt.IsZero() {
+			t := j.GrantedAt
+			p.StartedAt = &t
+			late := t.Sub(maxTime(sl.ScheduledAt, j.NotBefore)).Round(time.Millisecond).Seconds()
+			p.LateSeconds = &late
+			if !next.IsZero() && !t.Before(next) {
+				p.Missed = true
+			}
+		} else {
+			p.Missed = jobstore.Finished(j.Status) || !next.IsZero() && !now.Before(next)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // NewScheduleView returns the view of sc with its slots (newest first).
 func NewScheduleView(sc jobstore.Schedule, slots []jobstore.Slot) (ScheduleView, error) {
-	req, err := ScheduleFromStore(sc)
+	req, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return ScheduleView{}, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
-	if err != nil {
-		return ScheduleView{}, fmt.Errorf("schedule %s: %w", sc.ID, err)
 	}
 	v := ScheduleView{ID: sc.ID, Project: sc.Project, CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, Paused: sc.Paused,
 		NextAt: timePtr(sc.NextAt), BufferedAt: timePtr(sc.BufferedAt), Next: []FireTime{}, Schedule: req}
@@ -66,13 +109,15 @@ func NewScheduleView(sc jobstore.Schedule, slots []jobstore.Slot) (ScheduleView,
 			v.Next = append(v.Next, FireTime{At: t.UTC(), Local: t.In(spec.Zone).Format(time.RFC3339)})
 		}
 	}
+	now := time.Now()
 	for _, sl := range slots {
-		jobs := sl.Jobs
-		if jobs == nil {
-			jobs = []string{}
+		jobs := []string{}
+		for _, j := range sl.Jobs {
+			jobs = append(jobs, j.ID)
 		}
 		v.Slots = append(v.Slots, SlotView{ScheduledAt: sl.ScheduledAt.UTC(), Outcome: sl.Outcome, Count: sl.Count,
-			Through: timePtr(sl.Through), RecordedAt: sl.RecordedAt, Jobs: jobs, Detail: sl.Detail})
+			Through: timePtr(sl.Through), RecordedAt: sl.RecordedAt, Jobs: jobs, Detail: sl.Detail,
+			Phones: slotPhones(sl, spec.Next(sl.ScheduledAt), now)})
 	}
 	return v, nil
 }
@@ -97,8 +142,12 @@ func CreateSchedule(ctx context.Context, store jobstore.Store, req ScheduleReque
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}
-	return ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
-		func(now time.Time) time.Time { return spec.Next(now) })
+	sc, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
+		jobstore.MaxSchedulesPerProject, func(now time.Time) time.Time { return spec.Next(now) })
+	if errors.Is(err, jobstore.ErrScheduleLimit) {
+		return jobstore.Schedule{}, submitErr("job.project", "project %s has %d schedules, the most it may have: delete one first", project, jobstore.MaxSchedulesPerProject)
+	}
+	return sc, err
 }
 
 // MaxBackfill is the most slots one backfill fires.
@@ -123,11 +172,7 @@ func Backfill(ctx context.Context, store jobstore.Store, sc jobstore.Schedule, f
 	if !ok {
 		return nil, fmt.Errorf("backfill: the store %T keeps no schedules", store)
 	}
-	req, err := ScheduleFromStore(sc)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
+	_, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return nil, err
 	}
@@ -377,11 +422,7 @@ func (h *Handler) pauseSchedule(paused bool) func(w http.ResponseWriter, r *http
 // PauseSchedule pauses sc, or resumes it with the first slot after the
 // database clock as its next one.
 func PauseSchedule(ctx context.Context, store jobstore.Store, sc jobstore.Schedule, paused bool) (jobstore.Schedule, error) {
-	req, err := ScheduleFromStore(sc)
-	if err != nil {
-		return jobstore.Schedule{}, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
+	_, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}

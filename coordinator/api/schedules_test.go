@@ -96,6 +96,10 @@ func TestSchedulesRoutes(t *testing.T) {
 	if r := e.do("POST", "/api/v1/schedules/"+sc.ID+"/backfill", tok, `{"from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"}`); r.status != http.StatusUnprocessableEntity || r.problem(t).Field != "to" {
 		t.Fatalf("backfill of the future: %d %s", r.status, r.body)
 	}
+	long := `{"from": "` + from.AddDate(0, 0, -api.MaxBackfill).Format(time.RFC3339) + `", "to": "` + from.Format(time.RFC3339) + `"}`
+	if r := e.do("POST", "/api/v1/schedules/"+sc.ID+"/backfill", tok, long); r.status != http.StatusUnprocessableEntity || r.problem(t).Field != "to" {
+		t.Fatalf("backfill of more than %d slots: %d %s", api.MaxBackfill, r.status, r.body)
+	}
 
 	// The backfilled job names its schedule and slot in the job view.
 	var jv api.JobView
@@ -107,6 +111,19 @@ func TestSchedulesRoutes(t *testing.T) {
 	e.do("GET", "/api/v1/schedules/"+sc.ID, reader, "").decode(t, &shown)
 	if len(shown.Slots) != 2 || shown.Slots[0].Outcome != jobstore.SlotBackfilled || !shown.Slots[0].ScheduledAt.After(shown.Slots[1].ScheduledAt) {
 		t.Fatalf("show: %+v", shown.Slots)
+	}
+	// Days after their slots, the backfilled jobs have not run: missed,
+	// phone by phone; one granted now ran late by days, after the next
+	// slot: missed too, with when it started.
+	if p := shown.Slots[1].Phones; len(p) != 1 || p[0].Job != first || p[0].Status != jobstore.StatusQueued || !p[0].Missed || p[0].StartedAt != nil {
+		t.Fatalf("phones of a slot whose job never ran: %+v", p)
+	}
+	if _, err := e.store.Claim(t.Context(), first, "pc-1/boot-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.do("GET", "/api/v1/schedules/"+sc.ID, reader, "").decode(t, &shown)
+	if p := shown.Slots[1].Phones; len(p) != 1 || p[0].StartedAt == nil || p[0].LateSeconds == nil || *p[0].LateSeconds < 24*3600 || !p[0].Missed {
+		t.Fatalf("phones of a slot whose job started days late: %+v", p)
 	}
 
 	if r := e.do("DELETE", "/api/v1/schedules/"+sc.ID, tok, ""); r.status != http.StatusNoContent {

@@ -32,7 +32,13 @@ var (
 	// ErrSlotTaken: the slot has an outcome already (fired by another
 	// coordinator, or recorded): nothing was written.
 	ErrSlotTaken = errors.New("schedule slot has an outcome already")
+	// ErrScheduleLimit: the project has as many schedules as it may.
+	ErrScheduleLimit = errors.New("the project has as many schedules as it may have")
 )
+
+// MaxSchedulesPerProject bounds the schedules of one project that the API
+// and the CLI create.
+const MaxSchedulesPerProject = 10000
 
 // Schedule is a stored schedule: its document (the schedule file as
 // accepted) and its state.
@@ -62,8 +68,18 @@ type Slot struct {
 	Count       int64
 	Through     time.Time // the last slot of a run; zero for one slot
 	RecordedAt  time.Time // database clock
-	Jobs        []string  // the ids of the jobs it queued
+	Jobs        []SlotJob // the jobs it queued, by id
 	Detail      string
+}
+
+// SlotJob is one job a slot queued, as it is now: on which phone, in
+// which state, and when it was first granted (zero: never).
+type SlotJob struct {
+	ID        string
+	Status    string
+	Phone     string    // the phone it was granted or pinned to, "" when none yet
+	NotBefore time.Time // its jitter share; zero: none
+	GrantedAt time.Time // its first grant, database clock; zero: never granted
 }
 
 // SlotFire is one evaluation's write for one schedule: the slots it
@@ -121,8 +137,9 @@ type ScheduleFilter struct {
 // one set of jobs, per slot. Both stores implement it.
 type ScheduleStore interface {
 	// CreateSchedule stores sc (ID, Project, Spec, CreatedBy) with its
-	// first slot first(now), now the database clock.
-	CreateSchedule(ctx context.Context, sc Schedule, first func(now time.Time) time.Time) (Schedule, error)
+	// first slot first(now), now the database clock. ErrScheduleLimit when
+	// the project has limit schedules already (limit ≤ 0: no bound).
+	CreateSchedule(ctx context.Context, sc Schedule, limit int, first func(now time.Time) time.Time) (Schedule, error)
 	// GetSchedule returns a schedule, or ErrScheduleNotFound.
 	GetSchedule(ctx context.Context, id string) (Schedule, error)
 	// Schedules lists schedules by id.

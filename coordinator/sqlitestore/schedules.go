@@ -22,8 +22,12 @@ func scanSchedule(row sqlstore.Row) (jobstore.Schedule, error) {
 
 // slotSelect reads the slots of a schedule with the ids of their jobs.
 const slotSelect = `SELECT ` + sqlstore.SlotColumns + `
-	COALESCE((SELECT group_concat(j.id, ',') FROM jobs j
-	          WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '')
+	COALESCE((SELECT json_group_array(json_object('id', j.id, 'status', j.status,
+	              'phone', COALESCE(j.device_serial, json_extract(j.task, '$.device.serial'), ''),
+	              'not_before_ms', CAST(round((julianday(j.not_before) - 2440587.5) * 86400000) AS INTEGER),
+	              'granted_ms', (SELECT CAST(round((julianday(min(w.at)) - 2440587.5) * 86400000) AS INTEGER) FROM write_events w
+	                             WHERE w.job_id = j.id AND w.verb IN ('claim', 'reassign') AND w.accepted)))
+	          FROM jobs j WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '[]')
 	FROM schedule_slots s`
 
 // queryRower is the reader pool or a transaction.
@@ -49,7 +53,7 @@ func nullTime(t time.Time) any {
 }
 
 // CreateSchedule stores a schedule with its first slot.
-func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
+func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit int, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
 	var out jobstore.Schedule
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		n, err := dbNow(ctx, tx)
@@ -57,8 +61,13 @@ func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, first 
 			return err
 		}
 		out, err = scanSchedule(tx.QueryRowContext(ctx, `
-			INSERT INTO schedules (id, project, spec, created_by, next_at) VALUES (?, ?, ?, ?, ?)
-			RETURNING `+scheduleColumns, sc.ID, sc.Project, string(sc.Spec), sc.CreatedBy, nullTime(first(n))))
+			INSERT INTO schedules (id, project, spec, created_by, next_at)
+			SELECT ?1, ?2, ?3, ?4, ?5
+			WHERE ?6 <= 0 OR (SELECT count(*) FROM schedules WHERE project = ?2) < ?6
+			RETURNING `+scheduleColumns, sc.ID, sc.Project, string(sc.Spec), sc.CreatedBy, nullTime(first(n)), limit))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("project %s: %w (%d)", sc.Project, jobstore.ErrScheduleLimit, limit)
+		}
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // scheduleTests are the cases of recurring schedules (ScheduleStore), not
@@ -27,6 +28,8 @@ var scheduleTests = []struct {
 	{"SchedulePauseResume", testSchedulePauseResume},
 	{"ScheduleBackfill", testScheduleBackfill},
 	{"ScheduleDueOnTheDatabaseClock", testScheduleDueOnTheDatabaseClock},
+	{"ScheduleLimitPerProject", testScheduleLimitPerProject},
+	{"ScheduleSlotJobs", testScheduleSlotJobs},
 }
 
 func scheduleStore(t *testing.T, s sqlstore.Lab) jobstore.ScheduleStore {
@@ -45,7 +48,7 @@ var slot0 = time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)
 // createSchedule stores a schedule of project p whose first slot is first.
 func createSchedule(t *testing.T, ss jobstore.ScheduleStore, id, p string, first time.Time) jobstore.Schedule {
 	t.Helper()
-	sc, err := ss.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: p, Spec: []byte(`{"every": "1h", "job": {"steps": []}}`), CreatedBy: "alice"},
+	sc, err := ss.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: p, Spec: []byte(`{"every": "1h", "job": {"steps": []}}`), CreatedBy: "alice"}, 0,
 		func(time.Time) time.Time { return first })
 	if err != nil {
 		t.Fatalf("create schedule %s: %v", id, err)
@@ -96,7 +99,7 @@ func testScheduleCreateListDelete(t *testing.T, s sqlstore.Lab) {
 	if err != nil || !got.NextAt.Equal(slot0) {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "sch-a", Project: "p1", Spec: []byte(`{}`)}, func(time.Time) time.Time { return slot0 }); err == nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "sch-a", Project: "p1", Spec: []byte(`{}`)}, 0, func(time.Time) time.Time { return slot0 }); err == nil {
 		t.Fatal("a second schedule with one id was stored")
 	}
 	for _, c := range []struct {
@@ -164,7 +167,7 @@ func testScheduleOneJobSetPerSlot(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("a job of the second fire exists: %v", err)
 	}
 	sl := slotsOf(t, ss, "sch")
-	if len(sl) != 1 || sl[0].Outcome != jobstore.SlotFired || !sl[0].ScheduledAt.Equal(slot0) || sl[0].RecordedAt.IsZero() || len(sl[0].Jobs) != 3 || sl[0].Jobs[0] != res.Jobs[0].ID {
+	if len(sl) != 1 || sl[0].Outcome != jobstore.SlotFired || !sl[0].ScheduledAt.Equal(slot0) || sl[0].RecordedAt.IsZero() || len(sl[0].Jobs) != 3 || sl[0].Jobs[0].ID != res.Jobs[0].ID || sl[0].Jobs[0].Status != jobstore.StatusQueued || !sl[0].Jobs[0].GrantedAt.IsZero() {
 		t.Fatalf("slots %+v", sl)
 	}
 	sc, err := ss.GetSchedule(ctx, "sch")
@@ -412,16 +415,16 @@ func testScheduleDueOnTheDatabaseClock(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	ss := scheduleStore(t, s)
 	var clock time.Time
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "past", Project: "p", Spec: []byte(`{}`)}, func(now time.Time) time.Time {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "past", Project: "p", Spec: []byte(`{}`)}, 0, func(now time.Time) time.Time {
 		clock = now
 		return now.Add(-time.Second)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ahead", Project: "p", Spec: []byte(`{}`)}, func(now time.Time) time.Time { return now.Add(time.Hour) }); err != nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ahead", Project: "p", Spec: []byte(`{}`)}, 0, func(now time.Time) time.Time { return now.Add(time.Hour) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ended", Project: "p", Spec: []byte(`{}`)}, func(time.Time) time.Time { return time.Time{} }); err != nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ended", Project: "p", Spec: []byte(`{}`)}, 0, func(time.Time) time.Time { return time.Time{} }); err != nil {
 		t.Fatal(err)
 	}
 	now, due, err := ss.DueSchedules(ctx, 10)
@@ -430,5 +433,57 @@ func testScheduleDueOnTheDatabaseClock(t *testing.T, s sqlstore.Lab) {
 	}
 	if now.Before(clock) || len(due) != 1 || due[0].ID != "past" {
 		t.Fatalf("due at %s (created at %s): %+v", now, clock, due)
+	}
+}
+
+// A project holds at most the limit given to CreateSchedule; other
+// projects are not counted against it.
+func testScheduleLimitPerProject(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	ss := scheduleStore(t, s)
+	create := func(id, project string) error {
+		_, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: id, Project: project, Spec: []byte(`{}`)}, 2, func(time.Time) time.Time { return slot0 })
+		return err
+	}
+	for _, id := range []string{"a1", "a2"} {
+		if err := create(id, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := create("a3", "a"); !errors.Is(err, jobstore.ErrScheduleLimit) {
+		t.Fatalf("a third schedule of a project limited to two: %v", err)
+	}
+	if err := create("b1", "b"); err != nil {
+		t.Fatalf("another project: %v", err)
+	}
+	if _, err := ss.GetSchedule(ctx, "a3"); !errors.Is(err, jobstore.ErrScheduleNotFound) {
+		t.Fatalf("the refused schedule was stored: %v", err)
+	}
+}
+
+// A slot lists its jobs as they are now: phone, state, jitter share and
+// first grant.
+func testScheduleSlotJobs(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	ss := scheduleStore(t, s)
+	createSchedule(t, ss, "sch", "p", slot0)
+	specs := slotJobs("sch", slot0, 2)
+	specs[0].Task.Device = protocol.DeviceSelector{Serial: "phone-1"}
+	specs[0].NotBefore = slot0.Add(30 * time.Second)
+	if _, err := ss.FireSlot(ctx, jobstore.SlotFire{ScheduleID: "sch", Slot: slot0, Jobs: specs, Next: slot0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	l := claim(t, s, specs[0].ID, ownerA, long)
+	sl := slotsOf(t, ss, "sch")
+	if len(sl) != 1 || len(sl[0].Jobs) != 2 {
+		t.Fatalf("slots %+v", sl)
+	}
+	got, other := sl[0].Jobs[0], sl[0].Jobs[1]
+	if got.ID != specs[0].ID || got.Phone != "phone-1" || got.Status != jobstore.StatusInProgress || !got.NotBefore.Equal(slot0.Add(30*time.Second)) ||
+		got.GrantedAt.IsZero() || got.GrantedAt.After(l.ExpiresAt) {
+		t.Fatalf("granted job of the slot %+v (lease until %s)", got, l.ExpiresAt)
+	}
+	if other.ID != specs[1].ID || other.Status != jobstore.StatusQueued || !other.GrantedAt.IsZero() || !other.NotBefore.IsZero() {
+		t.Fatalf("queued job of the slot %+v", other)
 	}
 }
