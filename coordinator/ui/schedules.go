@@ -28,8 +28,6 @@ const (
 	// detailSlots is how many latest slots a schedule's page shows, as the
 	// API's GET of one schedule.
 	detailSlots = 50
-	// detailJobs bounds the jobs whose status a schedule's page reads.
-	detailJobs = 100
 )
 
 var scheduleIDRe = regexp.MustCompile(`^sch-[0-9a-f]{12}$`)
@@ -43,21 +41,28 @@ type fireTime struct {
 
 // slotRow is one recorded slot (or run of missed slots).
 type slotRow struct {
-	At       string // the slot's time in the schedule's zone
-	Short    string // the same without the zone, for the list
-	UTC      string
-	Outcome  string
-	Count    int64
-	Through  string // the last slot of a run of missed slots, in the zone
-	Jobs     []slotJob
-	Detail   string
-	Recorded string
+	At      string // the slot's time in the schedule's zone
+	Short   string // the same without the zone, for the list
+	UTC     string
+	Outcome string
+	Count   int64
+	Through string // the last slot of a run of missed slots, in the zone
+	Jobs    []slotJob
+	// PhonesMissed counts the jobs that missed the slot.
+	PhonesMissed int
+	Detail       string
+	Recorded     string
 }
 
-// slotJob is a job a slot queued, with its status when read.
+// slotJob is a job a slot queued, as the API reports it phone by phone
+// (api.SlotPhone): its phone and state, how late it started, or that it
+// missed its slot.
 type slotJob struct {
 	ID     string
+	Phone  string
 	Status string
+	Late   string // "" when it has not started
+	Missed bool
 }
 
 // scheduleRow is a schedule as the pages show it.
@@ -79,6 +84,7 @@ type scheduleRow struct {
 	MissedAt  string
 	CreatedBy string
 	CreatedAt time.Time
+	job       api.JobRequest
 }
 
 // zoneTime formats t in loc: "2026-12-06 09:00:00 JST (+09:00)".
@@ -92,19 +98,17 @@ func zoneTime(t time.Time, loc *time.Location) string {
 // newScheduleRow is the row of sc with its slots (newest first); next
 // fire times, as many as the API gives (NewScheduleView), when next.
 func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (scheduleRow, error) {
-	v, err := api.NewScheduleView(sc, nil)
+	v, err := api.NewScheduleView(sc, slots)
 	if err != nil {
 		return scheduleRow{}, err
 	}
-	f := v.Schedule.Fields
-	loc := time.UTC
-	if f.TimeZone != "" {
-		if loc, err = time.LoadLocation(f.TimeZone); err != nil {
-			return scheduleRow{}, fmt.Errorf("schedule %s: %w", sc.ID, err)
-		}
+	_, spec, err := api.ScheduleFromStore(sc)
+	if err != nil {
+		return scheduleRow{}, err
 	}
+	f, loc := v.Schedule.Fields, spec.Zone
 	row := scheduleRow{ID: sc.ID, Project: sc.Project, Zone: loc.String(), InUTC: loc.String() == "UTC", Overlap: f.Overlap, CatchUp: f.CatchUp, Jitter: f.Jitter,
-		CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, State: "active"}
+		CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, State: "active", job: v.Schedule.Job}
 	if f.Cron != "" {
 		row.Timing = "cron " + f.Cron
 	} else {
@@ -128,14 +132,21 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 	if !sc.BufferedAt.IsZero() {
 		row.Buffered = zoneTime(sc.BufferedAt, loc)
 	}
-	for _, sl := range slots {
+	for _, sl := range v.Slots {
 		r := slotRow{At: zoneTime(sl.ScheduledAt, loc), Short: sl.ScheduledAt.In(loc).Format(time.DateTime), UTC: stamp(sl.ScheduledAt), Outcome: sl.Outcome, Count: max(sl.Count, 1),
 			Detail: sl.Detail, Recorded: stamp(sl.RecordedAt)}
-		if !sl.Through.IsZero() {
-			r.Through = zoneTime(sl.Through, loc)
+		if sl.Through != nil {
+			r.Through = zoneTime(*sl.Through, loc)
 		}
-		for _, id := range sl.Jobs {
-			r.Jobs = append(r.Jobs, slotJob{ID: id})
+		for _, p := range sl.Phones {
+			j := slotJob{ID: p.Job, Phone: p.Phone, Status: p.Status, Missed: p.Missed}
+			if p.LateSeconds != nil {
+				j.Late = (time.Duration(*p.LateSeconds*10) * time.Second / 10).String()
+			}
+			if p.Missed {
+				r.PhonesMissed++
+			}
+			r.Jobs = append(r.Jobs, j)
 		}
 		if sl.Outcome == jobstore.SlotMissed {
 			if row.Missed == 0 {
@@ -256,8 +267,6 @@ type scheduleData struct {
 	Job     string // the job file, as JSON
 	Live    []jobRow
 	Actions []jobstore.UIAction
-	// JobsCut: the slots name more jobs than the page read the status of.
-	JobsCut bool
 }
 
 // schedule is GET /ui/schedules/{id}: the schedule, its next five fire
@@ -279,30 +288,8 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	d := scheduleData{scheduleRow: row}
-	if req, err := api.ScheduleFromStore(sc); err == nil {
-		job, _ := json.MarshalIndent(req.Job, "", "  ")
-		d.Job = string(job)
-	}
-	read := 0
-	for i := range d.Slots {
-		for k := range d.Slots[i].Jobs {
-			if read == detailJobs {
-				d.JobsCut = true
-				break
-			}
-			read++
-			j, err := h.store.Get(ctx, d.Slots[i].Jobs[k].ID)
-			if errors.Is(err, jobstore.ErrNotFound) {
-				d.Slots[i].Jobs[k].Status = "gone"
-				continue
-			}
-			if err != nil {
-				h.internal(w, r, c, err)
-				return
-			}
-			d.Slots[i].Jobs[k].Status = j.Status
-		}
-	}
+	job, _ := json.MarshalIndent(row.job, "", "  ")
+	d.Job = string(job)
 	live, err := ss.LiveScheduleJobs(ctx, sc.ID)
 	if err != nil {
 		h.internal(w, r, c, err)

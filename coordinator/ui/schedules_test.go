@@ -92,6 +92,10 @@ func TestSchedules(t *testing.T) {
 		if want := "fired 2026-12-03 09:00:00 missed 2026-12-02 09:00:00 missed 2026-12-01 09:00:00"; strings.Join(outcomes, " ") != want {
 			t.Errorf("latest slots %q, want %s", outcomes, want)
 		}
+		// The fired slot's job never started before the next slot came.
+		if got := text(list.one(t, row+` td.slots li[data-outcome=fired] span.phones-missed`)); got != "(1 job missed)" {
+			t.Errorf("the fired slot's missed jobs %q", got)
+		}
 		if got := text(list.one(t, row+` td.missed`)); !strings.HasPrefix(got, "2") || !strings.Contains(got, "2026-12-02 09:00:00") {
 			t.Errorf("missed %q, want 2, the latest 2026-12-02", got)
 		}
@@ -113,6 +117,7 @@ func TestSchedules(t *testing.T) {
 		if got := text(page.one(t, `table#slots tr[data-outcome=fired] td.jobs span.status`)); got != jobstore.StatusQueued {
 			t.Errorf("the slot's job is shown %q", got)
 		}
+		page.one(t, `table#slots tr[data-outcome=fired] div.slot-job.missed b.phone-missed`)
 		if n := len(page.all(`table#live-jobs tr[data-job=` + job + `]`)); n != 1 {
 			t.Errorf("the queued job is not among the live jobs")
 		}
