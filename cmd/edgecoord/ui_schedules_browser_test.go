@@ -15,6 +15,16 @@ import (
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
+// browserLogin opens the dashboard of base in tab and logs in with token,
+// up to the fleet page.
+func browserLogin(t *testing.T, tab *browsertest.Tab, base, token string, within time.Duration) {
+	t.Helper()
+	tab.Do(t, "open /ui/", chromedp.Navigate(base+"/ui/"))
+	tab.WaitJS(t, within, "the login page", `!!document.querySelector("form#login input[name=token]")`)
+	tab.Do(t, "log in", chromedp.SendKeys(`form#login input[name=token]`, token), chromedp.Click(`form#login button[type=submit]`))
+	tab.WaitJS(t, within, "the fleet after the login", `location.pathname === "/ui/fleet"`)
+}
+
 // clickJS clicks the first element sel matches, found and clicked in one
 // script; false when there is none.
 func clickJS(t *testing.T, tab *browsertest.Tab, sel string) bool {
@@ -113,10 +123,7 @@ func TestUISchedulesBrowser(t *testing.T) {
 	shots := t.TempDir()
 	const within = 30 * time.Second
 	tab := browser.NewTab(t)
-	tab.Do(t, "open /ui/", chromedp.Navigate(c.Base+"/ui/"))
-	tab.WaitJS(t, within, "the login page", `!!document.querySelector("form#login input[name=token]")`)
-	tab.Do(t, "log in", chromedp.SendKeys(`form#login input[name=token]`, operator), chromedp.Click(`form#login button[type=submit]`))
-	tab.WaitJS(t, within, "the fleet after the login", `location.pathname === "/ui/fleet"`)
+	browserLogin(t, tab, c.Base, operator, within)
 	if !clickJS(t, tab, `header a#nav-schedules`) {
 		t.Fatalf("no Schedules link in the header\n%s", tab.Describe())
 	}

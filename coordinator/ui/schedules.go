@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,6 +160,16 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 	return row, nil
 }
 
+// readScheduleRow reads the latest slots of sc, at most slots, and
+// returns its row with next fire times.
+func readScheduleRow(ctx context.Context, ss jobstore.ScheduleStore, sc jobstore.Schedule, slots, next int) (scheduleRow, error) {
+	sl, err := ss.ScheduleSlots(ctx, sc.ID, slots)
+	if err != nil {
+		return scheduleRow{}, err
+	}
+	return newScheduleRow(sc, sl, next)
+}
+
 type schedulesData struct {
 	Rows    []scheduleRow
 	NoStore bool
@@ -211,12 +222,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, c *caller) {
 			d.Next = "/ui/schedules?" + url.Values{"after": {d.Rows[len(d.Rows)-1].ID}}.Encode()
 			break
 		}
-		slots, err := ss.ScheduleSlots(r.Context(), sc.ID, listSlots)
-		if err != nil {
-			h.internal(w, r, c, err)
-			return
-		}
-		row, err := newScheduleRow(sc, slots, 1)
+		row, err := readScheduleRow(r.Context(), ss, sc, listSlots, 1)
 		if err != nil {
 			h.internal(w, r, c, err)
 			return
@@ -277,12 +283,7 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	ctx := r.Context()
-	slots, err := ss.ScheduleSlots(ctx, sc.ID, detailSlots)
-	if err != nil {
-		h.internal(w, r, c, err)
-		return
-	}
-	row, err := newScheduleRow(sc, slots, 5)
+	row, err := readScheduleRow(ctx, ss, sc, detailSlots, 5)
 	if err != nil {
 		h.internal(w, r, c, err)
 		return
