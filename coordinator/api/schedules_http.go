@@ -32,6 +32,31 @@ type ScheduleView struct {
 	Slots []SlotView `json:"slots,omitempty"`
 }
 
+// When describes the schedule's timing: "0 9 * * * Asia/Tokyo",
+// "every 2h".
+func (v ScheduleView) When() string {
+	f := v.Schedule.Fields
+	if f.Every != "" {
+		return "every " + f.Every
+	}
+	zone := f.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	return f.Cron + " " + zone
+}
+
+// State is "paused", "ended" (no slot left) or "active".
+func (v ScheduleView) State() string {
+	switch {
+	case v.Paused:
+		return "paused"
+	case v.NextAt == nil:
+		return "ended"
+	}
+	return "active"
+}
+
 // FireTime is one fire time of a schedule.
 type FireTime struct {
 	At    time.Time `json:"at"`    // UTC

@@ -16,8 +16,8 @@ const (
 	UIActionResume  = "resume"
 	UIActionCancel  = "cancel"
 	UIActionResolve = "resolve"
-	// UIActionPauseSchedule and UIActionResumeSchedule pause and resume a
-	// schedule (Target its id).
+	// UIActionPauseSchedule and UIActionResumeSchedule: a schedule paused
+	// or resumed (docs/schedules.md); Target is its id.
 	UIActionPauseSchedule  = "pause_schedule"
 	UIActionResumeSchedule = "resume_schedule"
 )
@@ -36,8 +36,8 @@ type UISession struct {
 type UIAction struct {
 	ID        int64
 	TokenName string
-	Action    string // UIActionDrain, UIActionResume, UIActionCancel, UIActionResolve, UIAction*Schedule
-	Target    string // the agent id, job id, effect key or schedule id acted on
+	Action    string // UIActionDrain, UIActionResume, UIActionCancel, UIActionResolve
+	Target    string // the agent id, job id or effect key acted on
 	JobID     string // the job concerned, "" for an agent
 	Detail    string // the reason, the decision
 	At        time.Time

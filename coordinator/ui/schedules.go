@@ -70,7 +70,7 @@ type slotJob struct {
 type scheduleRow struct {
 	ID        string
 	Project   string
-	Timing    string // "cron 0 9 * * * (Asia/Tokyo)" or "every 2h"
+	When      string // api.ScheduleView.When: "0 9 * * * Asia/Tokyo", "every 2h"
 	Zone      string
 	InUTC     bool // the zone is UTC: the pages give each time once
 	Overlap   string
@@ -109,20 +109,9 @@ func newScheduleRow(sc jobstore.Schedule, slots []jobstore.Slot, next int) (sche
 	}
 	f, loc := v.Schedule.Fields, spec.Zone
 	row := scheduleRow{ID: sc.ID, Project: sc.Project, Zone: loc.String(), InUTC: loc.String() == "UTC", Overlap: f.Overlap, CatchUp: f.CatchUp, Jitter: f.Jitter,
-		CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, State: "active", job: v.Schedule.Job}
-	if f.Cron != "" {
-		row.Timing = "cron " + f.Cron
-	} else {
-		row.Timing = "every " + f.Every
-	}
+		CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, State: v.State(), When: v.When(), job: v.Schedule.Job}
 	if !f.End.IsZero() {
 		row.End = zoneTime(f.End, loc)
-	}
-	switch {
-	case sc.Paused:
-		row.State = "paused"
-	case sc.NextAt.IsZero():
-		row.State = "ended"
 	}
 	for i, ft := range v.Next {
 		if i == next {

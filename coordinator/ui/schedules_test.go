@@ -77,6 +77,9 @@ func TestSchedules(t *testing.T) {
 			t.Fatalf("the list shows %d schedules, want p1's one\n%s", n, list.body)
 		}
 		row := `tr[data-schedule=` + tokyo.ID + `]`
+		if got := text(list.one(t, row+` td.when`)); got != "0 9 * * * Asia/Tokyo" {
+			t.Errorf("when %q", got)
+		}
 		if got := text(list.one(t, row+` td.state`)); got != "active" {
 			t.Errorf("state %q", got)
 		}
@@ -199,6 +202,9 @@ func TestSchedules(t *testing.T) {
 		}
 		if e.storedSchedule(other.ID).Paused {
 			t.Error("another project's schedule was paused")
+		}
+		if d, err := e.store.APIDenials(ctx); err != nil || len(d) != 2 || d[0].Project != "p2" || d[1].Project != "p2" {
+			t.Errorf("denials %+v, %v: want the reader's look and the operator's pause at p2's schedule", d, err)
 		}
 		acts, err := e.store.UIActions(ctx, jobstore.UIActionFilter{Target: tokyo.ID})
 		if err != nil {
