@@ -110,6 +110,13 @@ func TestSchedules(t *testing.T) {
 		if n := len(page.all(`table#next tbody tr`)); n != 5 {
 			t.Errorf("the schedule's page shows %d next fire times, want 5", n)
 		}
+		if local, utc := text(page.all(`table#next td.local`)[0]), text(page.all(`table#next td.utc`)[0]); local != next.In(time.FixedZone("JST", 9*3600)).Format("2006-01-02 15:04:05")+" JST (+09:00)" ||
+			utc != next.UTC().Format("2006-01-02 15:04:05Z") {
+			t.Errorf("the schedule's page: next fire %q / %q, want %s in Tokyo and UTC", local, utc, next)
+		}
+		if got := text(page.one(t, `table#slots tr[data-outcome=fired] td.at`)); got != "2026-12-03 09:00:00 JST (+09:00)" {
+			t.Errorf("the fired slot in Tokyo %q", got)
+		}
 		slot := page.one(t, `table#slots tr[data-outcome=fired]`)
 		if attr(slot, "data-slot") != "2026-12-03 00:00:00Z" {
 			t.Errorf("fired slot %v", slot.Attr)
