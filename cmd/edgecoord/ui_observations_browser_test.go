@@ -5,12 +5,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator/api"
@@ -105,16 +102,13 @@ func TestUIObservationsBrowser(t *testing.T) {
 	shots := t.TempDir()
 	const within = 30 * time.Second
 	tab := browser.NewTab(t)
-	tab.Do(t, "open /ui/", chromedp.Navigate(c.Base+"/ui/"))
-	tab.WaitJS(t, within, "the login page", `!!document.querySelector("form#login input[name=token]")`)
-	tab.Do(t, "log in", chromedp.SendKeys(`form#login input[name=token]`, tok), chromedp.Click(`form#login button[type=submit]`))
-	tab.WaitJS(t, within, "the fleet after the login", `location.pathname === "/ui/fleet"`)
+	browserLogin(t, tab, c.Base, tok, within)
 
 	// Clicked from script, found and clicked in one go: the fleet page's
 	// live updates may replace the header's nodes between a lookup and a
 	// click.
 	tab.WaitJS(t, within, "the header's project link", `!!document.querySelector("header a.project")`)
-	if !browsertest.Eval[bool](t, tab, `(() => { const a = document.querySelector("header a.project"); if (!a) return false; a.click(); return true })()`) {
+	if !clickJS(t, tab, "header a.project") {
 		t.Fatalf("no project link in the header\n%s", tab.Describe())
 	}
 	tab.WaitJS(t, within, "the observations page", `location.pathname === "/ui/projects/lab/observations" && !!document.querySelector("table#observations")`)
@@ -157,7 +151,7 @@ func TestUIObservationsBrowser(t *testing.T) {
 
 	first := jobOf[phones[0].Serial()]
 	jobLink := `table#observations tr[data-phone="` + phones[0].Serial() + `"] td.job a.job`
-	if !browsertest.Eval[bool](t, tab, `(() => { const a = document.querySelector(`+strconv.Quote(jobLink)+`); if (!a) return false; a.click(); return true })()`) {
+	if !clickJS(t, tab, jobLink) {
 		t.Fatalf("no job link in the row of %s\n%s", phones[0].Serial(), tab.Describe())
 	}
 	tab.WaitJS(t, within, "the job page", `location.pathname === "/ui/jobs/`+first+`" && !!document.querySelector("table#job-observations")`)

@@ -166,7 +166,7 @@ func TestUIBinary(t *testing.T) {
 	if len(routes) < 15 {
 		t.Fatalf("docs/ui.md lists %d routes", len(routes))
 	}
-	fill := strings.NewReplacer("/agents/{id}", "/agents/pc-1", "/jobs/{id}", "/jobs/ui-1", "{gen}", "1", "{name}", "s.png", "{file}", "app.js", "{project}", "lab")
+	fill := strings.NewReplacer("/agents/{id}", "/agents/pc-1", "/schedules/{id}", "/schedules/sch-000000000000", "/jobs/{id}", "/jobs/ui-1", "{gen}", "1", "{name}", "s.png", "{file}", "app.js", "{project}", "lab")
 	for _, r := range routes {
 		path := fill.Replace(r[2])
 		req, _ := http.NewRequest(r[1], b.Base+path, strings.NewReader(""))

@@ -189,8 +189,7 @@ func ago(d time.Duration) string {
 }
 
 var funcs = template.FuncMap{
-	"time":    stamp,
-	"fireutc": fireUTC,
+	"time": stamp,
 	"timep": func(t *time.Time) string {
 		if t == nil || t.IsZero() {
 			return "—"
@@ -204,7 +203,7 @@ var funcs = template.FuncMap{
 }
 
 // pageNames are the templates that are pages, each parsed with the layout.
-var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "schedules", "confirm", "message"}
+var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "schedules", "schedule", "confirm", "message"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
@@ -244,6 +243,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/jobs/{id}", h.page(jobstore.ScopeRead, h.job))
 	h.mux.HandleFunc("GET /ui/jobs/{id}/artifacts/{gen}/{name}", h.page(jobstore.ScopeRead, h.artifact))
 	h.mux.HandleFunc("GET /ui/projects/{project}/observations", h.page(jobstore.ScopeRead, h.observations))
+	h.mux.HandleFunc("GET /ui/schedules", h.page(jobstore.ScopeRead, h.schedules))
+	h.mux.HandleFunc("GET /ui/schedules/{id}", h.page(jobstore.ScopeRead, h.schedule))
 	h.mux.HandleFunc("GET /ui/events", h.page(jobstore.ScopeRead, h.live))
 	h.mux.HandleFunc("GET /ui/agents/{id}/drain", h.page(jobstore.ScopeAdmin, h.confirmDrain(true)))
 	h.mux.HandleFunc("POST /ui/agents/{id}/drain", h.action(jobstore.ScopeAdmin, h.drain(true)))
@@ -251,11 +252,10 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /ui/agents/{id}/resume", h.action(jobstore.ScopeAdmin, h.drain(false)))
 	h.mux.HandleFunc("GET /ui/jobs/{id}/cancel", h.page(jobstore.ScopeOperate, h.confirmCancel))
 	h.mux.HandleFunc("POST /ui/jobs/{id}/cancel", h.action(jobstore.ScopeOperate, h.cancel))
-	h.mux.HandleFunc("GET /ui/schedules", h.page(jobstore.ScopeRead, h.schedules))
-	h.mux.HandleFunc("GET /ui/schedules/{id}/pause", h.page(jobstore.ScopeOperate, h.confirmPauseSchedule(true)))
-	h.mux.HandleFunc("POST /ui/schedules/{id}/pause", h.action(jobstore.ScopeOperate, h.pauseSchedule(true)))
-	h.mux.HandleFunc("GET /ui/schedules/{id}/resume", h.page(jobstore.ScopeOperate, h.confirmPauseSchedule(false)))
-	h.mux.HandleFunc("POST /ui/schedules/{id}/resume", h.action(jobstore.ScopeOperate, h.pauseSchedule(false)))
+	h.mux.HandleFunc("GET /ui/schedules/{id}/pause", h.page(jobstore.ScopeOperate, h.confirmPause(true)))
+	h.mux.HandleFunc("POST /ui/schedules/{id}/pause", h.action(jobstore.ScopeOperate, h.pause(true)))
+	h.mux.HandleFunc("GET /ui/schedules/{id}/resume", h.page(jobstore.ScopeOperate, h.confirmPause(false)))
+	h.mux.HandleFunc("POST /ui/schedules/{id}/resume", h.action(jobstore.ScopeOperate, h.pause(false)))
 	h.mux.HandleFunc("GET /ui/effects/resolve", h.page(jobstore.ScopeOperate, h.confirmResolve))
 	h.mux.HandleFunc("POST /ui/effects/resolve", h.action(jobstore.ScopeOperate, h.resolve))
 	static, _ := fs.Sub(staticFS, "static")
