@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
