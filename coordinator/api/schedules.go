@@ -30,13 +30,20 @@ func ParseScheduleFile(data []byte, req *ScheduleRequest) error {
 	return yaml.UnmarshalWithOptions(data, req, yaml.Strict(), yaml.DisallowUnknownField())
 }
 
-// ScheduleFromStore decodes a stored schedule's document.
-func ScheduleFromStore(sc jobstore.Schedule) (ScheduleRequest, error) {
+// ScheduleFromStore decodes a stored schedule's document and its timing.
+// The timing was checked when the schedule was created; it is read again
+// with the lowest minimum interval, so that a coordinator whose
+// schedules.min_every is higher still evaluates it.
+func ScheduleFromStore(sc jobstore.Schedule) (ScheduleRequest, schedule.Spec, error) {
 	var req ScheduleRequest
 	if err := json.Unmarshal(sc.Spec, &req); err != nil {
-		return ScheduleRequest{}, fmt.Errorf("decode schedule %s: %w", sc.ID, err)
+		return ScheduleRequest{}, schedule.Spec{}, fmt.Errorf("decode schedule %s: %w", sc.ID, err)
 	}
-	return req, nil
+	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
+	if err != nil {
+		return ScheduleRequest{}, schedule.Spec{}, fmt.Errorf("schedule %s: %w", sc.ID, err)
+	}
+	return req, spec, nil
 }
 
 // Check checks the schedule as it would be stored: its timing against lim
@@ -98,13 +105,9 @@ func SlotJobID(id string, slot time.Time) string {
 // window by not_before. A request the coordinator refuses now (a fan-out
 // no phone matches) is no error: no job, and why.
 func SlotJobs(ctx context.Context, store jobstore.Store, sc jobstore.Schedule, slot time.Time, o SubmitOptions) ([]jobstore.JobSpec, string, error) {
-	req, err := ScheduleFromStore(sc)
+	req, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return nil, "", err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
-	if err != nil {
-		return nil, "", fmt.Errorf("schedule %s: %w", sc.ID, err)
 	}
 	job := req.Job
 	job.ID = SlotJobID(sc.ID, slot)

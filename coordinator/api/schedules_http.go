@@ -51,13 +51,9 @@ type SlotView struct {
 
 // NewScheduleView returns the view of sc with its slots (newest first).
 func NewScheduleView(sc jobstore.Schedule, slots []jobstore.Slot) (ScheduleView, error) {
-	req, err := ScheduleFromStore(sc)
+	req, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return ScheduleView{}, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
-	if err != nil {
-		return ScheduleView{}, fmt.Errorf("schedule %s: %w", sc.ID, err)
 	}
 	v := ScheduleView{ID: sc.ID, Project: sc.Project, CreatedBy: sc.CreatedBy, CreatedAt: sc.CreatedAt, Paused: sc.Paused,
 		NextAt: timePtr(sc.NextAt), BufferedAt: timePtr(sc.BufferedAt), Next: []FireTime{}, Schedule: req}
@@ -97,8 +93,12 @@ func CreateSchedule(ctx context.Context, store jobstore.Store, req ScheduleReque
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}
-	return ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
-		func(now time.Time) time.Time { return spec.Next(now) })
+	sc, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: NewScheduleID(), Project: project, Spec: doc, CreatedBy: o.SubmittedBy},
+		jobstore.MaxSchedulesPerProject, func(now time.Time) time.Time { return spec.Next(now) })
+	if errors.Is(err, jobstore.ErrScheduleLimit) {
+		return jobstore.Schedule{}, submitErr("job.project", "project %s has %d schedules, the most it may have: delete one first", project, jobstore.MaxSchedulesPerProject)
+	}
+	return sc, err
 }
 
 // MaxBackfill is the most slots one backfill fires.
@@ -123,11 +123,7 @@ func Backfill(ctx context.Context, store jobstore.Store, sc jobstore.Schedule, f
 	if !ok {
 		return nil, fmt.Errorf("backfill: the store %T keeps no schedules", store)
 	}
-	req, err := ScheduleFromStore(sc)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
+	_, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return nil, err
 	}
@@ -377,11 +373,7 @@ func (h *Handler) pauseSchedule(paused bool) func(w http.ResponseWriter, r *http
 // PauseSchedule pauses sc, or resumes it with the first slot after the
 // database clock as its next one.
 func PauseSchedule(ctx context.Context, store jobstore.Store, sc jobstore.Schedule, paused bool) (jobstore.Schedule, error) {
-	req, err := ScheduleFromStore(sc)
-	if err != nil {
-		return jobstore.Schedule{}, err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
+	_, spec, err := ScheduleFromStore(sc)
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}

@@ -96,6 +96,10 @@ func TestSchedulesRoutes(t *testing.T) {
 	if r := e.do("POST", "/api/v1/schedules/"+sc.ID+"/backfill", tok, `{"from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"}`); r.status != http.StatusUnprocessableEntity || r.problem(t).Field != "to" {
 		t.Fatalf("backfill of the future: %d %s", r.status, r.body)
 	}
+	long := `{"from": "` + from.AddDate(0, 0, -api.MaxBackfill).Format(time.RFC3339) + `", "to": "` + from.Format(time.RFC3339) + `"}`
+	if r := e.do("POST", "/api/v1/schedules/"+sc.ID+"/backfill", tok, long); r.status != http.StatusUnprocessableEntity || r.problem(t).Field != "to" {
+		t.Fatalf("backfill of more than %d slots: %d %s", api.MaxBackfill, r.status, r.body)
+	}
 
 	// The backfilled job names its schedule and slot in the job view.
 	var jv api.JobView

@@ -32,7 +32,13 @@ var (
 	// ErrSlotTaken: the slot has an outcome already (fired by another
 	// coordinator, or recorded): nothing was written.
 	ErrSlotTaken = errors.New("schedule slot has an outcome already")
+	// ErrScheduleLimit: the project has as many schedules as it may.
+	ErrScheduleLimit = errors.New("the project has as many schedules as it may have")
 )
+
+// MaxSchedulesPerProject bounds the schedules of one project that the API
+// and the CLI create.
+const MaxSchedulesPerProject = 10000
 
 // Schedule is a stored schedule: its document (the schedule file as
 // accepted) and its state.
@@ -121,8 +127,9 @@ type ScheduleFilter struct {
 // one set of jobs, per slot. Both stores implement it.
 type ScheduleStore interface {
 	// CreateSchedule stores sc (ID, Project, Spec, CreatedBy) with its
-	// first slot first(now), now the database clock.
-	CreateSchedule(ctx context.Context, sc Schedule, first func(now time.Time) time.Time) (Schedule, error)
+	// first slot first(now), now the database clock. ErrScheduleLimit when
+	// the project has limit schedules already (limit ≤ 0: no bound).
+	CreateSchedule(ctx context.Context, sc Schedule, limit int, first func(now time.Time) time.Time) (Schedule, error)
 	// GetSchedule returns a schedule, or ErrScheduleNotFound.
 	GetSchedule(ctx context.Context, id string) (Schedule, error)
 	// Schedules lists schedules by id.

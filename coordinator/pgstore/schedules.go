@@ -44,14 +44,19 @@ func nullTime(t time.Time) any {
 }
 
 // CreateSchedule stores a schedule with its first slot.
-func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
+func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit int, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return jobstore.Schedule{}, err
 	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `
-		INSERT INTO schedules (id, project, spec, created_by, next_at) VALUES ($1, $2, $3, $4, $5)
-		RETURNING `+scheduleColumns, sc.ID, sc.Project, []byte(sc.Spec), sc.CreatedBy, nullTime(first(now))))
+		INSERT INTO schedules (id, project, spec, created_by, next_at)
+		SELECT $1::text, $2::text, $3::jsonb, $4::text, $5::timestamptz
+		WHERE $6::bigint <= 0 OR (SELECT count(*) FROM schedules WHERE project = $2) < $6
+		RETURNING `+scheduleColumns, sc.ID, sc.Project, []byte(sc.Spec), sc.CreatedBy, nullTime(first(now)), limit))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return jobstore.Schedule{}, fmt.Errorf("create schedule %s: project %s: %w (%d)", sc.ID, sc.Project, jobstore.ErrScheduleLimit, limit)
+	}
 	if err != nil {
 		return jobstore.Schedule{}, fmt.Errorf("create schedule %s: %w", sc.ID, err)
 	}

@@ -49,7 +49,7 @@ func nullTime(t time.Time) any {
 }
 
 // CreateSchedule stores a schedule with its first slot.
-func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
+func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit int, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
 	var out jobstore.Schedule
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		n, err := dbNow(ctx, tx)
@@ -57,8 +57,13 @@ func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, first 
 			return err
 		}
 		out, err = scanSchedule(tx.QueryRowContext(ctx, `
-			INSERT INTO schedules (id, project, spec, created_by, next_at) VALUES (?, ?, ?, ?, ?)
-			RETURNING `+scheduleColumns, sc.ID, sc.Project, string(sc.Spec), sc.CreatedBy, nullTime(first(n))))
+			INSERT INTO schedules (id, project, spec, created_by, next_at)
+			SELECT ?1, ?2, ?3, ?4, ?5
+			WHERE ?6 <= 0 OR (SELECT count(*) FROM schedules WHERE project = ?2) < ?6
+			RETURNING `+scheduleColumns, sc.ID, sc.Project, string(sc.Spec), sc.CreatedBy, nullTime(first(n)), limit))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("project %s: %w (%d)", sc.Project, jobstore.ErrScheduleLimit, limit)
+		}
 		return err
 	})
 	if err != nil {

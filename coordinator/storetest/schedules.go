@@ -27,6 +27,7 @@ var scheduleTests = []struct {
 	{"SchedulePauseResume", testSchedulePauseResume},
 	{"ScheduleBackfill", testScheduleBackfill},
 	{"ScheduleDueOnTheDatabaseClock", testScheduleDueOnTheDatabaseClock},
+	{"ScheduleLimitPerProject", testScheduleLimitPerProject},
 }
 
 func scheduleStore(t *testing.T, s sqlstore.Lab) jobstore.ScheduleStore {
@@ -45,7 +46,7 @@ var slot0 = time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)
 // createSchedule stores a schedule of project p whose first slot is first.
 func createSchedule(t *testing.T, ss jobstore.ScheduleStore, id, p string, first time.Time) jobstore.Schedule {
 	t.Helper()
-	sc, err := ss.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: p, Spec: []byte(`{"every": "1h", "job": {"steps": []}}`), CreatedBy: "alice"},
+	sc, err := ss.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: p, Spec: []byte(`{"every": "1h", "job": {"steps": []}}`), CreatedBy: "alice"}, 0,
 		func(time.Time) time.Time { return first })
 	if err != nil {
 		t.Fatalf("create schedule %s: %v", id, err)
@@ -96,7 +97,7 @@ func testScheduleCreateListDelete(t *testing.T, s sqlstore.Lab) {
 	if err != nil || !got.NextAt.Equal(slot0) {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "sch-a", Project: "p1", Spec: []byte(`{}`)}, func(time.Time) time.Time { return slot0 }); err == nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "sch-a", Project: "p1", Spec: []byte(`{}`)}, 0, func(time.Time) time.Time { return slot0 }); err == nil {
 		t.Fatal("a second schedule with one id was stored")
 	}
 	for _, c := range []struct {
@@ -412,16 +413,16 @@ func testScheduleDueOnTheDatabaseClock(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	ss := scheduleStore(t, s)
 	var clock time.Time
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "past", Project: "p", Spec: []byte(`{}`)}, func(now time.Time) time.Time {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "past", Project: "p", Spec: []byte(`{}`)}, 0, func(now time.Time) time.Time {
 		clock = now
 		return now.Add(-time.Second)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ahead", Project: "p", Spec: []byte(`{}`)}, func(now time.Time) time.Time { return now.Add(time.Hour) }); err != nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ahead", Project: "p", Spec: []byte(`{}`)}, 0, func(now time.Time) time.Time { return now.Add(time.Hour) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ended", Project: "p", Spec: []byte(`{}`)}, func(time.Time) time.Time { return time.Time{} }); err != nil {
+	if _, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: "ended", Project: "p", Spec: []byte(`{}`)}, 0, func(time.Time) time.Time { return time.Time{} }); err != nil {
 		t.Fatal(err)
 	}
 	now, due, err := ss.DueSchedules(ctx, 10)
@@ -430,5 +431,30 @@ func testScheduleDueOnTheDatabaseClock(t *testing.T, s sqlstore.Lab) {
 	}
 	if now.Before(clock) || len(due) != 1 || due[0].ID != "past" {
 		t.Fatalf("due at %s (created at %s): %+v", now, clock, due)
+	}
+}
+
+// A project holds at most the limit given to CreateSchedule; other
+// projects are not counted against it.
+func testScheduleLimitPerProject(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	ss := scheduleStore(t, s)
+	create := func(id, project string) error {
+		_, err := ss.CreateSchedule(ctx, jobstore.Schedule{ID: id, Project: project, Spec: []byte(`{}`)}, 2, func(time.Time) time.Time { return slot0 })
+		return err
+	}
+	for _, id := range []string{"a1", "a2"} {
+		if err := create(id, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := create("a3", "a"); !errors.Is(err, jobstore.ErrScheduleLimit) {
+		t.Fatalf("a third schedule of a project limited to two: %v", err)
+	}
+	if err := create("b1", "b"); err != nil {
+		t.Fatalf("another project: %v", err)
+	}
+	if _, err := ss.GetSchedule(ctx, "a3"); !errors.Is(err, jobstore.ErrScheduleNotFound) {
+		t.Fatalf("the refused schedule was stored: %v", err)
 	}
 }

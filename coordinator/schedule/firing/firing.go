@@ -143,13 +143,9 @@ func (l *Loop) Pass(ctx context.Context) error {
 // then records the slots due since its next one (schedule.Plan: the
 // latest fires when within catch_up, the older ones are missed).
 func (l *Loop) Evaluate(ctx context.Context, sc jobstore.Schedule, now time.Time) error {
-	req, err := api.ScheduleFromStore(sc)
+	_, spec, err := api.ScheduleFromStore(sc)
 	if err != nil {
 		return err
-	}
-	spec, err := schedule.Parse(req.Fields, schedule.Limits{MinEvery: schedule.MinEveryFloor})
-	if err != nil {
-		return fmt.Errorf("schedule %s: %w", sc.ID, err)
 	}
 	if !sc.BufferedAt.IsZero() {
 		if err := l.fire(ctx, sc, jobstore.SlotFire{ScheduleID: sc.ID, Slot: sc.BufferedAt, Buffered: true}, now); err != nil {

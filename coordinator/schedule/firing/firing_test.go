@@ -17,6 +17,9 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/coordinator/schedule/firing"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
+	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/fencing"
+	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -79,7 +82,7 @@ func createFirst(t *testing.T, s store, id, file string, first func(spec schedul
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: project, Spec: doc, CreatedBy: "test"},
+	if _, err := s.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: project, Spec: doc, CreatedBy: "test"}, 0,
 		func(now time.Time) time.Time { return first(spec, now) }); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +258,92 @@ func TestDownForThreeSlots(t *testing.T) {
 		}
 		if n := lagCount(t, reg); n != 2 {
 			t.Errorf("schedule_lag_seconds counts %d fires, want 2", n)
+		}
+	})
+}
+
+// Overlap cancel_previous: the next slot cancels the running job of the
+// earlier one, revoking its token, and fires; overlap buffer_one holds a
+// slot while the earlier job is queued and fires it once that job ended.
+func TestOverlapThroughTheLoop(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		ctx := t.Context()
+		var revoked []fencing.Token
+		l, err := firing.New(firing.Options{Store: s, Revoke: func(tok fencing.Token, reason string) { revoked = append(revoked, tok) },
+			Log: zerolog.New(zerolog.NewTestWriter(t))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := utc("2026-12-05T10:00:00Z")
+		create(t, s, "sch-cancel", "every: 10m\noverlap: cancel_previous\n"+job, start.Add(-time.Second))
+		evaluate(t, l, s, "sch-cancel", start)
+		first := api.SlotJobID("sch-cancel", start)
+		lease, err := s.(sqlstore.Lab).Claim(ctx, first, "pc-1/boot-1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evaluate(t, l, s, "sch-cancel", start.Add(10*time.Minute))
+		if j, _ := s.Get(ctx, first); j.Status != jobstore.StatusCancelled || len(revoked) != 1 || revoked[0] != lease.Token {
+			t.Fatalf("earlier job %s %s, revoked %v (its token %v)", j.ID, j.Status, revoked, lease.Token)
+		}
+		if got := slotsOfJobs(t, s, "sch-cancel"); len(got) != 2 {
+			t.Fatalf("jobs of the slots %v", got)
+		}
+
+		create(t, s, "sch-buffer", "every: 10m\noverlap: buffer_one\n"+job, start.Add(-time.Second))
+		evaluate(t, l, s, "sch-buffer", start)
+		evaluate(t, l, s, "sch-buffer", start.Add(10*time.Minute))
+		evaluate(t, l, s, "sch-buffer", start.Add(20*time.Minute))
+		if got := outcomes(t, s, "sch-buffer"); !slices.Equal(got, []string{"2026-12-05T10:00:00Z fired", "2026-12-05T10:10:00Z buffered", "2026-12-05T10:20:00Z skipped"}) {
+			t.Fatalf("slots while the first job is queued: %v", got)
+		}
+		if _, err := s.Cancel(ctx, api.SlotJobID("sch-buffer", start), "test"); err != nil {
+			t.Fatal(err)
+		}
+		evaluate(t, l, s, "sch-buffer", start.Add(21*time.Minute))
+		if got := slotsOfJobs(t, s, "sch-buffer"); !slices.Equal(got, []string{"2026-12-05T10:00:00Z", "2026-12-05T10:10:00Z"}) {
+			t.Fatalf("jobs after the first ended: %v", got)
+		}
+	})
+}
+
+// Jitter: a fan-out over 40 phones queues one job per phone, each pinned
+// to its phone, not before its share of the window: the first and the
+// last at least 80% of the window apart.
+func TestJitterSpreadsAFanOut(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store) {
+		ctx := t.Context()
+		var devices []protocol.Device
+		for i := range 40 {
+			devices = append(devices, protocol.Device{Serial: fmt.Sprintf("phone-%02d", i), State: protocol.DeviceReady})
+		}
+		if _, _, err := s.AgentHello(ctx, jobstore.AgentHello{AgentID: "pc-1", BootID: "boot-1", Devices: devices, Slots: 40}); err != nil {
+			t.Fatal(err)
+		}
+		l := newLoop(t, s, nil)
+		start := utc("2026-12-05T09:00:00Z")
+		create(t, s, "sch-jitter", "every: 1h\njitter: 10m\n"+job+"  fan_out: true\n", start.Add(-time.Second))
+		evaluate(t, l, s, "sch-jitter", start)
+		jobs, err := s.ListJobs(ctx, jobstore.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		serials := map[string]bool{}
+		var first, last time.Time
+		for _, j := range jobs {
+			if serials[j.Task.Device.Serial] || j.NotBefore.Before(start) || !j.NotBefore.Before(start.Add(10*time.Minute)) {
+				t.Fatalf("job %s on %s not before %s", j.ID, j.Task.Device.Serial, j.NotBefore)
+			}
+			serials[j.Task.Device.Serial] = true
+			if first.IsZero() || j.NotBefore.Before(first) {
+				first = j.NotBefore
+			}
+			if j.NotBefore.After(last) {
+				last = j.NotBefore
+			}
+		}
+		if len(serials) != 40 || last.Sub(first) < 8*time.Minute {
+			t.Fatalf("%d phones, spread %s", len(serials), last.Sub(first))
 		}
 	})
 }
