@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,6 +43,11 @@ type RecurringPlan struct {
 	Every   time.Duration
 	CatchUp time.Duration
 	Overlap string
+	// Behind puts the first slot this many slots before the creation, as
+	// if every coordinator had been down since: the first evaluation fires
+	// the latest slot due, when within catch_up, and records the older
+	// ones missed.
+	Behind int
 }
 
 // recurringSpan is how long after the start of the window the plan's
@@ -57,6 +63,7 @@ func drawRecurring(p *Plan) {
 			Every:   time.Second,
 			CatchUp: []time.Duration{time.Second, 2 * time.Second, time.Hour}[r.IntN(3)],
 			Overlap: []string{schedule.OverlapAllow, schedule.OverlapSkip}[r.IntN(2)],
+			Behind:  []int{0, 0, 2, 4}[r.IntN(4)],
 		})
 	}
 }
@@ -107,15 +114,15 @@ func (r *run) runRecurring(ctx context.Context) {
 		var sc jobstore.Schedule
 		err := retry(ctx, func() error {
 			var err error
-			sc, err = api.CreateSchedule(ctx, r.opRaw, req, api.SubmitOptions{SubmittedBy: "chaos"}, schedule.Limits{MinEvery: time.Second})
+			sc, err = createRecurring(ctx, ss, req, rp.Behind)
 			return err
 		})
 		if err != nil {
 			r.rec.note("recurring schedule not created: " + err.Error())
 			continue
 		}
-		r.rec.note(fmt.Sprintf("recurring schedule %s created: every %s, catch_up %s, overlap %s, first slot %s, end %s",
-			sc.ID, rp.Every, rp.CatchUp, rp.Overlap, sc.NextAt.Format(time.RFC3339Nano), end.Format(time.RFC3339)))
+		r.rec.note(fmt.Sprintf("recurring schedule %s created: every %s, catch_up %s, overlap %s, %d slots behind, first slot %s, end %s",
+			sc.ID, rp.Every, rp.CatchUp, rp.Overlap, rp.Behind, sc.NextAt.Format(time.RFC3339Nano), end.Format(time.RFC3339)))
 		r.recurring = append(r.recurring, RecurringFinal{Plan: rp, Schedule: sc, End: end})
 	}
 	for i := range r.recurring {
@@ -140,6 +147,22 @@ func (r *run) runRecurring(ctx context.Context) {
 			return err
 		})
 	}
+}
+
+// createRecurring stores the schedule req as the API would, its first
+// slot behind slots before the first after the database clock.
+func createRecurring(ctx context.Context, ss jobstore.ScheduleStore, req api.ScheduleRequest, behind int) (jobstore.Schedule, error) {
+	spec, project, err := req.Check(api.SubmitOptions{}, schedule.Limits{MinEvery: time.Second})
+	if err != nil {
+		return jobstore.Schedule{}, err
+	}
+	req.Job.Project = project
+	doc, err := json.Marshal(req)
+	if err != nil {
+		return jobstore.Schedule{}, err
+	}
+	return ss.CreateSchedule(ctx, jobstore.Schedule{ID: api.NewScheduleID(), Project: project, Spec: doc, CreatedBy: "chaos"}, 0,
+		func(now time.Time) time.Time { return spec.Next(now).Add(-time.Duration(behind) * spec.Interval) })
 }
 
 // collectRecurring reads the slots and jobs of the run's recurring
