@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -13,10 +11,8 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
-	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/coordinator/schedule/firing"
-	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -95,45 +91,28 @@ func Schedules(ctx context.Context, o SchedulesOptions) (*SchedulesReport, error
 	if o.Interval <= 0 {
 		o.Interval = firing.DefaultInterval
 	}
-	dir := o.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "edgebench-schedules-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, done, err := o.workDir("schedules")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	rep := &SchedulesReport{}
 	for _, d := range o.Drivers {
-		var st scheduleStore
-		switch d {
-		case DriverPostgres:
-			if o.Postgres == nil {
-				continue
-			}
-			dsn, drop, err := o.Postgres.CreateDatabase(ctx)
-			if err != nil {
-				return rep, err
-			}
-			defer drop()
-			s, err := pgstore.Open(ctx, dsn)
-			if err != nil {
-				return rep, err
-			}
-			st = s
-		case DriverSQLite:
-			s, err := sqlitestore.Open(ctx, filepath.Join(dir, "schedules.db"))
-			if err != nil {
-				return rep, err
-			}
-			st = s
+		js, closeStore, err := o.openStore(ctx, d, dir, "schedules.db")
+		if err != nil {
+			return rep, err
+		}
+		if js == nil {
+			continue
+		}
+		st, ok := js.(scheduleStore)
+		if !ok {
+			closeStore()
+			return rep, fmt.Errorf("schedules: the store %T keeps no schedules", js)
 		}
 		o.logf("schedules: %s, %d schedules, %s", d, o.Schedules, o.Duration)
 		r, err := schedulesRun(ctx, o, st, d == DriverPostgres)
-		st.Close()
+		closeStore()
 		r.Driver = d
 		rep.Runs = append(rep.Runs, r)
 		if err != nil {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestSchedulesScenario runs the schedules scenario at a tiny scale on
@@ -16,13 +14,7 @@ import (
 func TestSchedulesScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := common(t)
-	pg, err := OpenPostgres(ctx, "")
-	if err != nil {
-		testenv.Missing(t, "postgres: %v", err)
-	}
-	defer pg.Close()
-	c.Postgres = pg
+	c := commonWithPostgres(t, ctx)
 	r, err := Schedules(ctx, SchedulesOptions{Common: c, Drivers: []string{DriverSQLite, DriverPostgres}, Schedules: 20,
 		Every: time.Second, Duration: 3 * time.Second, Interval: 100 * time.Millisecond})
 	if err != nil {
