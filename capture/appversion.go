@@ -2,10 +2,14 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -90,4 +94,125 @@ func (s *Simulated) AppVersion(ctx context.Context, pkg string) (protocol.AppVer
 	}
 	v.Package = pkg
 	return v, nil
+}
+
+// dumpedPackageRE matches a package name in the dump: that of an app, or
+// the framework's "android".
+var dumpedPackageRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`)
+
+// packagesSection names the section of FactsScript that lists the
+// installed apps.
+const packagesSection = "dumpsys package packages"
+
+// PackagesCommand lists the installed apps with their versions in one
+// command, run within FactsScript: the package manager's dump of every
+// package, filtered on the phone by grep to the lines ParsePackages reads
+// (a package's header, versionCode, versionName, flags and user 0 lines,
+// and the start of the factory versions of updated system apps), so that
+// a few lines per package cross adb instead of the megabytes of the whole
+// dump. `pm list packages --show-versioncode` would be cheaper on the
+// phone but has no versionName, which is what apps show and what job
+// files require.
+const PackagesCommand = `dumpsys package packages | grep -E '^(Hidden system packages:|  Package \[|    (versionCode=|versionName=|flags=\[|User 0: ))'`
+
+// ParsePackages reads the output of PackagesCommand (or the whole of
+// `dumpsys package packages`): the apps a job may ask for, each with its
+// versionName and versionCode, sorted by package. Those are the apps
+// installed for user 0 that are not part of the system image: third-party
+// apps and updated system apps (flags SYSTEM without UPDATED_SYSTEM_APP
+// are left out, with the system image's version in the fingerprint); the
+// factory versions listed under "Hidden system packages:" are skipped. At
+// most protocol.MaxPhoneApps are kept (the first by package name). A
+// package whose name or version is not understood is skipped or listed
+// without that version, and the error names how many were and quotes the
+// first; output that lists no package at all is an error and nil. It
+// never panics, whatever the output.
+func ParsePackages(out []byte) ([]protocol.AppVersion, error) {
+	type entry struct {
+		v                      protocol.AppVersion
+		system, updated, other bool
+	}
+	apps := []protocol.AppVersion{}
+	seen := map[string]bool{}
+	var cur *entry
+	listed, nbad := 0, 0
+	var firstBad string
+	bad := func(format string, args ...any) {
+		if nbad == 0 {
+			firstBad = fmt.Sprintf(format, args...)
+		}
+		nbad++
+	}
+	flush := func() {
+		e := cur
+		cur = nil
+		if e == nil || e.other || (e.system && !e.updated) || seen[e.v.Package] {
+			return
+		}
+		seen[e.v.Package] = true
+		apps = append(apps, e.v)
+	}
+scan:
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case strings.HasPrefix(line, "Hidden system packages:"):
+			break scan
+		case strings.HasPrefix(line, "  Package ["):
+			flush()
+			listed++
+			name, _, ok := strings.Cut(line[len("  Package ["):], "]")
+			if !ok || len(name) > protocol.MaxPackageName || !dumpedPackageRE.MatchString(name) {
+				bad("package line %q", clipText(line, 120))
+				continue
+			}
+			cur = &entry{v: protocol.AppVersion{Package: name}}
+		case cur == nil:
+		case strings.HasPrefix(line, "    versionCode="):
+			num, _, _ := strings.Cut(line[len("    versionCode="):], " ")
+			code, err := strconv.ParseInt(num, 10, 64)
+			if err != nil || code < 0 {
+				bad("%s: versionCode %q", cur.v.Package, clipText(num, 40))
+				continue
+			}
+			cur.v.VersionCode = code
+		case strings.HasPrefix(line, "    versionName="):
+			name := strings.TrimSpace(line[len("    versionName="):])
+			if name == "null" {
+				continue // the app sets none
+			}
+			if len(name) > protocol.MaxVersionName || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+				bad("%s: versionName %q", cur.v.Package, clipText(name, 40))
+				continue
+			}
+			cur.v.VersionName = name
+		case strings.HasPrefix(line, "    flags=["):
+			for f := range strings.FieldsSeq(strings.Trim(line[len("    flags=["):], "] ")) {
+				switch f {
+				case "SYSTEM":
+					cur.system = true
+				case "UPDATED_SYSTEM_APP":
+					cur.updated = true
+				}
+			}
+		case strings.HasPrefix(line, "    User 0: "):
+			// Uninstalled for the user the agent drives (pm uninstall
+			// --user 0) but kept for another.
+			cur.other = strings.Contains(line, " installed=false")
+		}
+	}
+	flush()
+	if listed == 0 {
+		return nil, badOutput(strings.TrimSpace(string(out)))
+	}
+	slices.SortFunc(apps, func(a, b protocol.AppVersion) int { return strings.Compare(a.Package, b.Package) })
+	var errs []error
+	if nbad > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d packages not fully understood, the first: %s", nbad, listed, firstBad))
+	}
+	if len(apps) > protocol.MaxPhoneApps {
+		errs = append(errs, fmt.Errorf("%d apps listed, the first %d by package name kept", len(apps), protocol.MaxPhoneApps))
+		apps = apps[:protocol.MaxPhoneApps]
+	}
+	return apps, errors.Join(errs...)
 }

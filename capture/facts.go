@@ -40,6 +40,13 @@ var factsCommands = []string{
 	"df /data",
 	"getprop persist.sys.locale",
 	"getprop persist.sys.timezone",
+	packagesSection,
+}
+
+// factsCommandLines are the command lines of the commands of
+// factsCommands whose name is not the command line itself.
+var factsCommandLines = map[string]string{
+	packagesSection: PackagesCommand,
 }
 
 // FactsScript is the one shell command line that reads a phone's facts:
@@ -48,7 +55,11 @@ var factsCommands = []string{
 func FactsScript() string {
 	parts := make([]string, 0, 2*len(factsCommands))
 	for _, c := range factsCommands {
-		parts = append(parts, "echo '"+factsMark+c+"'", c)
+		line := c
+		if l, ok := factsCommandLines[c]; ok {
+			line = l
+		}
+		parts = append(parts, "echo '"+factsMark+c+"'", line)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -123,6 +134,8 @@ func ParseFacts(out []byte) (protocol.PhoneFacts, error) {
 			f.Locale, err = parseProp(val, localeRE)
 		case "getprop persist.sys.timezone":
 			f.TimeZone, err = parseProp(val, timeZoneRE)
+		case packagesSection:
+			f.Apps, err = ParsePackages([]byte(s))
 		}
 		if err != nil {
 			fail(cmd, "%v", err)

@@ -2,10 +2,13 @@ package capture_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 )
 
@@ -14,7 +17,7 @@ func section(cmds map[string]string) []byte {
 	var b strings.Builder
 	for _, c := range []string{"getprop ro.build.version.release", "getprop ro.build.version.sdk", "getprop ro.build.fingerprint",
 		"wm size", "wm density", "dumpsys battery", "dumpsys power", "dumpsys window policy", "df /data",
-		"getprop persist.sys.locale", "getprop persist.sys.timezone"} {
+		"getprop persist.sys.locale", "getprop persist.sys.timezone", "dumpsys package packages"} {
 		out, ok := cmds[c]
 		if !ok {
 			continue
@@ -39,6 +42,7 @@ var (
 		"df /data":                     "Filesystem       1K-blocks    Used Available Use% Mounted on\n/dev/block/dm-45 115249236 9734880 105383284   9% /data\n",
 		"getprop persist.sys.locale":   "ja-JP\n",
 		"getprop persist.sys.timezone": "Asia/Tokyo\n",
+		"dumpsys package packages":     packages13,
 	}
 	android6 = map[string]string{
 		"getprop ro.build.version.release": "6.0.1\n",
@@ -52,7 +56,70 @@ var (
 		"df /data":                         "Filesystem               Size     Used     Free   Blksize\n/data                   25.0G    10.4G    14.6G   4096\n",
 		"getprop persist.sys.locale":       "\n", // never set: not known
 		"getprop persist.sys.timezone":     "America/Sao_Paulo\n",
+		"dumpsys package packages":         packages6,
 	}
+)
+
+// What capture.PackagesCommand prints on real phones: `dumpsys package
+// packages` filtered by grep. On Android 13: the framework and an
+// unchanged system app (left out), a store app, an updated system app
+// (Chrome, whose factory version follows under "Hidden system
+// packages:"), an app removed for user 0 but kept for a work profile, and
+// an app without a versionName.
+const (
+	packages13 = `  Package [android] (2c1b7f0):
+    versionCode=33 minSdk=33 targetSdk=33
+    versionName=13
+    flags=[ SYSTEM PERSISTENT ALLOW_CLEAR_USER_DATA ]
+    User 0: ceDataInode=0 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [com.google.android.youtube] (9e51a4d):
+    versionCode=1540398528 minSdk=26 targetSdk=33
+    versionName=18.45.43
+    flags=[ HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP ]
+    User 0: ceDataInode=57384 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [com.android.settings] (b40e8a2):
+    versionCode=33 minSdk=33 targetSdk=33
+    versionName=13
+    flags=[ SYSTEM HAS_CODE ALLOW_CLEAR_USER_DATA ]
+    User 0: ceDataInode=3188 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [com.android.chrome] (4d0f3b2):
+    versionCode=559820033 minSdk=29 targetSdk=33
+    versionName=114.0.5735.196
+    flags=[ SYSTEM HAS_CODE ALLOW_CLEAR_USER_DATA UPDATED_SYSTEM_APP ALLOW_BACKUP ]
+    User 0: ceDataInode=12011 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [jp.co.example.coupon] (61fa0c3):
+    versionCode=4100 minSdk=24 targetSdk=31
+    versionName=4.1.0
+    flags=[ HAS_CODE ALLOW_CLEAR_USER_DATA ]
+    User 0: ceDataInode=0 installed=false hidden=false suspended=false distractionFlags=0 stopped=true notLaunched=true enabled=0 instant=false virtual=false
+    User 10: ceDataInode=90211 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [com.example.shop] (7c0d2f5):
+    versionCode=52100 minSdk=24 targetSdk=33
+    versionName=5.2.1
+    flags=[ HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP ]
+    User 0: ceDataInode=88123 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+  Package [org.example.bare] (1a2b3c4):
+    versionCode=1 minSdk=21 targetSdk=30
+    versionName=null
+    flags=[ HAS_CODE ]
+    User 0: ceDataInode=77001 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false
+Hidden system packages:
+  Package [com.android.chrome] (e3d2c1b):
+    versionCode=447211456 minSdk=29 targetSdk=31
+    versionName=96.0.4664.104
+    flags=[ SYSTEM HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP ]
+`
+	packages6 = `  Package [com.android.providers.telephony] (3b9a7c1):
+    versionCode=23 targetSdk=23
+    versionName=6.0.1
+    flags=[ SYSTEM HAS_CODE PERSISTENT ALLOW_CLEAR_USER_DATA ]
+    User 0: installed=true hidden=false stopped=false notLaunched=false enabled=0
+  Package [com.example.shop] (2f1e0d9):
+    versionCode=49000 targetSdk=23
+    versionName=4.9 (legacy)
+    flags=[ HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP ]
+    User 0: installed=true hidden=false stopped=false notLaunched=false enabled=0
+`
 )
 
 func TestParseFacts(t *testing.T) {
@@ -76,6 +143,79 @@ func TestParseFacts(t *testing.T) {
 		*f.BatteryLevel != 60 || *f.BatteryTempC != 41.2 || *f.Charging || f.BatteryHealth != "overheat" ||
 		*f.ScreenOn || !*f.Locked || *f.FreeStorageMB != 14950 || f.Locale != "" || f.TimeZone != "America/Sao_Paulo" {
 		t.Errorf("android 6: %s", f.Summary())
+	}
+	if want := []protocol.AppVersion{{Package: "com.example.shop", VersionName: "4.9 (legacy)", VersionCode: 49000}}; !slices.Equal(f.Apps, want) {
+		t.Errorf("android 6 apps: %v, want %v", f.Apps, want)
+	}
+}
+
+// TestParsePackages: the apps a job may ask for are the store apps and
+// the updated system apps installed for user 0, at their installed
+// version (not the factory one), sorted by package.
+func TestParsePackages(t *testing.T) {
+	apps, err := capture.ParsePackages([]byte(packages13))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.AppVersion{
+		{Package: "com.android.chrome", VersionName: "114.0.5735.196", VersionCode: 559820033},
+		{Package: "com.example.shop", VersionName: "5.2.1", VersionCode: 52100},
+		{Package: "com.google.android.youtube", VersionName: "18.45.43", VersionCode: 1540398528},
+		{Package: "org.example.bare", VersionCode: 1},
+	}
+	if !slices.Equal(apps, want) {
+		t.Errorf("apps %v, want %v", apps, want)
+	}
+	// The whole dump, unfiltered, reads the same.
+	full := strings.ReplaceAll(packages13, "    versionCode=", "    codePath=/data/app/x\n    versionCode=")
+	full = strings.ReplaceAll(full, "    flags=[", "    pkgFlags=[ SYSTEM ]\n    flags=[")
+	if apps, err := capture.ParsePackages([]byte("Packages:\n" + full)); err != nil || !slices.Equal(apps, want) {
+		t.Errorf("the whole dump: %v, %v", apps, err)
+	}
+	// A phone with no app beside its system image lists none, known.
+	if apps, err := capture.ParsePackages([]byte(packages13[:strings.Index(packages13, "  Package [com.google")])); err != nil || apps == nil || len(apps) != 0 {
+		t.Errorf("system image only: %v, %v", apps, err)
+	}
+}
+
+// TestParsePackagesBadOutput: output that lists no package is an error
+// quoting it; a package whose name or version is garbage is skipped or
+// listed without that version, counted and quoted; past
+// protocol.MaxPhoneApps apps the first by name are kept.
+func TestParsePackagesBadOutput(t *testing.T) {
+	for _, out := range []string{"", "/system/bin/sh: grep: not found\n", "Can't find service: package\n"} {
+		if apps, err := capture.ParsePackages([]byte(out)); err == nil || apps != nil {
+			t.Errorf("%q: %v, %v", out, apps, err)
+		}
+	}
+	garbage := "  Package [com.example.ok] (1):\n    versionCode=12 minSdk=1\n    versionName=1.2\n" +
+		"  Package [not a package!] (2):\n    versionCode=5\n" +
+		"  Package [com.example.badcode] (3):\n    versionCode=-7 minSdk=1\n    versionName=2.0\n" +
+		"  Package [com.example.badname] (4):\n    versionCode=9\n    versionName=3.0\x1b[31m\n" +
+		"  Package [com.example.long] (5):\n    versionCode=9\n    versionName=" + strings.Repeat("9", protocol.MaxVersionName+1) + "\n"
+	apps, err := capture.ParsePackages([]byte(garbage))
+	want := []protocol.AppVersion{
+		{Package: "com.example.badcode", VersionName: "2.0"},
+		{Package: "com.example.badname", VersionCode: 9},
+		{Package: "com.example.long", VersionCode: 9},
+		{Package: "com.example.ok", VersionName: "1.2", VersionCode: 12},
+	}
+	if !slices.Equal(apps, want) {
+		t.Errorf("apps %v, want %v", apps, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), `4 of 5 packages not fully understood, the first: package line "  Package [not a package!] (2):"`) {
+		t.Errorf("error %v", err)
+	}
+	var many strings.Builder
+	for i := range protocol.MaxPhoneApps + 5 {
+		fmt.Fprintf(&many, "  Package [com.example.app%04d] (%x):\n    versionCode=%d\n    versionName=1.%d\n", protocol.MaxPhoneApps+4-i, i, i+1, i)
+	}
+	apps, err = capture.ParsePackages([]byte(many.String()))
+	if len(apps) != protocol.MaxPhoneApps || apps[0].Package != "com.example.app0000" || apps[len(apps)-1].Package != fmt.Sprintf("com.example.app%04d", protocol.MaxPhoneApps-1) {
+		t.Errorf("%d apps, from %v to %v", len(apps), apps[0], apps[len(apps)-1])
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d apps listed, the first %d by package name kept", protocol.MaxPhoneApps+5, protocol.MaxPhoneApps)) {
+		t.Errorf("error %v", err)
 	}
 }
 
@@ -128,10 +268,13 @@ func FuzzParseFacts(f *testing.F) {
 }
 
 // TestADBFacts reads a fake phone's facts through the real adb server:
-// every fact is read, the battery drains and warms with the work done, and
-// SetBattery is what the next read reports.
+// every fact is read, its apps with their versions included, the battery
+// drains and warms with the work done, and SetBattery is what the next
+// read reports.
 func TestADBFacts(t *testing.T) {
-	l := startADBLab(t, fakeadbd.Options{Width: 1080, Height: 2340, IME: true, Locked: true},
+	l := startADBLab(t, fakeadbd.Options{Width: 1080, Height: 2340, IME: true, Locked: true,
+		Packages:    []string{capture.SimShop, "org.example.maps"},
+		AppVersions: map[string]protocol.AppVersion{capture.SimShop: {VersionName: "5.2.1", VersionCode: 521}}},
 		fakeadbd.Options{NoShellV2: true, Model: "Nexus 5", Props: map[string]string{"ro.build.version.sdk": "23", "ro.build.version.release": "6.0.1"}})
 	ctx := context.Background()
 	p := l.phones[0]
@@ -149,6 +292,14 @@ func TestADBFacts(t *testing.T) {
 		f.Charging == nil || !*f.Charging || f.BatteryHealth != "good" || f.ScreenOn == nil || *f.ScreenOn || f.Locked == nil || !*f.Locked ||
 		f.FreeStorageMB == nil || *f.FreeStorageMB != 49152 || f.IME != capture.IMEPackage || f.ReadAtUnixMilli == 0 {
 		t.Errorf("facts: %s (%+v)", f.Summary(), f)
+	}
+	wantApps := []protocol.AppVersion{
+		{Package: capture.IMEPackage, VersionName: capture.SimAppVersion.VersionName, VersionCode: capture.SimAppVersion.VersionCode},
+		{Package: capture.SimShop, VersionName: "5.2.1", VersionCode: 521},
+		{Package: "org.example.maps", VersionName: capture.SimAppVersion.VersionName, VersionCode: capture.SimAppVersion.VersionCode},
+	}
+	if !slices.Equal(f.Apps, wantApps) {
+		t.Errorf("apps %v, want %v", f.Apps, wantApps)
 	}
 	// Work warms the phone and drains its battery.
 	p.SetCharging(false)
@@ -177,8 +328,9 @@ func TestADBFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.AndroidVersion != "6.0.1" || f.SDK != 23 || f.IME != "" || f.ScreenOn == nil || !*f.ScreenOn || f.Locked == nil || *f.Locked {
-		t.Errorf("old phone: %s", f.Summary())
+	if f.AndroidVersion != "6.0.1" || f.SDK != 23 || f.IME != "" || f.ScreenOn == nil || !*f.ScreenOn || f.Locked == nil || *f.Locked ||
+		len(f.Apps) != 1 || f.Apps[0].Package != capture.SimShop {
+		t.Errorf("old phone: %s, apps %v", f.Summary(), f.Apps)
 	}
 }
 
@@ -192,7 +344,8 @@ func TestSimulatedFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.SDK == 0 || f.ScreenWidth != 1080 || f.ScreenHeight != 1920 || f.BatteryLevel == nil || f.BatteryTempC == nil ||
-		f.IME != capture.IMEPackage || f.ScreenOn == nil || !*f.ScreenOn {
+		f.IME != capture.IMEPackage || f.ScreenOn == nil || !*f.ScreenOn ||
+		len(f.Apps) != 2 || f.Apps[0].Package != capture.IMEPackage || f.Apps[1] != (protocol.AppVersion{Package: capture.SimShop, VersionName: "1.0.0", VersionCode: 1}) {
 		t.Fatalf("facts: %+v", f)
 	}
 	s.SetCharging(false)

@@ -3,7 +3,9 @@ package capture
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/edgeagent/edgeagent/protocol"
@@ -91,8 +93,9 @@ func (s *Simulated) Battery() (level int, tempC float64, charging bool) {
 
 // Facts returns the simulated phone's facts: Android 14 (SDK 34), its
 // screen size at 320 dpi, its battery (drained and warmed by the work
-// done, see SimDrainPerOp), its screen and keyguard, 8 GiB free, and the
-// input method when it has one. An unplugged phone fails.
+// done, see SimDrainPerOp), its screen and keyguard, 8 GiB free, the
+// input method when it has one, and its apps (Apps). An unplugged phone
+// fails.
 func (s *Simulated) Facts(ctx context.Context) (protocol.PhoneFacts, error) {
 	if err := ctxErr(ctx); err != nil {
 		return protocol.PhoneFacts{}, err
@@ -123,10 +126,55 @@ func (s *Simulated) Facts(ctx context.Context) (protocol.PhoneFacts, error) {
 		BatteryLevel: &level, BatteryTempC: &temp, Charging: &charging, BatteryHealth: health,
 		ScreenOn: &on, Locked: &locked, FreeStorageMB: &free,
 		Locale: "ja-JP", TimeZone: "Asia/Tokyo",
+		Apps:            s.appsLocked(),
 		ReadAtUnixMilli: now.UnixMilli(),
 	}
 	if s.ime {
 		f.IME = IMEPackage
 	}
 	return f, nil
+}
+
+// Apps returns the apps of the simulated phone that its facts list (the
+// apps installed beside the system image, as a phone's dump of its
+// packages tells them): SimOptions.Packages without the launcher, or,
+// when every package counts as installed, SimShop and the packages of
+// SimOptions.AppVersions; and the input method when it has one. Each has
+// its version (SimOptions.AppVersions, else SimAppVersion); sorted by
+// package.
+func (s *Simulated) Apps() []protocol.AppVersion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appsLocked()
+}
+
+func (s *Simulated) appsLocked() []protocol.AppVersion {
+	names := map[string]bool{}
+	if s.packages != nil {
+		for p, ok := range s.packages {
+			if ok && p != SimLauncher {
+				names[p] = true
+			}
+		}
+	} else {
+		names[SimShop] = true
+		for p := range s.versions {
+			if s.installedLocked(p) {
+				names[p] = true
+			}
+		}
+	}
+	if s.ime {
+		names[IMEPackage] = true
+	}
+	apps := make([]protocol.AppVersion, 0, len(names))
+	for _, p := range slices.Sorted(maps.Keys(names)) {
+		v, ok := s.versions[p]
+		if !ok {
+			v = SimAppVersion
+		}
+		v.Package = p
+		apps = append(apps, v)
+	}
+	return apps
 }

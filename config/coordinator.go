@@ -41,6 +41,9 @@ type Coordinator struct {
 	Storage CoordinatorStorage `yaml:"storage" json:"storage"`
 	// Outbox publishes accepted results and failures (outbox.go). Optional.
 	Outbox CoordinatorOutbox `yaml:"outbox" json:"outbox"`
+	// Exports writes the dataset of observations into the storage bucket
+	// as Parquet, by project and day (exports.go).
+	Exports CoordinatorExports `yaml:"exports" json:"exports"`
 	// Metrics is the Prometheus metrics endpoint.
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
 	// API is the HTTP JSON API for researchers (docs/api.md). Optional.
@@ -296,6 +299,7 @@ func DefaultCoordinator() *Coordinator {
 		Storage:       CoordinatorStorage{S3: S3{Secure: true}, PresignExpiry: Duration(15 * time.Minute)},
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
+		Exports:       defaultExports(),
 		API: CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute),
 			MaxStreamsPerToken: 16, MaxStreams: 1024, MaxMCPSessionsPerToken: 16,
 			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(2 * time.Minute)},
@@ -371,6 +375,7 @@ func (c *Coordinator) Validate() error {
 		checkHostPort(&ps, "metrics.listen", c.Metrics.Listen)
 	}
 	c.Outbox.validate(&ps, "outbox")
+	c.Exports.validate(&ps, "exports")
 	c.API.validate(&ps, "api")
 	c.validateProjects(&ps)
 	return ps.Err()

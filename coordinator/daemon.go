@@ -131,15 +131,19 @@ func NewDaemon(cfg *config.Coordinator, sys System) (*Daemon, error) {
 func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 	p := sys.Presigner
 	if p == nil && cfg.Storage.Enabled() {
-		s := cfg.Storage
 		var err error
-		p, err = NewS3Presigner(S3Options{
-			Endpoint: s.Endpoint, Secure: s.Secure, Region: s.Region, Bucket: s.Bucket,
-			AccessKey: s.AccessKey, SecretKey: s.SecretKey.Value(),
-		})
+		p, err = NewS3Presigner(s3Options(cfg.Storage))
 		if err != nil {
 			return Options{}, err
 		}
+	}
+	var exports ExportOptions
+	if cfg.Storage.Enabled() && cfg.Exports.Enabled() {
+		b, err := NewS3Bucket(s3Options(cfg.Storage))
+		if err != nil {
+			return Options{}, err
+		}
+		exports = ExportOptions{Bucket: b, Every: cfg.Exports.Every.Duration(), After: cfg.Exports.After.Duration(), FileRows: cfg.Exports.FileRows}
 	}
 	return Options{
 		ID: cfg.CoordinatorID, Version: sys.Version, LeaseTTL: cfg.Lease.TTL.Duration(),
@@ -149,10 +153,19 @@ func serverOptions(cfg *config.Coordinator, sys System) (Options, error) {
 		RequestRate:   cfg.Agents.RequestRate, RequestBurst: cfg.Agents.RequestBurst,
 		Presigner: p, PresignExpiry: cfg.Storage.PresignExpiry.Duration(),
 		ProjectLimits: cfg.ProjectLimits(), DefaultProjectLimit: cfg.Jobs.DefaultMaxRunning,
-		Phones: NewPhoneRule(cfg.ProjectPhones()),
-		Retry:  RetryPolicyOf(cfg.Jobs),
-		Log:    sys.Log,
+		Phones:  NewPhoneRule(cfg.ProjectPhones()),
+		Retry:   RetryPolicyOf(cfg.Jobs),
+		Exports: exports,
+		Log:     sys.Log,
 	}, nil
+}
+
+// s3Options are the bucket and credentials of the storage section.
+func s3Options(s config.CoordinatorStorage) S3Options {
+	return S3Options{
+		Endpoint: s.Endpoint, Secure: s.Secure, Region: s.Region, Bucket: s.Bucket,
+		AccessKey: s.AccessKey, SecretKey: s.SecretKey.Value(),
+	}
 }
 
 // outboxOptions maps the outbox section of the config to the

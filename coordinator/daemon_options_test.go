@@ -59,6 +59,33 @@ func TestServerOptionsWiring(t *testing.T) {
 	}
 }
 
+// TestExportOptionsWiring: the exports section reaches the exporter's
+// options once storage is set; without storage, or with exports.every 0,
+// there is no bucket and the export is off.
+func TestExportOptionsWiring(t *testing.T) {
+	cfg := config.DefaultCoordinator()
+	cfg.Exports = config.CoordinatorExports{Every: config.Duration(17 * time.Minute), After: config.Duration(3 * time.Hour), FileRows: 4321}
+	opts, err := serverOptions(cfg, System{Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Exports.Bucket != nil {
+		t.Errorf("exports without storage: %+v, want off", opts.Exports)
+	}
+	cfg.Storage.S3 = config.S3{Endpoint: "127.0.0.1:9000", Bucket: "edge-artifacts", AccessKey: "ak", SecretKey: "sk"}
+	if opts, err = serverOptions(cfg, System{Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	e := opts.Exports
+	if e.Bucket == nil || e.Bucket.bucket != "edge-artifacts" || e.Every != 17*time.Minute || e.After != 3*time.Hour || e.FileRows != 4321 {
+		t.Errorf("exports.every, after, file_rows: %+v", e)
+	}
+	cfg.Exports.Every = 0
+	if opts, err = serverOptions(cfg, System{Log: zerolog.Nop()}); err != nil || opts.Exports.Bucket != nil {
+		t.Errorf("exports.every 0: %+v, %v; want off", opts.Exports, err)
+	}
+}
+
 // TestOutboxOptionsWiring: outbox.subject, outbox.url and outbox.timeout
 // reach the coordinator's outbox.
 func TestOutboxOptionsWiring(t *testing.T) {

@@ -33,6 +33,9 @@ func WaitReason(sel protocol.DeviceSelector, agents []jobstore.Agent, running []
 // ASCII (protocol.Task.NeedsIME) waits for a matching phone that can type
 // it, and when every matching phone is known to lack the input method the
 // reason says so and what to install (docs/capture.md, Text beyond ASCII).
+// When ready phones would match but for the selector's app requirements,
+// the reason names what they have instead
+// (protocol.DeviceSelector.MissingApps).
 func WaitReasonFor(task protocol.Task, agents []jobstore.Agent, running []jobstore.Job, offlineAfter time.Duration) string {
 	sel := task.Device
 	needsIME := task.NeedsIME()
@@ -92,6 +95,9 @@ func WaitReasonFor(task protocol.Task, agents []jobstore.Agent, running []jobsto
 		}
 		if why := sel.NotReadyReason(listed); why != "" {
 			return "waiting for " + want + " (" + why + ")"
+		}
+		if why := sel.MissingApps(listed, 3); why != "" {
+			return "waiting for " + want + " (no phone has the app at that version: " + why + ")"
 		}
 		return "waiting for " + want
 	case draining == matching:

@@ -47,15 +47,20 @@ var _ Presigner = (*S3Presigner)(nil)
 
 // NewS3Presigner returns a presigner for the bucket o names.
 func NewS3Presigner(o S3Options) (*S3Presigner, error) {
-	c, err := minio.New(o.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(o.AccessKey, o.SecretKey, ""),
-		Secure: o.Secure,
-		Region: o.Region,
-	})
+	c, err := newMinioClient(o)
 	if err != nil {
 		return nil, fmt.Errorf("new s3 presigner: %w", err)
 	}
 	return &S3Presigner{c: c, bucket: o.Bucket}, nil
+}
+
+// newMinioClient is a client of the server o names, with its credentials.
+func newMinioClient(o S3Options) (*minio.Client, error) {
+	return minio.New(o.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(o.AccessKey, o.SecretKey, ""),
+		Secure: o.Secure,
+		Region: o.Region,
+	})
 }
 
 // PresignPut signs a PUT of key with headers.

@@ -75,6 +75,9 @@ type Options struct {
 	// Retry is the backoff of retried attempts, set on the store by New
 	// (zero: the store keeps its policy, DefaultRetryPolicy unless set).
 	Retry jobstore.RetryPolicy
+	// Exports is the periodic export of the dataset into the bucket
+	// (exports.go); off without a bucket or with Every 0.
+	Exports ExportOptions
 }
 
 func (o *Options) defaults() {
@@ -154,6 +157,8 @@ type Server struct {
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 
+	exporter *Exporter // the periodic export into the bucket; nil when off (exports.go)
+
 	budget *budget     // each agent's request budget (budget.go)
 	known  knownAgents // the agent ids the store knows, for metric labels
 }
@@ -178,6 +183,15 @@ func New(nc *nats.Conn, store jobstore.Store, opts Options) *Server {
 	}
 	s.metrics = newMetrics(store, opts.OfflineAfter)
 	s.fx = newEffects(s)
+	if opts.Exports.Bucket != nil && opts.Exports.Every > 0 {
+		e, err := NewExporter(store, opts.ID, opts.Exports, s.log)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("exports: off")
+		} else {
+			s.exporter = e
+			s.metrics.reg.MustRegister(e.collectors()...)
+		}
+	}
 	return s
 }
 
@@ -243,6 +257,9 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.loop(ctx, s.opts.ReapInterval, nil, s.reapOnce) })
 	wg.Go(func() { s.loop(ctx, s.opts.ScheduleInterval, s.kick, s.scheduleOnce) })
 	wg.Go(func() { s.fx.run(ctx) })
+	if s.exporter != nil {
+		wg.Go(func() { s.exporter.run(ctx) })
+	}
 	<-ctx.Done()
 	err = svc.Stop()
 	stopHandling()

@@ -62,12 +62,17 @@ type DeviceSelector struct {
 	MaxSDK          int     `json:"max_sdk,omitempty"`           // Android API level at most this
 	MinScreenWidth  int     `json:"min_screen_width,omitempty"`  // pixels, natural orientation
 	MinScreenHeight int     `json:"min_screen_height,omitempty"` // pixels, natural orientation
+	// Apps requires installed apps: package → requirement (">=5.2",
+	// "code>=52100", "*"; ParseAppRequirement). A phone whose apps are
+	// not known, or that lacks one, does not match.
+	Apps map[string]string `json:"apps,omitempty"`
 }
 
 // Matches reports whether phone d can run a job with selector s: d is in
 // state DeviceReady, and every field set in s matches (serial and model
 // exactly, d carries every tag of s, and d's facts are known and within
-// every fact limit of s). The coordinator's stores implement
+// every fact limit of s, every app of s installed at a version its
+// requirement allows). The coordinator's stores implement
 // the same rule in SQL (their conformance suite, coordinator/storetest,
 // checks it case by case).
 func (s DeviceSelector) Matches(d Device) bool {

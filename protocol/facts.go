@@ -29,17 +29,21 @@ type PhoneFacts struct {
 	ScreenHeight   int    `json:"screen_height,omitempty"`   // pixels, natural orientation
 	Density        int    `json:"density,omitempty"`         // dpi
 
-	BatteryLevel    *int     `json:"battery_level,omitempty"`   // percent, 0–100
-	BatteryTempC    *float64 `json:"battery_temp_c,omitempty"`  // degrees Celsius
-	Charging        *bool    `json:"charging,omitempty"`        // plugged in (AC, USB or wireless)
-	BatteryHealth   string   `json:"battery_health,omitempty"`  // good, overheat, dead, over_voltage, cold, unknown
-	ScreenOn        *bool    `json:"screen_on,omitempty"`       //
-	Locked          *bool    `json:"locked,omitempty"`          // keyguard showing
-	FreeStorageMB   *int64   `json:"free_storage_mb,omitempty"` // free space on /data
-	IME             string   `json:"ime,omitempty"`             // Unicode text IME installed ("" when none)
-	Locale          string   `json:"locale,omitempty"`          // persist.sys.locale, e.g. "ja-JP"
-	TimeZone        string   `json:"time_zone,omitempty"`       // persist.sys.timezone, e.g. "Asia/Tokyo"
-	ReadAtUnixMilli int64    `json:"read_at_ms,omitempty"`      // agent's wall clock when read
+	BatteryLevel  *int     `json:"battery_level,omitempty"`   // percent, 0–100
+	BatteryTempC  *float64 `json:"battery_temp_c,omitempty"`  // degrees Celsius
+	Charging      *bool    `json:"charging,omitempty"`        // plugged in (AC, USB or wireless)
+	BatteryHealth string   `json:"battery_health,omitempty"`  // good, overheat, dead, over_voltage, cold, unknown
+	ScreenOn      *bool    `json:"screen_on,omitempty"`       //
+	Locked        *bool    `json:"locked,omitempty"`          // keyguard showing
+	FreeStorageMB *int64   `json:"free_storage_mb,omitempty"` // free space on /data
+	IME           string   `json:"ime,omitempty"`             // Unicode text IME installed ("" when none)
+	Locale        string   `json:"locale,omitempty"`          // persist.sys.locale, e.g. "ja-JP"
+	TimeZone      string   `json:"time_zone,omitempty"`       // persist.sys.timezone, e.g. "Asia/Tokyo"
+	// Apps are the installed apps a job may ask for (third-party apps and
+	// updated system apps), with their versions, sorted by package; at
+	// most MaxPhoneApps. nil: not known.
+	Apps            []AppVersion `json:"apps,omitempty"`
+	ReadAtUnixMilli int64        `json:"read_at_ms,omitempty"` // agent's wall clock when read
 }
 
 // TypesUnicode reports whether the phone d can type text beyond ASCII, as
@@ -53,12 +57,16 @@ func (d Device) TypesUnicode() (ok, known bool) {
 }
 
 // factsFit reports whether f satisfies the fact limits of s; a limit on a
-// fact that f does not know (nil f, a nil pointer, a zero number) fails.
+// fact that f does not know (nil f, a nil pointer, a zero number, apps not
+// listed) fails.
 func (s DeviceSelector) factsFit(f *PhoneFacts) bool {
 	if !s.hasFactLimits() {
 		return true
 	}
 	if f == nil {
+		return false
+	}
+	if !s.appsFit(f) {
 		return false
 	}
 	if s.MinBattery > 0 && (f.BatteryLevel == nil || *f.BatteryLevel < s.MinBattery) {
@@ -84,7 +92,7 @@ func (s DeviceSelector) factsFit(f *PhoneFacts) bool {
 
 func (s DeviceSelector) hasFactLimits() bool {
 	return s.MinBattery != 0 || s.MaxTempC != 0 || s.MinSDK != 0 || s.MaxSDK != 0 ||
-		s.MinScreenWidth != 0 || s.MinScreenHeight != 0
+		s.MinScreenWidth != 0 || s.MinScreenHeight != 0 || len(s.Apps) > 0
 }
 
 // describeFacts renders the fact limits of s as "min_battery=50" parts.
@@ -103,12 +111,14 @@ func (s DeviceSelector) describeFacts() []string {
 	add("max_sdk", s.MaxSDK)
 	add("min_screen_width", s.MinScreenWidth)
 	add("min_screen_height", s.MinScreenHeight)
-	return parts
+	return append(parts, s.describeApps()...)
 }
 
 // Validate reports the first fact limit of s that cannot be met by any
 // phone: a battery level outside 1–100, a temperature outside 1–150 °C, a
-// negative number, or min_sdk above max_sdk.
+// negative number, min_sdk above max_sdk, more than MaxAppRequirements
+// apps, or an app whose key is not a package name or whose requirement
+// ParseAppRequirement refuses.
 func (s DeviceSelector) Validate() error {
 	switch {
 	case s.MinBattery < 0 || s.MinBattery > 100:
@@ -126,13 +136,13 @@ func (s DeviceSelector) Validate() error {
 	case s.MinScreenHeight < 0:
 		return fmt.Errorf("min_screen_height: %d is negative", s.MinScreenHeight)
 	}
-	return nil
+	return s.validateApps()
 }
 
 // Summary renders the facts people look at first, in one line:
 // "Android 13 (SDK 33), 720x1280 420dpi, battery 80% 31.5 °C charging
-// good, screen on unlocked, 2048 MB free, IME com.android.adbkeyboard";
-// unknown facts are left out, and "" when nothing is known.
+// good, screen on unlocked, 2048 MB free, IME com.android.adbkeyboard,
+// 12 apps"; unknown facts are left out, and "" when nothing is known.
 func (f *PhoneFacts) Summary() string {
 	if f == nil {
 		return ""
@@ -188,6 +198,13 @@ func (f *PhoneFacts) Summary() string {
 	}
 	if f.IME != "" {
 		parts = append(parts, "IME "+f.IME)
+	}
+	switch len(f.Apps) {
+	case 0:
+	case 1:
+		parts = append(parts, "1 app")
+	default:
+		parts = append(parts, fmt.Sprintf("%d apps", len(f.Apps)))
 	}
 	return strings.Join(parts, ", ")
 }

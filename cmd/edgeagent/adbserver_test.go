@@ -55,6 +55,7 @@ func runADB(t *testing.T, path string, env []string, args ...string) string {
 // kill-server`), the agent starts it again, connects its network phones
 // again, and the next job succeeds too.
 func TestOwnADBServerSurvivesKillServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -21,6 +21,7 @@ import (
 // an assign it refuses for want of a slot goes back to the queue without
 // spending the job's only attempt.
 func TestOneStepJobsNeverRefusedForASlot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
@@ -70,6 +71,7 @@ func TestOneStepJobsNeverRefusedForASlot(t *testing.T) {
 // job show` says what it waits for, while a later job typing ASCII text
 // runs on that phone.
 func TestTextBeyondASCIIWaitsForAPhoneThatCanType(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -128,6 +130,7 @@ func TestTextBeyondASCIIWaitsForAPhoneThatCanType(t *testing.T) {
 // back without spending an attempt. Plugged back in, the phone runs the
 // job: SUCCEEDED at its second attempt, the only attempt end the unplug.
 func TestOfflinePhoneGetsNoGrant(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -15,6 +15,7 @@ import (
 // <state_dir>/spool/capture are removed when the agent starts; other files
 // there are left alone, and jobs run as usual.
 func TestStaleCapturesRemoved(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

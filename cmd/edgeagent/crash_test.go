@@ -29,6 +29,7 @@ import (
 // generation: one accepted result, the killed generation's multipart upload
 // aborted by the spool's recovery, no object of the killed generation.
 func TestKill9MidUpload(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -172,6 +173,7 @@ func (h *heldCommit) CommitManifest(ctx context.Context, tok fencing.Token, resu
 // SUCCEEDED once, under the dead process's token, and never granted again;
 // the restarted process runs the next job.
 func TestKill9AfterResultSent(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

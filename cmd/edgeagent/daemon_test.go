@@ -24,6 +24,13 @@ import (
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
+// TestMain: the tests that start the real binaries run in parallel
+// (t.Parallel; at most GOMAXPROCS at once): each has its own NATS server,
+// PostgreSQL database, bucket, adb server and phones, and most of their time
+// is spent waiting (the network phone's test waits over a minute for the adb
+// server to drop a phone), so the package ends when its longest test does
+// instead of after the sum of them. Its file sorts first so that it starts
+// first. Tests that set environment variables stay sequential.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // lab is a coordinator (PostgreSQL store) in the test process on the
@@ -171,6 +178,7 @@ var (
 //   - second signal: a second SIGTERM stops at once, exit 0, the job is
 //     stopped without a further call.
 func TestDrainOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -277,6 +285,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // coordinator (the fenced upload verb) and PUT by the agent, stamped with
 // the token.
 func TestPresignedMode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -23,6 +23,7 @@ import (
 // coordinator check that names both modes and the fix. In direct mode the
 // same coordinator answers the probe.
 func TestDoctorStorageModeMismatch(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

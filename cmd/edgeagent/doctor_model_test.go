@@ -13,6 +13,7 @@ import (
 // underscores ("FakePhone_X1"); doctor shows the model as the phone reports
 // it ("FakePhone X1"), like the inventory, status and the coordinator.
 func TestDoctorModelSpaces(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartADB(t)
 	p, err := fakeadbd.Start(fakeadbd.Options{Model: "FakePhone X1"})
 	if err != nil {

@@ -79,6 +79,7 @@ func docsOut(t *testing.T, title, out string) {
 // setup and, on a deliberately broken one, names every broken part with
 // its fix and exits 1.
 func TestStatusAndDoctor(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

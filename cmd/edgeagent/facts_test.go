@@ -20,6 +20,7 @@ import (
 // (its wait reason names the rest) and is not granted while it is hot, and
 // runs on it once it has cooled.
 func TestPhoneFactsAndRest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}

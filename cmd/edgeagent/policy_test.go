@@ -112,6 +112,7 @@ func (l *lab) objects(t *testing.T, prefix string) []minio.ObjectInfo {
 // runs the next job, and nothing of the timed-out job is written
 // afterwards: no accepted write event, no object.
 func TestDeadlineTimesOut(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -282,6 +283,7 @@ func unplugRun(t *testing.T, l *lab, phones []fakePhone, jobID string, n int) (s
 // another matching phone at the next generation, until max_attempts: a job
 // whose every attempt lost its phone ends FAILED with each cause listed.
 func TestUnpluggedPhoneRetried(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -370,6 +372,7 @@ func TestUnpluggedPhoneRetried(t *testing.T) {
 // (behind the real adb server) has not installed fails once, FAILED with
 // class job and cause app_not_installed, and is not granted again.
 func TestAppNotInstalledNoRetry(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

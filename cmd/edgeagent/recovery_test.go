@@ -56,6 +56,7 @@ func scrapeMetric(t *testing.T, statusAddr, name, labels string) float64 {
 // `edgecoord agent show` show each rung; the quarantined phone gets no job
 // and is offered again once it answers.
 func TestHungPhoneRecoveryLadder(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
@@ -197,6 +198,7 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 // recovery record at the coordinator (`edgecoord agent show`). A single
 // flapping phone before it is no hub event.
 func TestHubDropOneEvent(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/dataset"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -165,8 +166,8 @@ func TestObservationsExportBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prows := make([]api.ParquetRow, 3)
-	n, _ := parquet.NewGenericReader[api.ParquetRow](file).Read(prows)
+	prows := make([]dataset.ParquetRow, 3)
+	n, _ := parquet.NewGenericReader[dataset.ParquetRow](file).Read(prows)
 	if n != 2 || prows[0].JobID != "j1" || prows[0].Value != "1280" || prows[0].PhoneSerial != "P1" ||
 		prows[0].AppVersionCode == nil || *prows[0].AppVersionCode != 420 || prows[1].JobID != "j2" || prows[1].Value != "99" {
 		t.Fatalf("parquet rows %+v", prows[:n])

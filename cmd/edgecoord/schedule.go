@@ -113,18 +113,6 @@ func (m *mgmt) scheduleCreateCommand() *cli.Command {
 	}
 }
 
-// when describes a schedule's timing: "0 9 * * * Asia/Tokyo", "every 2h".
-func when(f schedule.Fields) string {
-	if f.Every != "" {
-		return "every " + f.Every
-	}
-	zone := f.TimeZone
-	if zone == "" {
-		zone = "UTC"
-	}
-	return f.Cron + " " + zone
-}
-
 // scheduleListCommand lists schedules.
 func (m *mgmt) scheduleListCommand() *cli.Command {
 	var project string
@@ -167,16 +155,11 @@ func (m *mgmt) scheduleListCommand() *cli.Command {
 			tw := c.Table()
 			fmt.Fprintln(tw, "ID\tPROJECT\tWHEN\tOVERLAP\tSTATE\tNEXT")
 			for _, v := range views {
-				state, next := "active", "-"
-				if v.Paused {
-					state = "paused"
-				} else if v.NextAt == nil {
-					state = "ended"
-				}
+				next := "-"
 				if len(v.Next) > 0 {
 					next = v.Next[0].Local
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Project, when(v.Schedule.Fields), dash(v.Schedule.Overlap), state, next)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Project, v.When(), cmp.Or(v.Schedule.Overlap, schedule.OverlapSkip), v.State(), next)
 			}
 			return tw.Flush()
 		},
@@ -231,16 +214,10 @@ func printSchedule(c *cli.Call, v api.ScheduleView) error {
 	w := c.Stdout
 	fmt.Fprintf(w, "Schedule %s\n", v.ID)
 	tw := c.Table()
-	state := "active"
-	if v.Paused {
-		state = "paused"
-	} else if v.NextAt == nil {
-		state = "ended"
-	}
 	f := v.Schedule.Fields
-	fmt.Fprintf(tw, "  state\t%s\n", state)
+	fmt.Fprintf(tw, "  state\t%s\n", v.State())
 	fmt.Fprintf(tw, "  project\t%s\n", v.Project)
-	fmt.Fprintf(tw, "  when\t%s\n", when(f))
+	fmt.Fprintf(tw, "  when\t%s\n", v.When())
 	fmt.Fprintf(tw, "  overlap\t%s\n", cmp.Or(f.Overlap, schedule.OverlapSkip))
 	fmt.Fprintf(tw, "  catch up\t%s\n", cmp.Or(f.CatchUp, schedule.DefaultCatchUp.String()))
 	if f.Jitter != "" {
@@ -281,6 +258,37 @@ func printSchedule(c *cli.Call, v api.ScheduleView) error {
 			jobs = strings.Join(s.Jobs, ",")
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.ScheduledAt.UTC().Format(time.RFC3339), outcome, jobs, s.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printSlotPhones(c, v.Slots)
+}
+
+// printSlotPhones prints the jobs of the slots that have any, phone by
+// phone: whether each ran, how late, or that it missed its slot.
+func printSlotPhones(c *cli.Call, slots []api.SlotView) error {
+	header := false
+	tw := c.Table()
+	for _, s := range slots {
+		for _, p := range s.Phones {
+			if !header {
+				fmt.Fprintf(c.Stdout, "\nPhones of the slots:\n")
+				fmt.Fprintln(tw, "  SLOT (UTC)\tPHONE\tJOB\tSTATUS\tRAN")
+				header = true
+			}
+			ran := "not yet"
+			switch {
+			case p.StartedAt != nil && p.LateSeconds != nil:
+				ran = "late by " + (time.Duration(*p.LateSeconds * float64(time.Second))).Round(time.Millisecond).String()
+			case p.StartedAt != nil:
+				ran = "yes"
+			}
+			if p.Missed {
+				ran = "missed (" + ran + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.ScheduledAt.UTC().Format(time.RFC3339), dash(p.Phone), p.Job, p.Status, ran)
+		}
 	}
 	return tw.Flush()
 }

@@ -154,6 +154,10 @@ func TestScheduleCommands(t *testing.T) {
 	if !strings.Contains(out, "backfilled") || !strings.Contains(out, jobID) {
 		t.Fatalf("schedule show after the backfill:\n%s", out)
 	}
+	// The older backfilled slot's job never ran before the next slot.
+	if !regexp.MustCompile(regexp.QuoteMeta(bf.Slots[0].Jobs[0]) + `\s+QUEUED\s+missed \(not yet\)`).MatchString(out) {
+		t.Fatalf("schedule show does not report the job of a past slot missed:\n%s", out)
+	}
 
 	checkScheduleMetrics(t, c.MetricsAddr)
 

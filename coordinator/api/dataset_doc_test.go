@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/api/apitest"
+	"github.com/edgeagent/edgeagent/coordinator/dataset"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
@@ -81,8 +82,8 @@ func TestDatasetDocParquetSchema(t *testing.T) {
 	if block != parquetSchemaText {
 		t.Errorf("docs/dataset.md shows the schema\n%s\nthe export's is\n%s", block, parquetSchemaText)
 	}
-	if got := api.ParquetSchema.String(); got != parquetSchemaText {
-		t.Errorf("api.ParquetSchema\n%s\nwant\n%s", got, parquetSchemaText)
+	if got := dataset.ParquetSchema.String(); got != parquetSchemaText {
+		t.Errorf("dataset.ParquetSchema\n%s\nwant\n%s", got, parquetSchemaText)
 	}
 }
 

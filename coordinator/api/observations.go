@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgeagent/edgeagent/coordinator/dataset"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -373,7 +374,7 @@ func (h *Handler) observationPage(w http.ResponseWriter, r *http.Request, store 
 type rowWriter interface {
 	// header writes what comes before the first row.
 	header() error
-	row(v ObservationView) error
+	row(o jobstore.ObservationRow) error
 	// end writes what comes after the last row.
 	end() error
 }
@@ -425,7 +426,7 @@ func (h *Handler) exportObservations(w http.ResponseWriter, r *http.Request, c C
 	n := 0
 	for {
 		for _, o := range rows {
-			if err := out.row(NewObservationView(o)); err != nil {
+			if err := out.row(o); err != nil {
 				abort(err)
 			}
 		}
@@ -464,7 +465,9 @@ func newCSVRows(w io.Writer) rowWriter { return &csvRows{w: w} }
 
 func (c *csvRows) header() error { return c.write(ObservationColumns) }
 
-func (c *csvRows) row(v ObservationView) error { return c.write(v.CSVRecord()) }
+func (c *csvRows) row(o jobstore.ObservationRow) error {
+	return c.write(NewObservationView(o).CSVRecord())
+}
 
 func (c *csvRows) end() error { return nil }
 
@@ -498,6 +501,18 @@ func newJSONLRows(w io.Writer) rowWriter {
 
 func (j *jsonlRows) header() error { return nil }
 
-func (j *jsonlRows) row(v ObservationView) error { return j.enc.Encode(v) }
+func (j *jsonlRows) row(o jobstore.ObservationRow) error { return j.enc.Encode(NewObservationView(o)) }
 
 func (j *jsonlRows) end() error { return nil }
+
+// parquetRows writes one Parquet file (dataset.ParquetWriter, shared with
+// the exports into the bucket).
+type parquetRows struct{ w *dataset.ParquetWriter }
+
+func newParquetRows(w io.Writer) rowWriter { return parquetRows{dataset.NewParquetWriter(w)} }
+
+func (p parquetRows) header() error { return nil }
+
+func (p parquetRows) row(o jobstore.ObservationRow) error { return p.w.Write(o) }
+
+func (p parquetRows) end() error { return p.w.Close() }

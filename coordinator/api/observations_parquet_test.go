@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/dataset"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -30,11 +31,11 @@ func openParquet(t *testing.T, body []byte) *parquet.File {
 }
 
 // parquetRows reads every row of a Parquet export.
-func parquetRows(t *testing.T, f *parquet.File) []api.ParquetRow {
+func parquetRows(t *testing.T, f *parquet.File) []dataset.ParquetRow {
 	t.Helper()
-	r := parquet.NewGenericReader[api.ParquetRow](f)
+	r := parquet.NewGenericReader[dataset.ParquetRow](f)
 	defer r.Close()
-	out := make([]api.ParquetRow, f.NumRows())
+	out := make([]dataset.ParquetRow, f.NumRows())
 	n, err := r.Read(out)
 	for n < len(out) && err == nil {
 		var k int
@@ -70,7 +71,7 @@ func (e *env) jsonlViews(token, query string) []api.ObservationView {
 
 // sameRow reports how a Parquet row differs from the JSON row of the
 // same observation, "" when it does not.
-func sameRow(p api.ParquetRow, v api.ObservationView) string {
+func sameRow(p dataset.ParquetRow, v api.ObservationView) string {
 	var diffs []string
 	check := func(col string, got, want any) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -223,7 +224,7 @@ func TestObservationsParquet(t *testing.T) {
 		t.Errorf("%d row groups, want 2", len(groups))
 	}
 	for i, g := range groups {
-		if g.NumRows() > api.ParquetGroupRows {
+		if g.NumRows() > dataset.ParquetGroupRows {
 			t.Errorf("row group %d: %d rows", i, g.NumRows())
 		}
 	}

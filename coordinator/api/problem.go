@@ -93,8 +93,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // fieldPathRe matches one element of a validation message's leading path:
-// "steps[1]: ", "op: ".
-var fieldPathRe = regexp.MustCompile(`^([a-z_][a-z0-9_]*(?:\[\d+\])?(?:\.[a-z_][a-z0-9_]*)*): `)
+// "steps[1]: ", "op: ", "apps.com.Example.shop2: " (a map's key, here a
+// package name, follows a dot).
+var fieldPathRe = regexp.MustCompile(`^([a-z_][a-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z0-9_]+)*): `)
 
 // splitField splits a validation message of jobstore.CheckSubmit or
 // protocol validation ("steps[1]: op: unknown op \"x\"") into the field

@@ -32,6 +32,31 @@ type ScheduleView struct {
 	Slots []SlotView `json:"slots,omitempty"`
 }
 
+// When describes the schedule's timing: "0 9 * * * Asia/Tokyo",
+// "every 2h".
+func (v ScheduleView) When() string {
+	f := v.Schedule.Fields
+	if f.Every != "" {
+		return "every " + f.Every
+	}
+	zone := f.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	return f.Cron + " " + zone
+}
+
+// State is "paused", "ended" (no slot left) or "active".
+func (v ScheduleView) State() string {
+	switch {
+	case v.Paused:
+		return "paused"
+	case v.NextAt == nil:
+		return "ended"
+	}
+	return "active"
+}
+
 // FireTime is one fire time of a schedule.
 type FireTime struct {
 	At    time.Time `json:"at"`    // UTC
@@ -46,7 +71,54 @@ type SlotView struct {
 	Through     *time.Time `json:"through,omitempty"`
 	RecordedAt  time.Time  `json:"recorded_at"`
 	Jobs        []string   `json:"jobs"`
-	Detail      string     `json:"detail,omitempty"`
+	// Phones are the slot's jobs phone by phone: whether each ran, and how
+	// late.
+	Phones []SlotPhone `json:"phones"`
+	Detail string      `json:"detail,omitempty"`
+}
+
+// SlotPhone is one job of a slot as a researcher reads a series: the
+// phone, the job's state, and whether it ran late or not at all.
+type SlotPhone struct {
+	Job       string     `json:"job"`
+	Phone     string     `json:"phone,omitempty"`
+	Status    string     `json:"status"`
+	StartedAt *time.Time `json:"started_at,omitempty"` // its first grant
+	// LateSeconds is from when the job was due (its slot, plus its
+	// jitter share) to its first grant.
+	LateSeconds *float64 `json:"late_seconds,omitempty"`
+	// Missed: the job did not start before the schedule's next slot came,
+	// or ended without starting.
+	Missed bool `json:"missed,omitempty"`
+}
+
+// slotPhones reports the jobs of slot sl, whose next slot is next (zero:
+// none), at now.
+func slotPhones(sl jobstore.Slot, next, now time.Time) []SlotPhone {
+	out := []SlotPhone{}
+	for _, j := range sl.Jobs {
+		p := SlotPhone{Job: j.ID, Phone: j.Phone, Status: j.Status}
+		if !j.GrantedAt.IsZero() {
+			t := j.GrantedAt
+			p.StartedAt = &t
+			late := t.Sub(maxTime(sl.ScheduledAt, j.NotBefore)).Round(time.Millisecond).Seconds()
+			p.LateSeconds = &late
+			if !next.IsZero() && !t.Before(next) {
+				p.Missed = true
+			}
+		} else {
+			p.Missed = jobstore.Finished(j.Status) || !next.IsZero() && !now.Before(next)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // NewScheduleView returns the view of sc with its slots (newest first).
@@ -62,13 +134,15 @@ func NewScheduleView(sc jobstore.Schedule, slots []jobstore.Slot) (ScheduleView,
 			v.Next = append(v.Next, FireTime{At: t.UTC(), Local: t.In(spec.Zone).Format(time.RFC3339)})
 		}
 	}
+	now := time.Now()
 	for _, sl := range slots {
-		jobs := sl.Jobs
-		if jobs == nil {
-			jobs = []string{}
+		jobs := []string{}
+		for _, j := range sl.Jobs {
+			jobs = append(jobs, j.ID)
 		}
 		v.Slots = append(v.Slots, SlotView{ScheduledAt: sl.ScheduledAt.UTC(), Outcome: sl.Outcome, Count: sl.Count,
-			Through: timePtr(sl.Through), RecordedAt: sl.RecordedAt, Jobs: jobs, Detail: sl.Detail})
+			Through: timePtr(sl.Through), RecordedAt: sl.RecordedAt, Jobs: jobs, Detail: sl.Detail,
+			Phones: slotPhones(sl, spec.Next(sl.ScheduledAt), now)})
 	}
 	return v, nil
 }

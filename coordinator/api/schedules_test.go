@@ -112,6 +112,19 @@ func TestSchedulesRoutes(t *testing.T) {
 	if len(shown.Slots) != 2 || shown.Slots[0].Outcome != jobstore.SlotBackfilled || !shown.Slots[0].ScheduledAt.After(shown.Slots[1].ScheduledAt) {
 		t.Fatalf("show: %+v", shown.Slots)
 	}
+	// Days after their slots, the backfilled jobs have not run: missed,
+	// phone by phone; one granted now ran late by days, after the next
+	// slot: missed too, with when it started.
+	if p := shown.Slots[1].Phones; len(p) != 1 || p[0].Job != first || p[0].Status != jobstore.StatusQueued || !p[0].Missed || p[0].StartedAt != nil {
+		t.Fatalf("phones of a slot whose job never ran: %+v", p)
+	}
+	if _, err := e.store.Claim(t.Context(), first, "pc-1/boot-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.do("GET", "/api/v1/schedules/"+sc.ID, reader, "").decode(t, &shown)
+	if p := shown.Slots[1].Phones; len(p) != 1 || p[0].StartedAt == nil || p[0].LateSeconds == nil || *p[0].LateSeconds < 24*3600 || !p[0].Missed {
+		t.Fatalf("phones of a slot whose job started days late: %+v", p)
+	}
 
 	if r := e.do("DELETE", "/api/v1/schedules/"+sc.ID, tok, ""); r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)

@@ -1,8 +1,9 @@
 // Package jobstore is the contract of the coordinator's job store and its
 // model: the Store interface and the optional ones beside it (APIStore,
 // UIStore, EffectStore, EventStore, ProjectCounter, ManifestCommitter,
-// WorkCounter, ObservationStore, ScheduleStore), the jobs, leases, agents, effects,
-// events, observations and schedules they keep, the job statuses and store errors,
+// WorkCounter, ObservationStore, ExportStore, ScheduleStore), the jobs,
+// leases, agents, effects, events, observations and schedules they keep,
+// the job statuses and store errors,
 // the write_events verbs, and the failure/retry policy every store
 // applies (PlanFailure, Retry).
 //

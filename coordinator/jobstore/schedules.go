@@ -68,8 +68,18 @@ type Slot struct {
 	Count       int64
 	Through     time.Time // the last slot of a run; zero for one slot
 	RecordedAt  time.Time // database clock
-	Jobs        []string  // the ids of the jobs it queued
+	Jobs        []SlotJob // the jobs it queued, by id
 	Detail      string
+}
+
+// SlotJob is one job a slot queued, as it is now: on which phone, in
+// which state, and when it was first granted (zero: never).
+type SlotJob struct {
+	ID        string
+	Status    string
+	Phone     string    // the phone it was granted or pinned to, "" when none yet
+	NotBefore time.Time // its jitter share; zero: none
+	GrantedAt time.Time // its first grant, database clock; zero: never granted
 }
 
 // SlotFire is one evaluation's write for one schedule: the slots it

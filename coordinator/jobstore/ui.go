@@ -16,6 +16,10 @@ const (
 	UIActionResume  = "resume"
 	UIActionCancel  = "cancel"
 	UIActionResolve = "resolve"
+	// UIActionPauseSchedule and UIActionResumeSchedule: a schedule paused
+	// or resumed (docs/schedules.md); Target is its id.
+	UIActionPauseSchedule  = "pause_schedule"
+	UIActionResumeSchedule = "resume_schedule"
 )
 
 // UISession is a dashboard login: an API token exchanged for a session

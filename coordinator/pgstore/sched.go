@@ -37,11 +37,11 @@ const claimCTEs = `
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (
 		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
-		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime,
+		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime, d.apps,
 		       COALESCE(d.projects, '[]'::jsonb) AS projects, COALESCE(d.projects_only, false) AS projects_only
 		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb,
 		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer, ime boolean,
-		       projects jsonb, projects_only boolean)
+		       apps jsonb, projects jsonb, projects_only boolean)
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
 			WHERE worker_id = $1 AND status = 'IN_PROGRESS' AND device_serial IS NOT NULL)
 	)`
@@ -53,13 +53,31 @@ const factsMatch = `(j.task->'device'->'min_battery' IS NULL OR dev.battery >= (
 			  AND (j.task->'device'->'min_sdk' IS NULL OR dev.sdk >= (j.task->'device'->>'min_sdk')::integer)
 			  AND (j.task->'device'->'max_sdk' IS NULL OR dev.sdk <= (j.task->'device'->>'max_sdk')::integer)
 			  AND (j.task->'device'->'min_screen_width' IS NULL OR dev.screen_width >= (j.task->'device'->>'min_screen_width')::integer)
-			  AND (j.task->'device'->'min_screen_height' IS NULL OR dev.screen_height >= (j.task->'device'->>'min_screen_height')::integer)`
+			  AND (j.task->'device'->'min_screen_height' IS NULL OR dev.screen_height >= (j.task->'device'->>'min_screen_height')::integer)
+			  AND ` + appsMatch
+
+// appsMatch: the phone dev has every app of job j's selector at a version
+// its requirement allows: each of the task's app_keys
+// (sqlstore.AppKey) holds for the phone's app (sqlstore.ClaimApp),
+// comparing the version keys byte by byte (COLLATE "C"). An app the phone
+// does not list, a version that does not compare (NULL) or apps not known
+// (dev.apps NULL) fail.
+const appsMatch = `NOT EXISTS (
+			SELECT 1 FROM jsonb_array_elements(COALESCE(j.task->'app_keys', '[]'::jsonb)) r
+			WHERE NOT COALESCE(CASE r->>'op'
+				WHEN '*' THEN dev.apps ? (r->>'package')
+				WHEN '=' THEN (dev.apps->(r->>'package')->>(r->>'field')) COLLATE "C" = (r->>'key')
+				WHEN '>' THEN (dev.apps->(r->>'package')->>(r->>'field')) COLLATE "C" > (r->>'key')
+				WHEN '>=' THEN (dev.apps->(r->>'package')->>(r->>'field')) COLLATE "C" >= (r->>'key')
+				WHEN '<' THEN (dev.apps->(r->>'package')->>(r->>'field')) COLLATE "C" < (r->>'key')
+				WHEN '<=' THEN (dev.apps->(r->>'package')->>(r->>'field')) COLLATE "C" <= (r->>'key')
+			END, false))`
 
 // imeMatch: the phone dev can type job j's text: it is not known to lack
 // the input method, or j has no text step beyond printable ASCII
-// (protocol.Task.NeedsIME).
+// (protocol.Task.NeedsIME). A session's job may have no steps (null).
 const imeMatch = `(dev.ime IS NOT false OR NOT EXISTS (
-			SELECT 1 FROM jsonb_array_elements(j.task->'steps') s
+			SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(j.task->'steps') WHEN 'array' THEN j.task->'steps' ELSE '[]'::jsonb END) s
 			WHERE s->>'op' = '` + protocol.OpText + `' AND s->>'text' ~ '[^\x20-\x7e]'))`
 
 const canRun = `($7::boolean OR NOT j.task->'steps' @> '[{"effect": {}}]'::jsonb)`

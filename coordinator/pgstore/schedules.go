@@ -22,8 +22,12 @@ func scanSchedule(row sqlstore.Row) (jobstore.Schedule, error) {
 
 // slotSelect reads the slots of a schedule with the ids of their jobs.
 const slotSelect = `SELECT ` + sqlstore.SlotColumns + `
-	COALESCE((SELECT string_agg(j.id, ',') FROM jobs j
-	          WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '')
+	COALESCE((SELECT jsonb_agg(jsonb_build_object('id', j.id, 'status', j.status,
+	              'phone', COALESCE(j.device_serial, j.task->'device'->>'serial', ''),
+	              'not_before_ms', (extract(epoch FROM j.not_before) * 1000)::bigint,
+	              'granted_ms', (SELECT (extract(epoch FROM min(w.at)) * 1000)::bigint FROM write_events w
+	                             WHERE w.job_id = j.id AND w.verb IN ('claim', 'reassign') AND w.accepted)))
+	          FROM jobs j WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '[]'::jsonb)
 	FROM schedule_slots s`
 
 // now reads the database clock.

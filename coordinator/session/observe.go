@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -204,6 +206,7 @@ func (m *Manager) record(ctx context.Context, s *session, field string, st Step)
 			o.App = &protocol.AppVersion{Package: els[i].Package}
 		}
 	}
+	m.provenance(ctx, s, &o)
 	if err := rec.RecordObservations(ctx, s.tok, []protocol.Observation{o}); err != nil {
 		if !errors.Is(err, fencing.ErrStale) && !errors.Is(err, jobstore.ErrNotFound) {
 			return StepResult{}, fmt.Errorf("%s on session %s: %w", OpRecordObservation, s.info.ID, err)
@@ -226,6 +229,45 @@ func (m *Manager) record(ctx context.Context, s *session, field string, st Step)
 	m.log.Info().Str("session_id", s.info.ID).Str("name", o.Name).Int("step", o.Step).Msg("observation recorded")
 	return StepResult{Op: OpRecordObservation, Outcome: protocol.OutcomeOK, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		Captures: []Capture{}, Observation: out}, nil
+}
+
+// provenance fills in what the session's phone last told of itself in its
+// facts, as its agent reported them (docs/observations.md, Provenance):
+// its locale and time zone, and the installed version of the observation's
+// app when the facts list it. Facts not known leave them empty.
+func (m *Manager) provenance(ctx context.Context, s *session, o *protocol.Observation) {
+	s.mu.Lock()
+	agentID, serial := s.info.Agent, s.info.Phone.Serial
+	s.mu.Unlock()
+	if agentID == "" {
+		agentID, _, _ = fencing.SplitOwner(s.tok.Owner)
+	}
+	if agentID == "" || serial == "" {
+		return
+	}
+	a, err := m.store.GetAgent(ctx, agentID)
+	if err != nil {
+		return
+	}
+	i := slices.IndexFunc(a.Devices, func(d protocol.Device) bool { return d.Serial == serial })
+	if i < 0 || a.Devices[i].Facts == nil {
+		return
+	}
+	// The agent's report is checked like any of its input: a value the
+	// dataset would refuse is left out rather than refuse the observation.
+	short := func(v string) string {
+		if len(v) > jobstore.MaxObservationShort || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return ""
+		}
+		return v
+	}
+	f := a.Devices[i].Facts
+	o.Locale, o.TimeZone = short(f.Locale), short(f.TimeZone)
+	if o.App != nil {
+		if v, ok := f.App(o.App.Package); ok && v.VersionCode >= 0 {
+			o.App.VersionName, o.App.VersionCode = short(v.VersionName), v.VersionCode
+		}
+	}
 }
 
 var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/session"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/uitree"
 )
 
@@ -195,4 +197,65 @@ func dumpElements(t *testing.T, url string) []uitree.Element {
 		t.Fatal(err)
 	}
 	return tree.Elements()
+}
+
+// TestSessionObservationProvenance: an observation recorded through a
+// session carries what its phone's agent last reported in the phone's
+// facts: the locale and time zone, and, for a value read from an element
+// of an app, that app's installed version; one recorded at bounds names
+// no app.
+func TestSessionObservationProvenance(t *testing.T) {
+	e := newEnv(t, 3*time.Second)
+	sim := capture.NewSimulated(capture.SimOptions{Serial: "sim-prov", Width: 180, Height: 320, Tags: []string{"lab"},
+		Catalogue:   []capture.SimProduct{{Name: "Matcha latte", Price: "¥1,280"}},
+		AppVersions: map[string]protocol.AppVersion{capture.SimShop: {VersionName: "5.2.1", VersionCode: 521}}})
+	inv := capture.NewInventory()
+	if err := inv.Add(sim); err != nil {
+		t.Fatal(err)
+	}
+	facts, err := sim.Facts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.SetFacts(sim.Serial(), facts)
+	e.servers.StartSimAgent(e2e.SimAgentOptions{ID: "pc-prov", Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{})})
+
+	var doc session.Doc
+	if code, body := e.call("POST", "/api/v1/sessions", tokenOperator, `{"device": {"tags": ["lab"]}}`, &doc); code != 201 {
+		t.Fatalf("open: %d %s", code, body)
+	}
+	steps := "/api/v1/sessions/" + doc.ID + "/steps"
+	var rep stepsReply
+	if code, body := e.call("POST", steps, tokenOperator, `{"steps": [{"op": "launch", "package": "`+capture.SimShop+`"}, {"op": "screenshot"}, {"op": "ui_dump"}]}`, &rep); code != 200 {
+		t.Fatalf("steps: %d %s", code, body)
+	}
+	els := dumpElements(t, rep.Steps[2].Captures[0].URL)
+	at := slices.IndexFunc(els, func(el uitree.Element) bool { return el.Text == "¥1,280" })
+	if at < 0 {
+		t.Fatalf("no price element in %+v", els)
+	}
+	if code, body := e.call("POST", steps, tokenOperator, fmt.Sprintf(`{"steps": [
+		{"op": "record_observation", "name": "price", "raw": "¥1,280", "element_index": %d, "parse": "price"},
+		{"op": "record_observation", "name": "title", "raw": "Matcha latte", "bounds": [1, 2, 3, 4]}]}`, at), nil); code != 200 {
+		t.Fatalf("record: %d %s", code, body)
+	}
+	rows, err := e.store.ListObservations(e.ctx, jobstore.ObservationFilter{Project: "lab", JobID: doc.JobID, Limit: 10})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("dataset %+v, %v; want 2 rows", rows, err)
+	}
+	for _, r := range rows {
+		if r.Locale != "ja-JP" || r.TimeZone != "Asia/Tokyo" {
+			t.Errorf("row %s: locale %q, time zone %q; want the phone's ja-JP, Asia/Tokyo", r.Name, r.Locale, r.TimeZone)
+		}
+		switch r.Name {
+		case "price":
+			if r.AppPackage != capture.SimShop || r.AppVersion != "5.2.1" || r.AppCode != 521 {
+				t.Errorf("price row: app %q %q %d, want the shop at 5.2.1 (521)", r.AppPackage, r.AppVersion, r.AppCode)
+			}
+		case "title":
+			if r.AppPackage != "" || r.AppVersion != "" || r.AppCode != 0 {
+				t.Errorf("title row: app %q %q %d, want none", r.AppPackage, r.AppVersion, r.AppCode)
+			}
+		}
+	}
 }

@@ -25,6 +25,7 @@ const devCTE = `
 		       json_extract(d.value, '$.screen_width') AS screen_width,
 		       json_extract(d.value, '$.screen_height') AS screen_height,
 		       json_extract(d.value, '$.ime') AS ime,
+		       json_extract(d.value, '$.apps') AS apps,
 		       COALESCE(json_extract(d.value, '$.projects'), '[]') AS projects,
 		       COALESCE(json_extract(d.value, '$.projects_only'), 0) AS projects_only
 		FROM json_each(?2) d
@@ -57,7 +58,28 @@ const factsMatch = `(json_extract(j.task, '$.device.min_battery') IS NULL OR dev
 			  AND (json_extract(j.task, '$.device.min_sdk') IS NULL OR dev.sdk >= json_extract(j.task, '$.device.min_sdk'))
 			  AND (json_extract(j.task, '$.device.max_sdk') IS NULL OR dev.sdk <= json_extract(j.task, '$.device.max_sdk'))
 			  AND (json_extract(j.task, '$.device.min_screen_width') IS NULL OR dev.screen_width >= json_extract(j.task, '$.device.min_screen_width'))
-			  AND (json_extract(j.task, '$.device.min_screen_height') IS NULL OR dev.screen_height >= json_extract(j.task, '$.device.min_screen_height'))`
+			  AND (json_extract(j.task, '$.device.min_screen_height') IS NULL OR dev.screen_height >= json_extract(j.task, '$.device.min_screen_height'))
+			  AND ` + appsMatch
+
+// appsMatch: the phone dev has every app of job j's selector at a version
+// its requirement allows: each of the task's app_keys (sqlstore.AppKey)
+// holds for the phone's app (sqlstore.ClaimApp), comparing the version
+// keys as text (BINARY: byte by byte). An app the phone does not list, a
+// version that does not compare (NULL) or apps not known (dev.apps NULL)
+// fail. The key's field is "name" or "code", written by
+// sqlstore.PrepareSubmit.
+const appsMatch = `NOT EXISTS (
+			SELECT 1 FROM json_each(j.task, '$.app_keys') r
+			WHERE NOT COALESCE((
+				SELECT CASE json_extract(r.value, '$.op')
+					WHEN '*' THEN 1
+					WHEN '=' THEN json_extract(a.value, '$.' || json_extract(r.value, '$.field')) = json_extract(r.value, '$.key')
+					WHEN '>' THEN json_extract(a.value, '$.' || json_extract(r.value, '$.field')) > json_extract(r.value, '$.key')
+					WHEN '>=' THEN json_extract(a.value, '$.' || json_extract(r.value, '$.field')) >= json_extract(r.value, '$.key')
+					WHEN '<' THEN json_extract(a.value, '$.' || json_extract(r.value, '$.field')) < json_extract(r.value, '$.key')
+					WHEN '<=' THEN json_extract(a.value, '$.' || json_extract(r.value, '$.field')) <= json_extract(r.value, '$.key')
+				END
+				FROM json_each(dev.apps) a WHERE a.key = json_extract(r.value, '$.package')), 0))`
 
 // imeMatch: the phone dev can type job j's text: it is not known to lack
 // the input method (ime 0), or j has no text step beyond printable ASCII

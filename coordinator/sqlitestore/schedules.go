@@ -22,8 +22,12 @@ func scanSchedule(row sqlstore.Row) (jobstore.Schedule, error) {
 
 // slotSelect reads the slots of a schedule with the ids of their jobs.
 const slotSelect = `SELECT ` + sqlstore.SlotColumns + `
-	COALESCE((SELECT group_concat(j.id, ',') FROM jobs j
-	          WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '')
+	COALESCE((SELECT json_group_array(json_object('id', j.id, 'status', j.status,
+	              'phone', COALESCE(j.device_serial, json_extract(j.task, '$.device.serial'), ''),
+	              'not_before_ms', CAST(round((julianday(j.not_before) - 2440587.5) * 86400000) AS INTEGER),
+	              'granted_ms', (SELECT CAST(round((julianday(min(w.at)) - 2440587.5) * 86400000) AS INTEGER) FROM write_events w
+	                             WHERE w.job_id = j.id AND w.verb IN ('claim', 'reassign') AND w.accepted)))
+	          FROM jobs j WHERE j.schedule_id = s.schedule_id AND j.scheduled_at = s.scheduled_at), '[]')
 	FROM schedule_slots s`
 
 // queryRower is the reader pool or a transaction.

@@ -1,6 +1,12 @@
 package sqlstore
 
-import "github.com/edgeagent/edgeagent/protocol"
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/edgeagent/edgeagent/protocol"
+)
 
 // ClaimDevice is one usable phone as the stores' grant SQL sees it: the
 // fields a selector matches (protocol.DeviceSelector.Matches), with the
@@ -22,6 +28,17 @@ type ClaimDevice struct {
 	// but these.
 	Projects []string `json:"projects"`
 	Only     bool     `json:"projects_only"`
+	// Apps are the phone's installed apps by package, with their version
+	// keys (null when its facts do not list its apps).
+	Apps map[string]ClaimApp `json:"apps"`
+}
+
+// ClaimApp is one installed app as the grant SQL sees it: the sortable
+// keys of its versionName (protocol.VersionKey) and versionCode
+// (protocol.CodeKey), null when they do not compare.
+type ClaimApp struct {
+	Name *string `json:"name"`
+	Code *string `json:"code"`
 }
 
 // NewClaimDevice returns d as the grant SQL sees it.
@@ -33,11 +50,72 @@ func NewClaimDevice(d protocol.Device) ClaimDevice {
 	if f := d.Facts; f != nil {
 		c.Battery, c.TempC = f.BatteryLevel, f.BatteryTempC
 		c.SDK, c.ScreenWidth, c.ScreenHeight = known(f.SDK), known(f.ScreenWidth), known(f.ScreenHeight)
+		if f.Apps != nil {
+			c.Apps = claimApps(f)
+		}
 	}
 	if ok, isKnown := d.TypesUnicode(); isKnown {
 		c.IME = &ok
 	}
 	return c
+}
+
+// claimApps returns the apps of f by package as protocol.PhoneFacts.App
+// finds them: the first entry of a package, among the first
+// protocol.MaxPhoneApps.
+func claimApps(f *protocol.PhoneFacts) map[string]ClaimApp {
+	apps := map[string]ClaimApp{}
+	for _, a := range f.Apps[:min(len(f.Apps), protocol.MaxPhoneApps)] {
+		if _, dup := apps[a.Package]; dup {
+			continue
+		}
+		var c ClaimApp
+		if k, ok := protocol.VersionKey(a.VersionName); ok {
+			c.Name = &k
+		}
+		if k, ok := protocol.CodeKey(a.VersionCode); ok {
+			c.Code = &k
+		}
+		apps[a.Package] = c
+	}
+	return apps
+}
+
+// AppKey is one comparison of a selector's app requirements
+// (protocol.ParseAppRequirement) as the grant SQL reads it: the stored
+// task carries them as app_keys (PrepareSubmit), each of which a phone
+// must satisfy. Field is "name" (the versionName's key), "code" (the
+// versionCode's) or "" with Op "*" (installed).
+type AppKey struct {
+	Package string `json:"package"`
+	Field   string `json:"field"`
+	Op      string `json:"op"`
+	Key     string `json:"key"`
+}
+
+// AppKeys returns the comparisons of the app requirements of sel, in
+// package order. A requirement that does not parse is an error (tasks
+// are validated before).
+func AppKeys(sel protocol.DeviceSelector) ([]AppKey, error) {
+	var keys []AppKey
+	for _, pkg := range slices.Sorted(maps.Keys(sel.Apps)) {
+		cs, err := protocol.ParseAppRequirement(sel.Apps[pkg])
+		if err != nil {
+			return nil, fmt.Errorf("device: apps.%s: %w", pkg, err)
+		}
+		for _, c := range cs {
+			k := AppKey{Package: pkg, Op: c.Op, Key: c.Key}
+			switch {
+			case c.Op == protocol.AppInstalled:
+			case c.Code:
+				k.Field = "code"
+			default:
+				k.Field = "name"
+			}
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 // known returns &n, or nil for 0 (not known).

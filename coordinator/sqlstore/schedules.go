@@ -3,9 +3,9 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
@@ -39,8 +39,10 @@ func ScanSchedule[T any](row Row, times Times[T]) (jobstore.Schedule, error) {
 }
 
 // SlotColumns are the columns of schedule_slots (aliased s) ScanSlot
-// reads, in its order, but the last: the ids of the slot's jobs joined by
-// commas, which each dialect aggregates its own way.
+// reads, in its order, but the last: the slot's jobs as a JSON array of
+// objects {id, status, phone, not_before_ms, granted_ms} (times in Unix
+// milliseconds, null when none), which each dialect aggregates its own
+// way.
 const SlotColumns = `s.schedule_id, s.scheduled_at, s.outcome, s.count, s.through, s.recorded_at, s.detail, `
 
 // ScanSlot reads a slot (SlotColumns and its jobs).
@@ -49,7 +51,7 @@ func ScanSlot[T any](row Row, times Times[T]) (jobstore.Slot, error) {
 		sl           jobstore.Slot
 		at, recorded T
 		through      *T
-		jobs         string
+		jobs         []byte
 	)
 	if err := row.Scan(&sl.ScheduleID, &at, &sl.Outcome, &sl.Count, &through, &recorded, &sl.Detail, &jobs); err != nil {
 		return jobstore.Slot{}, err
@@ -64,11 +66,29 @@ func ScanSlot[T any](row Row, times Times[T]) (jobstore.Slot, error) {
 	if sl.Through, err = times.Null(through); err != nil {
 		return jobstore.Slot{}, err
 	}
-	if jobs != "" {
-		sl.Jobs = strings.Split(jobs, ",")
-		// A fan-out's jobs in their order: id-1, id-2, …, id-10.
-		slices.SortFunc(sl.Jobs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
+	var raw []struct {
+		ID        string `json:"id"`
+		Status    string `json:"status"`
+		Phone     string `json:"phone"`
+		NotBefore *int64 `json:"not_before_ms"`
+		Granted   *int64 `json:"granted_ms"`
 	}
+	if err := json.Unmarshal(jobs, &raw); err != nil {
+		return jobstore.Slot{}, fmt.Errorf("decode the jobs of a slot: %w", err)
+	}
+	ms := func(v *int64) time.Time {
+		if v == nil {
+			return time.Time{}
+		}
+		return time.UnixMilli(*v).UTC()
+	}
+	for _, j := range raw {
+		sl.Jobs = append(sl.Jobs, jobstore.SlotJob{ID: j.ID, Status: j.Status, Phone: j.Phone, NotBefore: ms(j.NotBefore), GrantedAt: ms(j.Granted)})
+	}
+	// A fan-out's jobs in their order: id-1, id-2, …, id-10.
+	slices.SortFunc(sl.Jobs, func(a, b jobstore.SlotJob) int {
+		return cmp.Or(cmp.Compare(len(a.ID), len(b.ID)), cmp.Compare(a.ID, b.ID))
+	})
 	return sl, nil
 }
 

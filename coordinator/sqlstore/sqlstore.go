@@ -56,9 +56,17 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// storedTask is a task as the stores keep it: the task, and the
+// comparisons of its selector's app requirements (AppKeys) that the grant
+// SQL reads. Reading the task back into a protocol.Task leaves them out.
+type storedTask struct {
+	protocol.Task
+	AppKeys []AppKey `json:"app_keys,omitempty"`
+}
+
 // PrepareSubmit checks a job to submit (jobstore.CheckSubmit) and
 // returns its id (a new one when spec has none) and its task encoded for
-// storage.
+// storage (storedTask).
 func PrepareSubmit(spec jobstore.JobSpec) (id string, task []byte, err error) {
 	if err := jobstore.CheckSubmit(spec); err != nil {
 		if spec.ID != "" && protocol.CheckJobID(spec.ID) == nil {
@@ -70,7 +78,11 @@ func PrepareSubmit(spec jobstore.JobSpec) (id string, task []byte, err error) {
 	if id == "" {
 		id = NewJobID()
 	}
-	task, err = json.Marshal(spec.Task)
+	st := storedTask{Task: spec.Task}
+	if st.AppKeys, err = AppKeys(spec.Task.Device); err != nil {
+		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
+	}
+	task, err = json.Marshal(st)
 	if err != nil {
 		return "", nil, fmt.Errorf("submit job %s: %w", id, err)
 	}

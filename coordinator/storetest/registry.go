@@ -22,6 +22,8 @@ var registryTests = []struct {
 }{
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForFactSelectors", testClaimForFactSelectors},
+	{"ClaimForAppSelectors", testClaimForAppSelectors},
+	{"ClaimSessionWithoutIME", testClaimSessionWithoutIME},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
 	{"ClaimForRace", testClaimForRace},

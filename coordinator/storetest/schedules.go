@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // scheduleTests are the cases of recurring schedules (ScheduleStore), not
@@ -28,6 +29,7 @@ var scheduleTests = []struct {
 	{"ScheduleBackfill", testScheduleBackfill},
 	{"ScheduleDueOnTheDatabaseClock", testScheduleDueOnTheDatabaseClock},
 	{"ScheduleLimitPerProject", testScheduleLimitPerProject},
+	{"ScheduleSlotJobs", testScheduleSlotJobs},
 }
 
 func scheduleStore(t *testing.T, s sqlstore.Lab) jobstore.ScheduleStore {
@@ -165,7 +167,7 @@ func testScheduleOneJobSetPerSlot(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("a job of the second fire exists: %v", err)
 	}
 	sl := slotsOf(t, ss, "sch")
-	if len(sl) != 1 || sl[0].Outcome != jobstore.SlotFired || !sl[0].ScheduledAt.Equal(slot0) || sl[0].RecordedAt.IsZero() || len(sl[0].Jobs) != 3 || sl[0].Jobs[0] != res.Jobs[0].ID {
+	if len(sl) != 1 || sl[0].Outcome != jobstore.SlotFired || !sl[0].ScheduledAt.Equal(slot0) || sl[0].RecordedAt.IsZero() || len(sl[0].Jobs) != 3 || sl[0].Jobs[0].ID != res.Jobs[0].ID || sl[0].Jobs[0].Status != jobstore.StatusQueued || !sl[0].Jobs[0].GrantedAt.IsZero() {
 		t.Fatalf("slots %+v", sl)
 	}
 	sc, err := ss.GetSchedule(ctx, "sch")
@@ -456,5 +458,32 @@ func testScheduleLimitPerProject(t *testing.T, s sqlstore.Lab) {
 	}
 	if _, err := ss.GetSchedule(ctx, "a3"); !errors.Is(err, jobstore.ErrScheduleNotFound) {
 		t.Fatalf("the refused schedule was stored: %v", err)
+	}
+}
+
+// A slot lists its jobs as they are now: phone, state, jitter share and
+// first grant.
+func testScheduleSlotJobs(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	ss := scheduleStore(t, s)
+	createSchedule(t, ss, "sch", "p", slot0)
+	specs := slotJobs("sch", slot0, 2)
+	specs[0].Task.Device = protocol.DeviceSelector{Serial: "phone-1"}
+	specs[0].NotBefore = slot0.Add(30 * time.Second)
+	if _, err := ss.FireSlot(ctx, jobstore.SlotFire{ScheduleID: "sch", Slot: slot0, Jobs: specs, Next: slot0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	l := claim(t, s, specs[0].ID, ownerA, long)
+	sl := slotsOf(t, ss, "sch")
+	if len(sl) != 1 || len(sl[0].Jobs) != 2 {
+		t.Fatalf("slots %+v", sl)
+	}
+	got, other := sl[0].Jobs[0], sl[0].Jobs[1]
+	if got.ID != specs[0].ID || got.Phone != "phone-1" || got.Status != jobstore.StatusInProgress || !got.NotBefore.Equal(slot0.Add(30*time.Second)) ||
+		got.GrantedAt.IsZero() || got.GrantedAt.After(l.ExpiresAt) {
+		t.Fatalf("granted job of the slot %+v (lease until %s)", got, l.ExpiresAt)
+	}
+	if other.ID != specs[1].ID || other.Status != jobstore.StatusQueued || !other.GrantedAt.IsZero() || !other.NotBefore.IsZero() {
+		t.Fatalf("queued job of the slot %+v", other)
 	}
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, attemptTests...)
 	tests = append(tests, uiTests...)
 	tests = append(tests, observationTests...)
+	tests = append(tests, exportTests...)
 	tests = append(tests, scheduleTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -189,7 +189,8 @@ func ago(d time.Duration) string {
 }
 
 var funcs = template.FuncMap{
-	"time": stamp,
+	"time":    stamp,
+	"fireutc": fireUTC,
 	"timep": func(t *time.Time) string {
 		if t == nil || t.IsZero() {
 			return "—"
@@ -203,7 +204,7 @@ var funcs = template.FuncMap{
 }
 
 // pageNames are the templates that are pages, each parsed with the layout.
-var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "confirm", "message"}
+var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "schedules", "confirm", "message"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
@@ -250,6 +251,11 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /ui/agents/{id}/resume", h.action(jobstore.ScopeAdmin, h.drain(false)))
 	h.mux.HandleFunc("GET /ui/jobs/{id}/cancel", h.page(jobstore.ScopeOperate, h.confirmCancel))
 	h.mux.HandleFunc("POST /ui/jobs/{id}/cancel", h.action(jobstore.ScopeOperate, h.cancel))
+	h.mux.HandleFunc("GET /ui/schedules", h.page(jobstore.ScopeRead, h.schedules))
+	h.mux.HandleFunc("GET /ui/schedules/{id}/pause", h.page(jobstore.ScopeOperate, h.confirmPauseSchedule(true)))
+	h.mux.HandleFunc("POST /ui/schedules/{id}/pause", h.action(jobstore.ScopeOperate, h.pauseSchedule(true)))
+	h.mux.HandleFunc("GET /ui/schedules/{id}/resume", h.page(jobstore.ScopeOperate, h.confirmPauseSchedule(false)))
+	h.mux.HandleFunc("POST /ui/schedules/{id}/resume", h.action(jobstore.ScopeOperate, h.pauseSchedule(false)))
 	h.mux.HandleFunc("GET /ui/effects/resolve", h.page(jobstore.ScopeOperate, h.confirmResolve))
 	h.mux.HandleFunc("POST /ui/effects/resolve", h.action(jobstore.ScopeOperate, h.resolve))
 	static, _ := fs.Sub(staticFS, "static")

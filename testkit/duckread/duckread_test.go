@@ -13,6 +13,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
+	"github.com/edgeagent/edgeagent/coordinator/dataset"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -314,9 +315,9 @@ func TestDuckDBReadsExports(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM ` + pq).Scan(&total); err != nil {
 		t.Fatal(err)
 	}
-	if groups != 2 || most > api.ParquetGroupRows || total != int64(len(stored)) {
+	if groups != 2 || most > dataset.ParquetGroupRows || total != int64(len(stored)) {
 		t.Errorf("Parquet: %d rows in %d row groups of at most %d rows; want %d rows in 2 groups of at most %d",
-			total, groups, most, len(stored), api.ParquetGroupRows)
+			total, groups, most, len(stored), dataset.ParquetGroupRows)
 	}
 
 	compareRows(t, "Parquet", readRows(t, db, pq, "to_json(bounds)::VARCHAR", "to_json(evidence)::VARCHAR"), stored)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/edgeagent/edgeagent/capture"
 )
 
 // SetBattery sets the phone's battery level (percent) and temperature
@@ -19,7 +21,8 @@ func (p *Phone) SetBattery(level int, tempC float64) { p.sim.SetBattery(level, t
 func (p *Phone) SetCharging(on bool) { p.sim.SetCharging(on) }
 
 // dumpsys answers `dumpsys battery`, `dumpsys power`, `dumpsys window
-// [policy]` and `dumpsys package PKG` in the format of Android 13.
+// [policy]`, `dumpsys package PKG` and `dumpsys package packages` in the
+// format of Android 13.
 func (p *Phone) dumpsys(out, errw io.Writer, args []string) int {
 	switch safeArg(args, 0) {
 	case "battery":
@@ -56,6 +59,10 @@ func (p *Phone) dumpsys(out, errw io.Writer, args []string) int {
 		fmt.Fprintf(out, "WINDOW MANAGER POLICY STATE (dumpsys window policy)\n    mSafeMode=false mSystemReady=true mSystemBooted=true\n    mShowingDream=false isKeyguardShowing=%t\n    KeyguardServiceDelegate\n      showing=%t\n      inputRestricted=%t\n", locked, locked, locked)
 		return 0
 	case "package":
+		if safeArg(args, 1) == "packages" {
+			p.dumpPackages(out)
+			return 0
+		}
 		// The installed version first, as Android lists it.
 		pkg := safeArg(args, 1)
 		v, err := p.sim.AppVersion(context.Background(), pkg)
@@ -91,4 +98,54 @@ func (p *Phone) df(out io.Writer, args []string) int {
 		}
 	}
 	return code
+}
+
+// dumpPackages writes `dumpsys package packages` as Android 13 does: every
+// package of the phone with its settings, the system image's (the
+// framework, the launcher, settings) flagged SYSTEM, and the phone's apps
+// (capture.Simulated.Apps: Options.Packages or, when nil, the shop app and
+// the packages of Options.AppVersions, and the input method) installed
+// from the store, each with its versionCode and versionName (null when it
+// has none).
+func (p *Phone) dumpPackages(out io.Writer) {
+	fmt.Fprintln(out, "Packages:")
+	sys := []struct {
+		pkg, path, name string
+		code            int64
+		uid             int
+	}{
+		{"android", "/system/framework/framework-res.apk", "13", 33, 1000},
+		{capture.SimLauncher, "/system_ext/priv-app/Launcher3QuickStep", "13", 33, 10098},
+		{"com.android.settings", "/system_ext/priv-app/Settings", "13", 33, 1000},
+	}
+	for _, a := range sys {
+		writePackage(out, a.pkg, a.uid, a.path, a.code, a.name, "SYSTEM HAS_CODE ALLOW_CLEAR_USER_DATA", "2008-12-31 16:00:00", "")
+	}
+	for i, v := range p.sim.Apps() {
+		path := fmt.Sprintf("/data/app/~~Zq3v1Zf%02dy2pX9rWcVbL7g==/%s-5oZ2Yx1qQy6Vv3d9pQm0Zw==", i, v.Package)
+		writePackage(out, v.Package, 10150+i, path, v.VersionCode, v.VersionName, "HAS_CODE ALLOW_CLEAR_USER_DATA ALLOW_BACKUP", "2023-11-02 10:15:42", "com.android.vending")
+	}
+}
+
+// writePackage writes one package of `dumpsys package packages`.
+func writePackage(out io.Writer, pkg string, uid int, path string, code int64, name, flags, installed, installer string) {
+	if name == "" {
+		name = "null"
+	}
+	id := fmt.Sprintf("%07x", uint32(uid)*2654435761%0xfffffff)
+	fmt.Fprintf(out, "  Package [%s] (%s):\n    userId=%d\n    pkg=Package{%s %s}\n    codePath=%s\n    resourcePath=%s\n"+
+		"    legacyNativeLibraryDir=%s/lib\n    extractNativeLibs=false\n    primaryCpuAbi=arm64-v8a\n    secondaryCpuAbi=null\n    cpuAbiOverride=null\n"+
+		"    versionCode=%d minSdk=26 targetSdk=33\n    minExtensionVersions=[]\n    versionName=%s\n    usesNonSdkApi=false\n    splits=[base]\n"+
+		"    apkSigningVersion=3\n    flags=[ %s ]\n    privateFlags=[ PRIVATE_FLAG_ACTIVITIES_RESIZE_MODE_RESIZEABLE_VIA_SDK_VERSION ALLOW_AUDIO_PLAYBACK_CAPTURE ]\n"+
+		"    forceQueryable=false\n    queriesPackages=[]\n    dataDir=/data/user/0/%s\n    supportsScreens=[small, medium, large, xlarge, resizeable, anyDensity]\n"+
+		"    timeStamp=%s\n    lastUpdateTime=%s\n",
+		pkg, id, uid, id, pkg, path, path, path, code, name, flags, pkg, installed, installed)
+	if installer != "" {
+		fmt.Fprintf(out, "    installerPackageName=%s\n", installer)
+	}
+	fmt.Fprintf(out, "    signatures=PackageSignatures{%s version:3, signatures:[8e6b7c1d], past signatures:[]}\n    installPermissionsFixed=true\n"+
+		"    pkgFlags=[ %s ]\n    requested permissions:\n      android.permission.INTERNET\n    install permissions:\n      android.permission.INTERNET: granted=true\n"+
+		"    User 0: ceDataInode=%d installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=0 instant=false virtual=false\n"+
+		"      gids=[3003]\n      runtime permissions:\n",
+		id, flags, 100000+uid)
 }

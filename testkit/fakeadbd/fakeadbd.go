@@ -700,6 +700,7 @@ type shellEnv struct {
 	st     *stream
 	pid    int
 	status int
+	stdin  io.Reader // what the stage before wrote, in a pipeline; nil otherwise
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -721,14 +722,16 @@ func (p *Phone) runScript(st *stream, script string, stdout, stderr io.Writer) i
 		if i > 0 && and[i-1] && env.status != 0 {
 			continue
 		}
-		words, err := splitWords(c, func(name byte) string {
-			if name == '$' {
-				return strconv.Itoa(env.pid)
+		if stages := splitPipe(c); len(stages) > 1 {
+			status, ok := p.pipeline(env, stages)
+			if !ok {
+				return 2
 			}
-			return strconv.Itoa(env.status)
-		})
+			env.status = status
+			continue
+		}
+		words, err := env.words(c)
 		if err != nil {
-			fmt.Fprintf(stderr, "/system/bin/sh: %v\n", err)
 			return 2
 		}
 		if len(words) == 0 {
@@ -744,6 +747,48 @@ func (p *Phone) runScript(st *stream, script string, stdout, stderr io.Writer) i
 		}
 	}
 	return env.status
+}
+
+// words splits one simple command into its words as sh does, reporting a
+// syntax error on the shell's error output.
+func (env *shellEnv) words(c string) ([]string, error) {
+	words, err := splitWords(c, func(name byte) string {
+		if name == '$' {
+			return strconv.Itoa(env.pid)
+		}
+		return strconv.Itoa(env.status)
+	})
+	if err != nil {
+		fmt.Fprintf(env.stderr, "/system/bin/sh: %v\n", err)
+	}
+	return words, err
+}
+
+// pipeline runs the stages of a pipeline one after the other, each
+// reading what the one before wrote, and returns the last one's exit
+// status; ok is false on a syntax error. An empty stage is a syntax error,
+// as in sh.
+func (p *Phone) pipeline(env *shellEnv, stages []string) (status int, ok bool) {
+	var in io.Reader = strings.NewReader("")
+	for i, stage := range stages {
+		words, err := env.words(stage)
+		if err != nil {
+			return 0, false
+		}
+		if len(words) == 0 {
+			fmt.Fprintln(env.stderr, "/system/bin/sh: syntax error: unexpected '|'")
+			return 0, false
+		}
+		var out bytes.Buffer
+		st := *env
+		st.stdin = in
+		if i < len(stages)-1 {
+			st.stdout = &out
+		}
+		status = p.command(&st, words, false)
+		in = &out
+	}
+	return status, true
 }
 
 // sleep waits d, or until the phone closes or the stream is closed.
@@ -805,6 +850,8 @@ func (p *Phone) command(env *shellEnv, args []string, exec bool) int {
 		return p.dumpsys(out, errw, args[1:])
 	case "df":
 		return p.df(out, args[1:])
+	case "grep":
+		return grep(env, args[1:])
 	case "screenrecord":
 		pid := env.pid
 		if !exec {

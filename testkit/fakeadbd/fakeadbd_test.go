@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -90,5 +91,33 @@ func TestRealADBUnauthorized(t *testing.T) {
 	srv.Connect(t, p.Addr(), "unauthorized")
 	if out, err := srv.Run("-s", p.Serial(), "shell", "true"); err == nil || !strings.Contains(out, "unauthorized") {
 		t.Fatalf("shell on an unauthorized phone: err=%v out=%s", err, out)
+	}
+}
+
+// TestRealADBPipeline: the fake phone's shell runs a pipeline as sh does,
+// each stage reading what the one before wrote, with the last stage's exit
+// status; grep -E keeps the matching lines (exit 1 when none match), and a
+// quoted '|' is no pipe. `dumpsys package packages` lists the phone's
+// configured apps with their versions among the system image's packages.
+func TestRealADBPipeline(t *testing.T) {
+	srv := testenv.StartADB(t)
+	p := startPhone(t, fakeadbd.Options{Packages: []string{"com.example.shop"},
+		AppVersions: map[string]protocol.AppVersion{"com.example.shop": {VersionName: "5.2.1", VersionCode: 521}}})
+	srv.Connect(t, p.Addr(), "device")
+	shell := func(cmd string) (string, error) {
+		return srv.Run("-s", p.Serial(), "shell", cmd)
+	}
+	if out, err := shell(`echo 'a|b'; echo c | grep -E '^(c|d)$'`); err != nil || out != "a|b\nc\n" {
+		t.Errorf("pipeline: %q, %v", out, err)
+	}
+	if out, err := shell(`echo c | grep -v c`); err == nil || out != "" {
+		t.Errorf("grep without a match: %q, %v; want exit 1", out, err)
+	}
+	out, err := shell(`dumpsys package packages | grep -E '^  Package \[|^    versionName='`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "  Package [com.example.shop] "; !strings.Contains(out, want) || !strings.Contains(out, "    versionName=5.2.1\n") || strings.Contains(out, "codePath=") {
+		t.Errorf("packages filtered: %q", out)
 	}
 }

@@ -2,6 +2,8 @@ package fakeadbd
 
 import (
 	"fmt"
+	"io"
+	"regexp"
 	"strings"
 )
 
@@ -164,4 +166,86 @@ func printf(format string, args []string) string {
 		}
 	}
 	return b.String()
+}
+
+// splitPipe splits a simple command into the stages of a pipeline at
+// unquoted '|' (a '||' is not a pipe; the fake shell has no '||').
+func splitPipe(s string) []string {
+	var stages []string
+	start := 0
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			}
+		case quote == '"':
+			if c == '\\' && i+1 < len(s) {
+				i++
+			} else if c == '"' {
+				quote = 0
+			}
+		case c == '\\' && i+1 < len(s):
+			i++
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '|' && (i+1 >= len(s) || s[i+1] != '|') && (i == 0 || s[i-1] != '|'):
+			stages = append(stages, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(stages, s[start:])
+}
+
+// grep implements what toybox grep does for the agent: `grep [-E] [-v]
+// PATTERN` on its standard input (the stage before it in a pipeline),
+// printing the lines that match (or, with -v, do not), with exit status 0
+// when a line was printed, 1 when none was and 2 on an error. The pattern
+// is read as an extended regular expression (RE2 reads the agent's as ERE
+// does); files are not supported.
+func grep(env *shellEnv, args []string) int {
+	invert := false
+	var pattern string
+	havePattern := false
+	for _, a := range args {
+		switch {
+		case havePattern:
+			fmt.Fprintf(env.stderr, "grep: %s: No such file or directory\n", a)
+			return 2
+		case a == "-E":
+		case a == "-v":
+			invert = true
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			fmt.Fprintf(env.stderr, "grep: unknown option %s (the fake phone knows -E and -v)\n", a)
+			return 2
+		default:
+			pattern, havePattern = a, true
+		}
+	}
+	if !havePattern {
+		fmt.Fprintln(env.stderr, "usage: grep [-Ev] PATTERN")
+		return 2
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "grep: bad regex '%s': %v\n", pattern, err)
+		return 2
+	}
+	if env.stdin == nil {
+		return 1 // no terminal on an adb shell without a PTY: end of input
+	}
+	in, err := io.ReadAll(env.stdin)
+	if err != nil {
+		return 2
+	}
+	status := 1
+	for line := range strings.Lines(string(in)) {
+		if re.MatchString(strings.TrimSuffix(line, "\n")) != invert {
+			fmt.Fprint(env.stdout, strings.TrimSuffix(line, "\n")+"\n")
+			status = 0
+		}
+	}
+	return status
 }

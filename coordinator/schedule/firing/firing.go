@@ -148,8 +148,16 @@ func (l *Loop) Evaluate(ctx context.Context, sc jobstore.Schedule, now time.Time
 		return err
 	}
 	if !sc.BufferedAt.IsZero() {
-		if err := l.fire(ctx, sc, jobstore.SlotFire{ScheduleID: sc.ID, Slot: sc.BufferedAt, Buffered: true}, now); err != nil {
+		// The held slot waits while the earlier jobs live: its jobs are
+		// made (a fan-out reads the agents) only once they ended.
+		live, err := l.store.LiveScheduleJobs(ctx, sc.ID)
+		if err != nil {
 			return err
+		}
+		if len(live) == 0 {
+			if err := l.fire(ctx, sc, jobstore.SlotFire{ScheduleID: sc.ID, Slot: sc.BufferedAt, Buffered: true}, now); err != nil {
+				return err
+			}
 		}
 	}
 	if sc.NextAt.IsZero() || sc.NextAt.After(now) {
@@ -204,7 +212,7 @@ func (l *Loop) fire(ctx context.Context, sc jobstore.Schedule, f jobstore.SlotFi
 			at = res.Jobs[0].CreatedAt
 		}
 		l.lag.Observe(max(0, at.Sub(f.Slot).Seconds()))
-		l.o.Log.Info().Str("schedule", sc.ID).Time("slot", f.Slot).Int("jobs", len(res.Jobs)).Str("detail", f.Detail).Msg("schedule slot fired")
+		l.o.Log.Debug().Str("schedule", sc.ID).Time("slot", f.Slot).Int("jobs", len(res.Jobs)).Str("detail", f.Detail).Msg("schedule slot fired")
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package dataset
 
 import (
 	"io"
@@ -10,9 +10,9 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 )
 
-// Row groups of a Parquet export: a group is written to the response once
+// Row groups of a Parquet file: a group is written to the file once
 // it holds ParquetGroupRows rows or about ParquetGroupBytes of values,
-// whichever comes first, so that the coordinator holds one group whatever
+// whichever comes first, so that the writer holds one group whatever
 // the size of the set and the size of the rows (docs/dataset.md,
 // "Parquet").
 const (
@@ -23,8 +23,8 @@ const (
 // parquetBatch is how many rows are handed to the Parquet writer at once.
 const parquetBatch = 256
 
-// ParquetRow is one row of the dataset as a Parquet export writes it: the
-// columns of ObservationColumns in order, typed (docs/dataset.md,
+// ParquetRow is one row of the dataset as a Parquet file holds it: the
+// dataset's columns (api.ObservationColumns) in order, typed (docs/dataset.md,
 // "Parquet"). Integers are INT64 (bounds INT32), strings UTF-8 (STRING),
 // times TIMESTAMP(MICROS) adjusted to UTC, an unknown value null; value
 // stays the decimal string of the CSV.
@@ -75,7 +75,7 @@ var ParquetSchema = parquet.NewSchema("observation", parquet.SchemaOf(ParquetRow
 // Parquet reader reads, of about 64 KiB of values compressed with zstd at
 // its fastest (the default 256 KiB pages, one being filled per column,
 // doubled what an export holds; 64 KiB makes the file about 14 % larger);
-// no buffer of its own (the export's 64 KiB buffer is below it); and no
+// no buffer of its own (the caller's buffer is below it); and no
 // min/max statistics in the footer for the columns whose values may be
 // kilobytes long (raw, value, selector, evidence), so that the footer,
 // held until the end, grows by short entries per group whatever the rows
@@ -98,32 +98,40 @@ func parquetOptions() []parquet.WriterOption {
 	}
 }
 
-// parquetRows writes a Parquet file: the rows in groups of at most
+// SchemaVersion is the version of the row schema (ParquetRow) that an
+// export's manifest names: raised when a column changes or is added, so
+// that a reader of the bucket's exports can tell files of two schemas
+// apart (docs/dataset.md, "Exports in the bucket").
+const SchemaVersion = 1
+
+// ParquetWriter writes a Parquet file: the rows in groups of at most
 // ParquetGroupRows rows and about ParquetGroupBytes of values, each
 // group written out as it closes, the footer (the schema and where each
 // group is) at the end. A file cut before its end has no footer, and no
 // Parquet reader opens it.
-type parquetRows struct {
+type ParquetWriter struct {
 	w          *parquet.GenericWriter[ParquetRow]
 	batch      []ParquetRow
 	n          int // rows in batch
 	groupRows  int
 	groupBytes int
+	rows       int64
 }
 
-func newParquetRows(w io.Writer) rowWriter {
-	return &parquetRows{
+// NewParquetWriter returns a writer of a Parquet file to w.
+func NewParquetWriter(w io.Writer) *ParquetWriter {
+	return &ParquetWriter{
 		w:     parquet.NewGenericWriter[ParquetRow](w, parquetOptions()...),
 		batch: make([]ParquetRow, parquetBatch),
 	}
 }
 
-func (p *parquetRows) header() error { return nil }
-
-func (p *parquetRows) row(v ObservationView) error {
+// Write adds a stored row.
+func (p *ParquetWriter) Write(o jobstore.ObservationRow) error {
 	r := &p.batch[p.n]
-	size := v.parquetRow(r)
+	size := fillRow(r, o)
 	p.n++
+	p.rows++
 	p.groupRows++
 	p.groupBytes += size
 	if p.groupRows >= ParquetGroupRows || p.groupBytes >= ParquetGroupBytes {
@@ -139,7 +147,10 @@ func (p *parquetRows) row(v ObservationView) error {
 	return nil
 }
 
-func (p *parquetRows) writeBatch() error {
+// Rows is how many rows were written.
+func (p *ParquetWriter) Rows() int64 { return p.rows }
+
+func (p *ParquetWriter) writeBatch() error {
 	if p.n == 0 {
 		return nil
 	}
@@ -148,36 +159,47 @@ func (p *parquetRows) writeBatch() error {
 	return err
 }
 
-func (p *parquetRows) end() error {
+// Close writes the last group and the footer; it does not close the
+// underlying writer.
+func (p *ParquetWriter) Close() error {
 	if err := p.writeBatch(); err != nil {
 		return err
 	}
 	return p.w.Close()
 }
 
-// parquetRow fills r with the row, reusing r's slices, and returns about
-// how many bytes of values it holds.
-func (v ObservationView) parquetRow(r *ParquetRow) int {
+// fillRow fills r with the stored row o as the dataset shows it (unknown
+// numbers and observed_at null, times in UTC), reusing r's slices, and
+// returns about how many bytes of values it holds.
+func fillRow(r *ParquetRow, o jobstore.ObservationRow) int {
 	bounds, evidence := r.Bounds[:0], r.Evidence[:0]
 	*r = ParquetRow{
-		ID: v.ID, Project: v.Project, JobID: v.JobID, Generation: v.Generation, Owner: v.Owner, AgentID: v.AgentID,
-		PhoneSerial: v.PhoneSerial, PhoneModel: v.PhoneModel, Step: int64(v.Step), Name: v.Name, Raw: v.Raw, Value: v.Value,
-		Parse: v.Parse, Currency: v.Currency, Tax: v.Tax, Selector: v.Selector, AppPackage: v.AppPackage,
-		AppVersion: v.AppVersion, AppVersionCode: v.AppVersionCode, Locale: v.Locale, TimeZone: v.TimeZone,
-		ObservedAt: v.ObservedAt, AcceptedAt: v.AcceptedAt, Accepted: v.Accepted, WriteEventID: v.WriteEventID,
+		ID: o.ID, Project: o.Project, JobID: o.JobID, Generation: o.Generation, Owner: o.Owner, AgentID: o.AgentID,
+		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, Step: int64(o.Step), Name: o.Name, Raw: o.Raw, Value: o.Value,
+		Parse: o.Parse, Currency: o.Currency, Tax: o.Tax, Selector: o.Selector, AppPackage: o.AppPackage,
+		AppVersion: o.AppVersion, Locale: o.Locale, TimeZone: o.TimeZone,
+		AcceptedAt: o.AcceptedAt.UTC(), Accepted: o.Accepted, WriteEventID: o.WriteEvent,
 	}
-	if v.PhoneSDK != nil {
-		n := int64(*v.PhoneSDK)
+	if o.PhoneSDK != 0 {
+		n := int64(o.PhoneSDK)
 		r.PhoneSDK = &n
 	}
-	for _, b := range v.Bounds {
+	if o.AppCode != 0 {
+		n := o.AppCode
+		r.AppVersionCode = &n
+	}
+	if !o.ObservedAt.IsZero() {
+		t := o.ObservedAt.UTC()
+		r.ObservedAt = &t
+	}
+	for _, b := range o.Bounds {
 		bounds = append(bounds, int32(b)) // ±2^20 (jobstore.MaxBound)
 	}
 	r.Bounds = bounds
-	size := 8*8 + 4*4 + len(v.Project) + len(v.JobID) + len(v.Owner) + len(v.AgentID) + len(v.PhoneSerial) +
-		len(v.PhoneModel) + len(v.Name) + len(v.Raw) + len(v.Value) + len(v.Parse) + len(v.Currency) + len(v.Tax) +
-		len(v.Selector) + len(v.AppPackage) + len(v.AppVersion) + len(v.Locale) + len(v.TimeZone)
-	for _, e := range v.Evidence {
+	size := 8*8 + 4*4 + len(o.Project) + len(o.JobID) + len(o.Owner) + len(o.AgentID) + len(o.PhoneSerial) +
+		len(o.PhoneModel) + len(o.Name) + len(o.Raw) + len(o.Value) + len(o.Parse) + len(o.Currency) + len(o.Tax) +
+		len(o.Selector) + len(o.AppPackage) + len(o.AppVersion) + len(o.Locale) + len(o.TimeZone)
+	for _, e := range o.Evidence {
 		evidence = append(evidence, ParquetEvidence(e))
 		size += len(e.Name) + len(e.Key) + len(e.SHA256)
 	}

@@ -1,4 +1,4 @@
-package api
+package dataset
 
 import (
 	"bytes"
@@ -13,22 +13,21 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// writeParquet writes n views made by mk as a Parquet export and opens
-// the file.
-func writeParquet(t *testing.T, n int, mk func(i int) ObservationView) (*parquet.File, []byte) {
+// writeParquet writes n rows made by mk as a Parquet file and opens it.
+func writeParquet(t *testing.T, n int, mk func(i int) jobstore.ObservationRow) (*parquet.File, []byte) {
 	t.Helper()
 	var b bytes.Buffer
-	w := newParquetRows(&b)
-	if err := w.header(); err != nil {
-		t.Fatal(err)
-	}
+	w := NewParquetWriter(&b)
 	for i := range n {
-		if err := w.row(mk(i)); err != nil {
+		if err := w.Write(mk(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.end(); err != nil {
+	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if w.Rows() != int64(n) {
+		t.Fatalf("the writer counts %d rows, want %d", w.Rows(), n)
 	}
 	f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
 	if err != nil {
@@ -44,8 +43,8 @@ func writeParquet(t *testing.T, n int, mk func(i int) ObservationView) (*parquet
 func TestParquetGroupsBoundedByBytes(t *testing.T) {
 	big := strings.Repeat("€", protocol.MaxObservedBytes/3) // 4095 bytes
 	const n = 4500
-	f, _ := writeParquet(t, n, func(i int) ObservationView {
-		return ObservationView{ID: int64(i + 1), Project: "lab", Raw: big, Value: fmt.Sprint(i) + big[:3999], Selector: strings.Repeat("s", 1024)}
+	f, _ := writeParquet(t, n, func(i int) jobstore.ObservationRow {
+		return jobstore.ObservationRow{ID: int64(i + 1), Project: "lab", Raw: big, Value: fmt.Sprint(i) + big[:3999], Selector: strings.Repeat("s", 1024)}
 	})
 	perRow := len(big) + 3999 + 1024
 	most := ParquetGroupBytes/perRow + 1
@@ -86,8 +85,8 @@ func TestParquetGroupsBoundedByBytes(t *testing.T) {
 // columns whose values may be kilobytes long.
 func TestParquetFooterKeepsNoLongValues(t *testing.T) {
 	long := strings.Repeat("y", 200)
-	f, _ := writeParquet(t, 2*ParquetGroupRows+1, func(i int) ObservationView {
-		return ObservationView{ID: int64(i + 1), Project: "lab", Raw: long + fmt.Sprint(i), Value: long, Selector: long,
+	f, _ := writeParquet(t, 2*ParquetGroupRows+1, func(i int) jobstore.ObservationRow {
+		return jobstore.ObservationRow{ID: int64(i + 1), Project: "lab", Raw: long + fmt.Sprint(i), Value: long, Selector: long,
 			AcceptedAt: time.Unix(int64(i), 0).UTC(), Evidence: []jobstore.ObservationEvidence{{Name: long, Key: long, SHA256: long}}}
 	})
 	md := f.Metadata()
