@@ -22,8 +22,8 @@ type SchedulesOptions struct {
 	Drivers   []string
 	Schedules int           // recurring schedules on the coordinator (default 10,000)
 	Duration  time.Duration // measured window (default 3m)
-	// Every, when set, makes every schedule `every: Every`, all of them due
-	// at once each interval; zero gives each an hourly cron expression at
+	// Every, when set, makes every schedule `every: Every` with overlap
+	// allow, all of them due at once each interval; zero gives each an hourly cron expression at
 	// minute i mod 60 (`17 * * * *`), about Schedules/60 due at the start
 	// of every minute.
 	Every time.Duration
@@ -131,7 +131,9 @@ func schedulesRun(ctx context.Context, o SchedulesOptions, st scheduleStore, pg 
 		req := api.ScheduleRequest{Job: job}
 		req.Job.Project = fmt.Sprintf("bench-%d", i%10)
 		if o.Every > 0 {
-			req.Every = o.Every.String()
+			// No agent runs the jobs: with the default overlap (skip) a
+			// slot would find the previous one's still queued.
+			req.Every, req.Overlap = o.Every.String(), schedule.OverlapAllow
 		} else {
 			req.Cron = fmt.Sprintf("%d * * * *", i%60)
 		}
