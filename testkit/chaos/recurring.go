@@ -259,16 +259,18 @@ func checkRecurring(h *History, rep *Report) {
 			rep.add(RuleScheduleSlots, "", "schedule %s: %d jobs of slot %s, which has no outcome: %s", id, len(ids), at.Format(time.RFC3339), strings.Join(ids, ", "))
 		}
 	}
-	ours := map[string]RecurringPlan{}
+	ours := map[string]RecurringFinal{}
 	for _, rf := range h.Final.Recurring {
-		ours[rf.Schedule.ID] = rf.Plan
+		ours[rf.Schedule.ID] = rf
 	}
 	for _, f := range h.Fires {
-		rp, ok := ours[f.ScheduleID]
+		rf, ok := ours[f.ScheduleID]
 		if !ok || f.Slot.IsZero() || f.Buffered || f.Backfill || f.Now.IsZero() {
 			continue
 		}
-		if later := f.Slot.Add(rp.Every); !later.After(f.Now) {
+		// The slot after it, when it is one (not after the schedule's end),
+		// was due already.
+		if later := f.Slot.Add(rf.Plan.Every); !later.After(f.Now) && !later.After(rf.End) {
 			rep.add(RuleCatchUpOnce, "", "schedule %s: %s fired slot %s at %s, when the later slot %s was due already", f.ScheduleID,
 				f.Client, f.Slot.Format(time.RFC3339), f.Now.Format(time.RFC3339Nano), later.Format(time.RFC3339))
 		}
