@@ -49,23 +49,36 @@ func nullTime(t time.Time) any {
 
 // CreateSchedule stores a schedule with its first slot.
 func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit int, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
-	now, err := s.now(ctx, s.pool)
-	if err != nil {
-		return jobstore.Schedule{}, err
-	}
-	out, err := scanSchedule(s.pool.QueryRow(ctx, `
-		INSERT INTO schedules (id, project, spec, created_by, next_at)
-		SELECT $1::text, $2::text, $3::jsonb, $4::text, $5::timestamptz
-		WHERE $6::bigint <= 0 OR (SELECT count(*) FROM schedules WHERE project = $2) < $6
-		RETURNING `+scheduleColumns, sc.ID, sc.Project, []byte(sc.Spec), sc.CreatedBy, nullTime(first(now)), limit))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return jobstore.Schedule{}, fmt.Errorf("create schedule %s: project %s: %w (%d)", sc.ID, sc.Project, jobstore.ErrScheduleLimit, limit)
-	}
+	var out jobstore.Schedule
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Creates in one project wait for each other, so that concurrent
+		// ones count each other against the limit.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, scheduleLockSpace, sc.Project); err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out, err = scanSchedule(tx.QueryRow(ctx, `
+			INSERT INTO schedules (id, project, spec, created_by, next_at)
+			SELECT $1::text, $2::text, $3::jsonb, $4::text, $5::timestamptz
+			WHERE $6::bigint <= 0 OR (SELECT count(*) FROM schedules WHERE project = $2) < $6
+			RETURNING `+scheduleColumns, sc.ID, sc.Project, []byte(sc.Spec), sc.CreatedBy, nullTime(first(now)), limit))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("project %s: %w (%d)", sc.Project, jobstore.ErrScheduleLimit, limit)
+		}
+		return err
+	})
 	if err != nil {
 		return jobstore.Schedule{}, fmt.Errorf("create schedule %s: %w", sc.ID, err)
 	}
 	return out, nil
 }
+
+// scheduleLockSpace is the first key of the advisory locks CreateSchedule
+// takes per project ("sc").
+const scheduleLockSpace int32 = 0x7363
 
 // GetSchedule returns a schedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (jobstore.Schedule, error) {
