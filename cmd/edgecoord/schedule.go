@@ -11,37 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/schedule"
-	"github.com/edgeagent/edgeagent/coordinator/schedule/firing"
 	"github.com/edgeagent/edgeagent/internal/cli"
 )
-
-// newScheduleLoop returns the factory of the daemon's schedule loop
-// (docs/schedules.md): every schedules.interval it fires the slots due on
-// the database clock, its metrics in the coordinator's registry.
-func newScheduleLoop(cfg *config.Coordinator, store jobstore.Store, log zerolog.Logger) coordinator.ScheduleLoop {
-	return func(d *coordinator.Daemon) (func(ctx context.Context) error, error) {
-		l, err := firing.New(firing.Options{
-			Store:    store,
-			Interval: cfg.Schedules.Interval.Duration(),
-			Submit: api.SubmitOptions{Jobs: cfg.Jobs, OfflineAfter: cfg.Agents.OfflineAfter.Duration(),
-				Phones: d.Server().Phones()},
-			Revoke:     d.Server().Revoke,
-			Registerer: d.Server().Registry(),
-			Log:        log.With().Str("component", "schedules").Logger(),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return l.Run, nil
-	}
-}
 
 // scheduleCommands are "schedule create|list|show|pause|resume|delete|backfill"
 // (docs/schedules.md).

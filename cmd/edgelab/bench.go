@@ -19,7 +19,7 @@ import (
 
 // benchScenarios are the scenarios of `edgelab bench`, in the order "all"
 // runs them.
-var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "mcp", "sse", "hostile"}
+var benchScenarios = []string{"stop", "commit", "capacity", "footprint", "step", "mcp", "sse", "hostile", "schedules"}
 
 // benchCommand is `edgelab bench`: it runs the named scenarios (all when
 // none or "all" is named) and prints their tables.
@@ -69,6 +69,8 @@ type benchFlags struct {
 	sseWatchers, sseEvents                             int
 	sseEvery                                           time.Duration
 	ssePolls                                           string
+	schedules                                          int
+	schedDur, schedEvery, schedInterval                time.Duration
 	coordBin                                           string
 	hostileJobs, hostileStreams, hostileTokens         int
 	floodRate, floodMax, slowBodies                    int
@@ -115,6 +117,10 @@ func (o *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.slowBodies, "slow-bodies", 50, "hostile: connections sending a body at 1 byte/s")
 	fs.DurationVar(&o.slowFor, "slow-for", 45*time.Second, "hostile: how long a slow body is sent at most")
 	fs.StringVar(&o.ssePolls, "sse-poll", "100ms", "sse: broker poll intervals, one run each (comma-separated durations)")
+	fs.IntVar(&o.schedules, "schedules", 10000, "schedules: recurring schedules on the coordinator")
+	fs.DurationVar(&o.schedDur, "schedules-duration", 3*time.Minute, "schedules: measured window")
+	fs.DurationVar(&o.schedEvery, "schedules-every", 0, "schedules: give every schedule this interval (all due at once); 0: hourly cron expressions at minute i mod 60")
+	fs.DurationVar(&o.schedInterval, "schedules-interval", time.Second, "schedules: the schedule loop's interval (schedules.interval)")
 }
 
 // runBench runs the scenarios names with the flags o.
@@ -154,7 +160,7 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			return fmt.Errorf("create profile dir: %w", err)
 		}
 	}
-	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step") || slices.Contains(names, "mcp") || slices.Contains(names, "sse"))
+	needPG := slices.Contains(drivers, bench.DriverPostgres) && (slices.Contains(names, "commit") || slices.Contains(names, "capacity") || slices.Contains(names, "step") || slices.Contains(names, "mcp") || slices.Contains(names, "sse") || slices.Contains(names, "schedules"))
 	if needPG {
 		pg, err := bench.OpenPostgres(ctx, o.pgURL)
 		if err != nil {
@@ -228,6 +234,18 @@ func runBench(ctx context.Context, o benchFlags, names []string, stdout, stderr 
 			r, err := bench.SSE(ctx, bench.SSEOptions{Common: common, Drivers: drivers, Watchers: o.sseWatchers, Events: o.sseEvents, Every: o.sseEvery, Intervals: polls})
 			if r != nil {
 				bench.PrintSSE(stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		case "schedules":
+			if o.schedules <= 0 || o.schedDur <= 0 || o.schedEvery < 0 || o.schedInterval <= 0 {
+				return errors.New("-schedules, -schedules-duration and -schedules-interval must be positive, -schedules-every not negative")
+			}
+			r, err := bench.Schedules(ctx, bench.SchedulesOptions{Common: common, Drivers: drivers, Schedules: o.schedules,
+				Duration: o.schedDur, Every: o.schedEvery, Interval: o.schedInterval})
+			if r != nil {
+				bench.PrintSchedules(stdout, r)
 			}
 			if err != nil {
 				return err

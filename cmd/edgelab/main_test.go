@@ -27,7 +27,8 @@ func TestCommandLine(t *testing.T) {
 		{"-h", []string{"-h"}, 0, "Without a\ncommand it runs the lab", ""},
 		{"help run", []string{"help", "run"}, 0, "-lease-ttl duration", ""},
 		{"help chaos", []string{"help", "chaos"}, 0, "-schedules int", ""},
-		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|step|mcp|sse|hostile|all]...", ""},
+		{"help bench", []string{"help", "bench"}, 0, "Usage: edgelab bench [flags] [stop|commit|capacity|footprint|step|mcp|sse|hostile|schedules|all]...", ""},
+		{"help bench schedules flag", []string{"help", "bench"}, 0, "-schedules-duration duration", ""},
 		{"help bench step flag", []string{"help", "bench"}, 0, "-step-turns int", ""},
 		{"help bench mcp flag", []string{"help", "bench"}, 0, "-mcp-turns int", ""},
 		{"help bench sse flag", []string{"help", "bench"}, 0, "-sse-watchers int", ""},
@@ -50,6 +51,21 @@ func TestBenchStep(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	for _, want := range []string{"== step", "Interactive step round trip: tap + screenshot 720×1280", "overhead p50", "sqlite  3 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchSchedules runs `edgelab bench schedules` briefly, on SQLite:
+// its table comes out with the slots fired and their lag.
+func TestBenchSchedules(t *testing.T) {
+	code, out, errOut := runLab(t, "bench", "-store", "sqlite", "-schedules", "5", "-schedules-every", "1s",
+		"-schedules-duration", "2s", "-schedules-interval", "100ms", "schedules")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"== schedules", "Recurring schedules on one coordinator: evaluation cost and fire lag", "lag p50 ms", "sqlite  5 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

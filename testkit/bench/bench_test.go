@@ -58,6 +58,19 @@ func common(t *testing.T) Common {
 	return Common{Log: &log}
 }
 
+// commonWithPostgres is common with a throwaway PostgreSQL cluster, stopped
+// at the end of the test.
+func commonWithPostgres(t *testing.T, ctx context.Context) Common {
+	c := common(t)
+	pg, err := OpenPostgres(ctx, "")
+	if err != nil {
+		testenv.Missing(t, "postgres: %v", err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	c.Postgres = pg
+	return c
+}
+
 // The scenarios at a tiny scale: they run their whole code path; the
 // figures are not checked.
 

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +17,6 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
-	"github.com/edgeagent/edgeagent/coordinator/pgstore"
-	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -81,46 +77,24 @@ func SSE(ctx context.Context, o SSEOptions) (*SSEReport, error) {
 	if len(o.Intervals) == 0 {
 		o.Intervals = []time.Duration{100 * time.Millisecond}
 	}
-	dir := o.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "edgebench-sse-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, done, err := o.workDir("sse")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	rep := &SSEReport{}
 	for _, d := range o.Drivers {
 		for i, iv := range o.Intervals {
-			var st jobstore.Store
-			switch d {
-			case DriverPostgres:
-				if o.Postgres == nil {
-					continue
-				}
-				dsn, drop, err := o.Postgres.CreateDatabase(ctx)
-				if err != nil {
-					return rep, err
-				}
-				defer drop()
-				s, err := pgstore.Open(ctx, dsn)
-				if err != nil {
-					return rep, err
-				}
-				st = s
-			case DriverSQLite:
-				s, err := sqlitestore.Open(ctx, filepath.Join(dir, fmt.Sprintf("sse-%d.db", i)))
-				if err != nil {
-					return rep, err
-				}
-				st = s
+			st, closeStore, err := o.openStore(ctx, d, dir, fmt.Sprintf("sse-%d.db", i))
+			if err != nil {
+				return rep, err
+			}
+			if st == nil {
+				continue
 			}
 			o.logf("sse: %s, %d watchers, poll every %s", d, o.Watchers, iv)
 			r, err := sseRun(ctx, o, st, iv)
-			st.Close()
+			closeStore()
 			r.Driver = d
 			rep.Runs = append(rep.Runs, r)
 			if err != nil {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // TestSSEScenario runs the sse scenario at a tiny scale on both stores:
@@ -15,13 +13,7 @@ import (
 func TestSSEScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := common(t)
-	pg, err := OpenPostgres(ctx, "")
-	if err != nil {
-		testenv.Missing(t, "postgres: %v", err)
-	}
-	defer pg.Close()
-	c.Postgres = pg
+	c := commonWithPostgres(t, ctx)
 	r, err := SSE(ctx, SSEOptions{Common: c, Drivers: []string{DriverSQLite, DriverPostgres}, Watchers: 20, Events: 10,
 		Every: 5 * time.Millisecond, Intervals: []time.Duration{10 * time.Millisecond}})
 	if err != nil {

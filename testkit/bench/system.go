@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
@@ -390,4 +391,47 @@ func (s *system) Close() {
 	if s.tmp {
 		os.RemoveAll(s.dir)
 	}
+}
+
+// workDir returns c.Dir, created, or a new temporary directory named after
+// the scenario; done removes the temporary one.
+func (c *Common) workDir(scenario string) (dir string, done func(), err error) {
+	if c.Dir != "" {
+		return c.Dir, func() {}, os.MkdirAll(c.Dir, 0o700)
+	}
+	tmp, err := os.MkdirTemp("", "edgebench-"+scenario+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// openStore opens a fresh store of driver for one run: a new database on
+// c.Postgres, or the SQLite file name in dir. It returns nil when the
+// driver is PostgreSQL and no server is set (the run is skipped). done
+// closes the store and drops its database.
+func (c *Common) openStore(ctx context.Context, driver, dir, name string) (st jobstore.Store, done func(), err error) {
+	switch driver {
+	case DriverPostgres:
+		if c.Postgres == nil {
+			return nil, func() {}, nil
+		}
+		dsn, drop, err := c.Postgres.CreateDatabase(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := pgstore.Open(ctx, dsn)
+		if err != nil {
+			drop()
+			return nil, nil, err
+		}
+		return s, func() { s.Close(); drop() }, nil
+	case DriverSQLite:
+		s, err := sqlitestore.Open(ctx, filepath.Join(dir, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { s.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown store %q", driver)
 }

@@ -102,6 +102,11 @@ type Report struct {
 	// checker found, for the visualisation.
 	Illegal map[string]porcupine.LinearizationInfo
 
+	// RecurringSchedules counts the run's recurring schedules, their slots
+	// fired and missed, and those still running when the run ended (their
+	// last slots not judged).
+	RecurringSchedules, RecurringFired, RecurringMissed, RecurringUnended int
+
 	FaultsPlanned  map[Kind]int
 	FaultsInjected map[Kind]int
 
@@ -193,6 +198,7 @@ func Check(h *History, o CheckOptions) *Report {
 	checkStops(h, o, rep)
 	checkResultsKept(h, rep)
 	checkEffects(h, rep)
+	checkRecurring(h, rep)
 	rep.Orphans = len(h.Final.Incomplete)
 	rep.MaxStall = h.stalled(h.Start, h.End)
 	return rep

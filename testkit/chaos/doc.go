@@ -20,7 +20,9 @@
 // result per job, the accepted result belongs to the job's final
 // generation, the manifest's objects carry that generation's stamps, no side
 // effect left an agent after it stopped the job, no job and no accepted
-// result was lost. A stall probe measures how long goroutines waited to run,
+// result was lost, and every slot of the recurring schedules the run
+// creates has one outcome, with catch-up firing only the latest slot due
+// (recurring.go). A stall probe measures how long goroutines waited to run,
 // so that the timing rules do not mistake an overloaded machine for a broken
 // system. The harness is in harness*.go, one file per part of the system
 // it runs (NATS, store, storage, coordinators, agents, workload).

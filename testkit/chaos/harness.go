@@ -212,6 +212,9 @@ type run struct {
 	closing atomic.Bool     // the schedule is ending: no more restarts
 
 	submitted atomic.Int32
+
+	recurring     []RecurringFinal // the recurring schedules created (recurring.go)
+	recurringDone atomic.Bool      // they ended and their jobs were cancelled
 }
 
 // RunSchedule runs the schedule of seed and checks its history.
@@ -298,6 +301,7 @@ func (r *run) run() (h *History, err error) {
 	defer stop()
 	var work sync.WaitGroup
 	work.Go(func() { r.submitJobs(runCtx) })
+	work.Go(func() { r.runRecurring(runCtx) })
 	faultsDone := make(chan struct{})
 	var fwg sync.WaitGroup
 	for i, f := range r.plan.Faults {

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/coordinator"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/schedule/firing"
 )
 
 // ── Coordinators ────────────────────────────────────────────────────────
@@ -70,9 +71,17 @@ func (s *coordSlot) start() {
 		if r.opts.WrapStore != nil {
 			st = r.opts.WrapStore(st)
 		}
-		st = &recordingStore{Store: &faultyStore{Store: st, f: &r.storeF}, client: name, rec: r.rec}
+		faulty := &faultyStore{Store: st, f: &r.storeF}
+		rs := &recordingStore{Store: faulty, client: name, rec: r.rec}
+		st = rs
+		var loop coordinator.ScheduleLoop
+		if _, ok := faulty.Store.(jobstore.ScheduleStore); ok {
+			// The schedule loop of the process, its store calls recorded.
+			st = &recordingSchedules{recordingStore: rs, ss: faulty}
+			loop = firing.ForDaemon(r.coordConfig(name), st, log)
+		}
 		d, err := coordinator.NewDaemon(r.coordConfig(name), coordinator.System{
-			Store: st, Log: log, Version: "chaos",
+			Store: st, Log: log, Version: "chaos", Schedules: loop,
 			DialNATS: func(opts ...nats.Option) (*nats.Conn, error) {
 				// Every node, its home node first: it reconnects to
 				// another when that one goes down.
@@ -112,6 +121,7 @@ func (r *run) coordConfig(name string) *config.Coordinator {
 	cfg.Lease.TTL = config.Duration(tm.ttl)
 	cfg.Lease.ReapInterval = config.Duration(tm.reap)
 	cfg.Scheduler.Interval = config.Duration(tm.schedule)
+	cfg.Schedules.Interval = config.Duration(tm.schedule)
 	cfg.Agents.Heartbeat = config.Duration(tm.heartbeat)
 	cfg.Agents.OfflineAfter = config.Duration(tm.offline)
 	cfg.NATS.RequestTimeout = config.Duration(tm.assign) // the assign timeout

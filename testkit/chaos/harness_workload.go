@@ -114,7 +114,7 @@ func (r *run) settle(ctx context.Context, faultsDone <-chan struct{}) {
 			r.rec.note("settle time over")
 			return
 		}
-		if int(r.submitted.Load()) < len(r.plan.Jobs) || r.pendingMessages() > 0 {
+		if int(r.submitted.Load()) < len(r.plan.Jobs) || !r.recurringDone.Load() || r.pendingMessages() > 0 {
 			continue
 		}
 		counts, err := r.opRaw.JobCounts(ctx)
@@ -223,6 +223,9 @@ func (r *run) collect(f *Final) error {
 		}
 	}
 	sort.Strings(f.Incomplete)
+	if err := r.collectRecurring(ctx, f); err != nil {
+		return err
+	}
 	return r.collectEffects(ctx, f)
 }
 

@@ -26,7 +26,9 @@ type History struct {
 	Faults  []*FaultRecord
 	Notes   []Note
 	Stops   []StopRec
-	Final   Final
+	// Fires are the FireSlot calls of the coordinators' schedule loops.
+	Fires []*FireRec
+	Final Final
 	// Stalls are the times goroutines of the process running the schedule
 	// waited to run (an overloaded machine): a probe that wakes every 10ms
 	// woke that much late, or the runtime's scheduling latencies showed a
@@ -189,6 +191,9 @@ type Final struct {
 	// the plan's effect steps (effects.go).
 	EffectRuns map[string]int
 	Effects    map[string]jobstore.EffectRecord
+	// Recurring are the run's recurring schedules with their slots and
+	// jobs (recurring.go).
+	Recurring []RecurringFinal
 }
 
 // Recorder collects a History from many goroutines.
@@ -298,6 +303,7 @@ func (r *Recorder) History() *History {
 	defer r.mu.Unlock()
 	h := r.h
 	h.Ops = cloneAll(r.h.Ops)
+	h.Fires = cloneAll(r.h.Fires)
 	h.Frames = cloneAll(r.h.Frames)
 	h.S3 = cloneAll(r.h.S3)
 	h.Faults = cloneAll(r.h.Faults)

@@ -176,6 +176,10 @@ type Shape struct {
 	// Effects marks the taps of the drawn tasks as effect steps, each with
 	// an idempotency key of its own (effects.go).
 	Effects bool
+	// Recurring is how many recurring schedules (docs/schedules.md) a run
+	// creates at its start, each firing every second (recurring.go);
+	// default 2, negative: none.
+	Recurring int
 }
 
 func (s Shape) withDefaults() Shape {
@@ -215,6 +219,12 @@ func (s Shape) withDefaults() Shape {
 	if len(s.Kinds) == 0 {
 		s.Kinds = DefaultKinds(s.NATSNodes)
 	}
+	switch {
+	case s.Recurring == 0:
+		s.Recurring = 2
+	case s.Recurring < 0:
+		s.Recurring = 0
+	}
 	return s
 }
 
@@ -225,6 +235,8 @@ type Plan struct {
 	Shape  Shape
 	Jobs   []JobPlan
 	Faults []Fault
+	// Recurring are the recurring schedules the run creates at its start.
+	Recurring []RecurringPlan
 }
 
 // NewPlan draws the schedule of seed.
@@ -248,6 +260,7 @@ func NewPlan(seed int64, shape Shape) Plan {
 		})
 	}
 	drawPolicy(&p)
+	drawRecurring(&p)
 	if shape.Effects {
 		markEffects(&p)
 	}

@@ -26,6 +26,9 @@ type Stats struct {
 	Jobs, Succeeded, JobsFailed, InProgress, Unfinished, Lost int
 	TimedOut, Cancelled, NeedsDecision                        int
 	Retries, Deadlines, DeadlineUnjudged                      int
+	// Recurring schedules, their slots fired and missed, and those cut
+	// short by the end of their run.
+	RecurringSchedules, RecurringFired, RecurringMissed, RecurringUnended int
 
 	StaleRejected        int
 	StaleAccepted        int
@@ -79,6 +82,10 @@ func (s *Stats) add(r *Result) {
 	s.Retries += rep.Retries
 	s.Deadlines += rep.Deadlines
 	s.DeadlineUnjudged += rep.DeadlineUnjudged
+	s.RecurringSchedules += rep.RecurringSchedules
+	s.RecurringFired += rep.RecurringFired
+	s.RecurringMissed += rep.RecurringMissed
+	s.RecurringUnended += rep.RecurringUnended
 	s.StaleRejected += rep.StaleRejected
 	s.StaleAccepted += rep.StaleAccepted
 	s.ResultsLost += rep.ResultsLost
@@ -184,6 +191,8 @@ func (s Stats) Print(w io.Writer) {
 	if s.DeadlineUnjudged > 0 {
 		fmt.Fprintf(tw, "  not judged\t%d\t(signs of a job past its deadline bound while the process was starved)\n", s.DeadlineUnjudged)
 	}
+	fmt.Fprintf(tw, "recurring schedules\t%d\t(slots: %d fired, %d missed; %d cut short by the end of their run)\n",
+		s.RecurringSchedules, s.RecurringFired, s.RecurringMissed, s.RecurringUnended)
 	fmt.Fprintf(tw, "stale writes rejected\t%d\n", s.StaleRejected)
 	fmt.Fprintf(tw, "stale writes accepted\t%d\n", s.StaleAccepted)
 	fmt.Fprintf(tw, "results lost\t%d\n", s.ResultsLost)

@@ -63,6 +63,13 @@ func utc(s string) time.Time {
 // from.
 func create(t *testing.T, s store, id, file string, from time.Time) schedule.Spec {
 	t.Helper()
+	return createFirst(t, s, id, file, func(spec schedule.Spec, _ time.Time) time.Time { return spec.Next(from) })
+}
+
+// createFirst stores the schedule of the file text with first(spec, now)
+// as its first slot, now the database clock.
+func createFirst(t *testing.T, s store, id, file string, first func(spec schedule.Spec, now time.Time) time.Time) schedule.Spec {
+	t.Helper()
 	var req api.ScheduleRequest
 	if err := api.ParseScheduleFile([]byte(file), &req); err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func create(t *testing.T, s store, id, file string, from time.Time) schedule.Spe
 		t.Fatal(err)
 	}
 	if _, err := s.CreateSchedule(t.Context(), jobstore.Schedule{ID: id, Project: project, Spec: doc, CreatedBy: "test"}, 0,
-		func(time.Time) time.Time { return spec.Next(from) }); err != nil {
+		func(now time.Time) time.Time { return first(spec, now) }); err != nil {
 		t.Fatal(err)
 	}
 	return spec

@@ -3,13 +3,16 @@ package planted
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/coordinator/sqlstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -240,4 +243,99 @@ func TestPlantedDeadlineIgnoredIsCaught(t *testing.T) {
 func TestPlantedAttemptLimitBypassIsCaught(t *testing.T) {
 	plan := attemptsPlan(*chaostest.Seed)
 	plantedPolicy(t, plan, func(s jobstore.Store) jobstore.Store { return regrantOnHello{s, plan.Shape.LeaseTTL} }, chaos.RuleMaxAttempts, chaos.RuleRetryCause)
+}
+
+// doubleFire is a planted bug in the store's slot key: when the slot a
+// coordinator fires has an outcome already (another coordinator fired it
+// first), its jobs are queued anyway, as if the unique key (schedule,
+// scheduled time) were not there: a slot that two coordinators evaluate
+// at once fires twice.
+type doubleFire struct {
+	plantedSchedules
+}
+
+// plantedSchedules is a store that keeps schedules and submits batches.
+type plantedSchedules interface {
+	jobstore.Store
+	jobstore.ScheduleStore
+	jobstore.APIStore
+}
+
+func (s doubleFire) FireSlot(ctx context.Context, f jobstore.SlotFire) (jobstore.SlotResult, error) {
+	res, err := s.plantedSchedules.FireSlot(ctx, f)
+	if !errors.Is(err, jobstore.ErrSlotTaken) || f.Slot.IsZero() || len(f.Jobs) == 0 {
+		return res, err
+	}
+	specs := slices.Clone(f.Jobs)
+	for i := range specs {
+		specs[i].ID += "-again"
+		specs[i].ScheduleID, specs[i].ScheduledAt = f.ScheduleID, f.Slot
+	}
+	jobs, err := s.SubmitAll(ctx, specs)
+	return jobstore.SlotResult{Outcome: jobstore.SlotFired, Jobs: jobs}, err
+}
+
+// doubleFirePlan is one short job and 20 recurring schedules evaluated by
+// two coordinators, with no fault: the coordinators evaluate slots at
+// once often enough.
+func doubleFirePlan(seed int64) chaos.Plan {
+	shape := chaos.Shape{Agents: 1, PhonesPerAgent: 1, Coordinators: 2, LeaseTTL: 500 * time.Millisecond, MinJobs: 1, MaxJobs: 1, Recurring: 20}
+	plan := chaos.Plan{
+		Seed:  seed,
+		Shape: shape,
+		Jobs: []chaos.JobPlan{{ID: fmt.Sprintf("double-fire-%d", seed), Task: protocol.Task{
+			Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "shot"}},
+		}}},
+	}
+	for range shape.Recurring {
+		plan.Recurring = append(plan.Recurring, chaos.RecurringPlan{Every: time.Second, CatchUp: time.Hour, Overlap: schedule.OverlapAllow})
+	}
+	return plan
+}
+
+// TestPlantedDoubleFireIsCaught: with the slot key planted away, a slot
+// two coordinators evaluate at once queues two sets of jobs; the
+// schedule-slots rule must report it. The same plan without the bug keeps
+// every rule on schedules.
+func TestPlantedDoubleFireIsCaught(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	plant := func(s jobstore.Store) jobstore.Store {
+		ps, ok := s.(plantedSchedules)
+		if !ok {
+			t.Errorf("store %T keeps no schedules", s)
+			return s
+		}
+		return doubleFire{ps}
+	}
+	for _, planted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
+			opts := chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}
+			if planted {
+				opts.WrapStore = plant
+			}
+			res := chaos.RunPlan(context.Background(), opts, doubleFirePlan(*chaostest.Seed))
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			var broke []string
+			for _, v := range res.Report.Violations {
+				if v.Rule == chaos.RuleScheduleSlots || v.Rule == chaos.RuleCatchUpOnce {
+					broke = append(broke, v.String())
+				}
+			}
+			if res.Report.RecurringFired == 0 {
+				t.Fatalf("no slot fired: %+v", res.Report)
+			}
+			if !planted {
+				if len(broke) > 0 {
+					t.Fatalf("the system without the bug broke the schedule rules:\n  %s", strings.Join(broke, "\n  "))
+				}
+				return
+			}
+			if len(broke) == 0 {
+				t.Fatalf("the planted double fire went unnoticed through %d fired slots", res.Report.RecurringFired)
+			}
+			t.Logf("caught:\n  %s", strings.Join(broke, "\n  "))
+		})
+	}
 }
