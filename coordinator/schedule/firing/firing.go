@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,50 +93,104 @@ func New(o Options) (*Loop, error) {
 }
 
 // Run runs a pass every interval until ctx ends. A failed pass is logged
-// and the next one tries again.
+// and the next one tries again. Passes start just after the whole
+// multiples of the interval on the database clock (the slots of cron
+// expressions and of most intervals fall on them), so a slot is read soon
+// after it is due rather than up to an interval later.
 func (l *Loop) Run(ctx context.Context) error {
-	t := time.NewTicker(l.o.Interval)
-	defer t.Stop()
 	for {
-		if err := l.Pass(ctx); err != nil && ctx.Err() == nil {
+		now, err := l.pass(ctx)
+		if err != nil && ctx.Err() == nil {
 			l.o.Log.Warn().Err(err).Msg("evaluate schedules")
 		}
+		t := time.NewTimer(l.untilNext(now))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}
 	}
 }
 
+// passSlack is how long after a multiple of the interval a pass starts:
+// room for the database's clock to be a little ahead of the read.
+const passSlack = 5 * time.Millisecond
+
+// untilNext is the wait until just after the next multiple of the
+// interval on the database clock, given the database clock read at
+// dbNow by a pass that started at read (local monotonic clock); a full
+// interval when the pass read no clock.
+func (l *Loop) untilNext(r passClock) time.Duration {
+	if r.db.IsZero() {
+		return l.o.Interval
+	}
+	dbNow := r.db.Add(time.Since(r.read))
+	next := dbNow.Truncate(l.o.Interval).Add(l.o.Interval)
+	return next.Sub(dbNow) + passSlack
+}
+
+// passClock is the database clock a pass read, and when (local clock).
+type passClock struct {
+	db   time.Time
+	read time.Time
+}
+
+// fireWorkers bounds the schedules one pass evaluates at once: slots due
+// at the same second (every hourly schedule at the full hour) are fired
+// side by side instead of one transaction after another.
+const fireWorkers = 8
+
 // Pass evaluates every schedule due now on the database clock.
 func (l *Loop) Pass(ctx context.Context) error {
+	_, err := l.pass(ctx)
+	return err
+}
+
+func (l *Loop) pass(ctx context.Context) (passClock, error) {
 	seen := map[string]bool{}
+	var first passClock
 	for range 100 {
+		read := time.Now()
 		now, due, err := l.store.DueSchedules(ctx, l.o.Batch)
 		if err != nil {
-			return err
+			return first, err
 		}
-		fresh := 0
-		var errs []error
+		if first.db.IsZero() {
+			first = passClock{db: now, read: read}
+		}
+		var fresh []jobstore.Schedule
 		for _, sc := range due {
-			if seen[sc.ID] {
-				continue
-			}
-			seen[sc.ID] = true
-			fresh++
-			if err := l.Evaluate(ctx, sc, now); err != nil {
-				errs = append(errs, err)
+			if !seen[sc.ID] {
+				seen[sc.ID] = true
+				fresh = append(fresh, sc)
 			}
 		}
-		if len(errs) > 0 {
-			return errors.Join(errs...)
+		if err := l.evaluateAll(ctx, fresh, now); err != nil {
+			return first, err
 		}
-		if len(due) < l.o.Batch || fresh == 0 {
-			return nil
+		if len(due) < l.o.Batch || len(fresh) == 0 {
+			return first, nil
 		}
 	}
-	return nil
+	return first, nil
+}
+
+// evaluateAll evaluates scs at now, at most fireWorkers at once, and
+// returns every error.
+func (l *Loop) evaluateAll(ctx context.Context, scs []jobstore.Schedule, now time.Time) error {
+	errs := make([]error, len(scs))
+	sem := make(chan struct{}, fireWorkers)
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = l.Evaluate(ctx, sc, now)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Evaluate does what schedule sc calls for at now (the database clock):
