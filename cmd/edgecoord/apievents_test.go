@@ -161,6 +161,7 @@ func frameTypes(fs []sseFrame) []string {
 // MinIO carries the job's stamps (job id, owner, generation). Then the
 // project stream, a refusal recorded, and a shutdown with a stream open.
 func TestAPIEventsBinary(t *testing.T) {
+	t.Parallel() // waits on slots and timeouts most of its time; its servers are its own
 	env := e2e.NewEnv(t)
 	mio := env.MinIO()
 	b := startEventsBinary(t, env)

@@ -148,6 +148,7 @@ api:
 // stream opened before, older than that timeout, keeps delivering; a
 // kept-alive connection with no request is closed after api.idle_timeout.
 func TestAPISlowBodyBinary(t *testing.T) {
+	t.Parallel() // waits on slots and timeouts most of its time; its servers are its own
 	env := e2e.NewEnv(t)
 	b := startLimitsBinary(t, env, `
 api:

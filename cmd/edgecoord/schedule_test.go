@@ -230,6 +230,7 @@ func checkScheduleMetrics(t *testing.T, addr string) {
 // restart the latest slot fires once, and schedule show and the API show
 // the two older ones as missed.
 func TestScheduleCatchUpAfterOutage(t *testing.T) {
+	t.Parallel() // waits on slots and timeouts most of its time; its servers are its own
 	env := e2e.NewEnv(t)
 	c := env.NewCoordinator(e2e.CoordinatorOptions{ID: "sched-outage", API: true, Extra: scheduleExtra})
 	c.Start()
@@ -308,6 +309,7 @@ func TestScheduleCatchUpAfterOutage(t *testing.T) {
 // first to the last recorded has exactly one outcome, every fired slot
 // exactly one job and no other slot any, and no slot is missing.
 func TestSchedulesTwoCoordinatorsOneJobSetPerSlot(t *testing.T) {
+	t.Parallel() // waits on slots and timeouts most of its time; its servers are its own
 	env := e2e.NewEnv(t)
 	extra := scheduleExtra + "log:\n  level: warn\n"
 	c1 := env.StartCoordinator(e2e.CoordinatorOptions{ID: "sched-1", Extra: extra})

@@ -49,6 +49,7 @@ func clickJS(t *testing.T, tab *browsertest.Tab, sel string) bool {
 // screenshots of the list and of a schedule's page (docs/images with
 // EDGE_UPDATE_SCREENSHOTS=1).
 func TestUISchedulesBrowser(t *testing.T) {
+	t.Parallel()                    // waits on slots and timeouts most of its time; its servers are its own
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
 	env := e2e.NewEnv(t)
 	c := env.NewCoordinator(e2e.CoordinatorOptions{ID: "ui-sched", API: true, Storage: true, Extra: scheduleExtra})
