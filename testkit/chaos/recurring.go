@@ -51,9 +51,8 @@ type RecurringPlan struct {
 }
 
 // recurringSpan is how long after the start of the window the plan's
-// recurring schedules keep firing: the window, through which the faults
-// fall, so that a run lasts no longer for its schedules.
-func recurringSpan(shape Shape) time.Duration { return shape.Window }
+// recurring schedules keep firing.
+func recurringSpan(shape Shape) time.Duration { return shape.Window + 2*time.Second }
 
 // drawRecurring draws the plan's recurring schedules from a random source
 // of their own, so the rest of a seed's plan is what it was before.
