@@ -51,8 +51,10 @@ type RecurringPlan struct {
 }
 
 // recurringSpan is how long after the start of the window the plan's
-// recurring schedules keep firing.
-func recurringSpan(shape Shape) time.Duration { return shape.Window + 2*time.Second }
+// recurring schedules keep firing: the window, through which the faults
+// fall, and a second more, so that the end (truncated to a whole second)
+// lies at least a second after the start and a schedule has a slot.
+func recurringSpan(shape Shape) time.Duration { return shape.Window + time.Second }
 
 // drawRecurring draws the plan's recurring schedules from a random source
 // of their own, so the rest of a seed's plan is what it was before.
