@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -53,15 +51,7 @@ func (m *mgmt) jobSubmitCommand() *cli.Command {
 			if file == "" {
 				return c.Usagef("-f is required")
 			}
-			var (
-				data []byte
-				err  error
-			)
-			if file == "-" {
-				data, err = io.ReadAll(os.Stdin)
-			} else {
-				data, err = os.ReadFile(file)
-			}
+			data, err := readFile(file)
 			if err != nil {
 				return fmt.Errorf("read job file: %w", err)
 			}

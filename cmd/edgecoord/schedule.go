@@ -41,7 +41,8 @@ func (m *mgmt) scheduleStore(ctx context.Context, c *cli.Call) (jobstore.Store, 
 	return store, ss, nil
 }
 
-// readFile reads the file named by -f, - for standard input.
+// readFile reads the file named by -f (a job or schedule file), - for
+// standard input, which it reads up to 16 MiB.
 func readFile(file string) ([]byte, error) {
 	if file == "-" {
 		return io.ReadAll(io.LimitReader(os.Stdin, 16<<20))
