@@ -298,6 +298,9 @@ type Hello struct {
 	// UploadModePresigned); empty: not said, accepted as before. A
 	// coordinator that cannot presign refuses presigned with 400.
 	UploadMode string `json:"upload_mode,omitempty"`
+	// Update is the agent's update state (docs/updates.md); absent from
+	// agents that do not update.
+	Update *UpdateStatus `json:"update,omitempty"`
 }
 
 // HelloReply tells the agent the coordinator's lease settings.
@@ -323,6 +326,8 @@ type Heartbeat struct {
 	Free    int             `json:"free"` // free slots
 	// Draining: the agent takes no new jobs; Free is then 0.
 	Draining bool `json:"draining,omitempty"`
+	// Update is the agent's update state; absent leaves it unchanged.
+	Update *UpdateStatus `json:"update,omitempty"`
 }
 
 // Ack is the empty success reply.
@@ -472,4 +477,6 @@ type Control struct {
 	Command  string            `json:"command"`
 	JobID    string            `json:"job_id,omitempty"`
 	Settings map[string]string `json:"settings,omitempty"`
+	// Update is the release to update to (ControlUpdate).
+	Update *UpdateOrder `json:"update,omitempty"`
 }
