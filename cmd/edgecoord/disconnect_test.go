@@ -16,8 +16,9 @@ import (
 
 // A client that goes away in the middle of a request is not a coordinator
 // error: edgecoord logs it at debug, and the record of its token's use is
-// written all the same. The test holds the token's row and the jobs table
-// locked so that the request is still in the store when the client leaves.
+// written all the same. The test holds the token's row and then the jobs
+// table locked so that the request is still in the store when the client
+// leaves.
 func TestClientDisconnectIsNoError(t *testing.T) {
 	env := e2e.NewEnv(t)
 	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "disconnect", API: true, LogLevel: "debug"})
@@ -39,14 +40,7 @@ func TestClientDisconnectIsNoError(t *testing.T) {
 	if _, err := tokenTx.Exec(ctx, `UPDATE api_tokens SET last_used_at = NULL WHERE name = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
-	jobsTx, err := conn().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := jobsTx.Exec(ctx, `LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = jobsTx.Rollback(context.Background()); _ = tokenTx.Rollback(context.Background()) })
+	t.Cleanup(func() { _ = tokenTx.Rollback(context.Background()) })
 
 	watch := conn()
 	waitingOn := func(table string) bool {
@@ -75,6 +69,17 @@ func TestClientDisconnectIsNoError(t *testing.T) {
 		done <- err
 	}()
 	testenv.Eventually(t, time.Minute, "the request waits for the token's row", func() bool { return waitingOn("api_tokens") })
+	// The jobs table is locked only now: locked before, the coordinator's
+	// own loops, blocked on it, could hold every connection of its pool,
+	// and the request would wait for a connection instead of the row.
+	jobsTx, err := conn().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jobsTx.Rollback(context.Background()) })
+	if _, err := jobsTx.Exec(ctx, `LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
 	leave()
 	if err := <-done; err == nil {
 		t.Fatal("the request was answered while the store was locked")
