@@ -120,6 +120,12 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 
 	// The ladder: rung 1 reconnected the phone, the probes went on
 	// failing, and the third failure quarantined it.
+	var seen protocol.Device
+	defer func() {
+		if t.Failed() {
+			t.Logf("the hung phone at the coordinator, last seen: %+v", seen)
+		}
+	}()
 	testenv.Eventually(t, 60*time.Second, "the hung phone quarantined at the coordinator", func() bool {
 		a, err := l.store.GetAgent(l.ctx, "pc-bin")
 		if err != nil {
@@ -127,6 +133,7 @@ func TestHungPhoneRecoveryLadder(t *testing.T) {
 		}
 		for _, d := range a.Devices {
 			if d.Serial == hung.Serial() {
+				seen = d
 				return d.State == protocol.DeviceQuarantined
 			}
 		}
