@@ -141,7 +141,8 @@ func Begin(dir, exe, version string, healthTimeout time.Duration, now time.Time)
 		why = fmt.Sprintf("%s had no hello accepted by the coordinator within update.health_timeout", r.Target)
 	}
 	if why != "" {
-		return Trial{Record: r}, RollBack(dir, exe, r, why, now)
+		r, err := RollBack(dir, exe, r, why, now)
+		return Trial{Record: r}, err
 	}
 	if err := SaveRecord(dir, r); err != nil {
 		return Trial{Record: r}, err
@@ -150,24 +151,24 @@ func Begin(dir, exe, version string, healthTimeout time.Duration, now time.Time)
 }
 
 // RollBack puts exe's previous binary back (Rollback), records rolled_back
-// with why in dir and returns ErrRolledBack, or the error that kept the
-// previous binary from being put back (recorded as failed).
-func RollBack(dir, exe string, r Record, why string, now time.Time) error {
-	r.AtUnixMilli = now.UnixMilli()
+// with why in dir and returns the record and ErrRolledBack, or the error
+// that kept the previous binary from being put back (recorded as failed).
+func RollBack(dir, exe string, r Record, why string, now time.Time) (Record, error) {
+	r.AtUnixMilli, r.HealthDeadlineUnixMilli = now.UnixMilli(), 0
 	if err := Rollback(exe); err != nil {
 		r.State = protocol.UpdateFailed
 		r.Outcome = why + "; putting the previous binary back failed: " + err.Error()
 		if serr := SaveRecord(dir, r); serr != nil {
-			return errors.Join(err, serr)
+			return r, errors.Join(err, serr)
 		}
-		return err
+		return r, err
 	}
 	r.State = protocol.UpdateRolledBack
 	r.Outcome = why + fmt.Sprintf(": %s was put back", r.From)
 	if err := SaveRecord(dir, r); err != nil {
-		return err
+		return r, err
 	}
-	return ErrRolledBack
+	return r, ErrRolledBack
 }
 
 // Healthy records that the binary on trial had its hello accepted: the
