@@ -62,6 +62,7 @@ type UpdateOptions struct {
 type updateState struct {
 	status   *protocol.UpdateStatus // reported in hello and heartbeat
 	running  bool                   // an update is under way: no new jobs
+	checking bool                   // an order is being checked
 	trial    bool                   // this binary is on trial
 	trialEnd chan struct{}          // closed when the trial passed
 }
@@ -103,7 +104,7 @@ func (a *Agent) UpdateStatus() *protocol.UpdateStatus {
 // reports it in a heartbeat now.
 func (a *Agent) setUpdate(state string, o protocol.UpdateOrder, outcome string) {
 	now := time.Now()
-	r := selfupdate.Record{State: state, From: a.opts.Version, Target: clipText(o.Release.Version, 64), Outcome: outcome,
+	r := selfupdate.Record{State: state, From: a.opts.Version, Target: clipText(o.Release.Version, 64), Outcome: clipText(outcome, 1000),
 		RolloutID: clipText(o.RolloutID, 128), AtUnixMilli: now.UnixMilli()}
 	a.mu.Lock()
 	a.upd.status = r.Status()
@@ -133,29 +134,45 @@ func (a *Agent) onUpdate(m *nats.Msg, o *protocol.UpdateOrder) {
 		replyError(m, protocol.CodeBadRequest, "update: the control command update carries no release")
 		return
 	}
-	if code, state, why := a.checkUpdate(*o); why != "" {
-		a.log.Warn().Str("target", clipText(o.Release.Version, 64)).Str("state", state).Str("reason", why).Msg("update refused")
-		a.setUpdate(state, *o, why)
-		replyError(m, code, why)
-		return
-	}
+	// An update under way or on trial keeps its state (and its record):
+	// a second order is answered without touching them.
 	a.mu.Lock()
 	busy := ""
 	switch {
-	case a.upd.running:
+	case a.upd.running, a.upd.checking:
 		busy = "an update is already under way"
 	case a.upd.trial:
 		busy = "this binary is still on trial from the last update"
 	case a.shutdown || a.closing || a.runCtx == nil:
 		busy = "agent shutting down"
 	}
+	if busy == "" {
+		// A second order arriving during the checks is busy.
+		a.upd.checking = true
+	}
+	a.mu.Unlock()
 	if busy != "" {
-		a.mu.Unlock()
 		replyError(m, protocol.CodeUnavailable, busy)
 		return
 	}
-	a.upd.running = true
+	if code, state, why := a.checkUpdate(*o); why != "" {
+		a.log.Warn().Str("target", clipText(o.Release.Version, 64)).Str("state", state).Str("reason", why).Msg("update refused")
+		a.mu.Lock()
+		a.upd.checking = false
+		a.mu.Unlock()
+		a.setUpdate(state, *o, why)
+		replyError(m, code, why)
+		return
+	}
+	a.mu.Lock()
 	ctx := a.runCtx
+	a.upd.checking = false
+	if a.shutdown || a.closing {
+		a.mu.Unlock()
+		replyError(m, protocol.CodeUnavailable, "agent shutting down")
+		return
+	}
+	a.upd.running = true
 	a.wg.Add(1)
 	a.mu.Unlock()
 	a.metrics.draining.Set(1)
