@@ -115,8 +115,8 @@ func TestUpdateRefused(t *testing.T) {
 		if c.state == "" {
 			continue
 		}
-		if st := c.a.UpdateStatus(); st == nil || st.State != c.state || !strings.Contains(st.Outcome, c.why) {
-			t.Errorf("%s: update state %+v, want %s with %q", c.name, st, c.state, c.why)
+		if st := c.a.Status().Update; st == nil || st.State != c.state || !strings.Contains(st.Outcome, c.why) {
+			t.Errorf("%s: update state in the status document %+v, want %s with %q", c.name, st, c.state, c.why)
 		}
 	}
 	if n := hits.Load(); n != 0 {
