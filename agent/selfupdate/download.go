@@ -127,23 +127,8 @@ func Place(part, exe string, rel protocol.Release) (string, error) {
 	defer src.Close()
 	dst := exe + NewSuffix
 	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
-	if err != nil {
-		return "", fmt.Errorf("place the new binary beside %s: %w", exe, err)
-	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(src, rel.Size+1))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		// The mode asked of OpenFile is masked by the umask (0077 under
-		// the systemd unit).
-		err = os.Chmod(dst, 0o755)
-	}
+	n, err := writeExecutable(dst, io.TeeReader(io.LimitReader(src, rel.Size+1), h))
 	if err != nil {
 		_ = os.Remove(dst)
 		return "", fmt.Errorf("place the new binary beside %s: %w", exe, err)
@@ -172,4 +157,26 @@ func CheckWritable(exe string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// writeExecutable writes what r reads to the file dst, created or
+// truncated with mode 0755 and synced to disk.
+func writeExecutable(dst string, r io.Reader) (int64, error) {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, r)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The mode asked of OpenFile is masked by the umask (0077 under
+		// the systemd unit).
+		err = os.Chmod(dst, 0o755)
+	}
+	return n, err
 }

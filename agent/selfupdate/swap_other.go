@@ -2,10 +2,7 @@
 
 package selfupdate
 
-import (
-	"io"
-	"os"
-)
+import "os"
 
 func swap(exe, newPath, prev string) error {
 	if err := os.Link(exe, prev); err != nil {
@@ -26,19 +23,6 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(dst, 0o755)
-	}
+	_, err = writeExecutable(dst, in)
 	return err
 }

@@ -107,16 +107,22 @@ func watchAgent(t *testing.T, url, agentID string) *agentWire {
 	return w
 }
 
-// hello returns the first hello matching ok.
-func (w *agentWire) hello(ok func(protocol.Hello) bool) (protocol.Hello, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, h := range w.hellos {
-		if ok(h) {
-			return h, true
+// waitHello waits for a hello matching ok and returns the first.
+func (w *agentWire) waitHello(t *testing.T, what string, ok func(protocol.Hello) bool) protocol.Hello {
+	t.Helper()
+	var found protocol.Hello
+	testenv.Eventually(t, e2e.WaitTimeout, what, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, h := range w.hellos {
+			if ok(h) {
+				found = h
+				return true
+			}
 		}
-	}
-	return protocol.Hello{}, false
+		return false
+	})
+	return found
 }
 
 // state reports whether the agent of boot reported the update state (in
@@ -161,6 +167,14 @@ type controlError struct{ code, desc string }
 
 func (e *controlError) Error() string { return e.code + " " + e.desc }
 
+// wantFile fails the test with msg unless the file path holds want.
+func wantFile(t *testing.T, path string, want []byte, msg string) {
+	t.Helper()
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("%s (%d bytes, %v)", msg, len(b), err)
+	}
+}
+
 // TestSelfUpdate runs real edgeagent binaries built as v1.0.0, v2.0.0 and
 // v3.0.0 under a supervisor that starts the binary again whenever it
 // exits, as systemd does, against a coordinator:
@@ -204,12 +218,7 @@ func TestSelfUpdate(t *testing.T) {
 	files := newReleaseFiles(t)
 	url := l.env.NATSURL()
 
-	var h1 protocol.Hello
-	testenv.Eventually(t, 30*time.Second, "v1 to say hello", func() bool {
-		var ok bool
-		h1, ok = wire.hello(func(h protocol.Hello) bool { return h.Version == "v1.0.0" })
-		return ok
-	})
+	h1 := wire.waitHello(t, "v1 to say hello", func(h protocol.Hello) bool { return h.Version == "v1.0.0" })
 
 	// 1. v1 → v2 while a job runs.
 	job := l.submit(t, wait(2000), screenshot)
@@ -218,12 +227,10 @@ func TestSelfUpdate(t *testing.T) {
 		t.Fatalf("update to v2: %v", err)
 	}
 	p2 := sup.WaitStarts(t, 2)
-	var h2 protocol.Hello
-	testenv.Eventually(t, 60*time.Second, "v2 to say hello and report the update done", func() bool {
-		var ok bool
-		h2, ok = wire.hello(func(h protocol.Hello) bool { return h.Version == "v2.0.0" })
+	h2 := wire.waitHello(t, "v2 to say hello", func(h protocol.Hello) bool { return h.Version == "v2.0.0" })
+	testenv.Eventually(t, 30*time.Second, "v2 to report the update done", func() bool {
 		_, done := wire.state(h2.BootID, protocol.UpdateDone)
-		return ok && done
+		return done
 	})
 	if exits := sup.Exits(); !slices.Equal(exits, []int{agent.ExitUpdate}) {
 		t.Fatalf("exits %v, want [%d]: v1 exits for the update", exits, agent.ExitUpdate)
@@ -240,12 +247,8 @@ func TestSelfUpdate(t *testing.T) {
 	if j.Status != jobstore.StatusSucceeded || j.Attempts != 1 || len(j.AttemptEnds) != 0 || j.WorkerID != owner {
 		t.Fatalf("job %s after %d attempts on %s, ends %+v: want SUCCEEDED in one attempt on %s", j.Status, j.Attempts, j.WorkerID, j.AttemptEnds, owner)
 	}
-	if b, _ := os.ReadFile(exe); !bytes.Equal(b, v2) {
-		t.Fatal("the binary is not v2 after the update")
-	}
-	if b, _ := os.ReadFile(exe + selfupdate.PrevSuffix); !bytes.Equal(b, v1) {
-		t.Fatal("v1 is not kept as .prev")
-	}
+	wantFile(t, exe, v2, "the binary after the update is not v2")
+	wantFile(t, exe+selfupdate.PrevSuffix, v1, "v1 is not kept as .prev")
 
 	// 2. A tampered binary and a foreign signature are refused; v2 runs on.
 	tampered := files.order("v3-tampered", v3, "v3.0.0", key)
@@ -272,22 +275,15 @@ func TestSelfUpdate(t *testing.T) {
 	if p2.Exited() || len(sup.Processes()) != 2 {
 		t.Fatalf("v2 exited after a refused update (exits %v)", sup.Exits())
 	}
-	if b, _ := os.ReadFile(exe); !bytes.Equal(b, v2) {
-		t.Fatal("the binary changed after a refused update")
-	}
+	wantFile(t, exe, v2, "the binary changed after a refused update")
 
 	// 3. v2 → v3, which crashes at every start: rolled back to v2.
 	if err := control(t, url, "pc-bin", protocol.Control{Command: protocol.ControlUpdate, Update: new(files.order("v3", v3, "v3.0.0", key))}); err != nil {
 		t.Fatalf("update to v3: %v", err)
 	}
 	p6 := sup.WaitStarts(t, 6)
-	var back protocol.Hello
-	testenv.Eventually(t, 60*time.Second, "v2 to start again and report the rollback in its hello", func() bool {
-		var ok bool
-		back, ok = wire.hello(func(h protocol.Hello) bool {
-			return h.Version == "v2.0.0" && h.Update != nil && h.Update.State == protocol.UpdateRolledBack
-		})
-		return ok
+	back := wire.waitHello(t, "v2 to start again and report the rollback in its hello", func(h protocol.Hello) bool {
+		return h.Version == "v2.0.0" && h.Update != nil && h.Update.State == protocol.UpdateRolledBack
 	})
 	want := []int{agent.ExitUpdate, agent.ExitUpdate, 1, 1, agent.ExitUpdate}
 	if exits := sup.Exits(); !slices.Equal(exits, want) {
@@ -299,9 +295,7 @@ func TestSelfUpdate(t *testing.T) {
 	if p6.Exited() {
 		t.Fatalf("v2 exited after the rollback (exits %v)", sup.Exits())
 	}
-	if b, _ := os.ReadFile(exe); !bytes.Equal(b, v2) {
-		t.Fatal("the binary is not v2 after the rollback")
-	}
+	wantFile(t, exe, v2, "the binary after the rollback is not v2")
 	if code := sup.Stop(t); code != 0 {
 		t.Fatalf("v2 exited %d after SIGTERM", code)
 	}
