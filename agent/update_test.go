@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
 	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/agent/selfupdate"
+	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
@@ -175,4 +180,73 @@ func TestUpdateHandsBackAndResumes(t *testing.T) {
 			t.Errorf("a refused update left %s", filepath.Base(f))
 		}
 	}
+}
+
+// trialAgent returns the options of an agent v2.0.0 on trial after an
+// update from v1.0.0 (as selfupdate.Begin leaves it at its first start),
+// its binary beside v1 kept as .prev, and the binary's path.
+func trialAgent(t *testing.T, deadline time.Time) (agent.UpdateOptions, string, string) {
+	dir, state := t.TempDir(), t.TempDir()
+	exe := filepath.Join(dir, "edgeagent")
+	for p, b := range map[string]string{exe: "v2 binary", exe + selfupdate.PrevSuffix: "v1 binary"} {
+		if err := os.WriteFile(p, []byte(b), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := selfupdate.Record{State: protocol.UpdateRestarting, From: "v1.0.0", Target: "v2.0.0", Starts: 1, HealthDeadlineUnixMilli: deadline.UnixMilli()}
+	if err := selfupdate.SaveRecord(state, rec); err != nil {
+		t.Fatal(err)
+	}
+	return agent.UpdateOptions{Auto: true, Executable: exe, Trial: selfupdate.Trial{Record: rec, OnTrial: true, Deadline: deadline}}, exe, state
+}
+
+// TestUpdateTrial: a new binary on trial whose hello the coordinator
+// accepts records the update done and runs on; one that gets no hello
+// accepted by the deadline (no coordinator answers) puts the previous
+// binary back, records rolled_back and Run returns ErrUpdateRestart.
+func TestUpdateTrial(t *testing.T) {
+	t.Run("hello accepted", func(t *testing.T) {
+		s := newSystem(t, 2*time.Second)
+		u, exe, state := trialAgent(t, time.Now().Add(time.Minute))
+		a, _ := s.startAgentWith("pc-new", agentSetup{tweak: func(o *agent.Options) {
+			o.Version, o.StateDir, o.Update = "v2.0.0", state, u
+		}})
+		testenv.Eventually(t, 20*time.Second, "the update to be done", func() bool {
+			st := a.UpdateStatus()
+			return st != nil && st.State == protocol.UpdateDone
+		})
+		r, _, err := selfupdate.LoadRecord(state)
+		if err != nil || r.State != protocol.UpdateDone || r.Outcome != "updated from v1.0.0 to v2.0.0" {
+			t.Fatalf("record %+v, %v", r, err)
+		}
+		if b, _ := os.ReadFile(exe); string(b) != "v2 binary" {
+			t.Fatalf("binary %q after a passed trial", b)
+		}
+	})
+	t.Run("no hello accepted", func(t *testing.T) {
+		ns := testenv.NATS(t)
+		nc, err := nats.Connect(ns.ClientURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("pc-new")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		u, exe, state := trialAgent(t, time.Now().Add(500*time.Millisecond))
+		inv := capture.NewInventory()
+		a, err := agent.New(agent.Options{AgentID: "pc-new", Version: "v2.0.0", Conn: nc, Phones: agent.InventoryPhones(inv, "", capture.OpLogOptions{}),
+			Store: &memStore{}, RequestTimeout: 100 * time.Millisecond, StateDir: state, Update: u,
+			Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Run(t.Context()); !errors.Is(err, agent.ErrUpdateRestart) {
+			t.Fatalf("Run: %v, want ErrUpdateRestart", err)
+		}
+		if b, _ := os.ReadFile(exe); string(b) != "v1 binary" {
+			t.Fatalf("binary %q after a failed trial, want v1 back", b)
+		}
+		r, _, err := selfupdate.LoadRecord(state)
+		if err != nil || r.State != protocol.UpdateRolledBack || !strings.Contains(r.Outcome, "within update.health_timeout: v1.0.0 was put back") {
+			t.Fatalf("record %+v, %v", r, err)
+		}
+	})
 }
