@@ -312,6 +312,11 @@ func (a *Agent) download(ctx context.Context, rawURL, part string, size int64) e
 	wait := time.Second
 	var err error
 	for try := 1; ; try++ {
+		var have int64
+		if fi, err := os.Stat(part); err == nil && fi.Size() < size {
+			have = fi.Size()
+		}
+		a.log.Info().Int64("size", size).Int64("resume_from", have).Int("try", try).Msg("update: downloading")
 		if err = selfupdate.Download(ctx, a.opts.Update.Client, rawURL, part, size); err == nil || errors.Is(err, selfupdate.ErrMismatch) || try == 5 {
 			return err
 		}

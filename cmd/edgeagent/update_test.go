@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgeagent/edgeagent/agent"
@@ -59,9 +60,15 @@ func (r *releaseFiles) order(name string, body []byte, v string, key ed25519.Pri
 	r.mu.Lock()
 	r.files[name] = body
 	r.mu.Unlock()
+	return releaseOrder(body, v, key, r.srv.URL+"/"+name+"?X-Amz-Signature=presigned")
+}
+
+// releaseOrder is the update order of a release of body with version v,
+// signed with key, to be downloaded from url.
+func releaseOrder(body []byte, v string, key ed25519.PrivateKey, url string) protocol.UpdateOrder {
 	rel := protocol.Release{Version: v, OS: runtime.GOOS, Arch: runtime.GOARCH, Size: int64(len(body)), SHA256: protocol.HexSHA256(sha256.Sum256(body))}
 	rel.Sign(key)
-	return protocol.UpdateOrder{Release: rel, URL: r.srv.URL + "/" + name + "?X-Amz-Signature=presigned", RolloutID: "r-" + v}
+	return protocol.UpdateOrder{Release: rel, URL: url, RolloutID: "r-" + v}
 }
 
 // agentWire records the hellos and heartbeats an agent sends the
@@ -220,10 +227,28 @@ func TestSelfUpdate(t *testing.T) {
 
 	h1 := wire.waitHello(t, "v1 to say hello", func(h protocol.Hello) bool { return h.Version == "v1.0.0" })
 
-	// 1. v1 → v2 while a job runs.
+	// 1. v1 → v2 while a job runs, downloaded from a presigned URL of the
+	// bucket, resuming a part file that holds its first half.
+	mc := l.mio.Client(t)
+	if _, err := mc.PutObject(l.ctx, l.mio.Bucket, "releases/edgeagent-v2.0.0", bytes.NewReader(v2), int64(len(v2)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	presigned, err := mc.PresignedGetObject(l.ctx, l.mio.Bucket, "releases/edgeagent-v2.0.0", 10*time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toV2 := releaseOrder(v2, "v2.0.0", key, presigned.String())
+	partDir := filepath.Join(a.StateDir, agent.UpdateDir)
+	if err := os.MkdirAll(partDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(partDir, "edgeagent-v2.0.0-"+runtime.GOOS+"-"+runtime.GOARCH+"-"+toV2.Release.SHA256[:16]+".part")
+	if err := os.WriteFile(part, v2[:len(v2)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
 	job := l.submit(t, wait(2000), screenshot)
 	owner := l.leased(t, job)
-	if err := control(t, url, "pc-bin", protocol.Control{Command: protocol.ControlUpdate, Update: new(files.order("v2", v2, "v2.0.0", key))}); err != nil {
+	if err := control(t, url, "pc-bin", protocol.Control{Command: protocol.ControlUpdate, Update: &toV2}); err != nil {
 		t.Fatalf("update to v2: %v", err)
 	}
 	p2 := sup.WaitStarts(t, 2)
@@ -246,6 +271,10 @@ func TestSelfUpdate(t *testing.T) {
 	}
 	if j.Status != jobstore.StatusSucceeded || j.Attempts != 1 || len(j.AttemptEnds) != 0 || j.WorkerID != owner {
 		t.Fatalf("job %s after %d attempts on %s, ends %+v: want SUCCEEDED in one attempt on %s", j.Status, j.Attempts, j.WorkerID, j.AttemptEnds, owner)
+	}
+	dl := sup.Processes()[0].Entries("update: downloading")
+	if len(dl) != 1 || dl[0]["resume_from"] != float64(len(v2)/2) {
+		t.Errorf("v1's downloads %v: want one, resuming at byte %d", dl, len(v2)/2)
 	}
 	wantFile(t, exe, v2, "the binary after the update is not v2")
 	wantFile(t, exe+selfupdate.PrevSuffix, v1, "v1 is not kept as .prev")
