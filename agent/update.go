@@ -235,7 +235,7 @@ func (a *Agent) checkUpdate(o protocol.UpdateOrder) (code int, state, why string
 // exit. Any failure reports why and takes jobs again.
 func (a *Agent) runUpdate(ctx context.Context, o protocol.UpdateOrder) {
 	rel := o.Release
-	log := a.log.With().Str("target", rel.Version).Str("rollout_id", o.RolloutID).Logger()
+	log := a.log.With().Str("target", rel.Version).Str("rollout_id", clipText(o.RolloutID, 128)).Logger()
 	log.Info().Dur("drain_timeout", a.opts.Update.DrainTimeout).Msg("update: taking no new job, waiting for the running ones")
 	dctx, cancel := context.WithTimeout(ctx, a.opts.Update.DrainTimeout)
 	drained := a.waitJobs(dctx)
@@ -276,7 +276,7 @@ func (a *Agent) runUpdate(ctx context.Context, o protocol.UpdateOrder) {
 		return
 	}
 	rec := selfupdate.Record{State: protocol.UpdateRestarting, From: a.opts.Version, Target: rel.Version,
-		RolloutID: o.RolloutID, AtUnixMilli: time.Now().UnixMilli()}
+		RolloutID: clipText(o.RolloutID, 128), AtUnixMilli: time.Now().UnixMilli()}
 	if err := selfupdate.SaveRecord(a.opts.StateDir, rec); err != nil {
 		_ = os.Remove(newPath)
 		a.endUpdate(protocol.UpdateFailed, o, err.Error())
