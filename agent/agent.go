@@ -136,6 +136,9 @@ type Options struct {
 	// presign refuses a presigned agent (400), and Run returns that
 	// refusal. "" says nothing.
 	UploadMode string
+	// Update configures self-updates (update.go); the zero value refuses
+	// every update.
+	Update UpdateOptions
 }
 
 // StopRecord says when and why a job was stopped and what was cut short.
@@ -201,6 +204,11 @@ type Agent struct {
 	beat     chan struct{}
 	owesBeat bool
 	rpc      *rpc
+	// runCtx is Run's context and cancelRun stops Run with a cause (an
+	// update restart).
+	runCtx    context.Context
+	cancelRun context.CancelCauseFunc
+	upd       updateState // update.go
 }
 
 // New validates opts and returns an agent with a fresh boot id. Settings
@@ -250,6 +258,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("new agent: %w", err)
 	}
 	a.owner = fencing.Owner(opts.AgentID, a.bootID)
+	a.initUpdate()
 	a.log = opts.Log.With().Str("component", "agent").Str("agent_id", opts.AgentID).Str("boot_id", a.bootID).Logger()
 	if opts.StateDir != "" {
 		saved, err := loadSettings(opts.StateDir)
@@ -360,6 +369,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.mu.Lock()
 	a.jobsCtx = jobsCtx
+	a.runCtx, a.cancelRun = ctx, cancel
+	trial := a.upd.trial
 	a.sess.NATSConnected = a.nc.IsConnected()
 	a.sess.Server = a.nc.ConnectedUrlRedacted()
 	a.mu.Unlock()
@@ -395,6 +406,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	if err := a.nc.FlushTimeout(a.opts.RequestTimeout); err != nil {
 		a.log.Warn().Err(err).Msg("flush subscriptions")
+	}
+	if trial {
+		a.wg.Go(func() { a.watchTrial(ctx) })
 	}
 	a.wg.Go(func() {
 		if err := a.session(ctx, statusCh); err != nil {
@@ -541,7 +555,8 @@ func (a *Agent) helloMsg() protocol.Hello {
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
 		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
-		Draining: a.draining || a.shutdown || a.sleeping, UploadMode: a.opts.UploadMode,
+		Draining: a.draining || a.shutdown || a.sleeping || a.upd.running, UploadMode: a.opts.UploadMode,
+		Update: a.updateStatusLocked(),
 	}
 }
 
@@ -577,6 +592,7 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 			}
 			a.mu.Unlock()
 			a.metrics.session.Set(1)
+			a.helloAccepted()
 			a.log.Info().Str("coordinator_id", rep.CoordinatorID).Int64("lease_ttl_ms", rep.LeaseTTLMS).
 				Int64("clock_offset_ms", offset.Milliseconds()).Msg("connected to coordinator")
 			if len(rep.Settings) > 0 {
@@ -621,7 +637,8 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 
 func (a *Agent) heartbeat(ctx context.Context) error {
 	a.mu.Lock()
-	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-a.busyLocked()), Draining: a.draining || a.shutdown || a.sleeping}
+	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-a.busyLocked()), Draining: a.draining || a.shutdown || a.sleeping || a.upd.running,
+		Update: a.updateStatusLocked()}
 	if hb.Draining {
 		hb.Free = 0
 	}
@@ -742,6 +759,8 @@ func (a *Agent) onAssign(m *nats.Msg) {
 		why = "agent draining"
 	case a.sleeping:
 		why = "agent's PC going to sleep"
+	case a.upd.running:
+		why = "agent updating"
 	case a.busyLocked() >= a.slots:
 		why = "no free slot"
 	}
@@ -857,6 +876,8 @@ func (a *Agent) onControl(m *nats.Msg) {
 		}
 		a.SetDraining(false)
 		reply(m, protocol.Ack{OK: true})
+	case protocol.ControlUpdate:
+		a.onUpdate(m, c.Update)
 	case protocol.ControlConfig:
 		if err := a.applySettings(c.Settings, true); err != nil {
 			replyError(m, protocol.CodeBadRequest, err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/edgeagent/edgeagent/agent/selfupdate"
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/fencing"
@@ -59,6 +60,14 @@ type System struct {
 	// uploader); the status endpoint's /metrics serves it. Default a new
 	// registry.
 	Registry *prometheus.Registry
+	// Executable is the path of the running edgeagent binary, which a
+	// self-update replaces (docs/updates.md); "" refuses every update.
+	// Only the edgeagent command sets it: an agent in another program
+	// (edgelab, tests) must not replace that program.
+	Executable string
+	// AfterUpdateRecord, when set, is called right after the update
+	// record was read at start; an error ends NewDaemon with it.
+	AfterUpdateRecord func() error
 }
 
 // StorageHooks adjust the storage NewDaemon builds from cfg.Storage: the
@@ -122,6 +131,17 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 	}()
 	if d.lock, err = LockStateDir(cfg.StateDir); err != nil {
 		return nil, err
+	}
+	// First of all, the update record: a new binary on trial counts its
+	// start and may put the previous binary back (docs/updates.md).
+	update, err := beginUpdate(cfg, sys, d.log)
+	if err != nil {
+		return nil, err
+	}
+	if sys.AfterUpdateRecord != nil {
+		if err := sys.AfterUpdateRecord(); err != nil {
+			return nil, err
+		}
 	}
 	spoolDir := filepath.Join(cfg.StateDir, SpoolDir)
 	captureDir := filepath.Join(spoolDir, "capture")
@@ -193,7 +213,7 @@ func NewDaemon(ctx context.Context, cfg *config.Agent, sys System) (_ *Daemon, e
 		Store: spool, Slots: cfg.Jobs.Concurrency, SafetyMargin: cfg.Lease.SafetyMargin.Duration(),
 		RequestTimeout: cfg.NATS.RequestTimeout.Duration(), Log: sys.Log, LogLevel: sys.LogLevel,
 		StateDir: cfg.StateDir, UploadMode: cfg.Storage.Mode, Registry: sys.Registry,
-		GuardCheckInterval: sys.GuardCheckInterval, WallClock: sys.WallClock,
+		GuardCheckInterval: sys.GuardCheckInterval, WallClock: sys.WallClock, Update: update,
 		// The stop path drops what the spool holds of the stopped token.
 		OnStop: func(tok fencing.Token, _ error) {
 			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -457,4 +477,37 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 		log.Info().Str("serial", d.Serial).Msg("simulated phone added")
 	}
 	return inv, closeInv, nil
+}
+
+// beginUpdate reads the update record at start (selfupdate.Begin) and
+// returns the agent's update options from cfg. A binary on trial that
+// must give way to the previous one has put it back: the error is
+// ErrUpdateRestart.
+func beginUpdate(cfg *config.Agent, sys System, log zerolog.Logger) (UpdateOptions, error) {
+	o := UpdateOptions{Auto: cfg.Update.Auto, DrainTimeout: cfg.Update.DrainTimeout.Duration(), Executable: sys.Executable}
+	if cfg.Update.PublicKey != "" {
+		key, err := protocol.ParseReleaseKey(cfg.Update.PublicKey)
+		if err != nil {
+			return o, fmt.Errorf("update.public_key: %w", err)
+		}
+		o.PublicKey = key
+	}
+	if sys.Executable == "" {
+		return o, nil
+	}
+	trial, err := selfupdate.Begin(cfg.StateDir, sys.Executable, sys.Version, cfg.Update.HealthTimeout.Duration(), time.Now())
+	o.Trial = trial
+	switch {
+	case errors.Is(err, selfupdate.ErrRolledBack):
+		log.Error().Str("version", sys.Version).Str("reason", trial.Record.Outcome).Int("exit_code", ExitUpdate).
+			Msg("update: this binary did not come up healthy; the previous one is back in place, exiting so that the service manager starts it")
+		return o, ErrUpdateRestart
+	case err != nil:
+		// The update record is advice: the agent runs without it.
+		log.Warn().Err(err).Msg("update record")
+	case trial.OnTrial:
+		log.Info().Str("from", trial.Record.From).Int("start", trial.Record.Starts).Time("deadline", trial.Deadline).
+			Msg("update: this binary is on trial until the coordinator accepts its hello")
+	}
+	return o, nil
 }

@@ -89,7 +89,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []string{protocol.CauseDeadline, protocol.CauseInvalidStep, protocol.CauseAppNotInstalled, protocol.CauseAssertion, protocol.CauseElementNotFound, protocol.CauseExtractFailed, protocol.CauseStepFailed} {
 		m.failures.WithLabelValues(protocol.FailClassJob, c)
 	}
-	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown, protocol.CauseAgentSleep} {
+	for _, c := range []string{protocol.CausePhoneUnplugged, protocol.CauseAdbServerGone, protocol.CauseStorageUnreachable, protocol.CauseAgentShutdown, protocol.CauseAgentSleep, protocol.CauseAgentUpdate} {
 		m.failures.WithLabelValues(protocol.FailClassInfrastructure, c)
 	}
 	for _, o := range []string{"accepted", "stale", "failed"} {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/edgeagent/internal/atomicfile"
 )
 
 // State directory layout. Everything in it is private to the agent's user:
@@ -142,28 +144,8 @@ func saveSettings(dir string, m map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, SettingsFile+".*")
-	if err != nil {
-		return fmt.Errorf("write settings: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write settings: %w", err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write settings: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write settings: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write settings: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, SettingsFile)); err != nil {
-		return fmt.Errorf("write settings: %w", err)
+	if err := atomicfile.Write(filepath.Join(dir, SettingsFile), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save settings: %w", err)
 	}
 	return nil
 }

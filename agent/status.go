@@ -40,9 +40,10 @@ func (a *Agent) Status() protocol.AgentStatus {
 		st.State = StateStopped
 	case a.shutdown:
 		st.State = StateShuttingDown
-	case a.draining:
+	case a.draining, a.upd.running:
 		st.State = StateDraining
 	}
+	st.Update = a.updateStatusLocked()
 	if st.State == StateRunning {
 		st.Free = max(0, a.slots-a.busyLocked())
 	}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/edgeagent/edgeagent/protocol"
 )
 
 // Agent is the configuration of the edgeagent daemon. Its yaml tags are the
@@ -37,6 +39,8 @@ type Agent struct {
 	Status Status `yaml:"status" json:"status"`
 	// Sleep configures how the agent keeps the PC awake during jobs.
 	Sleep Sleep `yaml:"sleep" json:"sleep"`
+	// Update configures signed self-updates (docs/updates.md).
+	Update AgentUpdate `yaml:"update" json:"update"`
 
 	warnings []string
 }
@@ -155,6 +159,34 @@ type Sleep struct {
 	Inhibit bool `yaml:"inhibit" json:"inhibit"`
 }
 
+// AgentUpdate configures the agent's signed self-updates (docs/updates.md).
+type AgentUpdate struct {
+	// Auto: the agent updates when the coordinator tells it to. False
+	// refuses every update (reported as opted_out). Default true.
+	Auto bool `yaml:"auto" json:"auto"`
+	// PublicKey is the release public key (edgeagent-release-ed25519-pub:
+	// followed by base64) whose signature a release must carry. Without
+	// it the agent refuses every update.
+	PublicKey string `yaml:"public_key" json:"public_key,omitempty"`
+	// DrainTimeout bounds how long the agent waits for its running jobs
+	// to end before it hands them back and updates. Default 10m.
+	DrainTimeout Duration `yaml:"drain_timeout" json:"drain_timeout"`
+	// HealthTimeout is how long a new binary has to get its hello
+	// accepted by the coordinator before it puts the previous binary
+	// back. Default 2m.
+	HealthTimeout Duration `yaml:"health_timeout" json:"health_timeout"`
+}
+
+func (u AgentUpdate) validate(ps *Problems, path string) {
+	if u.PublicKey != "" {
+		if _, err := protocol.ParseReleaseKey(u.PublicKey); err != nil {
+			ps.add(path+".public_key", "%v", err)
+		}
+	}
+	positive(ps, path+".drain_timeout", u.DrainTimeout)
+	positive(ps, path+".health_timeout", u.HealthTimeout)
+}
+
 // DefaultAgent returns the agent configuration with every default filled in.
 // AgentID and NATS.URL have no default. The storage defaults to direct mode,
 // whose endpoint, bucket and credentials must be set.
@@ -175,6 +207,7 @@ func DefaultAgent() *Agent {
 		Phones: defaultPhones(),
 		Status: Status{Listen: "127.0.0.1:7070"},
 		Sleep:  Sleep{Inhibit: true},
+		Update: AgentUpdate{Auto: true, DrainTimeout: Duration(10 * time.Minute), HealthTimeout: Duration(2 * time.Minute)},
 	}
 }
 
@@ -230,6 +263,7 @@ func (a *Agent) Validate() error {
 	}
 	a.Phones.validate(&ps, "phones")
 	checkLoopback(&ps, "status.listen", a.Status.Listen)
+	a.Update.validate(&ps, "update")
 	return ps.Err()
 }
 

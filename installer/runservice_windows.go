@@ -73,7 +73,8 @@ const (
 // cancels run's context; the service reports "stop pending" (answering
 // the service control manager's queries) until run returns, then
 // "stopped". A run that returns on its own is a failure: the service stops
-// with exit code 1 and its recovery actions restart it.
+// with a service-specific exit code (the error's exit status, such as 75
+// after a self-update, else 1) and its recovery actions restart it.
 //
 // run's stderr goes to LogPath(name), rotated at 10 MiB with 5 old files
 // kept, and its warnings and errors also to the Application event log
@@ -133,7 +134,7 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, changes chan<-
 				err = errors.New("returned without being asked to stop")
 			}
 			h.log.Error(fmt.Sprintf("service failed: %v", err))
-			return true, 1
+			return true, serviceExitCode(err)
 		case c := <-r:
 			switch c.Cmd {
 			case svc.Interrogate:
@@ -173,6 +174,18 @@ func (h *handler) drain(done <-chan error, r <-chan svc.ChangeRequest, changes c
 			}
 		}
 	}
+}
+
+// serviceExitCode is the service-specific exit code of a run that
+// returned on its own: the error's exit status when it carries one (75
+// after a self-update, docs/updates.md), else 1. Either way the service's
+// recovery actions restart it.
+func serviceExitCode(err error) uint32 {
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) && ec.ExitCode() > 0 {
+		return uint32(ec.ExitCode())
+	}
+	return 1
 }
 
 func cmdName(c svc.Cmd) string {

@@ -443,6 +443,7 @@ const (
 	CauseAgentRestarted     = "agent_restarted"     // set by the coordinator on a new hello
 	CauseAgentShutdown      = "agent_shutdown"      // the agent stopped or drained mid-job
 	CauseAgentSleep         = "agent_sleep"         // the agent's PC went to sleep mid-job
+	CauseAgentUpdate        = "agent_update"        // the agent handed the job back to update itself
 	CausePhoneUnplugged     = "phone_unplugged"     // the phone left adb or went offline
 	CauseAdbServerGone      = "adb_server_gone"     // the adb server stopped answering
 	CauseStorageUnreachable = "storage_unreachable" // uploads could not reach the object store

@@ -63,6 +63,9 @@ type AgentStatus struct {
 	Phones     []AgentPhone    `json:"phones"`
 	Stops      []AgentStop     `json:"recent_stops,omitempty"`
 	Errors     []AgentError    `json:"last_errors,omitempty"`
+	// Update is the agent's self-update state (docs/updates.md), absent
+	// when it has none.
+	Update *UpdateStatus `json:"update,omitempty"`
 }
 
 // AgentConnection is the agent's view of its link to the coordinator.

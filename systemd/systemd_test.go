@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/edgeagent/agent"
 	"github.com/edgeagent/edgeagent/config"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -143,6 +144,8 @@ func TestAgentUnitSettings(t *testing.T) {
 		"StateDirectory=edgeagent",
 		"ConfigurationDirectory=edgeagent",
 		"Restart=on-failure",
+		"RestartPreventExitStatus=2",
+		"RestartForceExitStatus=" + strconv.Itoa(agent.ExitUpdate),
 		"KillSignal=SIGTERM",
 		"NoNewPrivileges=yes",
 		"ProtectSystem=strict",

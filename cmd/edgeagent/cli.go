@@ -131,7 +131,13 @@ func (a *app) runCommand(start startFunc) *cli.Command {
 			root, sw := newLogger(cfg.Log, c.Stderr)
 			d.Log = root.With().Str("agent_id", cfg.AgentID).Logger()
 			logs := logging{root: root, level: sw}
-			return d.Run(ctx, c, func(ctx context.Context) error { return start(ctx, a.hardStop, cfg, logs) })
+			var exit error // an exit for a self-update
+			if err := d.Run(ctx, c, func(ctx context.Context) error {
+				return updateExit(start(ctx, a.hardStop, cfg, logs), &exit)
+			}); err != nil {
+				return err
+			}
+			return exit
 		})
 }
 

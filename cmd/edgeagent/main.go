@@ -16,7 +16,9 @@
 // The config file defaults to /etc/edgeagent/config.yaml on Unix and
 // C:\ProgramData\edgeagent\config.yaml on Windows; examples/agent.yaml
 // documents every option. Exit status: 0 success, 1 failure, 2 bad usage or
-// an invalid config.
+// an invalid config, 75 (`run`) after a self-update swapped in a new binary
+// or put the previous one back, for the service manager to start
+// (docs/updates.md).
 //
 // The first SIGTERM or interrupt drains the agent: it takes no new job, lets
 // running jobs finish for up to jobs.shutdown_timeout, releases the rest to
@@ -33,7 +35,9 @@ import (
 )
 
 // version is the release version, set at build time with
-// -ldflags "-X main.version=v1.2.3".
+// -ldflags "-X main.version=v1.2.3" (`edgeagent version` prints it, hello
+// reports it, and self-updates compare it with a release's;
+// docs/updates.md). A build without it is "dev".
 var version = "dev"
 
 func main() {

@@ -30,6 +30,8 @@ func TestPlanFailure(t *testing.T) {
 			jobstore.FailPlan{Kind: jobstore.OutcomeRetry, Class: protocol.FailClassInfrastructure, Cause: protocol.CausePhoneUnplugged}},
 		"agent sleeps": {jobstore.Failure{Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep},
 			jobstore.FailPlan{Kind: jobstore.OutcomeRetry, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentSleep, Immediate: true}},
+		"agent updates": {jobstore.Failure{Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentUpdate, Requeue: true},
+			jobstore.FailPlan{Kind: jobstore.OutcomeRetry, Class: protocol.FailClassInfrastructure, Cause: protocol.CauseAgentUpdate, Immediate: true}},
 	} {
 		if got := jobstore.PlanFailure(c.f); got != c.want {
 			t.Errorf("%s: plan %+v, want %+v", name, got, c.want)

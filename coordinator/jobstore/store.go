@@ -61,9 +61,10 @@ const (
 //     before the retry backoff (RetryPolicy) has passed, while the job has
 //     attempts left; FAILED with every attempt's cause listed otherwise.
 //     A hand-back before the agent's PC sleeps (cause
-//     protocol.CauseAgentSleep) is retried without the backoff
-//     (Immediate): the job did nothing wrong and another agent can take
-//     it at once.
+//     protocol.CauseAgentSleep), on shutdown (CauseAgentShutdown) or
+//     before a self-update (CauseAgentUpdate) is retried without the
+//     backoff (Immediate): the job did nothing wrong and another agent
+//     can take it at once.
 //   - NotRun (an assign the agent refused because it or the granted phone
 //     was not ready, docs/protocol.md, assign): back to QUEUED at
 //     generation + 1 with no owner at once, the grant not counted as an
@@ -110,10 +111,14 @@ func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
 
 // Immediate reports whether f is retried without the retry backoff: a job
 // the agent handed back because it is shutting down or its PC is going to
-// sleep (nothing is wrong with the job or the phone; docs/design.md, The
-// stop path).
+// sleep or updating itself (nothing is wrong with the job or the phone;
+// docs/design.md, The stop path; docs/updates.md).
 func (f Failure) Immediate() bool {
-	return f.Retried() && (f.Cause == protocol.CauseAgentSleep || f.Cause == protocol.CauseAgentShutdown)
+	switch f.Cause {
+	case protocol.CauseAgentSleep, protocol.CauseAgentShutdown, protocol.CauseAgentUpdate:
+		return f.Retried()
+	}
+	return false
 }
 
 // RecordedClass is the class recorded for f: its own, or the class its

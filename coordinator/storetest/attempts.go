@@ -318,8 +318,9 @@ func testFailBackoff(t *testing.T, s sqlstore.Lab) {
 }
 
 // testSleepHandBackImmediate: a job handed back because the agent's PC is
-// going to sleep (cause agent_sleep) or the agent shuts down
-// (agent_shutdown) is queued again with no backoff and granted at once to
+// going to sleep (cause agent_sleep), the agent shuts down
+// (agent_shutdown) or updates itself (agent_update) is queued again with
+// no backoff and granted at once to
 // another agent; each counts as an attempt, and any other infrastructure
 // failure waits out the backoff as usual.
 func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
@@ -354,10 +355,21 @@ func testSleepHandBackImmediate(t *testing.T, s sqlstore.Lab) {
 	if j := get(t, s, "s"); j.NotBefore.Sub(j.UpdatedAt) > time.Second {
 		t.Fatalf("not_before − updated_at = %s after a shutdown release, want none", j.NotBefore.Sub(j.UpdatedAt))
 	}
+	// So is a hand-back before a self-update.
+	lu, err := s.ClaimNext(ctx, ownerA, long)
+	if err != nil || lu.Token.JobID != "s" {
+		t.Fatalf("claim after a shutdown release: %+v, %v", lu.Token, err)
+	}
+	if err := s.Fail(ctx, lu.Token, infra(protocol.CauseAgentUpdate, "agent updating")); err != nil {
+		t.Fatal(err)
+	}
+	if j := get(t, s, "s"); j.Status != jobstore.StatusQueued || j.NotBefore.Sub(j.UpdatedAt) > time.Second {
+		t.Fatalf("%s, not_before − updated_at = %s after an update hand-back, want QUEUED and none", j.Status, j.NotBefore.Sub(j.UpdatedAt))
+	}
 	// Any other infrastructure failure keeps its backoff.
 	l3, err := s.ClaimNext(ctx, ownerA, long)
 	if err != nil || l3.Token.JobID != "s" {
-		t.Fatalf("claim after a shutdown release: %+v, %v", l3.Token, err)
+		t.Fatalf("claim after an update hand-back: %+v, %v", l3.Token, err)
 	}
 	if err := s.Fail(ctx, l3.Token, infra(protocol.CausePhoneUnplugged, "phone unplugged")); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/protocol"
@@ -49,6 +50,19 @@ func Render(w io.Writer, st protocol.AgentStatus, now time.Time) {
 		}
 		slices.Sort(kv)
 		fmt.Fprintf(tw, "settings:\t%s\n", strings.Join(kv, " "))
+	}
+	if u := st.Update; u != nil {
+		line := u.State
+		if u.Target != "" {
+			line += " " + u.Target
+		}
+		if u.AtUnixMilli > 0 {
+			line += " " + ago(time.UnixMilli(u.AtUnixMilli))
+		}
+		if u.Outcome != "" {
+			line += ": " + u.Outcome
+		}
+		fmt.Fprintf(tw, "update:\t%s\n", printable(line))
 	}
 	tw.Flush()
 
@@ -124,4 +138,15 @@ func RoundDuration(d time.Duration) time.Duration {
 	default:
 		return d.Round(time.Second)
 	}
+}
+
+// printable replaces the control characters of s, which comes from the
+// agent, with spaces.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -135,9 +135,15 @@ func (e *Env) NewAgent(opts AgentOptions) *Agent {
 func (a *Agent) Start() *Process {
 	t := a.env.t
 	t.Helper()
-	a.Process = Start(t, Command{Path: testenv.Binary(t, "edgeagent"), Args: []string{"run", "-c", a.Config},
-		ExactEnv: a.opts.Env, Name: "edgeagent " + a.opts.ID})
+	a.Process = Start(t, a.RunCommand(testenv.Binary(t, "edgeagent")))
 	return a.Process
+}
+
+// RunCommand is `binary run` with the agent's config and environment: for
+// a test that runs another build of edgeagent, or runs it under a
+// Supervisor.
+func (a *Agent) RunCommand(binary string) Command {
+	return Command{Path: binary, Args: []string{"run", "-c", a.Config}, ExactEnv: a.opts.Env, Name: "edgeagent " + a.opts.ID}
 }
 
 // CLI runs `edgeagent <args>` (without a config: add -c a.Config or -addr

@@ -18,7 +18,9 @@
 // be signalled, waited for and searched (Lines, Grep, Entries, WaitForLine),
 // and MustCleanShutdown checks that SIGTERM ends it with exit status 0 and
 // no panic or race report. Start and Run run any other command line the
-// same way, for configs a test writes itself.
+// same way, for configs a test writes itself. Supervise runs a command
+// again whenever it exits, as the service manager runs the agent (for the
+// self-update tests, where the agent exits for its new binary).
 //
 // New tests that start the real binaries use nothing else.
 package e2e

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,26 +87,48 @@ type Process struct {
 // end of the test is killed; its log is printed when the test failed.
 func Start(t testing.TB, c Command) *Process {
 	t.Helper()
+	p, err := start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			p.logTo(t)
+		}
+	})
+	return p
+}
+
+// start starts c; the caller kills the process.
+func start(c Command) (*Process, error) {
 	p := &Process{name: c.name(), cmd: c.cmd(context.Background()), out: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
+		return nil, fmt.Errorf("start %s: %w", p.name, err)
 	}
 	go func() {
 		_ = p.cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			s := p.Log()
-			if len(s) > logShown {
-				s = "…" + s[len(s)-logShown:]
-			}
-			t.Logf("%s printed:\n%s", p.name, s)
-		}
-	})
-	return p
+	return p, nil
+}
+
+// logTo prints the end of what p printed to the test log.
+func (p *Process) logTo(t testing.TB) {
+	s := p.Log()
+	if len(s) > logShown {
+		s = "…" + s[len(s)-logShown:]
+	}
+	t.Logf("%s printed:\n%s", p.name, s)
+}
+
+// ExitCode is the exit status of a process that has exited, -1 before.
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
 }
 
 // Name is the process's name in failures.

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,5 +95,29 @@ func TestWaitForLineFailsOnExit(t *testing.T) {
 	f := fatal(t, func(tb testing.TB) { p.WaitForLine(tb, "the answer", func(l string) bool { return l == "42" }) })
 	if !strings.Contains(f, "exited") || !strings.Contains(f, "the answer") {
 		t.Errorf("failed with %q", f)
+	}
+}
+
+// TestSupervise: a supervised command is started again after every exit,
+// as a service manager restarts a service, until it exits with a status
+// listed in PreventExit or the supervisor is stopped.
+func TestSupervise(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "starts")
+	// Exits 75 on its first two starts, then runs until SIGTERM (exit 0).
+	s := Supervise(t, sh(`n=$(cat `+count+` 2>/dev/null || echo 0); n=$((n+1)); echo $n > `+count+`
+[ $n -lt 3 ] && exit 75
+trap 'exit 0' TERM; echo up $n; while :; do sleep 0.05; done`), SuperviseOptions{PreventExit: []int{2}})
+	third := s.WaitStarts(t, 3)
+	third.WaitForLine(t, "up 3", func(l string) bool { return l == "up 3" })
+	if got := s.Exits(); !slices.Equal(got, []int{75, 75}) {
+		t.Fatalf("exits %v, want [75 75]", got)
+	}
+	if code := s.Stop(t); code != 0 || len(s.Processes()) != 3 {
+		t.Fatalf("stop: exit %d, %d starts", code, len(s.Processes()))
+	}
+
+	prevented := Supervise(t, sh(`exit 2`), SuperviseOptions{PreventExit: []int{2}})
+	if f := fatal(t, func(tb testing.TB) { prevented.WaitStarts(tb, 2) }); !strings.Contains(f, "then not again (exits [2])") {
+		t.Fatalf("a prevented exit: %q", f)
 	}
 }
