@@ -110,6 +110,10 @@ type Options struct {
 	// APKs, when set, keeps the APKs added with POST /api/v1/apks (the
 	// coordinator's bucket); nil answers that route 501.
 	APKs coordinator.APKBucket
+	// Releases, when set, keeps the agent binaries added with
+	// POST /api/v1/releases (the coordinator's bucket); nil answers that
+	// route 501.
+	Releases coordinator.ReleaseBucket
 	// MaxAPKBytes bounds an APK's body; default protocol.MaxAPKSize.
 	MaxAPKBytes int64
 	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
@@ -220,6 +224,7 @@ func (h *Handler) routes() {
 		http.MethodPost: {jobstore.ScopeAdmin, h.addAPK},
 	})
 	h.scheduleRoutes()
+	h.releaseRoutes()
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})
