@@ -116,6 +116,9 @@ type Options struct {
 	Releases coordinator.ReleaseBucket
 	// MaxAPKBytes bounds an APK's body; default protocol.MaxAPKSize.
 	MaxAPKBytes int64
+	// MaxReleaseBytes bounds a release binary's body; default
+	// protocol.MaxReleaseSize.
+	MaxReleaseBytes int64
 	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
 	// (docs/mcp.md) for tokens with scope read; its tools check the other
 	// scopes and the projects themselves.
@@ -160,6 +163,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxReleaseBytes <= 0 || opts.MaxReleaseBytes > protocol.MaxReleaseSize {
+		opts.MaxReleaseBytes = protocol.MaxReleaseSize
 	}
 	if opts.MaxAPKBytes <= 0 || opts.MaxAPKBytes > protocol.MaxAPKSize {
 		opts.MaxAPKBytes = protocol.MaxAPKSize

@@ -152,8 +152,8 @@ func (h *Handler) addRelease(w http.ResponseWriter, r *http.Request, c Caller) {
 		WriteProblem(w, r, problem(http.StatusLengthRequired, ProblemInvalidRequest, "", "Content-Length required: the binary's size is checked before it is stored"))
 		return
 	}
-	if r.ContentLength > protocol.MaxReleaseSize {
-		WriteProblem(w, r, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, "", "a binary of %d bytes is larger than the limit of %d bytes", r.ContentLength, int64(protocol.MaxReleaseSize)))
+	if r.ContentLength > h.opts.MaxReleaseBytes {
+		WriteProblem(w, r, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, "", "a binary of %d bytes is larger than the limit of %d bytes", r.ContentLength, h.opts.MaxReleaseBytes))
 		return
 	}
 	if err := rel.Validate(); err != nil {
