@@ -23,15 +23,7 @@ import (
 // releaseEnv is an API whose releases go to a real MinIO bucket, with a
 // release body limit of limit bytes.
 func releaseEnv(t *testing.T, limit int64) (*env, testenv.MinIOServer) {
-	t.Helper()
-	mio := testenv.MinIO(t)
-	p, err := coordinator.NewS3Presigner(coordinator.S3Options{
-		Endpoint: mio.Endpoint, Region: "us-east-1", Bucket: mio.Bucket, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newEnv(t, func(o *api.Options) { o.Releases, o.MaxReleaseBytes = p, limit }), mio
+	return bucketEnv(t, func(o *api.Options, p *coordinator.S3Presigner) { o.Releases, o.MaxReleaseBytes = p, limit })
 }
 
 // postRelease posts body as a release binary with the query q.
