@@ -89,9 +89,7 @@ func (l *Loop) Pass(ctx context.Context) error {
 	}
 	var errs []error
 	for _, r := range active {
-		if r.State == jobstore.RolloutRunning {
-			errs = append(errs, l.evaluate(ctx, r))
-		}
+		errs = append(errs, l.evaluate(ctx, r))
 	}
 	return errors.Join(errs...)
 }
@@ -104,9 +102,9 @@ func (l *Loop) dbNow(ctx context.Context) (time.Time, error) {
 	return time.Now(), nil
 }
 
-// evaluate ends the agents of r that came back or failed, pauses r after
-// its max failures, advances it when its step is done and otherwise tells
-// more agents to update.
+// evaluate ends the agents of r that came back or failed (also while r
+// is paused); when r runs, it pauses r after its max failures, advances
+// it when its step is done and otherwise tells more agents to update.
 func (l *Loop) evaluate(ctx context.Context, r jobstore.Rollout) error {
 	now, err := l.dbNow(ctx)
 	if err != nil {
@@ -137,6 +135,9 @@ func (l *Loop) evaluate(ctx context.Context, r jobstore.Rollout) error {
 		if a.Order.State == jobstore.RolloutAgentFailed {
 			failed++
 		}
+	}
+	if r.State != jobstore.RolloutRunning {
+		return nil
 	}
 	if r.MaxFailures > 0 && failed-r.FailureBase >= r.MaxFailures {
 		reason := fmt.Sprintf("paused: %d agents failed to update (max failures %d)", failed-r.FailureBase, r.MaxFailures)
@@ -203,11 +204,13 @@ func (l *Loop) evaluate(ctx context.Context, r jobstore.Rollout) error {
 	return nil
 }
 
-// settle judges an updating agent at now: done once it says hello with the
-// rollout's version, failed when it reports that the update failed or
+// settle judges an updating agent at now: done once it said hello with
+// the rollout's version, failed when it reports that the update failed or
 // when it did not come back within the timeout; "" while it is under way.
 func settle(r jobstore.Rollout, a Agent, now time.Time) (state, outcome string) {
-	if a.Current && a.Online {
+	if a.Current {
+		// Told to update on another version: it said hello with this one
+		// since.
 		return jobstore.RolloutAgentDone, "running " + r.Version
 	}
 	if u := a.Update; u != nil && u.ReportedAt.After(a.Order.SentAt) &&
