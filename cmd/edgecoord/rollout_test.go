@@ -203,9 +203,12 @@ func TestReleaseAddBinary(t *testing.T) {
 // signed release for the agent's platform and a presigned URL its binary
 // downloads from intact. A rollout whose agents fail (one rolls back, one
 // never comes back) pauses after --max-failures, resumes and aborts; a
-// rollout of a version no release is stored of is refused (exit 2).
+// rollout of a version no release is stored of is refused (exit 2). Two
+// coordinators run the rollout loop on the same database all along, and
+// each agent gets each order once.
 func TestRolloutBinary(t *testing.T) {
 	l := startReleaseLab(t)
+	l.env.StartCoordinator(e2e.CoordinatorOptions{ID: "rollout-2", Storage: true})
 	key, pub := l.keygen(t)
 	pk, _ := protocol.ParseReleaseKey(pub)
 	for _, v := range []string{"v1.1.0", "v1.2.0"} {
@@ -282,6 +285,11 @@ func TestRolloutBinary(t *testing.T) {
 	if o := agents["pc-3"].Orders(); len(o) != 1 || o[0].Release.Arch != "arm64" {
 		t.Errorf("pc-3 (linux/arm64) got %+v, want the arm64 binary", o)
 	}
+	for _, id := range []string{"pc-1", "pc-2", "pc-3"} {
+		if n := len(agents[id].Orders()); n != 1 {
+			t.Errorf("%s got %d orders, want one", id, n)
+		}
+	}
 	if a := agentState(v, "pc-4"); a.Status != "lagging" || a.Version != "v1.0.0" || len(agents["pc-4"].Orders()) != 0 {
 		t.Errorf("pc-4 (opted out): %+v", a)
 	}
@@ -315,6 +323,11 @@ func TestRolloutBinary(t *testing.T) {
 	}
 	if a := agentState(v, "pc-2"); a.Status != jobstore.RolloutAgentFailed || !strings.Contains(a.LastOutcome, "did not come back") {
 		t.Errorf("pc-2 (never back): %+v", a)
+	}
+	for _, id := range []string{"pc-1", "pc-2", "pc-3"} {
+		if o := agents[id].Orders(); len(o) != 2 || o[1].Release.Version != "v1.2.0" || o[1].RolloutID != second {
+			t.Errorf("%s got orders %+v, want one of each rollout", id, o)
+		}
 	}
 	out, _, code = l.cli(t, "rollout", "status")
 	if code != 0 || !strings.Contains(out, "paused") || !strings.Contains(out, "rolled_back") {
