@@ -16,10 +16,12 @@ import (
 // ReleaseBucket stores the agent binaries of releases in the
 // coordinator's bucket (docs/releases.md).
 type ReleaseBucket interface {
-	// PutRelease streams size bytes of r into the bucket and leaves them
-	// at key when their SHA-256 is sha256; a body of another size or
-	// digest is refused and nothing is kept at key.
-	PutRelease(ctx context.Context, key string, r io.Reader, size int64, sha256 string) error
+	// PutRelease streams size bytes of r into the bucket; once their
+	// SHA-256 is known to be sha256 it calls record (which records the
+	// release in the store) and leaves them at key when record returns
+	// true. A body of another size or digest is refused, record is not
+	// called, and nothing is kept at key.
+	PutRelease(ctx context.Context, key string, r io.Reader, size int64, sha256 string, record func() (bool, error)) error
 }
 
 var _ ReleaseBucket = (*S3Presigner)(nil)
@@ -33,9 +35,13 @@ const releaseIncoming = "releases/incoming/"
 var ErrReleaseDigest = fmt.Errorf("the binary's SHA-256 is not the one declared")
 
 // PutRelease streams the binary to a key of its own under
-// releases/incoming/, hashing it, then copies it inside the bucket to key
-// when its digest is the one declared.
-func (p *S3Presigner) PutRelease(ctx context.Context, key string, r io.Reader, size int64, sha256 string) error {
+// releases/incoming/, hashing it; when its digest is the one declared and
+// record says so, it copies it inside the bucket to key. The release is
+// recorded before it is copied: of two different binaries sent for one
+// key at once, the one the store refuses is never copied there, and an
+// add that failed after the record is repaired by adding the same binary
+// again.
+func (p *S3Presigner) PutRelease(ctx context.Context, key string, r io.Reader, size int64, sha256 string, record func() (bool, error)) error {
 	if size <= 0 || size > protocol.MaxReleaseSize {
 		return fmt.Errorf("put release: size %d is not in 1…%d", size, protocol.MaxReleaseSize)
 	}
@@ -46,6 +52,9 @@ func (p *S3Presigner) PutRelease(ctx context.Context, key string, r io.Reader, s
 	}
 	if sum != sha256 {
 		return fmt.Errorf("put release: %w (%s declared, %s received)", ErrReleaseDigest, sha256, sum)
+	}
+	if ok, err := record(); err != nil || !ok {
+		return err
 	}
 	if _, err := p.c.CopyObject(ctx, minio.CopyDestOptions{Bucket: p.bucket, Object: key},
 		minio.CopySrcOptions{Bucket: p.bucket, Object: tmp}); err != nil {

@@ -165,10 +165,11 @@ func (h *Handler) addRelease(w http.ResponseWriter, r *http.Request, c Caller) {
 		WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemInvalidRequest, "signature", "signature: not the standard base64 of a 64-byte ed25519 signature"))
 		return
 	}
+	// Another binary for the key is refused before its body is read; the
+	// same one is stored again (its object may be missing after an add
+	// that failed past its record).
 	switch prev, err := rs.GetRelease(r.Context(), rel.Version, rel.OS, rel.Arch); {
 	case err == nil && prev.SHA256 == rel.SHA256:
-		WriteJSON(w, http.StatusOK, prev)
-		return
 	case err == nil:
 		WriteProblem(w, r, problem(http.StatusConflict, ProblemConflict, "sha256",
 			"release %s %s/%s is stored already with sha256 %s: a version's binary never changes; add a new version", rel.Version, rel.OS, rel.Arch, prev.SHA256))
@@ -192,26 +193,26 @@ func (h *Handler) addRelease(w http.ResponseWriter, r *http.Request, c Caller) {
 		WriteProblem(w, r, problem(http.StatusServiceUnavailable, ProblemUnavailable, "", "another upload is being stored; retry after 10 s"))
 		return
 	}
-	err := bucket.PutRelease(r.Context(), jobstore.ReleaseObjectKey(rel.Version, rel.OS, rel.Arch), body, size, rel.SHA256)
-	if err != nil {
-		var maxErr *http.MaxBytesError
-		switch {
-		case errors.Is(err, coordinator.ErrReleaseDigest):
-			WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemInvalidRequest, "sha256", "sha256: the body's SHA-256 is not the one declared; nothing was stored"))
-		case errors.As(err, &maxErr) || errors.Is(err, io.ErrUnexpectedEOF) || clientGone(r):
-			WriteProblem(w, r, problem(http.StatusBadRequest, ProblemInvalidRequest, "body", "body: the binary did not arrive whole (%d bytes announced)", size))
-		default:
-			h.log.Error().Err(err).Msg("api: store release")
-			WriteProblem(w, r, problem(http.StatusServiceUnavailable, ProblemUnavailable, "", "the binary could not be stored in the bucket; the coordinator's log has the cause"))
-		}
-		return
-	}
-	rec, created, err := rs.AddRelease(r.Context(), jobstore.ReleaseRecord{Release: rel, AddedBy: c.Name})
+	var (
+		rec     jobstore.ReleaseRecord
+		created bool
+	)
+	err := bucket.PutRelease(r.Context(), jobstore.ReleaseObjectKey(rel.Version, rel.OS, rel.Arch), body, size, rel.SHA256, func() (bool, error) {
+		var err error
+		rec, created, err = rs.AddRelease(r.Context(), jobstore.ReleaseRecord{Release: rel, AddedBy: c.Name})
+		return err == nil, err
+	})
+	var maxErr *http.MaxBytesError
 	switch {
+	case errors.Is(err, coordinator.ErrReleaseDigest):
+		WriteProblem(w, r, problem(http.StatusUnprocessableEntity, ProblemInvalidRequest, "sha256", "sha256: the body's SHA-256 is not the one declared; nothing was stored"))
 	case errors.Is(err, jobstore.ErrReleaseConflict):
 		WriteProblem(w, r, problem(http.StatusConflict, ProblemConflict, "sha256", "release %s %s/%s was stored meanwhile with sha256 %s", rel.Version, rel.OS, rel.Arch, rec.SHA256))
+	case err != nil && (errors.As(err, &maxErr) || errors.Is(err, io.ErrUnexpectedEOF) || clientGone(r)):
+		WriteProblem(w, r, problem(http.StatusBadRequest, ProblemInvalidRequest, "body", "body: the binary did not arrive whole (%d bytes announced)", size))
 	case err != nil:
-		h.internal(w, r, err)
+		h.log.Error().Err(err).Msg("api: store release")
+		WriteProblem(w, r, problem(http.StatusServiceUnavailable, ProblemUnavailable, "", "the binary could not be stored; the coordinator's log has the cause"))
 	case created:
 		h.log.Info().Str("version", rel.Version).Str("os", rel.OS).Str("arch", rel.Arch).Str("sha256", rel.SHA256).Str("token", c.Name).Msg("release added")
 		WriteJSON(w, http.StatusCreated, rec)
