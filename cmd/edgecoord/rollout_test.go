@@ -203,7 +203,9 @@ func TestReleaseAddBinary(t *testing.T) {
 // signed release for the agent's platform and a presigned URL its binary
 // downloads from intact. A rollout whose agents fail (one rolls back, one
 // never comes back) pauses after --max-failures, resumes and aborts; a
-// rollout of a version no release is stored of is refused (exit 2). Two
+// rollout of a version no release is stored of is refused (exit 2). An
+// agent on a newer version is left alone unless the rollout allows a
+// downgrade, then told to go back with the order saying so. Two
 // coordinators run the rollout loop on the same database all along, and
 // each agent gets each order once.
 func TestRolloutBinary(t *testing.T) {
@@ -347,5 +349,23 @@ func TestRolloutBinary(t *testing.T) {
 	}
 	if v := l.status(t); v.State != jobstore.RolloutAborted || !strings.Contains(v.Reason, "ops") {
 		t.Fatalf("after abort: %+v", v.Rollout)
+	}
+
+	// pc-3 runs v1.2.0 now: a rollout of v1.1.0 leaves it alone (newer)
+	// and completes, the others being on v1.1.0; with --allow-downgrade
+	// it is told to go back, and does.
+	if _, errOut, code := l.cli(t, "rollout", "start", "v1.1.0", "--agents", "pc-*"); code != 0 {
+		t.Fatalf("rollout start v1.1.0 again: exit %d: %s", code, errOut)
+	}
+	testenv.Eventually(t, e2e.WaitTimeout, "the rollout without downgrades completed", func() bool { return l.status(t).State == jobstore.RolloutCompleted })
+	if a := agentState(l.status(t), "pc-3"); a.Status != "newer" || len(agents["pc-3"].Orders()) != 2 {
+		t.Fatalf("pc-3 on v1.2.0 without --allow-downgrade: %+v, %d orders", a, len(agents["pc-3"].Orders()))
+	}
+	if _, errOut, code := l.cli(t, "rollout", "start", "v1.1.0", "--agents", "pc-*", "--allow-downgrade"); code != 0 {
+		t.Fatalf("rollout start --allow-downgrade: exit %d: %s", code, errOut)
+	}
+	testenv.Eventually(t, e2e.WaitTimeout, "the downgrade completed", func() bool { return l.status(t).State == jobstore.RolloutCompleted })
+	if o := agents["pc-3"].Orders(); len(o) != 3 || !o[2].AllowDowngrade || agents["pc-3"].Version() != "v1.1.0" {
+		t.Fatalf("pc-3's orders %+v, version %s; want a third allowing the downgrade", o, agents["pc-3"].Version())
 	}
 }
