@@ -194,7 +194,7 @@ func (l *Loop) evaluate(ctx context.Context, r jobstore.Rollout) error {
 			return nil // another coordinator claimed meanwhile, or the rollout moved
 		}
 		covered++
-		if outcome := l.order(ctx, r, v.Releases, a); outcome != "" {
+		if outcome := jobstore.CutReason(l.order(ctx, r, v.Releases, a)); outcome != "" {
 			if _, err := l.rs.EndRolloutAgent(ctx, jobstore.RolloutAgent{RolloutID: r.ID, AgentID: a.ID, State: jobstore.RolloutAgentFailed, Outcome: outcome}); err != nil {
 				return err
 			}
