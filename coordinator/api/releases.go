@@ -72,11 +72,17 @@ func (h *Handler) releaseRoutes() {
 
 // releaseStore is the store's releases, or the 501 answered.
 func (h *Handler) releaseStore(w http.ResponseWriter, r *http.Request) (jobstore.ReleaseStore, bool) {
-	rs, ok := h.opts.Store.(jobstore.ReleaseStore)
+	return optionalStore[jobstore.ReleaseStore](h, w, r, "releases")
+}
+
+// optionalStore is the store as S, one of the interfaces stores implement
+// beside jobstore.Store, or the 501 answered that it keeps no what.
+func optionalStore[S any](h *Handler, w http.ResponseWriter, r *http.Request, what string) (S, bool) {
+	s, ok := h.opts.Store.(S)
 	if !ok {
-		WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "", "this coordinator's store keeps no releases"))
+		WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "", "this coordinator's store keeps no %s", what))
 	}
-	return rs, ok
+	return s, ok
 }
 
 // listReleases is GET /api/v1/releases.
