@@ -43,31 +43,11 @@ func (p *S3Presigner) PutAPK(ctx context.Context, r io.Reader, size int64) (stri
 	if size <= 0 || size > protocol.MaxAPKSize {
 		return "", fmt.Errorf("put apk: size %d is not in 1…%d", size, protocol.MaxAPKSize)
 	}
-	var rnd [16]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := apkIncoming + hex.EncodeToString(rnd[:]) + ".apk"
-	defer func() {
-		// Removed also when the request went away mid-upload.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = p.c.RemoveObject(ctx, p.bucket, tmp, minio.RemoveObjectOptions{})
-	}()
-	h := sha256.New()
-	// One byte more than size is read, so that a longer body is noticed.
-	body := &countingReader{r: io.TeeReader(io.LimitReader(r, size+1), h)}
-	_, err := p.c.PutObject(ctx, p.bucket, tmp, io.LimitReader(body, size), size, minio.PutObjectOptions{
-		ContentType: "application/vnd.android.package-archive", PartSize: apkPartSize,
-	})
+	tmp, sum, err := p.putIncoming(ctx, apkIncoming, ".apk", "application/vnd.android.package-archive", r, size)
+	defer p.removeIncoming(ctx, tmp)
 	if err != nil {
 		return "", fmt.Errorf("put apk: %w", err)
 	}
-	if body.n != size {
-		return "", fmt.Errorf("put apk: the body has %d bytes, not the %d announced", body.n, size)
-	}
-	if n, _ := body.Read(make([]byte, 1)); n > 0 {
-		return "", fmt.Errorf("put apk: the body is longer than the %d bytes announced", size)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	key := protocol.APKObjectKey(sum)
 	if _, err := p.c.StatObject(ctx, p.bucket, key, minio.StatObjectOptions{}); err == nil {
 		return sum, nil
@@ -79,6 +59,40 @@ func (p *S3Presigner) PutAPK(ctx context.Context, r io.Reader, size int64) (stri
 		return "", fmt.Errorf("put apk: copy to %s: %w", key, err)
 	}
 	return sum, nil
+}
+
+// putIncoming streams size bytes of r to a key of its own under prefix,
+// hashing them, and returns the key and their SHA-256. A body shorter or
+// longer than size is refused. The caller removes the key
+// (removeIncoming), also when it fails.
+func (p *S3Presigner) putIncoming(ctx context.Context, prefix, ext, contentType string, r io.Reader, size int64) (tmp, sum string, err error) {
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	tmp = prefix + hex.EncodeToString(rnd[:]) + ext
+	h := sha256.New()
+	// One byte more than size is read, so that a longer body is noticed.
+	body := &countingReader{r: io.TeeReader(io.LimitReader(r, size+1), h)}
+	_, err = p.c.PutObject(ctx, p.bucket, tmp, io.LimitReader(body, size), size, minio.PutObjectOptions{
+		ContentType: contentType, PartSize: apkPartSize,
+	})
+	if err != nil {
+		return tmp, "", err
+	}
+	if body.n != size {
+		return tmp, "", fmt.Errorf("the body has %d bytes, not the %d announced", body.n, size)
+	}
+	if n, _ := body.Read(make([]byte, 1)); n > 0 {
+		return tmp, "", fmt.Errorf("the body is longer than the %d bytes announced", size)
+	}
+	return tmp, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// removeIncoming removes the object putIncoming wrote, also when the
+// request went away mid-upload.
+func (p *S3Presigner) removeIncoming(ctx context.Context, tmp string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_ = p.c.RemoveObject(ctx, p.bucket, tmp, minio.RemoveObjectOptions{})
 }
 
 type countingReader struct {

@@ -157,6 +157,8 @@ type Server struct {
 
 	fx *effects // the effect verb, the in-doubt sweep and the outbox (effects.go)
 
+	updates lastUpdates // the update state each agent last reported (releases.go)
+
 	exporter *Exporter // the periodic export into the bucket; nil when off (exports.go)
 
 	budget *budget     // each agent's request budget (budget.go)
@@ -554,6 +556,7 @@ func (s *Server) hello(ctx context.Context, agentID string, data []byte) (any, e
 		return nil, err
 	}
 	s.known.add(agentID)
+	s.noteUpdate(ctx, agentID, h.Update)
 	for _, tok := range released {
 		s.metrics.reclaimed.WithLabelValues("agent_restarted").Inc()
 		s.attemptTaken(ctx, tok, protocol.CauseAgentRestarted)
@@ -594,6 +597,7 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	// from this coordinator until it reports one again.
 	s.setFull(agentID, hb.Free <= 0 && len(hb.Running) > 0)
 	s.noteAgent(a)
+	s.noteUpdate(ctx, agentID, hb.Update)
 	if hb.Free > 0 && !a.Draining && !a.AgentDraining {
 		s.Kick()
 	}

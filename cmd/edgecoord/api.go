@@ -44,6 +44,7 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 		Burst:        cfg.API.Burst,
 		Log:          log,
 		APKs:         d.Server().APKBucket(),
+		Releases:     d.Server().ReleaseBucket(),
 	}
 }
 

@@ -62,6 +62,8 @@ func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Co
 	cmds = append(cmds, m.tokenCommands()...)
 	cmds = append(cmds, m.observationCommands()...)
 	cmds = append(cmds, m.apkCommands()...)
+	cmds = append(cmds, m.releaseCommands()...)
+	cmds = append(cmds, m.rolloutCommands()...)
 	cmds = append(cmds,
 		cli.ValidateCommand(config.DefaultCoordinatorFile, config.LoadCoordinator),
 		cli.VersionCommand(version),

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/events"
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
+	"github.com/edgeagent/edgeagent/coordinator/rollout"
 	"github.com/edgeagent/edgeagent/coordinator/schedule/firing"
 )
 
@@ -43,7 +44,7 @@ func startCoordinator(ctx context.Context, cfg *config.Coordinator, log zerolog.
 		log: log.With().Str("component", "api").Logger()}
 	rv.store, _ = store.(jobstore.APIStore)
 	d, err := coordinator.NewDaemon(cfg, coordinator.System{Store: store, Log: log, Version: version, API: newAPI(cfg, store, broker, rv, log),
-		Schedules: firing.ForDaemon(cfg, store, log)})
+		Schedules: rollout.Together(firing.ForDaemon(cfg, store, log), rollout.ForDaemon(cfg, store, log))})
 	if err != nil {
 		return err
 	}

@@ -110,8 +110,15 @@ type Options struct {
 	// APKs, when set, keeps the APKs added with POST /api/v1/apks (the
 	// coordinator's bucket); nil answers that route 501.
 	APKs coordinator.APKBucket
+	// Releases, when set, keeps the agent binaries added with
+	// POST /api/v1/releases (the coordinator's bucket); nil answers that
+	// route 501.
+	Releases coordinator.ReleaseBucket
 	// MaxAPKBytes bounds an APK's body; default protocol.MaxAPKSize.
 	MaxAPKBytes int64
+	// MaxReleaseBytes bounds a release binary's body; default
+	// protocol.MaxReleaseSize.
+	MaxReleaseBytes int64
 	// MCP, when set, serves the Model Context Protocol endpoint at MCPPath
 	// (docs/mcp.md) for tokens with scope read; its tools check the other
 	// scopes and the projects themselves.
@@ -156,6 +163,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxReleaseBytes <= 0 || opts.MaxReleaseBytes > protocol.MaxReleaseSize {
+		opts.MaxReleaseBytes = protocol.MaxReleaseSize
 	}
 	if opts.MaxAPKBytes <= 0 || opts.MaxAPKBytes > protocol.MaxAPKSize {
 		opts.MaxAPKBytes = protocol.MaxAPKSize
@@ -220,6 +230,7 @@ func (h *Handler) routes() {
 		http.MethodPost: {jobstore.ScopeAdmin, h.addAPK},
 	})
 	h.scheduleRoutes()
+	h.releaseRoutes()
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})

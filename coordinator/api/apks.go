@@ -32,11 +32,7 @@ const apkIdle = 30 * time.Second
 
 // apkStore is the store with the APK table.
 func (h *Handler) apkStore(w http.ResponseWriter, r *http.Request) (jobstore.APKStore, bool) {
-	as, ok := h.opts.Store.(jobstore.APKStore)
-	if !ok {
-		WriteProblem(w, r, problem(http.StatusNotImplemented, ProblemNotImplemented, "", "this coordinator's store keeps no APKs"))
-	}
-	return as, ok
+	return optionalStore[jobstore.APKStore](h, w, r, "APKs")
 }
 
 // listAPKs is GET /api/v1/apks.

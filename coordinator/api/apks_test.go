@@ -25,6 +25,12 @@ import (
 // apkEnv is an API whose APKs go to a real MinIO bucket, with an APK body
 // limit of limit bytes.
 func apkEnv(t *testing.T, limit int64) (*env, testenv.MinIOServer) {
+	return bucketEnv(t, func(o *api.Options, p *coordinator.S3Presigner) { o.APKs, o.MaxAPKBytes = p, limit })
+}
+
+// bucketEnv is an API with a presigner on a real MinIO bucket, which mod
+// puts into its options.
+func bucketEnv(t *testing.T, mod func(o *api.Options, p *coordinator.S3Presigner)) (*env, testenv.MinIOServer) {
 	t.Helper()
 	mio := testenv.MinIO(t)
 	p, err := coordinator.NewS3Presigner(coordinator.S3Options{
@@ -33,7 +39,7 @@ func apkEnv(t *testing.T, limit int64) (*env, testenv.MinIOServer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnv(t, func(o *api.Options) { o.APKs, o.MaxAPKBytes = p, limit }), mio
+	return newEnv(t, func(o *api.Options) { mod(o, p) }), mio
 }
 
 // postAPK posts body as an APK with the query q and the content type ct.

@@ -28,6 +28,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	commits *commitGroup   // batches of CommitManifest (fastpath.go)
 	retry   jobstore.Retry // backoff of retried attempts (attempts.go)
+	// Releases keeps releases and rollouts (releases.go).
+	*sqlstore.Releases[time.Time]
 }
 
 var (
@@ -65,6 +67,7 @@ func open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool}
+	s.Releases = s.newReleases()
 	s.commits = &commitGroup{s: s}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()

@@ -40,6 +40,8 @@ type Store struct {
 	retry jobstore.Retry       // backoff of retried attempts (attempts.go)
 	stmts map[string]*sql.Stmt // preparedSQL on w, by text (prepared.go)
 	ck    *checkpointer        // checkpoints beside the writes (checkpoint.go)
+	// Releases keeps releases and rollouts (releases.go).
+	*sqlstore.Releases[string]
 }
 
 var (
@@ -135,6 +137,7 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	ck.SetConnMaxIdleTime(0)
 	s.ck = startCheckpointer(ck)
 
+	s.Releases = s.newReleases()
 	return s, nil
 }
 

@@ -196,14 +196,16 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"ago":   ago,
-	"path":  url.PathEscape,
-	"join":  strings.Join,
-	"lower": strings.ToLower,
+	"ago":     ago,
+	"path":    url.PathEscape,
+	"join":    strings.Join,
+	"lower":   strings.ToLower,
+	"utcTime": utcTime,
+	"inc":     func(i int) int { return i + 1 },
 }
 
 // pageNames are the templates that are pages, each parsed with the layout.
-var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "schedules", "schedule", "confirm", "message"}
+var pageNames = []string{"login", "fleet", "jobs", "job", "observations", "schedules", "schedule", "rollouts", "confirm", "message"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
@@ -245,6 +247,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/projects/{project}/observations", h.page(jobstore.ScopeRead, h.observations))
 	h.mux.HandleFunc("GET /ui/schedules", h.page(jobstore.ScopeRead, h.schedules))
 	h.mux.HandleFunc("GET /ui/schedules/{id}", h.page(jobstore.ScopeRead, h.schedule))
+	h.mux.HandleFunc("GET /ui/rollouts", h.page(jobstore.ScopeRead, h.rollouts))
 	h.mux.HandleFunc("GET /ui/events", h.page(jobstore.ScopeRead, h.live))
 	h.mux.HandleFunc("GET /ui/agents/{id}/drain", h.page(jobstore.ScopeAdmin, h.confirmDrain(true)))
 	h.mux.HandleFunc("POST /ui/agents/{id}/drain", h.action(jobstore.ScopeAdmin, h.drain(true)))
