@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -554,7 +555,7 @@ func (a *Agent) helloMsg() protocol.Hello {
 	defer a.mu.Unlock()
 	return protocol.Hello{
 		BootID: a.bootID, Version: a.opts.Version, Devices: a.opts.Phones.Inventory(),
-		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect},
+		Slots: a.slots, Capabilities: []string{"screenshot", "ui_dump", "input", "record", "step", protocol.CapabilityEffect, protocol.PlatformCapability(runtime.GOOS, runtime.GOARCH)},
 		Draining: a.draining || a.shutdown || a.sleeping || a.upd.running, UploadMode: a.opts.UploadMode,
 		Update: a.updateStatusLocked(),
 	}
