@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,7 @@ func TestAgentStatus(t *testing.T) {
 
 // TestShowGolden runs a job on a real agent and compares the text of
 // job show and agent show with testdata/*.golden (go test -update
-// rewrites them), times and boot ids normalised. The lease is long enough
+// rewrites them), times, boot ids and the platform normalised. The lease is long enough
 // that the job ends before any renewal but the first, however slow the
 // machine.
 func TestShowGolden(t *testing.T) {
@@ -139,5 +140,7 @@ var (
 func normalize(s string) string {
 	s = timestamps.ReplaceAllString(s, "2006-01-02T15:04:05.000Z")
 	s = bootIDs.ReplaceAllString(s, "0123456789abcdef")
+	// The platform the test binary was built for, the same on every machine.
+	s = strings.ReplaceAll(s, "platform:"+runtime.GOOS+"/"+runtime.GOARCH, "platform:GOOS/GOARCH")
 	return agos.ReplaceAllString(s, "(1ms ago)")
 }

@@ -233,7 +233,8 @@ func overlap(spans []interval, from, to time.Time) time.Duration {
 // recorded, the first grant + the timeout. As in the stop rule, twice the
 // longest wait to run seen is allowed on top, and an excess while the
 // process was starved (a goroutine waited more than half the grace) is not
-// judged.
+// judged; so is the longest store call in flight after the deadline (a
+// slow store delays the reaper's write as much).
 func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Report) {
 	j, ok := h.Final.Jobs[id]
 	if !ok {
@@ -292,7 +293,9 @@ func checkDeadline(h *History, id string, jp JobPlan, o CheckOptions, rep *Repor
 			rep.DeadlineUnjudged++
 			return
 		}
-		if !at.After(bound.Add(2 * stall)) {
+		// A store that answered slowly meanwhile (a loaded disk) delays
+		// the reaper's write as much: the bound grows by its slowest call.
+		if !at.After(bound.Add(2*stall + h.storeSlow(deadline, at))) {
 			return
 		}
 		sg, ok := signs[kind]

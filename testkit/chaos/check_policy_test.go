@@ -57,6 +57,18 @@ func TestCheckPolicyRules(t *testing.T) {
 		{"write accepted within the bound", func(b *history) {
 			b.h.Final.Events["j"][3].At = b.at(1600)
 		}, ""},
+		{"write accepted late while the store answered slowly", func(b *history) {
+			b.h.Final.Events["j"][3].At = b.at(1800)
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0", Method: opReclaim, Call: b.at(1100), Return: b.at(1400), Outcome: outOK})
+		}, ""},
+		{"write accepted later than the store's slowness explains", func(b *history) {
+			b.h.Final.Events["j"][3].At = b.at(2000)
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0", Method: opReclaim, Call: b.at(1100), Return: b.at(1300), Outcome: outOK})
+		}, RuleDeadline},
+		{"a slow store call before the deadline explains nothing", func(b *history) {
+			b.h.Final.Events["j"][3].At = b.at(1800)
+			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0", Method: opReclaim, Call: b.at(100), Return: b.at(900), Outcome: outOK})
+		}, RuleDeadline},
 		{"agent stopped the job late", func(b *history) {
 			b.h.Stops = append(b.h.Stops, StopRec{Process: ownerB, Token: b2, At: b.at(2000), Cause: "deadline"})
 		}, RuleDeadline},

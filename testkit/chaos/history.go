@@ -53,6 +53,21 @@ func (h *History) stalled(from, to time.Time) time.Duration {
 	return m
 }
 
+// storeSlow returns the longest store call (of any client) in flight
+// between from and to: the store's own slowness then (a loaded disk, a
+// held write lock), which delays a reaper's writes as a stall of the
+// process does.
+func (h *History) storeSlow(from, to time.Time) time.Duration {
+	var m time.Duration
+	for _, op := range h.Ops {
+		if op.Return.IsZero() || op.Return.Before(from) || op.Call.After(to) {
+			continue
+		}
+		m = max(m, op.Return.Sub(op.Call))
+	}
+	return m
+}
+
 // StoreOp is one call of a coordinator (or of the harness, client
 // "operator") to the job store, with when it was made and when it returned.
 // These are the operations of the fenced job register the checker verifies.
