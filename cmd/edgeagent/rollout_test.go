@@ -219,10 +219,14 @@ func TestRolloutRealAgents(t *testing.T) {
 	first := strings.TrimSpace(op(start, "v2.0.0"))
 	for i, id := range ids {
 		f := agents[id]
-		testenv.Eventually(t, e2e.WaitTimeout, id+" draining for v2.0.0", func() bool {
-			u := rolloutAgent(statusJSON(), id).Update
-			return u != nil && u.State == protocol.UpdateDraining && u.RolloutID == first
+		var u *jobstore.AgentUpdate
+		testenv.Eventually(t, e2e.WaitTimeout, id+" told to update to v2.0.0", func() bool {
+			u = rolloutAgent(statusJSON(), id).Update
+			return u != nil && u.RolloutID == first || f.sup.Current().Exited()
 		})
+		if u == nil || u.State != protocol.UpdateDraining {
+			t.Fatalf("%s told to update while its job runs: %+v (exits %v), want it draining", id, u, f.sup.Exits())
+		}
 		v := statusJSON()
 		if i == 0 && rolloutAgent(v, "pc-2").Status != "pending" {
 			t.Fatalf("pc-2 while pc-1 drains in step 1: %+v", rolloutAgent(v, "pc-2"))
