@@ -182,6 +182,28 @@ func wantFile(t *testing.T, path string, want []byte, msg string) {
 	}
 }
 
+// agentBuilds returns the edgeagent binaries built as v1.0.0, v2.0.0 and
+// v3.0.0, the last a bad release: it exits 1 at every start right after
+// reading its update record (main.crashAfterUpdateRecord).
+func agentBuilds(t *testing.T) (v1, v2, v3 []byte) {
+	t.Helper()
+	build := func(ldflags string) []byte {
+		b, err := os.ReadFile(testenv.BinaryWith(t, "edgeagent", gobuild.Options{LDFlags: ldflags}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return build("-X main.version=v1.0.0"), build("-X main.version=v2.0.0"),
+		build("-X main.version=v3.0.0 -X main.crashAfterUpdateRecord=1")
+}
+
+// updateConfig is the update block of an agent's config that trusts the
+// release key pub.
+func updateConfig(pub string) string {
+	return "update:\n  public_key: " + pub + "\n  drain_timeout: 1m\n  health_timeout: 1m\n"
+}
+
 // TestSelfUpdate runs real edgeagent binaries built as v1.0.0, v2.0.0 and
 // v3.0.0 under a supervisor that starts the binary again whenever it
 // exits, as systemd does, against a coordinator:
@@ -202,15 +224,7 @@ func TestSelfUpdate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three binaries")
 	}
-	build := func(ldflags string) []byte {
-		b, err := os.ReadFile(testenv.BinaryWith(t, "edgeagent", gobuild.Options{LDFlags: ldflags}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	v1, v2 := build("-X main.version=v1.0.0"), build("-X main.version=v2.0.0")
-	v3 := build("-X main.version=v3.0.0 -X main.crashAfterUpdateRecord=1")
+	v1, v2, v3 := agentBuilds(t)
 	exe := filepath.Join(t.TempDir(), "edgeagent")
 	if err := os.WriteFile(exe, v1, 0o755); err != nil {
 		t.Fatal(err)
@@ -220,7 +234,7 @@ func TestSelfUpdate(t *testing.T) {
 
 	l := newLab(t, 2*time.Second)
 	wire := watchAgent(t, l.env.NATSURL(), "pc-bin")
-	a := l.env.NewAgent(e2e.AgentOptions{Extra: "update:\n  public_key: " + protocol.FormatReleaseKey(pub) + "\n  drain_timeout: 1m\n  health_timeout: 1m\n"})
+	a := l.env.NewAgent(e2e.AgentOptions{Extra: updateConfig(protocol.FormatReleaseKey(pub))})
 	sup := e2e.Supervise(t, a.RunCommand(exe), e2e.SuperviseOptions{PreventExit: []int{2}})
 	files := newReleaseFiles(t)
 	url := l.env.NATSURL()

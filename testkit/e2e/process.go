@@ -35,6 +35,8 @@ type Command struct {
 	Env []string
 	// ExactEnv, when set, is the whole environment instead.
 	ExactEnv []string
+	// Dir is the working directory; default the test's.
+	Dir string
 	// Name names the process in failures and logs; default the program's
 	// base name and the arguments.
 	Name string
@@ -49,6 +51,7 @@ func (c Command) name() string {
 
 func (c Command) cmd(ctx context.Context) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
+	cmd.Dir = c.Dir
 	switch {
 	case c.ExactEnv != nil:
 		cmd.Env = c.ExactEnv
