@@ -118,8 +118,8 @@ func agentIdentityCases(t *testing.T, url string, agentA, agentB natsAgent) {
 	drain(atB) // B's hello reply
 
 	// 1. A poses as the coordinator towards B, forges a reply into B's
-	// inbox and sends a request as B (a fake 409 would stop B's job; a fake success would make B
-	// believe a result was accepted).
+	// inbox (a fake 409 would stop B's job; a fake success would make B
+	// believe a result was accepted) and sends a request as B.
 	for _, subj := range []string{
 		protocol.AgentSubject(bID, protocol.VerbAssign),
 		protocol.AgentSubject(bID, protocol.VerbRevoke),
