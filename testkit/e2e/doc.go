@@ -20,5 +20,10 @@
 // no panic or race report. Start and Run run any other command line the
 // same way, for configs a test writes itself.
 //
+// NewEnvWithNATS puts the Env on a NATS server the test started, such as
+// one in operator mode from `edgecoord nats init` (testenv.NATSOperator),
+// and AgentOptions.Enrolled starts an agent from the config `edgeagent
+// enroll` wrote.
+//
 // New tests that start the real binaries use nothing else.
 package e2e
