@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/edgeagent/edgeagent/installer"
 	"github.com/edgeagent/edgeagent/internal/cli"
 	"github.com/edgeagent/edgeagent/internal/enroll"
+	"github.com/edgeagent/edgeagent/systemd"
 )
 
 // credsFileName is the creds file edgeagent enroll writes beside the
@@ -62,6 +65,9 @@ func (a *app) enrollCommand() *cli.Command {
 			u, err := url.Parse(coordinator)
 			if coordinator == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 				return c.Usagef("--coordinator: want the coordinator's API URL, https://host[:port]")
+			}
+			if u.Scheme == "http" {
+				c.Warnf("the code goes to %s over plain http: use https outside a test", u.Host)
 			}
 			credsPath := filepath.Join(filepath.Dir(configPath), credsFileName)
 			for _, p := range []string{configPath, credsPath} {
@@ -204,7 +210,35 @@ func writeEnrollment(configPath, credsPath string, kp nkeys.KeyPair, resp enroll
 	if _, err := config.LoadAgent(tmp); err != nil {
 		return fmt.Errorf("enroll: the config made from the coordinator's answer is not valid: %w", err)
 	}
+	if err := ownForService(credsPath, tmp); err != nil {
+		return err
+	}
 	return os.Rename(tmp, configPath)
+}
+
+// ownForService gives files to the service's user (systemd.AgentUser)
+// when root enrolls on a system where that user exists (the .deb or
+// edgeagent install made it), so that the service can read its config and
+// creds while they stay mode 0600. Otherwise they stay the caller's.
+func ownForService(paths ...string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup(systemd.AgentUser)
+	if err != nil {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	for _, p := range paths {
+		if err := os.Chown(p, uid, gid); err != nil {
+			return fmt.Errorf("enroll: give %s to user %s: %w", p, systemd.AgentUser, err)
+		}
+	}
+	return nil
 }
 
 // writeNew writes a new file readable by its owner alone.
