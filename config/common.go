@@ -91,30 +91,40 @@ func defaultNATS() NATS {
 var natsSchemes = []string{"nats", "tls", "ws", "wss"}
 
 func (n NATS) validate(ps *Problems, path string) {
+	n.validateURL(ps, path+".url")
+	n.validateAuth(ps, path)
+}
+
+// validateURL checks URL, reporting problems at urlPath.
+func (n NATS) validateURL(ps *Problems, urlPath string) {
+	path := strings.TrimSuffix(urlPath, ".url")
 	switch servers := n.Servers(); {
 	case strings.TrimSpace(n.URL) == "":
-		ps.add(path+".url", "required")
+		ps.add(urlPath, "required")
 	default:
 		if len(servers) != len(strings.Split(n.URL, ",")) {
-			ps.add(path+".url", "empty entry in comma-separated list")
+			ps.add(urlPath, "empty entry in comma-separated list")
 		}
 		for _, s := range servers {
 			u, err := url.Parse(s)
 			if err != nil {
 				// The parse error quotes the URL, which may hold a password.
-				ps.add(path+".url", "invalid URL")
+				ps.add(urlPath, "invalid URL")
 				continue
 			}
 			if u.User != nil {
-				ps.add(path+".url", "%s: must not contain credentials; use %s.user and %s.password or a creds file", u.Redacted(), path, path)
+				ps.add(urlPath, "%s: must not contain credentials; use %s.user and %s.password or a creds file", u.Redacted(), path, path)
 				continue
 			}
 			if !oneOf(u.Scheme, natsSchemes...) || u.Host == "" {
-				ps.add(path+".url", "%q: want scheme://host:port with scheme nats, tls, ws or wss", s)
+				ps.add(urlPath, "%q: want scheme://host:port with scheme nats, tls, ws or wss", s)
 			}
 		}
 	}
+}
 
+// validateAuth checks that at most one way of authenticating is set.
+func (n NATS) validateAuth(ps *Problems, path string) {
 	var methods []string
 	if n.CredsFile != "" {
 		methods = append(methods, "creds_file")

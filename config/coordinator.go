@@ -48,6 +48,9 @@ type Coordinator struct {
 	Metrics Metrics `yaml:"metrics" json:"metrics"`
 	// API is the HTTP JSON API for researchers (docs/api.md). Optional.
 	API CoordinatorAPI `yaml:"api" json:"api"`
+	// Enrollment issues agents NATS identities of their own
+	// (enrollment.go). Optional.
+	Enrollment CoordinatorEnrollment `yaml:"enrollment" json:"enrollment"`
 
 	warnings []string
 }
@@ -300,6 +303,7 @@ func DefaultCoordinator() *Coordinator {
 		Metrics:       Metrics{Listen: "127.0.0.1:9090"},
 		Outbox:        defaultOutbox(),
 		Exports:       defaultExports(),
+		Enrollment:    defaultEnrollment(),
 		API: CoordinatorAPI{MaxBodyBytes: MiB, Rate: 20, Burst: 40, MCPIdleTimeout: Duration(5 * time.Minute),
 			MaxStreamsPerToken: 16, MaxStreams: 1024, MaxMCPSessionsPerToken: 16,
 			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(2 * time.Minute)},
@@ -377,6 +381,7 @@ func (c *Coordinator) Validate() error {
 	c.Outbox.validate(&ps, "outbox")
 	c.Exports.validate(&ps, "exports")
 	c.API.validate(&ps, "api")
+	c.Enrollment.validate(&ps, "enrollment")
 	c.validateProjects(&ps)
 	return ps.Err()
 }
@@ -411,6 +416,7 @@ func (c *Coordinator) resolvePaths(dir string) {
 	resolvePath(dir, &c.Storage.SecretKeyFile)
 	resolvePath(dir, &c.API.TLSCert)
 	resolvePath(dir, &c.API.TLSKey)
+	resolvePath(dir, &c.Enrollment.NATSDir)
 }
 
 // readSecrets reads the secrets named by *_file fields.

@@ -161,8 +161,9 @@ type Server struct {
 
 	exporter *Exporter // the periodic export into the bucket; nil when off (exports.go)
 
-	budget *budget     // each agent's request budget (budget.go)
-	known  knownAgents // the agent ids the store knows, for metric labels
+	budget  *budget       // each agent's request budget (budget.go)
+	revoked revokedAgents // agents revoked by the operator (revoked.go)
+	known   knownAgents   // the agent ids the store knows, for metric labels
 }
 
 // New returns a Server that uses nc and store.
@@ -259,6 +260,8 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.loop(ctx, s.opts.ReapInterval, nil, s.reapOnce) })
 	wg.Go(func() { s.loop(ctx, s.opts.ScheduleInterval, s.kick, s.scheduleOnce) })
 	wg.Go(func() { s.fx.run(ctx) })
+	s.refreshRevoked(ctx)
+	wg.Go(func() { s.loop(ctx, revokedEvery, nil, s.refreshRevoked) })
 	if s.exporter != nil {
 		wg.Go(func() { s.exporter.run(ctx) })
 	}
@@ -343,8 +346,9 @@ func (s *Server) wrap(ctx context.Context, work chan<- func(), verb string, h fu
 // request whose reply subject is not its agent's own inbox is dropped
 // unanswered, and one past its agent's budget is refused: the first of a
 // run of refusals is answered 503, the rest are dropped unanswered, so
-// that a flood costs no reply each. All are counted per agent
-// (docs/security.md, "Agent request budget"). A subject that names no
+// that a flood costs no reply each; one of a revoked agent is answered
+// 403. All are counted per agent (docs/security.md, "Agent request
+// budget"). A subject that names no
 // agent is left to handle, which refuses it.
 func (s *Server) admit(verb, subject, reply string) bool {
 	agentID, v, err := protocol.ParseCoordSubject(subject)
@@ -353,6 +357,9 @@ func (s *Server) admit(verb, subject, reply string) bool {
 	}
 	if reply != "" && !ownInbox(agentID, reply) {
 		s.metrics.refusedRequest(s.known.label(agentID), refusedReply)
+		return false
+	}
+	if s.refuseRevoked(agentID, reply) {
 		return false
 	}
 	if ok, answer := s.budget.allow(agentID); !ok {

@@ -69,6 +69,7 @@ to this computer.`,
 		adapt(&doctorCommand{app: a}),
 		cli.ValidateCommand(config.DefaultAgentFile, config.LoadAgent),
 		cli.VersionCommand(version),
+		a.enrollCommand(),
 	}
 	a.cli.Commands = append(a.cli.Commands, adaptAll(serviceCommands(a))...)
 	return a

@@ -7,6 +7,8 @@
 // Usage:
 //
 //	edgeagent run [-c file]              run the agent in the foreground
+//	edgeagent enroll --coordinator URL CODE [-c file] [--install]
+//	                                     make this PC an agent with a one-time code
 //	edgeagent status [-c file]           show what the running agent is doing
 //	edgeagent doctor [-c file]           check the setup and say how to fix it
 //	edgeagent config validate [-c file]  check a config file

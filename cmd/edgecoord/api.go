@@ -56,6 +56,10 @@ func newAPI(cfg *config.Coordinator, store jobstore.Store, broker *events.Broker
 	return func(d *coordinator.Daemon) (http.Handler, error) {
 		opts := apiOptions(cfg, store, d, log)
 		opts.Streams = rv.streams
+		var err error
+		if opts.Enroll, err = enrollOptions(cfg); err != nil {
+			return nil, err
+		}
 		m, err := session.New(session.ForServer(d.Server(), store, d.Conn(), log))
 		if err != nil {
 			return nil, err

@@ -58,6 +58,7 @@ func newAppWith(stdout, stderr io.Writer, start func(context.Context, *config.Co
 	cmds = append(cmds, m.scheduleCommands()...)
 	cmds = append(cmds, m.eventCommands()...)
 	cmds = append(cmds, m.agentCommands()...)
+	cmds = append(cmds, m.enrollCommands()...)
 	cmds = append(cmds, m.effectCommands()...)
 	cmds = append(cmds, m.tokenCommands()...)
 	cmds = append(cmds, m.observationCommands()...)

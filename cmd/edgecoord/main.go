@@ -16,6 +16,9 @@
 //	edgecoord agent status ID            ask a connected agent for its status document
 //	edgecoord agent drain|resume ID      stop or restart giving an agent jobs
 //	edgecoord agent config ID [k=v ...]  show or change an agent's runtime settings
+//	edgecoord nats init --dir DIR        make the NATS operator, accounts and keys agents are enrolled with
+//	edgecoord agent enroll NAME          print a one-time code that enrolls an agent (edgeagent enroll)
+//	edgecoord agent revoke NAME          cut an agent off NATS and retry its running jobs elsewhere
 //	edgecoord effect list                list effect intents (those in doubt need a decision) and outbox messages
 //	edgecoord effect show KEY            one effect: state, receipt, evidence
 //	edgecoord effect resolve KEY --done|--retry   decide an effect in doubt

@@ -33,6 +33,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/schedule"
 	"github.com/edgeagent/edgeagent/docs"
 	"github.com/edgeagent/edgeagent/fencing"
+	enrollwire "github.com/edgeagent/edgeagent/internal/enroll"
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
@@ -123,6 +124,9 @@ type Options struct {
 	// (docs/mcp.md) for tokens with scope read; its tools check the other
 	// scopes and the projects themselves.
 	MCP http.Handler
+	// Enroll, when set, serves POST /api/v1/enroll (enroll.go), the one
+	// route without a token; nil answers it 501.
+	Enroll *EnrollOptions
 }
 
 // MCPPath is where Options.MCP is served.
@@ -231,6 +235,7 @@ func (h *Handler) routes() {
 	})
 	h.scheduleRoutes()
 	h.releaseRoutes()
+	h.mux.HandleFunc(enrollwire.Path, h.enroll)
 	h.handle("/api/v1/agents", route{http.MethodGet: {jobstore.ScopeRead, h.listAgents}})
 	h.handle("/api/v1/agents/{id}/drain", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(true)}})
 	h.handle("/api/v1/agents/{id}/resume", route{http.MethodPost: {jobstore.ScopeAdmin, h.drainAgent(false)}})
@@ -524,30 +529,35 @@ func ParseJobFile(data []byte, req *JobRequest) error {
 // decodeBody decodes the JSON body of r into v strictly: unknown fields,
 // wrong types, trailing data and a body over the limit are problems.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
+	return decodeLimited(w, r, v, optional, h.opts.MaxBodyBytes)
+}
+
+// decodeLimited is decodeBody with a body of at most limit bytes.
+func decodeLimited(w http.ResponseWriter, r *http.Request, v any, optional bool, limit int64) *Problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := strings.Cut(ct, ";")
 		if mt = strings.TrimSpace(strings.ToLower(mt)); mt != "application/json" {
 			return problem(http.StatusUnsupportedMediaType, ProblemUnsupported, "", "Content-Type %s: want application/json", mt)
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return decodeProblem(err, h.opts.MaxBodyBytes)
+		return decodeProblem(err, limit)
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		if optional {
 			return nil
 		}
-		return decodeProblem(errEmptyBody, h.opts.MaxBodyBytes)
+		return decodeProblem(errEmptyBody, limit)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeProblem(err, h.opts.MaxBodyBytes)
+		return decodeProblem(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return decodeProblem(errTrailing, h.opts.MaxBodyBytes)
+		return decodeProblem(errTrailing, limit)
 	}
 	return nil
 }

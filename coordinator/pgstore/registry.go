@@ -40,7 +40,12 @@ const helloSQL = `
 // infrastructure failure with cause agent_restarted (backoff $3 and $4 µs):
 // retried or FAILED as in reclaimSQL, each recorded as a reclaim of the
 // token taken away.
-var releaseOtherBootsSQL = `
+var releaseOtherBootsSQL = releaseAgentSQL(protocol.CauseAgentRestarted, jobstore.DetailAgentRestarted)
+
+// releaseAgentSQL is releaseOtherBootsSQL with another cause and detail
+// (an owner $2 of "" releases the jobs of every boot).
+func releaseAgentSQL(cause, detail string) string {
+	return `
 	WITH cand AS (
 		SELECT id, lease_generation, worker_id FROM jobs
 		WHERE status = 'IN_PROGRESS' AND left(worker_id, length($1) + 1) = $1 || '/' AND worker_id <> $2
@@ -48,17 +53,18 @@ var releaseOtherBootsSQL = `
 		FOR UPDATE
 	), upd AS (
 		UPDATE jobs j
-		SET ` + strings.NewReplacer("$2", "$3", "$3", "$4").Replace(infraEnd(protocol.CauseAgentRestarted)) + `
+		SET ` + strings.NewReplacer("$2", "$3", "$3", "$4").Replace(infraEnd(cause)) + `
 		FROM cand
 		WHERE j.id = cand.id AND j.status = 'IN_PROGRESS'
 		  AND j.lease_generation = cand.lease_generation AND j.worker_id = cand.worker_id
 		RETURNING j.id, cand.worker_id AS old_owner, cand.lease_generation AS old_generation
 	), ev AS (
 		INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause)
-		SELECT id, '` + jobstore.VerbReclaim + `', old_owner, old_generation, true, '` + jobstore.DetailAgentRestarted + `',
-		       '` + protocol.FailClassInfrastructure + `', '` + protocol.CauseAgentRestarted + `' FROM upd
+		SELECT id, '` + jobstore.VerbReclaim + `', old_owner, old_generation, true, '` + detail + `',
+		       '` + protocol.FailClassInfrastructure + `', '` + cause + `' FROM upd
 	)
 	SELECT id, old_owner, old_generation FROM upd ORDER BY id`
+}
 
 // AgentHello records the agent's session and reclaims the jobs of its
 // other boots, under the agent's grant lock so no grant to an old boot can
@@ -82,22 +88,28 @@ func (s *Store) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore
 		if err != nil {
 			return err
 		}
-		base, maxB := s.backoffArgs()
-		rows, err := tx.Query(ctx, releaseOtherBootsSQL, h.AgentID, owner, base, maxB)
-		if err != nil {
-			return err
-		}
-		toks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (fencing.Token, error) {
-			var t fencing.Token
-			err := r.Scan(&t.JobID, &t.Owner, &t.Generation)
-			return t, err
-		})
+		toks, err = s.releaseAgent(ctx, tx, releaseOtherBootsSQL, h.AgentID, owner)
 		return err
 	})
 	if err != nil {
 		return jobstore.Agent{}, nil, fmt.Errorf("record hello of %s: %w", owner, err)
 	}
 	return a, toks, nil
+}
+
+// releaseAgent runs a releaseAgentSQL statement for agentID and the owner
+// it keeps, and returns the tokens it took away.
+func (s *Store) releaseAgent(ctx context.Context, tx pgx.Tx, release, agentID, keep string) ([]fencing.Token, error) {
+	base, maxB := s.backoffArgs()
+	rows, err := tx.Query(ctx, release, agentID, keep, base, maxB)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fencing.Token, error) {
+		var t fencing.Token
+		err := r.Scan(&t.JobID, &t.Owner, &t.Generation)
+		return t, err
+	})
 }
 
 // AgentHeartbeat marks the session seen now.

@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) sqlstore.Lab) {
 	tests = append(tests, apkTests...)
 	tests = append(tests, scheduleTests...)
 	tests = append(tests, releaseTests...)
+	tests = append(tests, enrollTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

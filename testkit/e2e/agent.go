@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"os"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
@@ -50,6 +53,10 @@ type AgentOptions struct {
 	Env []string
 	// Extra is YAML merged into the config (CoordinatorOptions.Extra).
 	Extra string
+	// Enrolled is a config `edgeagent enroll` wrote: its agent_id, nats
+	// and storage are kept (ID and Storage are ignored), the rest is set
+	// from these options.
+	Enrolled string
 }
 
 // Agent is an edgeagent config on the Env's servers and its latest `edgeagent
@@ -103,8 +110,23 @@ func (e *Env) NewAgent(opts AgentOptions) *Agent {
 		"jobs":      map[string]any{"shutdown_timeout": opts.ShutdownTimeout.String()},
 		"status":    map[string]any{"listen": a.StatusAddr},
 	}
-	switch opts.Storage {
-	case StoragePresigned:
+	if opts.Enrolled != "" {
+		data, err := os.ReadFile(opts.Enrolled)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var enrolled map[string]any
+		if err := yaml.Unmarshal(data, &enrolled); err != nil {
+			e.t.Fatalf("%s: %v", opts.Enrolled, err)
+		}
+		id, _ := enrolled["agent_id"].(string)
+		opts.ID, a.opts.ID = id, id
+		cfg["agent_id"], cfg["storage"] = id, enrolled["storage"]
+		merge(cfg["nats"].(map[string]any), enrolled["nats"].(map[string]any))
+	}
+	switch {
+	case opts.Enrolled != "":
+	case opts.Storage == StoragePresigned:
 		cfg["storage"] = map[string]any{"mode": "presigned"}
 	default:
 		m := e.MinIO()

@@ -22,5 +22,10 @@
 // again whenever it exits, as the service manager runs the agent (for the
 // self-update tests, where the agent exits for its new binary).
 //
+// NewEnvWithNATS puts the Env on a NATS server the test started, such as
+// one in operator mode from `edgecoord nats init` (testenv.NATSOperator),
+// and AgentOptions.Enrolled starts an agent from the config `edgeagent
+// enroll` wrote.
+//
 // New tests that start the real binaries use nothing else.
 package e2e

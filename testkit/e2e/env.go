@@ -33,6 +33,14 @@ func NewEnv(t *testing.T) *Env {
 	return &Env{t: t, nats: testenv.NATS(t)}
 }
 
+// NewEnvWithNATS is NewEnv on a NATS server the test started, such as
+// one in operator mode from the include `edgecoord nats init` wrote
+// (testenv.NATSOperator).
+func NewEnvWithNATS(t *testing.T, ns *server.Server) *Env {
+	t.Helper()
+	return &Env{t: t, nats: ns}
+}
+
 // NATS is the embedded NATS server.
 func (e *Env) NATS() *server.Server { return e.nats }
 

@@ -58,14 +58,32 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	url := ns.ClientURL()
 	store := openSQLite(t)
 	runCoordinator(t, url, store, coordinator.Options{ID: "c1", Log: zerolog.Nop()}, nats.UserInfo("edgecoord", "coord-pw-x1"))
+	agentIdentityCases(t, url,
+		natsAgent{"pc-kitchen", nats.UserInfo("pc-kitchen", "kitchen-pw-x2")},
+		natsAgent{"pc-garage", nats.UserInfo("pc-garage", "garage-pw-x3")})
+}
 
+// natsAgent is an agent id and the NATS option that authenticates as it.
+type natsAgent struct {
+	id   string
+	auth nats.Option
+}
+
+// agentIdentityCases are the cases of TestAgentPermissionsBeyondOwnSubjects
+// for agents A and B on the NATS server at url, whichever way the server
+// binds them to their subjects (the static users of
+// examples/nats-server.conf, or users the coordinator issued), with a
+// coordinator serving there.
+func agentIdentityCases(t *testing.T, url string, agentA, agentB natsAgent) {
+	t.Helper()
+	aID, bID := agentA.id, agentB.id
 	var aErrs violations
-	a, err := nats.Connect(url, nats.UserInfo("pc-kitchen", "kitchen-pw-x2"), nats.CustomInboxPrefix("_INBOX.pc-kitchen"), nats.ErrorHandler(aErrs.handler))
+	a, err := nats.Connect(url, agentA.auth, nats.CustomInboxPrefix(protocol.InboxPrefix(aID)), nats.ErrorHandler(aErrs.handler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := nats.Connect(url, nats.UserInfo("pc-garage", "garage-pw-x3"), nats.CustomInboxPrefix("_INBOX.pc-garage"))
+	b, err := nats.Connect(url, agentB.auth, nats.CustomInboxPrefix(protocol.InboxPrefix(bID)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +93,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	// B listens where the coordinator talks to it and where its replies
 	// arrive.
 	atB := make(chan *nats.Msg, 64)
-	for _, subj := range []string{"edge.v1.agent.pc-garage.>", "_INBOX.pc-garage.>"} {
+	for _, subj := range []string{"edge.v1.agent." + bID + ".>", "_INBOX." + bID + ".>"} {
 		if _, err := b.ChanSubscribe(subj, atB); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +107,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	for _, c := range []struct {
 		nc *nats.Conn
 		id string
-	}{{a, "pc-kitchen"}, {b, "pc-garage"}} {
+	}{{a, aID}, {b, bID}} {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := natsrpc.Request(rctx, c.nc, protocol.CoordSubject(c.id, protocol.VerbHello), protocol.Hello{BootID: "boot-" + c.id, Version: "test", Slots: 1}, &protocol.HelloReply{})
 		cancel()
@@ -99,28 +117,30 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	}
 	drain(atB) // B's hello reply
 
-	// 1. A poses as the coordinator towards B, and forges a reply into B's
+	// 1. A poses as the coordinator towards B, forges a reply into B's
 	// inbox (a fake 409 would stop B's job; a fake success would make B
-	// believe a result was accepted).
+	// believe a result was accepted) and sends a request as B.
 	for _, subj := range []string{
-		protocol.AgentSubject("pc-garage", protocol.VerbAssign),
-		protocol.AgentSubject("pc-garage", protocol.VerbRevoke),
-		protocol.AgentSubject("pc-garage", protocol.VerbControl),
-		"_INBOX.pc-garage.forged.1",
+		protocol.AgentSubject(bID, protocol.VerbAssign),
+		protocol.AgentSubject(bID, protocol.VerbRevoke),
+		protocol.AgentSubject(bID, protocol.VerbControl),
+		"_INBOX." + bID + ".forged.1",
+		// A sends a request as B.
+		protocol.CoordSubject(bID, protocol.VerbResult),
 	} {
-		if err := a.Publish(subj, []byte(`{"token":{"job_id":"j","owner":"pc-garage/x","generation":1}}`)); err != nil {
+		if err := a.Publish(subj, []byte(`{"token":{"job_id":"j","owner":"`+bID+`/x","generation":1}}`)); err != nil {
 			t.Fatal(err)
 		}
 		_ = a.Flush()
 		testenv.Eventually(t, 5*time.Second, "a publish violation for "+subj, func() bool { return aErrs.saw(`Publish to "` + subj + `"`) })
 	}
 	// A may not even send itself coordinator commands.
-	if err := a.Publish(protocol.AgentSubject("pc-kitchen", protocol.VerbRevoke), []byte(`{}`)); err != nil {
+	if err := a.Publish(protocol.AgentSubject(aID, protocol.VerbRevoke), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	_ = a.Flush()
 	testenv.Eventually(t, 5*time.Second, "a publish violation for A's own revoke subject", func() bool {
-		return aErrs.saw(`Publish to "edge.v1.agent.pc-kitchen.revoke"`)
+		return aErrs.saw(`Publish to "` + protocol.AgentSubject(aID, protocol.VerbRevoke) + `"`)
 	})
 
 	// 2. A tries to read requests of every agent, with their tokens, and to
@@ -129,7 +149,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	got := make(chan *nats.Msg, 64)
 	for _, sub := range []struct{ subj, queue string }{
 		{"edge.v1.coord.>", ""},
-		{"edge.v1.coord.pc-garage.*", ""},
+		{"edge.v1.coord." + bID + ".*", ""},
 		{"edge.v1.coord.*.result", coordinator.ServiceName},
 		{"_INBOX_edgecoord.>", ""},
 		{"_INBOX.>", ""},
@@ -151,7 +171,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	// B works while A listens: requests, replies and a command. None of it
 	// reaches A, and none of A's forgeries reached B.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = natsrpc.Request(rctx, b, protocol.CoordSubject("pc-garage", protocol.VerbHeartbeat), protocol.Heartbeat{BootID: "boot-pc-garage", Free: 1}, &protocol.Ack{})
+	err = natsrpc.Request(rctx, b, protocol.CoordSubject(bID, protocol.VerbHeartbeat), protocol.Heartbeat{BootID: "boot-" + bID, Free: 1}, &protocol.Ack{})
 	cancel()
 	if err != nil {
 		t.Fatalf("B's heartbeat: %v", err)
@@ -166,7 +186,7 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	for {
 		select {
 		case m := <-atB:
-			if !strings.HasPrefix(m.Subject, "_INBOX.pc-garage.") || strings.Contains(m.Subject, "forged") {
+			if !strings.HasPrefix(m.Subject, "_INBOX."+bID+".") || strings.Contains(m.Subject, "forged") {
 				t.Fatalf("B received %s: %s", m.Subject, m.Data)
 			}
 			continue
@@ -179,13 +199,13 @@ func TestAgentPermissionsBeyondOwnSubjects(t *testing.T) {
 	// let it subscribe to the default _INBOX.<random> space, so requests
 	// are useless to a client that tries to share another's inbox space.
 	var plainErrs violations
-	plain, err := nats.Connect(url, nats.UserInfo("pc-kitchen", "kitchen-pw-x2"), nats.ErrorHandler(plainErrs.handler))
+	plain, err := nats.Connect(url, agentA.auth, nats.ErrorHandler(plainErrs.handler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close()
 	rctx, cancel = context.WithTimeout(ctx, time.Second)
-	err = natsrpc.Request(rctx, plain, protocol.CoordSubject("pc-kitchen", protocol.VerbHello), protocol.Hello{BootID: "boot-x", Probe: true}, &protocol.HelloReply{})
+	err = natsrpc.Request(rctx, plain, protocol.CoordSubject(aID, protocol.VerbHello), protocol.Hello{BootID: "boot-x", Probe: true}, &protocol.HelloReply{})
 	cancel()
 	if err == nil {
 		t.Fatal("a request with the default inbox prefix was answered")
