@@ -29,10 +29,11 @@ test:
 # it is given them, TEST_P at a time); the rest follow from ./... . The order
 # is that of one run's package times (scripts/testtimes.py, README); a
 # pattern that matches nothing is only a warning.
-SLOW_TESTS := ./cmd/edgeagent/... ./uploader/... ./testkit/chaos/chaos300/... ./coordinator/sqlitestore/... \
-	./cmd/edgecoord/... ./testkit/chaos/schedules/... ./capture/... ./agent ./coordinator \
-	./coordinator/pgstore/... ./testkit/securitytest/... ./testkit/chaos/planted/... ./coordinator/ui/... \
-	./cmd/edgelab/... ./testkit/fakeadbd/... ./installer/... ./packaging/...
+SLOW_TESTS := ./cmd/edgeagent ./testkit/chaos/chaos300 ./cmd/edgecoord ./coordinator/sqlitestore \
+	./testkit/chaos/schedules ./coordinator ./agent ./testkit/bench ./coordinator/api ./uploader \
+	./testkit/chaos/planted ./capture ./testkit/securitytest ./coordinator/pgstore ./coordinator/ui \
+	./testkit/fakeadbd ./testkit/chaos/effects ./coordinator/schedule/firing ./cmd/edgelab ./installer \
+	./testkit/chaos ./testkit/chaos/cluster ./coordinator/mcp ./coordinator/session
 
 # TEST_P: test packages (and compilations) go test runs at once; the
 # default is go test's own, the number of CPUs. The tests wait on servers,
