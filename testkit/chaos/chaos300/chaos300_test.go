@@ -27,7 +27,7 @@ func TestChaos300(t *testing.T) {
 	}
 	bin := testenv.Binary(t, "edgelab")
 	start := time.Now()
-	cmd := exec.Command(bin, "chaos", "--schedules", schedules, "--seed", "1", "--parallel", "8", "--show", "2")
+	cmd := exec.Command(bin, "chaos", "--schedules", schedules, "--seed", "1", "--parallel", "12", "--show", "2")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
