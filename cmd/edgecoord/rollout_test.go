@@ -209,6 +209,7 @@ func TestReleaseAddBinary(t *testing.T) {
 // coordinators run the rollout loop on the same database all along, and
 // each agent gets each order once.
 func TestRolloutBinary(t *testing.T) {
+	t.Parallel() // its servers, agents and browser are its own
 	l := startReleaseLab(t)
 	l.env.StartCoordinator(e2e.CoordinatorOptions{ID: "rollout-2", Storage: true})
 	key, pub := l.keygen(t)
