@@ -188,7 +188,7 @@ const noActions = `document.querySelectorAll('[class^="action-"], [class*=" acti
 // screenshots of the fleet, the job list and a job page (docs/images with
 // EDGE_UPDATE_SCREENSHOTS=1).
 func TestUIBrowser(t *testing.T) {
-	t.Parallel() // its servers, agents and browser are its own
+	t.Parallel()                    // its servers, agents and browser are its own
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
 	l := startUILab(t)
 	operator := l.token(t, "olga", "read,submit,operate,admin")

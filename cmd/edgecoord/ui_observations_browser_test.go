@@ -55,7 +55,7 @@ func imagesDecoded(sel string) string {
 // Security-Policy violation, a failed load). It saves screenshots of both
 // pages (docs/images with EDGE_UPDATE_SCREENSHOTS=1).
 func TestUIObservationsBrowser(t *testing.T) {
-	t.Parallel() // its servers, agents and browser are its own
+	t.Parallel()                    // its servers, agents and browser are its own
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
 	prices := []string{"税込 1,408円 (税抜 1,280円)", "税込 1,512円 (税抜 1,400円)"}
 	values := []string{"1408", "1512"}

@@ -25,7 +25,7 @@ import (
 // an error. It saves a screenshot (docs/images with
 // EDGE_UPDATE_SCREENSHOTS=1).
 func TestUIRolloutsBrowser(t *testing.T) {
-	t.Parallel() // its servers, agents and browser are its own
+	t.Parallel()                    // its servers, agents and browser are its own
 	browser := browsertest.Start(t) // first: skips before the servers start when there is no browser
 	l := startReleaseLab(t)
 	key, pub := l.keygen(t)
