@@ -251,6 +251,12 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("add endpoint %s: %w", verb, err)
 		}
 	}
+	// Ready only once the server holds the subscriptions: until a flush
+	// returns, an agent's request may still find no responder. A
+	// connection lost meanwhile sends them again when it is back.
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("the NATS server did not confirm the agent verbs' subscriptions; serving them once it is reached again")
+	}
 	s.serving.Store(true)
 	defer s.serving.Store(false)
 	s.log.Info().Dur("lease_ttl", s.opts.LeaseTTL).Dur("reap_interval", s.opts.ReapInterval).
