@@ -179,8 +179,18 @@ func (a *Agent) Start() error {
 	if err := a.nc.Flush(); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-	if err := a.Hello(); err != nil {
-		return err
+	// Like the reference agent, hello is retried while no coordinator
+	// serves it yet: a coordinator answers service pings before its verb
+	// endpoints are added.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := a.Hello()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	a.wg.Go(a.heartbeats)
 	return nil
