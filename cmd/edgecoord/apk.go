@@ -142,17 +142,9 @@ func (m *mgmt) apkListCommand() *cli.Command {
 			ac.define(fs)
 		},
 		Run: func(ctx context.Context, c *cli.Call) error {
-			base, token, err := ac.resolve(m, c)
-			if err != nil {
-				return err
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/apks", nil)
-			if err != nil {
-				return err
-			}
 			var list api.APKList
-			if _, err := apiCall(exportClient, req, token, &list); err != nil {
-				return c.Failf("apk list: %v", err)
+			if err := m.apiGet(ctx, c, &ac, "/api/v1/apks", &list); err != nil {
+				return err
 			}
 			if c.JSON {
 				return c.PrintJSON(list)
