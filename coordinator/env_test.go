@@ -78,12 +78,17 @@ func startCoordinator(t testing.TB, url string, store jobstore.Store, opts coord
 	ready := make(chan struct{})
 	wg.Go(func() {
 		go func() {
-			// The micro service is up once this instance answers a ping.
+			// The micro service is up once this instance answers a ping,
+			// and serves every agent verb once Ready stops naming "service"
+			// (the endpoints are subscribed after the ping handler).
+			for ctx.Err() == nil && !pingedBy(nc, opts.ID) {
+			}
 			for ctx.Err() == nil {
-				if pingedBy(nc, opts.ID) {
+				if _, down := srv.Ready(ctx)["service"]; !down {
 					close(ready)
 					return
 				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}()
 		if err := srv.Run(ctx); err != nil {
