@@ -17,10 +17,13 @@ const (
 
 // Device describes one phone attached to an agent.
 type Device struct {
-	Serial string   `json:"serial"`
-	State  string   `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
+	Serial string `json:"serial"`
+	State  string `json:"state"` // DeviceReady, DeviceOffline, DeviceUnauthorized, DeviceNoPermissions, or what adb said
+	// Platform is PlatformAndroid or PlatformIOS; empty is Android
+	// (PlatformOf). An iPhone's Serial is its UDID.
+	Platform string   `json:"platform,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
 	// Reason says why a phone in state DeviceResting, DeviceRecovering or
 	// DeviceQuarantined is not offered jobs ("battery 41.5 °C over 40 °C"),
 	// or that the agent connects an offline network phone again
@@ -50,9 +53,12 @@ func ReadyDevices(ds []Device) []Device {
 
 // DeviceSelector chooses the phone a job runs on. Empty fields match any.
 type DeviceSelector struct {
-	Serial string   `json:"serial,omitempty"`
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
+	Serial string `json:"serial,omitempty"`
+	// Platform limits the job to phones of one platform (PlatformAndroid
+	// or PlatformIOS); empty: either.
+	Platform string   `json:"platform,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
 	// Fact limits (docs/protocol.md, Phone facts): a phone whose fact is
 	// not known does not match a selector that sets a limit on it. Zero
 	// sets no limit.
@@ -88,6 +94,9 @@ func (s DeviceSelector) Fits(d Device) bool {
 	if s.Model != "" && s.Model != d.Model {
 		return false
 	}
+	if s.Platform != "" && s.Platform != PlatformOf(d) {
+		return false
+	}
 	for _, t := range s.Tags {
 		if !slices.Contains(d.Tags, t) {
 			return false
@@ -105,6 +114,9 @@ func (s DeviceSelector) Describe() string {
 	}
 	if s.Model != "" {
 		parts = append(parts, "model="+s.Model)
+	}
+	if s.Platform != "" {
+		parts = append(parts, "platform="+s.Platform)
 	}
 	if len(s.Tags) > 0 {
 		parts = append(parts, "tags="+strings.Join(s.Tags, ","))

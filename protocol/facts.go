@@ -23,6 +23,7 @@ const (
 // mean "not known"; pointer fields tell "not known" from zero.
 type PhoneFacts struct {
 	AndroidVersion string `json:"android_version,omitempty"` // ro.build.version.release, e.g. "14"
+	IOSVersion     string `json:"ios_version,omitempty"`     // an iPhone's iOS version, e.g. "17.5.1"
 	SDK            int    `json:"sdk,omitempty"`             // ro.build.version.sdk, e.g. 34
 	Fingerprint    string `json:"fingerprint,omitempty"`     // ro.build.fingerprint
 	ScreenWidth    int    `json:"screen_width,omitempty"`    // pixels, natural orientation
@@ -149,6 +150,8 @@ func (f *PhoneFacts) Summary() string {
 	}
 	var parts []string
 	switch {
+	case f.IOSVersion != "":
+		parts = append(parts, "iOS "+f.IOSVersion)
 	case f.AndroidVersion != "" && f.SDK != 0:
 		parts = append(parts, fmt.Sprintf("Android %s (SDK %d)", f.AndroidVersion, f.SDK))
 	case f.AndroidVersion != "":
