@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -115,13 +116,15 @@ func (s DeviceSelector) describeFacts() []string {
 	return append(parts, s.describeApps()...)
 }
 
-// Validate reports the first fact limit of s that cannot be met by any
-// phone: a battery level outside 1–100, a temperature outside 1–150 °C, a
+// Validate reports the first field of s that no phone can meet: a
+// platform that is not one of Platforms, a battery level outside 1–100, a temperature outside 1–150 °C, a
 // negative number, min_sdk above max_sdk, more than MaxAppRequirements
 // apps, or an app whose key is not a package name or whose requirement
 // ParseAppRequirement refuses.
 func (s DeviceSelector) Validate() error {
 	switch {
+	case s.Platform != "" && !slices.Contains(Platforms, s.Platform):
+		return fmt.Errorf("platform: %q is not one of %s", s.Platform, strings.Join(Platforms, ", "))
 	case s.MinBattery < 0 || s.MinBattery > 100:
 		return fmt.Errorf("min_battery: %d is not a battery level from 1 to 100 percent", s.MinBattery)
 	case math.IsNaN(s.MaxTempC) || s.MaxTempC < 0 || s.MaxTempC > 150:

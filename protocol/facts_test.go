@@ -43,13 +43,17 @@ func TestSelectorValidate(t *testing.T) {
 		{DeviceSelector{MinSDK: -2}, "min_sdk: -2 is negative"},
 		{DeviceSelector{MinSDK: 34, MaxSDK: 30}, "min_sdk 34 is above max_sdk 30"},
 		{DeviceSelector{MinScreenHeight: -5}, "min_screen_height: -5 is negative"},
+		{DeviceSelector{Platform: "windows"}, `platform: "windows" is not one of android, ios`},
+		{DeviceSelector{Platform: "Android"}, `platform: "Android" is not one of`},
 	} {
 		if err := c.sel.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.sel, err, c.want)
 		}
 	}
-	if err := (DeviceSelector{MinBattery: 100, MaxTempC: 45, MinSDK: 30, MaxSDK: 30}).Validate(); err != nil {
-		t.Error(err)
+	for _, ok := range []DeviceSelector{{MinBattery: 100, MaxTempC: 45, MinSDK: 30, MaxSDK: 30}, {Platform: PlatformAndroid}, {Platform: PlatformIOS}} {
+		if err := ok.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 	task := Task{Device: DeviceSelector{MinSDK: 5, MaxSDK: 4}, Steps: []Step{{Op: OpScreenshot}}}
 	if err := task.Validate(); err == nil || !strings.HasPrefix(err.Error(), "device: min_sdk 5") {

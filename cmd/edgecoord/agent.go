@@ -207,9 +207,9 @@ func printAgent(c *cli.Call, v agentView, running []jobstore.Job) error {
 	}
 	fmt.Fprintf(w, "\nPhones:\n")
 	tw = c.Table()
-	fmt.Fprintln(tw, "  SERIAL\tSTATE\tMODEL\tTAGS\tJOB")
+	fmt.Fprintln(tw, "  SERIAL\tSTATE\tPLATFORM\tMODEL\tTAGS\tJOB")
 	for _, d := range v.Devices {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", d.Serial, d.State, dash(d.Model), dash(strings.Join(d.Tags, ",")), dash(d.Job))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", d.Serial, d.State, protocol.PlatformOf(d.Device), dash(d.Model), dash(strings.Join(d.Tags, ",")), dash(d.Job))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -147,7 +147,8 @@ func NewScheduleView(sc jobstore.Schedule, slots []jobstore.Slot) (ScheduleView,
 	return v, nil
 }
 
-// CreateSchedule checks req (ScheduleRequest.Check, with o's projects)
+// CreateSchedule checks req (ScheduleRequest.Check, with o's projects,
+// and what an iPhone cannot do on the iPhones its job would run on now)
 // and stores it as a new schedule whose first slot is the first after the
 // database clock. Errors are *SubmitError for a schedule refused.
 func CreateSchedule(ctx context.Context, store jobstore.Store, req ScheduleRequest, o SubmitOptions, lim schedule.Limits) (jobstore.Schedule, error) {
@@ -157,6 +158,9 @@ func CreateSchedule(ctx context.Context, store jobstore.Store, req ScheduleReque
 	}
 	spec, project, err := req.Check(o, lim)
 	if err != nil {
+		return jobstore.Schedule{}, err
+	}
+	if err := req.Job.checkIPhones(ctx, store, o, project); err != nil {
 		return jobstore.Schedule{}, err
 	}
 	if spec.Next(time.Now()).IsZero() {

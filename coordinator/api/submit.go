@@ -140,7 +140,11 @@ func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitO
 	if err := checkAPKs(ctx, store, spec.Task); err != nil {
 		return nil, "", err
 	}
+	if err := checkIPhone(ctx, store, o, spec.Task, req.FanOut); err != nil {
+		return nil, "", err
+	}
 	if !req.FanOut {
+		spec.Task.Device = androidOnly(spec.Task)
 		return []jobstore.JobSpec{spec}, "", nil
 	}
 	batch := req.ID
@@ -150,30 +154,17 @@ func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitO
 	if len(batch) > protocol.MaxJobIDLen-5 {
 		return nil, "", submitErr("id", "a fan-out's id names its batch: at most %d characters, so that its jobs' ids (id-N) fit", protocol.MaxJobIDLen-5)
 	}
-	agents := o.Agents
-	if agents == nil {
-		agents = store.Agents
-	}
-	all, err := agents(ctx)
+	phones, refused, err := fanOutPhones(ctx, store, o, spec)
 	if err != nil {
-		return nil, "", fmt.Errorf("list agents for fan-out: %w", err)
+		return nil, "", err
 	}
-	var serials, refused []string
-	dups := coordinator.DuplicateSerials(all, o.OfflineAfter)
-	for _, a := range all {
-		if o.OfflineAfter > 0 && !a.Online(o.OfflineAfter) {
-			continue
-		}
-		for _, d := range a.Devices {
-			if !d.Ready() || !req.Device.Matches(d) || slices.Contains(serials, d.Serial) {
-				continue
-			}
-			if why := o.Phones.Refusal(spec.Project, a.ID, d, dups); why != "" {
-				refused = append(refused, fmt.Sprintf("%s of agent %s: %s", d.Serial, a.ID, why))
-				continue
-			}
-			serials = append(serials, d.Serial)
-		}
+	if err := refuseOnIPhones(spec.Task, phones, false, fanOutIPhones); err != nil {
+		return nil, "", err
+	}
+	spec.Task.Device = androidOnly(spec.Task)
+	serials := make([]string, 0, len(phones))
+	for _, p := range phones {
+		serials = append(serials, p.Serial)
 	}
 	if len(serials) == 0 && len(refused) > 0 {
 		return nil, "", submitErr("device", "fan_out: no phone matching %s may be used by project %s (%s)",
@@ -194,6 +185,158 @@ func (req JobRequest) Specs(ctx context.Context, store jobstore.Store, o SubmitO
 		specs = append(specs, s)
 	}
 	return specs, batch, nil
+}
+
+// agents lists the registered agents: o.Agents, else the store's.
+func (o SubmitOptions) agents(ctx context.Context, store jobstore.Store) ([]jobstore.Agent, error) {
+	if o.Agents != nil {
+		return o.Agents(ctx)
+	}
+	return store.Agents(ctx)
+}
+
+// fanOutPhone is a phone a fan-out makes a job for.
+type fanOutPhone struct {
+	protocol.Device
+	Agent string
+}
+
+// fanOutPhones returns the phones a fan-out of spec makes jobs for: each
+// phone in state device of an online agent that matches the selector and
+// that the project may use, once; and the matching phones the project may
+// not use, with why.
+func fanOutPhones(ctx context.Context, store jobstore.Store, o SubmitOptions, spec jobstore.JobSpec) ([]fanOutPhone, []string, error) {
+	all, err := o.agents(ctx, store)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list agents for fan-out: %w", err)
+	}
+	var (
+		phones  []fanOutPhone
+		seen    = map[string]bool{}
+		refused []string
+	)
+	dups := coordinator.DuplicateSerials(all, o.OfflineAfter)
+	for _, a := range all {
+		if o.OfflineAfter > 0 && !a.Online(o.OfflineAfter) {
+			continue
+		}
+		for _, d := range a.Devices {
+			if !d.Ready() || !spec.Task.Device.Matches(d) || seen[d.Serial] {
+				continue
+			}
+			if why := o.Phones.Refusal(spec.Project, a.ID, d, dups); why != "" {
+				refused = append(refused, fmt.Sprintf("%s of agent %s: %s", d.Serial, a.ID, why))
+				continue
+			}
+			seen[d.Serial] = true
+			phones = append(phones, fanOutPhone{Device: d, Agent: a.ID})
+		}
+	}
+	return phones, refused, nil
+}
+
+// fanOutIPhones is why a fan-out is refused on iPhones (refuseOnIPhones),
+// the phones it names following.
+const fanOutIPhones = "fan_out: set device.platform android to run it on the Android phones only; the matching phones include iPhones"
+
+// maxNamedIPhones bounds the iPhones a refusal names.
+const maxNamedIPhones = 5
+
+// checkIPhone refuses a task that asks what an iPhone cannot do
+// (protocol.UnsupportedOn) when it would run on an iPhone: its selector's
+// platform is ios, or it is pinned by serial to a phone an agent reports
+// as an iPhone (docs/api.md, iPhones). The iPhones of a fan-out are
+// checked with its phones (Specs). Without a store only the platform is
+// checked.
+func checkIPhone(ctx context.Context, store jobstore.Store, o SubmitOptions, task protocol.Task, fanOut bool) error {
+	if len(protocol.UnsupportedOn(protocol.PlatformIOS, task)) == 0 {
+		return nil
+	}
+	sel := task.Device
+	switch {
+	case sel.Platform == protocol.PlatformIOS:
+		return refuseOnIPhones(task, nil, true, "device.platform is ios")
+	case sel.Platform != "" || sel.Serial == "" || fanOut || store == nil:
+		return nil
+	}
+	all, err := o.agents(ctx, store)
+	if err != nil {
+		return fmt.Errorf("list agents for device.serial: %w", err)
+	}
+	var iphones []fanOutPhone
+	for _, a := range all {
+		for _, d := range a.Devices {
+			if d.Serial == sel.Serial && protocol.PlatformOf(d) == protocol.PlatformIOS {
+				iphones = append(iphones, fanOutPhone{Device: d, Agent: a.ID})
+			}
+		}
+	}
+	return refuseOnIPhones(task, iphones, false, "device.serial names an iPhone")
+}
+
+// checkIPhones refuses, for a schedule's job of project, what an iPhone
+// cannot do on the iPhones it would run on now: the phone its selector
+// pins, or those of its fan-out (checkIPhone, fanOutPhones). Errors are
+// *SubmitError naming the job's key ("job.logcat").
+func (req JobRequest) checkIPhones(ctx context.Context, store jobstore.Store, o SubmitOptions, project string) error {
+	spec := jobstore.JobSpec{Project: project, Task: protocol.Task{Device: req.Device, Steps: req.Steps, Logcat: req.Logcat}}
+	err := checkIPhone(ctx, store, o, spec.Task, req.FanOut)
+	if err == nil && req.FanOut && len(protocol.UnsupportedOn(protocol.PlatformIOS, spec.Task)) > 0 {
+		var phones []fanOutPhone
+		if phones, _, err = fanOutPhones(ctx, store, o, spec); err == nil {
+			err = refuseOnIPhones(spec.Task, phones, false, fanOutIPhones)
+		}
+	}
+	var se *SubmitError
+	if errors.As(err, &se) {
+		return &SubmitError{Field: "job." + se.Field, Err: fmt.Errorf("job: %w", se.Err)}
+	}
+	return err
+}
+
+// refuseOnIPhones is the refusal of task on the iPhones among phones
+// (named, at most maxNamedIPhones), or, with every, on any phone of its
+// selector: a *SubmitError whose field is the first thing task asks that
+// an iPhone cannot do, saying why and each of them. Nil when task asks
+// nothing an iPhone cannot do, or (without every) phones holds no iPhone.
+func refuseOnIPhones(task protocol.Task, phones []fanOutPhone, every bool, why string) error {
+	un := protocol.UnsupportedOn(protocol.PlatformIOS, task)
+	if len(un) == 0 {
+		return nil
+	}
+	var named []string
+	n := 0
+	for _, p := range phones {
+		if protocol.PlatformOf(p.Device) != protocol.PlatformIOS {
+			continue
+		}
+		if n++; n <= maxNamedIPhones {
+			named = append(named, fmt.Sprintf("%s of agent %s", p.Serial, p.Agent))
+		}
+	}
+	if !every && n == 0 {
+		return nil
+	}
+	if n > maxNamedIPhones {
+		named = append(named, fmt.Sprintf("and %d more", n-maxNamedIPhones))
+	}
+	if len(named) > 0 {
+		why += ": " + strings.Join(named, ", ")
+	}
+	field, _, _ := strings.Cut(un[0], ":")
+	field, _, _ = strings.Cut(field, " ")
+	return &SubmitError{Field: field, Err: fmt.Errorf("%s (an iPhone cannot run it: %s)", strings.Join(un, "; "), why)}
+}
+
+// androidOnly is the selector of task as submitted: a task without a
+// platform that asks what an iPhone cannot do runs on Android phones only
+// (platform android; docs/api.md, iPhones).
+func androidOnly(task protocol.Task) protocol.DeviceSelector {
+	sel := task.Device
+	if sel.Platform == "" && len(protocol.UnsupportedOn(protocol.PlatformIOS, task)) > 0 {
+		sel.Platform = protocol.PlatformAndroid
+	}
+	return sel
 }
 
 // Check checks the request as Specs does, except the phones of a fan-out,

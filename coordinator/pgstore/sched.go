@@ -24,7 +24,8 @@ import (
 // (WITH RECURSIVE allows the walk over projects, qp, in claimForSQL.)
 // agent_ok: the agent is not draining and not registered under another
 // boot (an agent never seen is allowed); load: jobs the owner holds; dev:
-// the phones holding none of them. match(j) is the first free phone in
+// the phones holding none of them (a phone without a platform is an
+// Android phone, protocol.PlatformOf). match(j) is the first free phone in
 // serial order whose fields satisfy j's selector (protocol.DeviceSelector.Matches);
 // The phone takes j only if its projects allow j's project
 // (jobstore.DeviceProjects); canRun(j): the agent may run j (effect steps only with $7,
@@ -36,10 +37,10 @@ const claimCTEs = `
 	), load AS (
 		SELECT count(*) AS n FROM jobs WHERE worker_id = $1 AND status = 'IN_PROGRESS'
 	), dev AS (
-		SELECT d.serial, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
+		SELECT d.serial, COALESCE(NULLIF(d.platform, ''), '` + protocol.PlatformAndroid + `') AS platform, COALESCE(d.model, '') AS model, COALESCE(d.tags, '[]'::jsonb) AS tags,
 		       d.battery, d.temp_c, d.sdk, d.screen_width, d.screen_height, d.ime, d.apps,
 		       COALESCE(d.projects, '[]'::jsonb) AS projects, COALESCE(d.projects_only, false) AS projects_only
-		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, model text, tags jsonb,
+		FROM jsonb_to_recordset($3::jsonb) AS d(serial text, platform text, model text, tags jsonb,
 		       battery integer, temp_c double precision, sdk integer, screen_width integer, screen_height integer, ime boolean,
 		       apps jsonb, projects jsonb, projects_only boolean)
 		WHERE d.serial NOT IN (SELECT device_serial FROM jobs
@@ -87,6 +88,7 @@ const matchLateral = `
 			SELECT dev.serial FROM dev
 			WHERE COALESCE(j.task->'device'->>'serial', '') IN ('', dev.serial)
 			  AND COALESCE(j.task->'device'->>'model', '') IN ('', dev.model)
+			  AND COALESCE(j.task->'device'->>'platform', '') IN ('', dev.platform)
 			  AND dev.tags @> COALESCE(j.task->'device'->'tags', '[]'::jsonb)
 			  AND ` + factsMatch + `
 			  AND ` + imeMatch + `

@@ -13,10 +13,12 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// devCTE is the free usable phones of owner ?1 among the phones ?2 (JSON).
+// devCTE is the free usable phones of owner ?1 among the phones ?2 (JSON);
+// a phone without a platform is an Android phone (protocol.PlatformOf).
 const devCTE = `
 	dev AS (
 		SELECT json_extract(d.value, '$.serial') AS serial,
+		       COALESCE(NULLIF(json_extract(d.value, '$.platform'), ''), '` + protocol.PlatformAndroid + `') AS platform,
 		       COALESCE(json_extract(d.value, '$.model'), '') AS model,
 		       COALESCE(json_extract(d.value, '$.tags'), '[]') AS tags,
 		       json_extract(d.value, '$.battery') AS battery,
@@ -42,6 +44,7 @@ const matchSerial = `(
 			SELECT dev.serial FROM dev
 			WHERE COALESCE(json_extract(j.task, '$.device.serial'), '') IN ('', dev.serial)
 			  AND COALESCE(json_extract(j.task, '$.device.model'), '') IN ('', dev.model)
+			  AND COALESCE(json_extract(j.task, '$.device.platform'), '') IN ('', dev.platform)
 			  AND NOT EXISTS (
 				SELECT 1 FROM json_each(j.task, '$.device.tags') t
 				WHERE t.value NOT IN (SELECT value FROM json_each(dev.tags)))

@@ -12,7 +12,10 @@ import (
 // fields a selector matches (protocol.DeviceSelector.Matches), with the
 // facts a selector may limit null when the agent does not know them.
 type ClaimDevice struct {
-	Serial       string   `json:"serial"`
+	Serial string `json:"serial"`
+	// Platform is protocol.PlatformOf the phone: android for a phone
+	// reported without one.
+	Platform     string   `json:"platform"`
 	Model        string   `json:"model"`
 	Tags         []string `json:"tags"`
 	Battery      *int     `json:"battery"`       // percent
@@ -43,7 +46,7 @@ type ClaimApp struct {
 
 // NewClaimDevice returns d as the grant SQL sees it.
 func NewClaimDevice(d protocol.Device) ClaimDevice {
-	c := ClaimDevice{Serial: d.Serial, Model: d.Model, Tags: d.Tags, Projects: []string{}}
+	c := ClaimDevice{Serial: d.Serial, Platform: protocol.PlatformOf(d), Model: d.Model, Tags: d.Tags, Projects: []string{}}
 	if c.Tags == nil {
 		c.Tags = []string{}
 	}

@@ -167,3 +167,65 @@ func testClaimSessionWithoutIME(t *testing.T, s sqlstore.Lab) {
 		t.Fatalf("claim: %v on %q, %v; want the session's job", l.Token, l.Device, err)
 	}
 }
+
+// testClaimForPlatformSelectors: a selector's platform (device.platform)
+// is applied by the store as protocol.DeviceSelector.Matches applies it: a
+// job for iPhones is granted only on a phone reported as one, a job for
+// Android phones only on a phone reported as Android or reported without
+// a platform, a job without a platform on either; among several free
+// phones the job takes the first of its platform.
+func testClaimForPlatformSelectors(t *testing.T, s sqlstore.Lab) {
+	const android, ios = protocol.PlatformAndroid, protocol.PlatformIOS
+	cases := []struct {
+		sel, phone string
+		want       bool
+	}{
+		{"", "", true},
+		{"", android, true},
+		{"", ios, true},
+		{android, "", true},
+		{android, android, true},
+		{android, ios, false},
+		{ios, ios, true},
+		{ios, "", false},
+		{ios, android, false},
+	}
+	for i, c := range cases {
+		serial := fmt.Sprintf("P%02d", i)
+		sel := protocol.DeviceSelector{Serial: serial, Platform: c.sel}
+		dev := protocol.Device{Serial: serial, State: protocol.DeviceReady, Platform: c.phone, Model: "M"}
+		if got := sel.Matches(dev); got != c.want {
+			t.Fatalf("case %d: protocol says %v, want %v (%s, phone platform %q)", i, got, c.want, sel.Describe(), c.phone)
+		}
+		id := "platform-" + serial
+		submitSel(t, s, id, sel)
+		l, err := claimFor(t, s, ownerA, 1000, dev)
+		switch {
+		case c.want && (err != nil || l.Token.JobID != id || l.Device != serial):
+			t.Fatalf("case %d (%s, phone platform %q): claim %v on %q, %v; want the job", i, sel.Describe(), c.phone, l.Token, l.Device, err)
+		case !c.want && !errors.Is(err, jobstore.ErrNoJob):
+			t.Fatalf("case %d (%s, phone platform %q): claim %v on %q, %v; want no job", i, sel.Describe(), c.phone, l.Token, l.Device, err)
+		case c.want && l.Task.Device.Platform != c.sel:
+			t.Fatalf("case %d: the granted task asks for platform %q, submitted %q", i, l.Task.Device.Platform, c.sel)
+		}
+	}
+	// Several free phones of one agent: each job goes to a phone of its
+	// platform, whatever comes first in serial order.
+	phones := []protocol.Device{
+		{Serial: "00008110-A", State: protocol.DeviceReady, Platform: ios, Model: "iPhone 15"},
+		{Serial: "R5CT", State: protocol.DeviceReady, Model: "SM-G991B"},
+	}
+	submitSel(t, s, "for-android", protocol.DeviceSelector{Platform: android})
+	submitSel(t, s, "for-ios", protocol.DeviceSelector{Platform: ios})
+	want := map[string]string{"for-android": "R5CT", "for-ios": "00008110-A"}
+	for range 2 {
+		l, err := claimFor(t, s, ownerB, 1000, phones...)
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		if l.Device != want[l.Token.JobID] {
+			t.Fatalf("job %s granted on %q, want %q", l.Token.JobID, l.Device, want[l.Token.JobID])
+		}
+		delete(want, l.Token.JobID)
+	}
+}

@@ -23,6 +23,7 @@ var registryTests = []struct {
 	{"ClaimForSelectors", testClaimForSelectors},
 	{"ClaimForFactSelectors", testClaimForFactSelectors},
 	{"ClaimForAppSelectors", testClaimForAppSelectors},
+	{"ClaimForPlatformSelectors", testClaimForPlatformSelectors},
 	{"ClaimSessionWithoutIME", testClaimSessionWithoutIME},
 	{"ClaimForCapacity", testClaimForCapacity},
 	{"ClaimForSession", testClaimForSession},
