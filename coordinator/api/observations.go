@@ -53,7 +53,7 @@ const (
 // (docs/dataset.md, "Columns").
 var ObservationColumns = []string{
 	"id", "project", "job_id", "generation", "owner", "agent_id", "phone_serial", "phone_model", "phone_sdk",
-	"step", "name", "raw", "value", "parse", "currency", "tax", "bounds", "selector",
+	"phone_platform", "phone_os_version", "step", "name", "raw", "value", "parse", "currency", "tax", "bounds", "selector",
 	"app_package", "app_version", "app_version_code", "locale", "time_zone",
 	"observed_at", "accepted_at", "evidence", "accepted", "write_event_id",
 }
@@ -71,6 +71,8 @@ type ObservationView struct {
 	PhoneSerial    string                         `json:"phone_serial"`
 	PhoneModel     string                         `json:"phone_model"`
 	PhoneSDK       *int                           `json:"phone_sdk"`
+	PhonePlatform  string                         `json:"phone_platform"`
+	PhoneOSVersion string                         `json:"phone_os_version"`
 	Step           int                            `json:"step"`
 	Name           string                         `json:"name"`
 	Raw            string                         `json:"raw"`
@@ -96,7 +98,7 @@ type ObservationView struct {
 func NewObservationView(o jobstore.ObservationRow) ObservationView {
 	v := ObservationView{
 		ID: o.ID, Project: o.Project, JobID: o.JobID, Generation: o.Generation, Owner: o.Owner, AgentID: o.AgentID,
-		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, Step: o.Step, Name: o.Name, Raw: o.Raw, Value: o.Value,
+		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, PhonePlatform: o.PhonePlatform, PhoneOSVersion: o.PhoneOSVersion, Step: o.Step, Name: o.Name, Raw: o.Raw, Value: o.Value,
 		Parse: o.Parse, Currency: o.Currency, Tax: o.Tax, Bounds: o.Bounds, Selector: o.Selector,
 		AppPackage: o.AppPackage, AppVersion: o.AppVersion, Locale: o.Locale, TimeZone: o.TimeZone,
 		AcceptedAt: o.AcceptedAt.UTC(), Evidence: o.Evidence, Accepted: o.Accepted, WriteEventID: o.WriteEvent,
@@ -140,7 +142,7 @@ func (v ObservationView) CSVRecord() []string {
 	ev := evidenceJSON(v.Evidence)
 	return []string{
 		strconv.FormatInt(v.ID, 10), v.Project, v.JobID, strconv.FormatInt(v.Generation, 10), v.Owner, v.AgentID,
-		v.PhoneSerial, v.PhoneModel, sdk, strconv.Itoa(v.Step), v.Name, v.Raw, v.Value, v.Parse, v.Currency, v.Tax,
+		v.PhoneSerial, v.PhoneModel, sdk, v.PhonePlatform, v.PhoneOSVersion, strconv.Itoa(v.Step), v.Name, v.Raw, v.Value, v.Parse, v.Currency, v.Tax,
 		jobstore.FormatBounds(v.Bounds), v.Selector, v.AppPackage, v.AppVersion, opt(v.AppVersionCode), v.Locale, v.TimeZone,
 		observed, v.AcceptedAt.Format(time.RFC3339Nano), ev, strconv.FormatBool(v.Accepted), strconv.FormatInt(v.WriteEventID, 10),
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/edgeagent/coordinator/api"
 	"github.com/edgeagent/edgeagent/coordinator/dataset"
+	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/coordinator/sqlitestore"
 	"github.com/edgeagent/edgeagent/protocol"
 )
@@ -97,6 +98,8 @@ func sameRow(p dataset.ParquetRow, v api.ObservationView) string {
 		sdk = int64(*v.PhoneSDK)
 	}
 	check("phone_sdk", optInt(p.PhoneSDK), sdk)
+	check("phone_platform", p.PhonePlatform, v.PhonePlatform)
+	check("phone_os_version", p.PhoneOSVersion, v.PhoneOSVersion)
 	check("step", p.Step, v.Step)
 	check("name", p.Name, v.Name)
 	check("raw", p.Raw, v.Raw)
@@ -137,6 +140,8 @@ const parquetSchemaText = `message observation {
 	required binary phone_serial (STRING);
 	required binary phone_model (STRING);
 	optional int64 phone_sdk (INT(64,true));
+	required binary phone_platform (STRING);
+	required binary phone_os_version (STRING);
 	required int64 step (INT(64,true));
 	required binary name (STRING);
 	required binary raw (STRING);
@@ -188,6 +193,11 @@ func TestObservationsParquet(t *testing.T) {
 		Evidence: []protocol.Evidence{{Name: "step-003.xml", SHA256: strings.Repeat("ab", 32)}, {Name: "step-003.png", SHA256: strings.Repeat("0f", 32)}}}
 	decimal := price
 	decimal.Raw, decimal.Value, decimal.Bounds = "$12.90", "12.90", [4]int{-5, 0, 1 << 20, -(1 << 20)}
+	// The rows of the iPhone P1 carry its platform and iOS version.
+	if _, _, err := e.store.AgentHello(t.Context(), jobstore.AgentHello{AgentID: "pc-1", BootID: "boot", Slots: 1, Devices: []protocol.Device{
+		{Serial: "P1", State: protocol.DeviceReady, Platform: protocol.PlatformIOS, Model: "iPhone 15", Facts: &protocol.PhoneFacts{IOSVersion: "17.5.1"}}}}); err != nil {
+		t.Fatal(err)
+	}
 	e.observe("rich", "lab", "pc-1/boot", protocol.DeviceSelector{Serial: "P1"}, price, decimal,
 		textObs("t", "007"), textObs("t", "two\nlines, \"quoted\""), textObs("t", ""))
 	// More rows than a row group (10,000), in results of 1,000.
@@ -238,7 +248,7 @@ func TestObservationsParquet(t *testing.T) {
 			t.Fatalf("row %d (id %d): %s", i, rows[i].ID, d)
 		}
 	}
-	if p := rows[0]; p.PhoneSerial != "P1" || p.Value != "1280" || p.AppVersionCode == nil || *p.AppVersionCode != 420 ||
+	if p := rows[0]; p.PhoneSerial != "P1" || p.PhonePlatform != protocol.PlatformIOS || p.PhoneOSVersion != "17.5.1" || p.Value != "1280" || p.AppVersionCode == nil || *p.AppVersionCode != 420 ||
 		p.ObservedAt == nil || !p.ObservedAt.Equal(at) || len(p.Evidence) != 2 || p.Evidence[1].Key != "jobs/rich/g1/step-003.png" {
 		t.Errorf("first row %+v", p)
 	}

@@ -38,6 +38,8 @@ type ParquetRow struct {
 	PhoneSerial    string            `parquet:"phone_serial,dict"`
 	PhoneModel     string            `parquet:"phone_model,dict"`
 	PhoneSDK       *int64            `parquet:"phone_sdk,optional"`
+	PhonePlatform  string            `parquet:"phone_platform,dict"`
+	PhoneOSVersion string            `parquet:"phone_os_version,dict"`
 	Step           int64             `parquet:"step"`
 	Name           string            `parquet:"name,dict"`
 	Raw            string            `parquet:"raw"`
@@ -101,8 +103,9 @@ func parquetOptions() []parquet.WriterOption {
 // SchemaVersion is the version of the row schema (ParquetRow) that an
 // export's manifest names: raised when a column changes or is added, so
 // that a reader of the bucket's exports can tell files of two schemas
-// apart (docs/dataset.md, "Exports in the bucket").
-const SchemaVersion = 1
+// apart (docs/dataset.md, "Exports in the bucket"). Version 2 added
+// phone_platform and phone_os_version.
+const SchemaVersion = 2
 
 // ParquetWriter writes a Parquet file: the rows in groups of at most
 // ParquetGroupRows rows and about ParquetGroupBytes of values, each
@@ -175,7 +178,7 @@ func fillRow(r *ParquetRow, o jobstore.ObservationRow) int {
 	bounds, evidence := r.Bounds[:0], r.Evidence[:0]
 	*r = ParquetRow{
 		ID: o.ID, Project: o.Project, JobID: o.JobID, Generation: o.Generation, Owner: o.Owner, AgentID: o.AgentID,
-		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, Step: int64(o.Step), Name: o.Name, Raw: o.Raw, Value: o.Value,
+		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, PhonePlatform: o.PhonePlatform, PhoneOSVersion: o.PhoneOSVersion, Step: int64(o.Step), Name: o.Name, Raw: o.Raw, Value: o.Value,
 		Parse: o.Parse, Currency: o.Currency, Tax: o.Tax, Selector: o.Selector, AppPackage: o.AppPackage,
 		AppVersion: o.AppVersion, Locale: o.Locale, TimeZone: o.TimeZone,
 		AcceptedAt: o.AcceptedAt.UTC(), Accepted: o.Accepted, WriteEventID: o.WriteEvent,
@@ -197,7 +200,7 @@ func fillRow(r *ParquetRow, o jobstore.ObservationRow) int {
 	}
 	r.Bounds = bounds
 	size := 8*8 + 4*4 + len(o.Project) + len(o.JobID) + len(o.Owner) + len(o.AgentID) + len(o.PhoneSerial) +
-		len(o.PhoneModel) + len(o.Name) + len(o.Raw) + len(o.Value) + len(o.Parse) + len(o.Currency) + len(o.Tax) +
+		len(o.PhoneModel) + len(o.PhonePlatform) + len(o.PhoneOSVersion) + len(o.Name) + len(o.Raw) + len(o.Value) + len(o.Parse) + len(o.Currency) + len(o.Tax) +
 		len(o.Selector) + len(o.AppPackage) + len(o.AppVersion) + len(o.Locale) + len(o.TimeZone)
 	for _, e := range o.Evidence {
 		evidence = append(evidence, ParquetEvidence(e))

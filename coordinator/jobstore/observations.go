@@ -88,34 +88,36 @@ type ObservedResult struct {
 // ObservationRow is one stored observation: a row of the dataset
 // (docs/dataset.md, in its column order).
 type ObservationRow struct {
-	ID          int64 // monotonic; the cursor of a listing
-	Project     string
-	JobID       string
-	Generation  int64
-	Owner       string // the token's owner, <agent_id>/<boot_id>
-	AgentID     string
-	PhoneSerial string // the phone the job's grant named (or its selector pinned); "" unknown
-	PhoneModel  string // from the agent's last report of that phone; "" unknown
-	PhoneSDK    int    // likewise; 0 unknown
-	Step        int
-	Name        string
-	Raw         string
-	Value       string
-	Parse       string
-	Currency    string
-	Tax         string
-	Bounds      [4]int
-	Selector    string
-	AppPackage  string
-	AppVersion  string // version name
-	AppCode     int64  // version code; 0 unknown
-	Locale      string
-	TimeZone    string
-	ObservedAt  time.Time // the PC's clock, as the agent sent it, to the millisecond; zero unknown
-	AcceptedAt  time.Time // the database clock of the write event
-	Evidence    []ObservationEvidence
-	Accepted    bool  // false: the result was refused (a stale holder)
-	WriteEvent  int64 // the write_events row of the attempt
+	ID             int64 // monotonic; the cursor of a listing
+	Project        string
+	JobID          string
+	Generation     int64
+	Owner          string // the token's owner, <agent_id>/<boot_id>
+	AgentID        string
+	PhoneSerial    string // the phone the job's grant named (or its selector pinned); "" unknown
+	PhoneModel     string // from the agent's last report of that phone; "" unknown
+	PhoneSDK       int    // likewise; 0 unknown
+	PhonePlatform  string // android or ios, from the agent's last report (none: android), else the selector's; "" unknown
+	PhoneOSVersion string // the Android version, or an iPhone's iOS version, from the agent's last report; "" unknown
+	Step           int
+	Name           string
+	Raw            string
+	Value          string
+	Parse          string
+	Currency       string
+	Tax            string
+	Bounds         [4]int
+	Selector       string
+	AppPackage     string
+	AppVersion     string // version name
+	AppCode        int64  // version code; 0 unknown
+	Locale         string
+	TimeZone       string
+	ObservedAt     time.Time // the PC's clock, as the agent sent it, to the millisecond; zero unknown
+	AcceptedAt     time.Time // the database clock of the write event
+	Evidence       []ObservationEvidence
+	Accepted       bool  // false: the result was refused (a stale holder)
+	WriteEvent     int64 // the write_events row of the attempt
 }
 
 // ObservationEvidence is one artifact that proves an observation: its

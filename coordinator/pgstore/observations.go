@@ -18,19 +18,23 @@ var _ jobstore.ObservationStore = (*Store)(nil)
 
 // observedJobCTEs are the CTEs j and ph of the statements that write
 // observations for the token $1/$2/$3: the job's project, the phone the
-// token's grant named (else the one the selector pins), and its model and
-// SDK as the token's agent last reported them (else the model the
-// selector pins).
+// token's grant named (else the one the selector pins), and its model,
+// SDK, platform (android when reported without one) and OS version (iOS,
+// else Android) as the token's agent last reported them (else the model
+// and platform the selector names).
 const observedJobCTEs = `
 	j AS (
 		SELECT project,
 		       COALESCE(NULLIF(CASE WHEN lease_generation = $2 AND worker_id = $3 THEN device_serial END, ''),
 		                task->'device'->>'serial', '') AS serial,
-		       COALESCE(task->'device'->>'model', '') AS model
+		       COALESCE(task->'device'->>'model', '') AS model,
+		       COALESCE(task->'device'->>'platform', '') AS platform
 		FROM jobs WHERE id = $1
 	), ph AS (
 		SELECT COALESCE(d->>'model', '') AS model,
-		       CASE WHEN jsonb_typeof(d->'facts'->'sdk') = 'number' THEN (d->'facts'->>'sdk')::bigint ELSE 0 END AS sdk
+		       CASE WHEN jsonb_typeof(d->'facts'->'sdk') = 'number' THEN (d->'facts'->>'sdk')::bigint ELSE 0 END AS sdk,
+		       COALESCE(NULLIF(d->>'platform', ''), '` + protocol.PlatformAndroid + `') AS platform,
+		       COALESCE(NULLIF(d->'facts'->>'ios_version', ''), d->'facts'->>'android_version', '') AS os_version
 		FROM j, agents a, jsonb_array_elements(a.devices) d
 		WHERE a.agent_id = split_part($3, '/', 1) AND j.serial <> '' AND d->>'serial' = j.serial
 		LIMIT 1
@@ -43,10 +47,11 @@ const observedJobCTEs = `
 func insertObservationsSQL(n, pos string) string {
 	return `
 		INSERT INTO observations (project, job_id, generation, owner, position, agent_id, phone_serial, phone_model, phone_sdk,
-			step, name, raw, value, parse, currency, tax, bounds, selector, app_package, app_version, app_version_code,
+			phone_platform, phone_os_version, step, name, raw, value, parse, currency, tax, bounds, selector, app_package, app_version, app_version_code,
 			locale, time_zone, observed_at, accepted_at, evidence, accepted, write_event_id)
 		SELECT j.project, $1, $2, $3, ` + pos + ` + r.position, split_part($3, '/', 1), j.serial,
 		       COALESCE(NULLIF((SELECT model FROM ph), ''), j.model), COALESCE((SELECT sdk FROM ph), 0),
+		       COALESCE((SELECT platform FROM ph), j.platform), COALESCE((SELECT os_version FROM ph), ''),
 		       r.step, r.name, r.raw, r.value, r.parse, r.currency, r.tax, r.bounds, r.selector,
 		       r.app_package, r.app_version, r.app_version_code, r.locale, r.time_zone, r.observed_at,
 		       ev.at, COALESCE(r.evidence, '[]'::jsonb), ev.accepted, ev.id

@@ -132,28 +132,32 @@ func (s *Store) RecordObservations(ctx context.Context, tok fencing.Token, obs [
 
 // observedJobSQL reads, for the token ?2/?3 of job ?1, the job's project,
 // the phone of the token's grant (the serial the grant named, else the one
-// the selector pins) and the model the selector pins.
+// the selector pins) and the model and platform the selector names.
 const observedJobSQL = `
 	SELECT project,
 	       COALESCE(NULLIF(CASE WHEN lease_generation = ?2 AND worker_id = ?3 THEN device_serial END, ''),
 	                json_extract(task, '$.device.serial'), ''),
 	       COALESCE(json_extract(task, '$.device.model'), ''),
+	       COALESCE(json_extract(task, '$.device.platform'), ''),
 	       (SELECT count(*) FROM observations WHERE job_id = ?1 AND accepted = 0)
 	FROM jobs WHERE id = ?1`
 
-// observedPhoneSQL reads the model and SDK the agent ?1 last reported of
-// the phone ?2.
+// observedPhoneSQL reads the model, SDK, platform (android when reported
+// without one) and OS version (iOS, else Android) the agent ?1 last
+// reported of the phone ?2.
 const observedPhoneSQL = `
-	SELECT COALESCE(json_extract(d.value, '$.model'), ''), COALESCE(json_extract(d.value, '$.facts.sdk'), 0)
+	SELECT COALESCE(json_extract(d.value, '$.model'), ''), COALESCE(json_extract(d.value, '$.facts.sdk'), 0),
+	       COALESCE(NULLIF(json_extract(d.value, '$.platform'), ''), '` + protocol.PlatformAndroid + `'),
+	       COALESCE(NULLIF(json_extract(d.value, '$.facts.ios_version'), ''), json_extract(d.value, '$.facts.android_version'), '')
 	FROM agents a, json_each(a.devices) d
 	WHERE a.agent_id = ?1 AND json_extract(d.value, '$.serial') = ?2
 	LIMIT 1`
 
 const insertObservationSQL = `
 	INSERT INTO observations (project, job_id, generation, owner, position, agent_id, phone_serial, phone_model, phone_sdk,
-		step, name, raw, value, parse, currency, tax, bounds, selector, app_package, app_version, app_version_code,
-		locale, time_zone, observed_at, accepted_at, evidence, accepted, write_event_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		phone_platform, phone_os_version, step, name, raw, value, parse, currency, tax, bounds, selector, app_package,
+		app_version, app_version_code, locale, time_zone, observed_at, accepted_at, evidence, accepted, write_event_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (job_id, generation, owner, position) DO NOTHING`
 
 // insertObservations writes recs under the write event evID (at evAt): all
@@ -165,11 +169,11 @@ func insertObservations(ctx context.Context, tx *sql.Tx, tok fencing.Token, recs
 		return nil
 	}
 	var (
-		project, serial, model string
-		refused                int
-		sdk                    int64
+		project, serial, model, platform, osVersion string
+		refused                                     int
+		sdk                                         int64
 	)
-	err := tx.QueryRowContext(ctx, observedJobSQL, tok.JobID, tok.Generation, tok.Owner).Scan(&project, &serial, &model, &refused)
+	err := tx.QueryRowContext(ctx, observedJobSQL, tok.JobID, tok.Generation, tok.Owner).Scan(&project, &serial, &model, &platform, &refused)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // an unknown job: its write event says enough
 	}
@@ -181,13 +185,16 @@ func insertObservations(ctx context.Context, tx *sql.Tx, tok fencing.Token, recs
 	}
 	agentID := tok.AgentID()
 	if serial != "" {
-		var m string
-		err := tx.QueryRowContext(ctx, observedPhoneSQL, agentID, serial).Scan(&m, &sdk)
+		var m, p string
+		err := tx.QueryRowContext(ctx, observedPhoneSQL, agentID, serial).Scan(&m, &sdk, &p, &osVersion)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		if m != "" {
 			model = m
+		}
+		if p != "" {
+			platform = p
 		}
 	}
 	st, err := tx.PrepareContext(ctx, insertObservationSQL)
@@ -205,7 +212,7 @@ func insertObservations(ctx context.Context, tx *sql.Tx, tok fencing.Token, recs
 			return err
 		}
 		if _, err := st.ExecContext(ctx, project, tok.JobID, tok.Generation, tok.Owner, r.Position, agentID, serial, model, sdk,
-			r.Step, r.Name, r.Raw, r.Value, r.Parse, r.Currency, r.Tax, r.Bounds, r.Selector, r.AppPackage, r.AppVersion, r.AppCode,
+			platform, osVersion, r.Step, r.Name, r.Raw, r.Value, r.Parse, r.Currency, r.Tax, r.Bounds, r.Selector, r.AppPackage, r.AppVersion, r.AppCode,
 			r.Locale, r.TimeZone, observed, evAt, string(ev), accepted, evID); err != nil {
 			return err
 		}

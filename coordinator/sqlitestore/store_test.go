@@ -178,3 +178,9 @@ func TestMigrateDenials(t *testing.T) {
 func TestMigrateObservations(t *testing.T) {
 	storetest.RunMigrateObservations(t, opener(), os.DirFS("."))
 }
+
+// TestMigratePhonePlatform: the observations of a database at schema 16
+// are android, with no OS version, once migrated.
+func TestMigratePhonePlatform(t *testing.T) {
+	storetest.RunMigratePhonePlatform(t, opener(), os.DirFS("."))
+}

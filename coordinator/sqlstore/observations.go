@@ -12,8 +12,8 @@ import (
 // ObservationColumns are the columns ScanObservation reads, in its order
 // (the dataset's columns, docs/dataset.md).
 const ObservationColumns = `id, project, job_id, generation, owner, agent_id, phone_serial, phone_model, phone_sdk,
-	step, name, raw, value, parse, currency, tax, bounds, selector, app_package, app_version, app_version_code,
-	locale, time_zone, observed_at, accepted_at, evidence, accepted, write_event_id`
+	phone_platform, phone_os_version, step, name, raw, value, parse, currency, tax, bounds, selector, app_package,
+	app_version, app_version_code, locale, time_zone, observed_at, accepted_at, evidence, accepted, write_event_id`
 
 // ScanObservation reads a stored observation (ObservationColumns).
 func ScanObservation[T any](row Row, times Times[T]) (jobstore.ObservationRow, error) {
@@ -26,8 +26,8 @@ func ScanObservation[T any](row Row, times Times[T]) (jobstore.ObservationRow, e
 		phoneSDK, step int64
 	)
 	if err := row.Scan(&o.ID, &o.Project, &o.JobID, &o.Generation, &o.Owner, &o.AgentID, &o.PhoneSerial, &o.PhoneModel, &phoneSDK,
-		&step, &o.Name, &o.Raw, &o.Value, &o.Parse, &o.Currency, &o.Tax, &bounds, &o.Selector, &o.AppPackage, &o.AppVersion, &o.AppCode,
-		&o.Locale, &o.TimeZone, &observed, &acceptedAt, &evidence, &o.Accepted, &o.WriteEvent); err != nil {
+		&o.PhonePlatform, &o.PhoneOSVersion, &step, &o.Name, &o.Raw, &o.Value, &o.Parse, &o.Currency, &o.Tax, &bounds,
+		&o.Selector, &o.AppPackage, &o.AppVersion, &o.AppCode, &o.Locale, &o.TimeZone, &observed, &acceptedAt, &evidence, &o.Accepted, &o.WriteEvent); err != nil {
 		return jobstore.ObservationRow{}, err
 	}
 	o.PhoneSDK, o.Step = int(phoneSDK), int(step)

@@ -177,3 +177,33 @@ func RunMigrateObservations(t *testing.T, o Opener, migrations fs.FS) {
 		t.Fatalf("write events after the migration: %+v, %v", evs, err)
 	}
 }
+
+// RunMigratePhonePlatform checks the migration that adds the phone's
+// platform and OS version to observations: the rows of a database at
+// schema 16 are android with no OS version once migrated, the rest of
+// each row unchanged.
+func RunMigratePhonePlatform(t *testing.T, o Opener, migrations fs.FS) {
+	ctx := t.Context()
+	loc, exec := atSchema(t, o, migrations, 16)
+	task := `'{"device":{"serial":"R1"},"steps":[{"op":"screenshot","name":"s.png"}]}'`
+	exec(`INSERT INTO jobs (id, status, task, project, lease_generation, worker_id, attempts)
+		VALUES ('done', 'SUCCEEDED', ` + task + `, 'lab', 1, 'agent-a/boot-1', 1)`)
+	exec(`INSERT INTO write_events (job_id, verb, owner, generation, accepted) VALUES ('done', 'result', 'agent-a/boot-1', 1, true)`)
+	exec(`INSERT INTO observations (project, job_id, generation, owner, position, agent_id, phone_serial, phone_model, phone_sdk,
+		step, name, raw, value, bounds, accepted_at, accepted, write_event_id)
+		SELECT 'lab', 'done', 1, 'agent-a/boot-1', 0, 'agent-a', 'R1', 'SM-G991B', 33,
+		       2, 'price', '¥100', '100', '[0,0,10,10]', '2026-12-01 10:00:00.000', true, max(id) FROM write_events`)
+	s, err := o.Open(ctx, loc)
+	if err != nil {
+		t.Fatalf("migrate from schema 16: %v", err)
+	}
+	defer s.Close()
+	rows, err := s.(jobstore.ObservationStore).ListObservations(ctx, jobstore.ObservationFilter{Project: "lab", Limit: 10})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("observations after the migration: %+v, %v", rows, err)
+	}
+	if r := rows[0]; r.PhonePlatform != protocol.PlatformAndroid || r.PhoneOSVersion != "" || r.PhoneSerial != "R1" ||
+		r.PhoneModel != "SM-G991B" || r.PhoneSDK != 33 || r.Value != "100" || r.Bounds != [4]int{0, 0, 10, 10} {
+		t.Fatalf("row after the migration: %+v", r)
+	}
+}

@@ -27,6 +27,7 @@ var observationTests = []struct {
 	{"ObservationsNewestFirst", testObservationsNewestFirst},
 	{"ObservationsOutbox", testObservationsOutbox},
 	{"ObservationsRecorded", testObservationsRecorded},
+	{"ObservationsPhonePlatform", testObservationsPhonePlatform},
 }
 
 func observationStore(t *testing.T, s sqlstore.Lab) jobstore.ObservationStore {
@@ -105,14 +106,15 @@ func resultEvents(t *testing.T, s sqlstore.Lab, tk fencing.Token) []jobstore.Wri
 
 // testObservationsAccepted: an accepted result stores its observations in
 // its transaction, each a row with the token, the phone of the grant (its
-// model and SDK as the agent reported them), the agent's fields, the
+// model, SDK, platform and Android version as the agent reported them;
+// reported without a platform, android), the agent's fields, the
 // evidence under the token's object keys and the write event's time, and
 // returns the manifest.
 func testObservationsAccepted(t *testing.T, s sqlstore.Lab) {
 	ctx := t.Context()
 	os := observationStore(t, s)
 	dev := phone("S1", "SM-G991B")
-	dev.Facts = &protocol.PhoneFacts{SDK: 33}
+	dev.Facts = &protocol.PhoneFacts{SDK: 33, AndroidVersion: "13"}
 	hello(t, s, ownerA, dev, phone("S2", "Pixel 7"))
 	task := testTask()
 	task.Device = protocol.DeviceSelector{}
@@ -151,7 +153,8 @@ func testObservationsAccepted(t *testing.T, s sqlstore.Lab) {
 	p := rows[0]
 	want := jobstore.ObservationRow{
 		ID: p.ID, Project: "lab", JobID: "obs-1", Generation: 1, Owner: ownerA, AgentID: "agent-a",
-		PhoneSerial: "S1", PhoneModel: "SM-G991B", PhoneSDK: 33, Step: 3, Name: "price", Raw: "¥1,280 (税込)", Value: "1280",
+		PhoneSerial: "S1", PhoneModel: "SM-G991B", PhoneSDK: 33, PhonePlatform: protocol.PlatformAndroid, PhoneOSVersion: "13",
+		Step: 3, Name: "price", Raw: "¥1,280 (税込)", Value: "1280",
 		Parse: protocol.ParsePrice, Currency: "JPY", Tax: protocol.TaxIncluded, Bounds: [4]int{10, 200, 500, 260},
 		Selector: `text~"¥"`, AppPackage: "com.example.shop", AppVersion: "4.2.0", AppCode: 420, Locale: "ja-JP", TimeZone: "Asia/Tokyo",
 		ObservedAt: observedAt.Add(3 * time.Millisecond), AcceptedAt: evs[0].At,
@@ -598,7 +601,8 @@ func testObservationsRecorded(t *testing.T, s sqlstore.Lab) {
 	}
 	want := jobstore.ObservationRow{
 		ID: rows[0].ID, Project: "lab", JobID: "rec-1", Generation: 1, Owner: ownerA, AgentID: "agent-a",
-		PhoneSerial: "S1", PhoneModel: "SM-G991B", PhoneSDK: 33, Step: 2, Name: "price", Raw: "¥1,280", Value: "1280",
+		PhoneSerial: "S1", PhoneModel: "SM-G991B", PhoneSDK: 33, PhonePlatform: protocol.PlatformAndroid,
+		Step: 2, Name: "price", Raw: "¥1,280", Value: "1280",
 		Parse: protocol.ParsePrice, Currency: "JPY", Bounds: [4]int{10, 200, 500, 260}, AppPackage: "com.example.shop",
 		ObservedAt: observedAt, AcceptedAt: evs[0].At,
 		Evidence: []jobstore.ObservationEvidence{{Name: "screenshot-002.png", Key: l.Token.ObjectKey("screenshot-002.png"), SHA256: sumA}},
@@ -742,5 +746,69 @@ func testObservationsRecorded(t *testing.T, s sqlstore.Lab) {
 	}
 	if n := countObs(t, os, jobstore.ObservationFilter{Project: "bound", All: true}); n != jobstore.MaxRefusedObservations {
 		t.Fatalf("job keeps %d refused rows, want the bound %d", n, jobstore.MaxRefusedObservations)
+	}
+}
+
+// testObservationsPhonePlatform: a row names the platform and OS version
+// of its phone as the token's agent last reported them, for a result's
+// observations and for recorded ones: an iPhone is ios with its iOS
+// version; a phone reported without a platform is android with its
+// Android version; a phone the agent no longer lists takes the platform
+// the job's selector names, its OS version not known.
+func testObservationsPhonePlatform(t *testing.T, s sqlstore.Lab) {
+	ctx := t.Context()
+	os := observationStore(t, s)
+	iphone := protocol.Device{Serial: "00008110-A", State: protocol.DeviceReady, Platform: protocol.PlatformIOS, Model: "iPhone 15",
+		Facts: &protocol.PhoneFacts{IOSVersion: "17.5.1"}}
+	android := phone("R5CT", "SM-G991B")
+	android.Facts = &protocol.PhoneFacts{SDK: 34, AndroidVersion: "14"}
+	hello(t, s, ownerA, iphone, android)
+	for _, c := range []struct{ id, platform string }{{"on-iphone", protocol.PlatformIOS}, {"on-android", protocol.PlatformAndroid}} {
+		task := testTask()
+		task.Device = protocol.DeviceSelector{Platform: c.platform}
+		if _, err := s.Submit(ctx, jobstore.JobSpec{ID: c.id, Task: task, Project: "lab"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type want struct{ serial, platform, version string }
+	wants := map[string]want{"on-iphone": {iphone.Serial, protocol.PlatformIOS, "17.5.1"}, "on-android": {"R5CT", protocol.PlatformAndroid, "14"}}
+	for range 2 {
+		l, err := claimFor(t, s, ownerA, 2, iphone, android)
+		if err != nil {
+			t.Fatalf("claim for: %v", err)
+		}
+		if err := os.RecordObservations(ctx, l.Token, []protocol.Observation{{Step: 1, Name: "stock", Raw: "3", Value: "3", Parse: protocol.ParseText}}); err != nil {
+			t.Fatalf("record: %v", err)
+		}
+		if _, err := os.CommitObserved(ctx, l.Token, jobstore.ObservedResult{Result: result("ok"), Observations: []protocol.Observation{priceObs(2, "price", "¥100", "100")}}); err != nil {
+			t.Fatalf("commit observed: %v", err)
+		}
+	}
+	// The agent no longer lists the phone when its job's result comes.
+	task := testTask()
+	task.Device = protocol.DeviceSelector{Serial: "00008110-B", Platform: protocol.PlatformIOS}
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "gone", Task: task, Project: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	gone := protocol.Device{Serial: "00008110-B", State: protocol.DeviceReady, Platform: protocol.PlatformIOS, Model: "iPhone 13"}
+	l, err := claimFor(t, s, ownerB, 1, gone)
+	if err != nil || l.Token.JobID != "gone" {
+		t.Fatalf("claim for the unlisted phone: %v, %+v", err, l)
+	}
+	if _, err := os.CommitObserved(ctx, l.Token, jobstore.ObservedResult{Result: result("ok"), Observations: []protocol.Observation{priceObs(2, "price", "¥200", "200")}}); err != nil {
+		t.Fatalf("commit observed: %v", err)
+	}
+	wants["gone"] = want{"00008110-B", protocol.PlatformIOS, ""}
+
+	rows := listObs(t, os, jobstore.ObservationFilter{Project: "lab"})
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		w := wants[r.JobID]
+		if r.PhoneSerial != w.serial || r.PhonePlatform != w.platform || r.PhoneOSVersion != w.version {
+			t.Errorf("row %s of %s: phone %q %q %q, want %q %q %q", r.Name, r.JobID, r.PhoneSerial, r.PhonePlatform, r.PhoneOSVersion,
+				w.serial, w.platform, w.version)
+		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 var parquetTypes = [][2]string{
 	{"id", "BIGINT"}, {"project", "VARCHAR"}, {"job_id", "VARCHAR"}, {"generation", "BIGINT"},
 	{"owner", "VARCHAR"}, {"agent_id", "VARCHAR"}, {"phone_serial", "VARCHAR"}, {"phone_model", "VARCHAR"},
-	{"phone_sdk", "BIGINT"}, {"step", "BIGINT"}, {"name", "VARCHAR"}, {"raw", "VARCHAR"}, {"value", "VARCHAR"},
+	{"phone_sdk", "BIGINT"}, {"phone_platform", "VARCHAR"}, {"phone_os_version", "VARCHAR"}, {"step", "BIGINT"}, {"name", "VARCHAR"}, {"raw", "VARCHAR"}, {"value", "VARCHAR"},
 	{"parse", "VARCHAR"}, {"currency", "VARCHAR"}, {"tax", "VARCHAR"}, {"bounds", "INTEGER[]"},
 	{"selector", "VARCHAR"}, {"app_package", "VARCHAR"}, {"app_version", "VARCHAR"}, {"app_version_code", "BIGINT"},
 	{"locale", "VARCHAR"}, {"time_zone", "VARCHAR"}, {"observed_at", "TIMESTAMP WITH TIME ZONE"},
@@ -35,13 +35,13 @@ var parquetTypes = [][2]string{
 }
 
 // csvTypes are the columns of a CSV export as DuckDB reads them with
-// types={'value': 'VARCHAR'} (docs/dataset.md, "Reading the files"):
+// types={'value': 'VARCHAR', 'phone_os_version': 'VARCHAR'} (docs/dataset.md, "Reading the files"):
 // numbers, times and booleans typed by its sniffer, bounds and evidence
 // their JSON text.
 var csvTypes = [][2]string{
 	{"id", "BIGINT"}, {"project", "VARCHAR"}, {"job_id", "VARCHAR"}, {"generation", "BIGINT"},
 	{"owner", "VARCHAR"}, {"agent_id", "VARCHAR"}, {"phone_serial", "VARCHAR"}, {"phone_model", "VARCHAR"},
-	{"phone_sdk", "BIGINT"}, {"step", "BIGINT"}, {"name", "VARCHAR"}, {"raw", "VARCHAR"}, {"value", "VARCHAR"},
+	{"phone_sdk", "BIGINT"}, {"phone_platform", "VARCHAR"}, {"phone_os_version", "VARCHAR"}, {"step", "BIGINT"}, {"name", "VARCHAR"}, {"raw", "VARCHAR"}, {"value", "VARCHAR"},
 	{"parse", "VARCHAR"}, {"currency", "VARCHAR"}, {"tax", "VARCHAR"}, {"bounds", "VARCHAR"},
 	{"selector", "VARCHAR"}, {"app_package", "VARCHAR"}, {"app_version", "VARCHAR"}, {"app_version_code", "BIGINT"},
 	{"locale", "VARCHAR"}, {"time_zone", "VARCHAR"}, {"observed_at", "TIMESTAMP WITH TIME ZONE"},
@@ -58,6 +58,7 @@ type duckRow struct {
 	Generation                               int64
 	Owner, AgentID, PhoneSerial, PhoneModel  string
 	PhoneSDK                                 sql.NullInt64
+	PhonePlatform, PhoneOSVersion            string
 	Step                                     int64
 	Name, Raw, Value, Parse, Currency, Tax   string
 	Bounds, Selector, AppPackage, AppVersion string
@@ -79,7 +80,7 @@ func wantRow(o jobstore.ObservationRow) duckRow {
 	evJSON, _ := json.Marshal(ev)
 	r := duckRow{
 		ID: o.ID, Project: o.Project, JobID: o.JobID, Generation: o.Generation, Owner: o.Owner, AgentID: o.AgentID,
-		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, Step: int64(o.Step), Name: o.Name, Raw: o.Raw,
+		PhoneSerial: o.PhoneSerial, PhoneModel: o.PhoneModel, PhonePlatform: o.PhonePlatform, PhoneOSVersion: o.PhoneOSVersion, Step: int64(o.Step), Name: o.Name, Raw: o.Raw,
 		Value: o.Value, Parse: o.Parse, Currency: o.Currency, Tax: o.Tax, Bounds: jobstore.FormatBounds(o.Bounds),
 		Selector: o.Selector, AppPackage: o.AppPackage, AppVersion: o.AppVersion, Locale: o.Locale, TimeZone: o.TimeZone,
 		AcceptedAt: o.AcceptedAt.UnixMicro(), Evidence: string(evJSON), Accepted: o.Accepted, WriteEventID: o.WriteEvent,
@@ -128,7 +129,7 @@ func readRows(t *testing.T, db *sql.DB, from, bounds, evidence string) []duckRow
 	t.Helper()
 	s := func(col string) string { return "coalesce(" + col + ", '')" }
 	q := `SELECT id, ` + s("project") + `, ` + s("job_id") + `, generation, ` + s("owner") + `, ` + s("agent_id") + `, ` +
-		s("phone_serial") + `, ` + s("phone_model") + `, phone_sdk, step, ` + s("name") + `, ` + s("raw") + `, ` + s("value") + `, ` +
+		s("phone_serial") + `, ` + s("phone_model") + `, phone_sdk, ` + s("phone_platform") + `, ` + s("phone_os_version") + `, step, ` + s("name") + `, ` + s("raw") + `, ` + s("value") + `, ` +
 		s("parse") + `, ` + s("currency") + `, ` + s("tax") + `, ` + bounds + `, ` + s("selector") + `, ` + s("app_package") + `, ` +
 		s("app_version") + `, app_version_code, ` + s("locale") + `, ` + s("time_zone") + `, epoch_us(observed_at), epoch_us(accepted_at), ` +
 		evidence + `, accepted, write_event_id FROM ` + from + ` ORDER BY id`
@@ -141,7 +142,7 @@ func readRows(t *testing.T, db *sql.DB, from, bounds, evidence string) []duckRow
 	for rows.Next() {
 		var r duckRow
 		if err := rows.Scan(&r.ID, &r.Project, &r.JobID, &r.Generation, &r.Owner, &r.AgentID, &r.PhoneSerial, &r.PhoneModel,
-			&r.PhoneSDK, &r.Step, &r.Name, &r.Raw, &r.Value, &r.Parse, &r.Currency, &r.Tax, &r.Bounds, &r.Selector,
+			&r.PhoneSDK, &r.PhonePlatform, &r.PhoneOSVersion, &r.Step, &r.Name, &r.Raw, &r.Value, &r.Parse, &r.Currency, &r.Tax, &r.Bounds, &r.Selector,
 			&r.AppPackage, &r.AppVersion, &r.AppVersionCode, &r.Locale, &r.TimeZone, &r.ObservedAt, &r.AcceptedAt,
 			&r.Evidence, &r.Accepted, &r.WriteEventID); err != nil {
 			t.Fatal(err)
@@ -195,7 +196,7 @@ func seed(t *testing.T, st *pgstore.Store) {
 	}
 	// Every job is claimed before the agent says hello (draining, so that
 	// the running coordinator's scheduler grants it nothing): the phone's
-	// model and SDK come from that report.
+	// model, SDK, platform and Android version come from that report.
 	rich := claim("rich", "pc-1/boot", protocol.DeviceSelector{Serial: "R58M123ABC"})
 	stale := claim("stale", "pc-1/boot", protocol.DeviceSelector{})
 	var bulk []fencing.Token
@@ -203,7 +204,7 @@ func seed(t *testing.T, st *pgstore.Store) {
 		bulk = append(bulk, claim(fmt.Sprintf("bulk-%02d", j), "pc-2/boot", protocol.DeviceSelector{}))
 	}
 	if _, _, err := st.AgentHello(ctx, jobstore.AgentHello{AgentID: "pc-1", BootID: "boot", Slots: 1, Draining: true,
-		Devices: []protocol.Device{{Serial: "R58M123ABC", State: protocol.DeviceReady, Model: "SM-G991B", Facts: &protocol.PhoneFacts{SDK: 34}}}}); err != nil {
+		Devices: []protocol.Device{{Serial: "R58M123ABC", State: protocol.DeviceReady, Model: "SM-G991B", Facts: &protocol.PhoneFacts{SDK: 34, AndroidVersion: "14"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 12, 1, 9, 30, 15, 123_000_000, time.UTC)
@@ -299,7 +300,7 @@ func TestDuckDBReadsExports(t *testing.T) {
 	}
 	defer db.Close()
 	pq := "read_parquet(" + quote(files[api.FormatParquet]) + ")"
-	csv := "read_csv(" + quote(files[api.FormatCSV]) + ", header = true, types = {'value': 'VARCHAR'})"
+	csv := "read_csv(" + quote(files[api.FormatCSV]) + ", header = true, types = {'value': 'VARCHAR', 'phone_os_version': 'VARCHAR'})"
 
 	if got := describe(t, db, pq); fmt.Sprint(got) != fmt.Sprint(parquetTypes) {
 		t.Errorf("Parquet columns\n got  %v\n want %v", got, parquetTypes)
@@ -326,17 +327,20 @@ func TestDuckDBReadsExports(t *testing.T) {
 	// The provenance of the rich job's first row, read as a researcher
 	// would, by name.
 	var (
-		job, serial, model, app, version string
-		gen, sdk, code                   int64
-		accepted                         time.Time
+		job, serial, model, platform, osVersion, app, version string
+		gen, sdk, code                                        int64
+		accepted                                              time.Time
 	)
-	if err := db.QueryRow(`SELECT job_id, generation, phone_serial, phone_model, phone_sdk, app_package, app_version, app_version_code, accepted_at
-		FROM `+pq+` WHERE name = 'price' AND value = '1280'`).Scan(&job, &gen, &serial, &model, &sdk, &app, &version, &code, &accepted); err != nil {
+	if err := db.QueryRow(`SELECT job_id, generation, phone_serial, phone_model, phone_sdk, phone_platform, phone_os_version,
+		app_package, app_version, app_version_code, accepted_at
+		FROM `+pq+` WHERE name = 'price' AND value = '1280'`).Scan(&job, &gen, &serial, &model, &sdk, &platform, &osVersion,
+		&app, &version, &code, &accepted); err != nil {
 		t.Fatal(err)
 	}
-	if job != "rich" || gen != 1 || serial != "R58M123ABC" || model != "SM-G991B" || sdk != 34 || app != "com.example.shop" ||
-		version != "4.2.0" || code != 420 || !accepted.Equal(stored[0].AcceptedAt) {
-		t.Errorf("provenance: %s g%d %s %s sdk %d %s %s (%d) at %s; stored %+v", job, gen, serial, model, sdk, app, version, code, accepted, stored[0])
+	if job != "rich" || gen != 1 || serial != "R58M123ABC" || model != "SM-G991B" || sdk != 34 || platform != protocol.PlatformAndroid ||
+		osVersion != "14" || app != "com.example.shop" || version != "4.2.0" || code != 420 || !accepted.Equal(stored[0].AcceptedAt) {
+		t.Errorf("provenance: %s g%d %s %s sdk %d %s %s %s %s (%d) at %s; stored %+v", job, gen, serial, model, sdk, platform, osVersion,
+			app, version, code, accepted, stored[0])
 	}
 	var refused int
 	if err := db.QueryRow(`SELECT count(*) FROM ` + pq + ` WHERE NOT accepted AND job_id = 'stale' AND raw = 'stale'`).Scan(&refused); err != nil || refused != 1 {
