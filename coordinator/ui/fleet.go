@@ -37,21 +37,22 @@ type agentRow struct {
 
 // phoneRow is one phone on the fleet page.
 type phoneRow struct {
-	Key     string // <agent id>/<serial>
-	AgentID string
-	Serial  string
-	State   string
-	Fix     string
-	Reason  string
-	Model   string
-	Tags    string
-	Health  string
-	JobID   string // the job it runs, "" when none or of a project the visitor does not see
-	JobURL  string
-	Busy    bool   // it runs a job (visible or not)
-	Thumb   string // the URL of its last screenshot, "" when none
-	ThumbAt string
-	ThumbOf string // the URL of the job of that screenshot
+	Key      string // <agent id>/<serial>
+	AgentID  string
+	Serial   string
+	State    string
+	Fix      string
+	Reason   string
+	Platform string // android or ios (protocol.PlatformOf)
+	Model    string
+	Tags     string
+	Health   string
+	JobID    string // the job it runs, "" when none or of a project the visitor does not see
+	JobURL   string
+	Busy     bool   // it runs a job (visible or not)
+	Thumb    string // the URL of its last screenshot, "" when none
+	ThumbAt  string
+	ThumbOf  string // the URL of the job of that screenshot
 }
 
 type fleetData struct {
@@ -173,7 +174,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 		for _, dev := range devs {
 			p := phoneRow{
 				Key: a.ID + "/" + dev.Serial, AgentID: a.ID, Serial: dev.Serial, State: dev.State, Reason: dev.Reason,
-				Model: dev.Model, Tags: strings.Join(dev.Tags, ", "), Health: strings.Join(health(dev.Facts), " · "),
+				Platform: protocol.PlatformOf(dev), Model: dev.Model, Tags: strings.Join(dev.Tags, ", "), Health: strings.Join(health(dev.Facts), " · "),
 			}
 			ids := dups[dev.Serial]
 			if why := h.notForVisitor(c, a.ID, dev); why != "" {
@@ -291,6 +292,8 @@ func writePhoneRows(b *strings.Builder, rows []phoneRow) {
 		esc(b, p.Key)
 		b.WriteString(`</td><td class="state">`)
 		esc(b, p.State)
+		b.WriteString(`</td><td class="platform">`)
+		esc(b, p.Platform)
 		b.WriteString(`</td><td class="model">`)
 		esc(b, p.Model)
 		b.WriteString(`</td><td class="tags">`)
@@ -325,7 +328,7 @@ func writePhoneRows(b *strings.Builder, rows []phoneRow) {
 		}
 		b.WriteString(`<tr class="fix" data-fix="`)
 		esc(b, p.Key)
-		b.WriteString(`"><td></td><td colspan="6">`)
+		b.WriteString(`"><td></td><td colspan="7">`)
 		if p.Reason != "" {
 			b.WriteString(`<span class="reason">`)
 			esc(b, p.Reason)
@@ -380,6 +383,8 @@ func health(f *protocol.PhoneFacts) []string {
 		out = append(out, "battery "+f.BatteryHealth)
 	}
 	switch {
+	case f.IOSVersion != "":
+		out = append(out, "iOS "+f.IOSVersion)
 	case f.AndroidVersion != "" && f.SDK > 0:
 		out = append(out, "Android "+f.AndroidVersion+" (SDK "+strconv.Itoa(f.SDK)+")")
 	case f.AndroidVersion != "":

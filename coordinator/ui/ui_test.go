@@ -605,7 +605,8 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 // TestFleet: agents online, offline (by the database clock) and draining,
-// with their phones' state, fix, model, tags, health and current job.
+// with their phones' state, fix, platform, model, tags, health and current
+// job.
 func TestFleet(t *testing.T) {
 	forKinds(t, func(t *testing.T, kind string) {
 		// An agent is offline once silent for offlineAfter on the database
@@ -623,7 +624,9 @@ func TestFleet(t *testing.T) {
 			return err == nil && a.SeenAgo > offlineAfter
 		})
 		e.hello("agent-a", good, protocol.Device{Serial: "S2", State: protocol.DeviceUnauthorized})
-		e.hello("agent-d", ready("S3", "Pixel 8"))
+		iphone := ready("S3", "iPhone 15")
+		iphone.Platform, iphone.Facts = protocol.PlatformIOS, &protocol.PhoneFacts{IOSVersion: "17.5.1"}
+		e.hello("agent-d", iphone)
 		if _, err := e.store.SetAgentDraining(ctx, "agent-d", true); err != nil {
 			t.Fatal(err)
 		}
@@ -653,6 +656,12 @@ func TestFleet(t *testing.T) {
 		p := `tr[data-phone=agent-a/S1]`
 		if text(r.one(t, p+` td.state`)) != "device" || text(r.one(t, p+` td.model`)) != "Pixel 7" || text(r.one(t, p+` td.tags`)) != "lab" || text(r.one(t, p+` td.job`)) != "run" {
 			t.Errorf("phone S1 row: %s", r.body)
+		}
+		if got := text(r.one(t, p+` td.platform`)); got != protocol.PlatformAndroid {
+			t.Errorf("phone S1 platform %q", got)
+		}
+		if got, h := text(r.one(t, `tr[data-phone=agent-d/S3] td.platform`)), text(r.one(t, `tr[data-phone=agent-d/S3] td.health`)); got != protocol.PlatformIOS || h != "iOS 17.5.1" {
+			t.Errorf("iPhone S3: platform %q, health %q", got, h)
 		}
 		if h := text(r.one(t, p+` td.health`)); !strings.Contains(h, "battery 81%") || !strings.Contains(h, "36.5 °C") || !strings.Contains(h, "Android 14 (SDK 34)") || !strings.Contains(h, "1080×2400") {
 			t.Errorf("phone S1 health %q", h)
