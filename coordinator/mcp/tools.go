@@ -50,12 +50,13 @@ const (
 
 // Phone is a phone as list_phones shows it.
 type Phone struct {
-	Agent  string   `json:"agent"`
-	Serial string   `json:"serial"`
-	Model  string   `json:"model,omitempty"`
-	Tags   []string `json:"tags,omitempty"`
-	State  string   `json:"state" jsonschema:"device when usable; otherwise what is wrong (offline, unauthorized, agent offline, agent draining)"`
-	Free   bool     `json:"free" jsonschema:"true when open_session can take it now"`
+	Agent    string   `json:"agent"`
+	Serial   string   `json:"serial"`
+	Platform string   `json:"platform" jsonschema:"android or ios"`
+	Model    string   `json:"model,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	State    string   `json:"state" jsonschema:"device when usable; otherwise what is wrong (offline, unauthorized, agent offline, agent draining)"`
+	Free     bool     `json:"free" jsonschema:"true when open_session can take it now"`
 	// Reason says why a resting or quarantined phone is not offered.
 	Reason string `json:"reason,omitempty" jsonschema:"why a resting or quarantined phone takes no session now"`
 	// ScreenWidth and ScreenHeight are the screen's pixels in the natural
@@ -259,7 +260,7 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 				}
 				continue
 			}
-			p := Phone{Agent: a.ID, Serial: d.Serial, Model: d.Model, Tags: d.Tags, State: d.State, Reason: d.Reason}
+			p := Phone{Agent: a.ID, Serial: d.Serial, Platform: protocol.PlatformOf(d), Model: d.Model, Tags: d.Tags, State: d.State, Reason: d.Reason}
 			if ids := dups[d.Serial]; len(ids) > 1 {
 				p.State, p.Reason = "refused", coordinator.DuplicateReason(d.Serial, ids)
 			}
@@ -294,7 +295,7 @@ func (s *Server) listPhones(ctx context.Context, req *sdk.CallToolRequest, _ lis
 		if p.Free {
 			free = "free"
 		}
-		fmt.Fprintf(&b, "- serial=%s model=%q agent=%s tags=%s state=%s %s", p.Serial, p.Model, p.Agent, strings.Join(p.Tags, ","), p.State, free)
+		fmt.Fprintf(&b, "- serial=%s platform=%s model=%q agent=%s tags=%s state=%s %s", p.Serial, p.Platform, p.Model, p.Agent, strings.Join(p.Tags, ","), p.State, free)
 		if p.ScreenWidth > 0 && p.ScreenHeight > 0 {
 			fmt.Fprintf(&b, " screen=%dx%d", p.ScreenWidth, p.ScreenHeight)
 		}
