@@ -74,7 +74,7 @@ func TestReopen(t *testing.T) {
 	if _, err := s.Get(ctx, "kept"); err != nil {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 16 {
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 17 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }

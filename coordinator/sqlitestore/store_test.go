@@ -54,7 +54,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 16 {
+	if err != nil || v != 17 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	var mode string
