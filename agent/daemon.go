@@ -419,18 +419,14 @@ func buildStorage(cfg *config.Agent, spoolDir string, authorize uploader.Authori
 // tests, and the adb backend for real phones.
 func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log zerolog.Logger) (*capture.Inventory, func(), error) {
 	sims := cfg.SimulatedDevices()
-	real := len(cfg.Devices) == 0 || len(sims) < len(cfg.Devices)
 	var inv *capture.Inventory
 	closeInv := func() {}
-	if real {
+	if cfg.NeedsADB() {
 		// Listed adb phones are the only ones offered; no list offers
 		// every phone the adb server reports.
 		tags := map[string][]string{}
 		var serials []string
-		for _, d := range cfg.Devices {
-			if d.Simulated {
-				continue
-			}
+		for _, d := range cfg.ADBDevices() {
 			serials = append(serials, d.Serial)
 			if len(d.Tags) > 0 {
 				tags[d.Serial] = d.Tags
