@@ -143,13 +143,13 @@ func TestParseXCUIAttributes(t *testing.T) {
 
 	// Visibility, type, text and checked state.
 	tree = mustParse(t, app(`edgeagent-bundle-id="com.example.shop"`,
-		`<XCUIElementTypeButton label="a" x="0" y="0" width="9" height="9"/>`,                               // 1: no visible attribute, no type
-		el(`type="XCUIElementTypeSwitch" value="1" visible="true" x="0" y="0" width="9" height="9"`),        // 2: the type attribute wins
-		el(`type="XCUIElementTypeSwitch" value="0" visible="false" x="0" y="0" width="9" height="9"`),       // 3
-		el(`type="XCUIElementTypeCheckBox" value="1" visible="TRUE" x="0" y="0" width="9" height="9"`),      // 4
-		el(`type="XCUIElementTypeToggle" value="1" enabled="true" x="0" y="0" width="9" height="9"`),        // 5
-		el(`type="XCUIElementTypeStaticText" value="1" label="" selected="true" focused="true"`),            // 6
-		el(`type="XCUIElementTypeTextField" label="名前" value="山田" x="0" y="0" width="9" height="9"`),        // 7
+		`<XCUIElementTypeButton label="a" x="0" y="0" width="9" height="9"/>`,                                              // 1: no visible attribute, no type
+		el(`type="XCUIElementTypeSwitch" value="1" visible="true" x="0" y="0" width="9" height="9"`),                       // 2: the type attribute wins
+		el(`type="XCUIElementTypeSwitch" value="0" visible="false" x="0" y="0" width="9" height="9"`),                      // 3
+		el(`type="XCUIElementTypeCheckBox" value="1" visible="TRUE" x="0" y="0" width="9" height="9"`),                     // 4
+		el(`type="XCUIElementTypeToggle" value="1" enabled="true" x="0" y="0" width="9" height="9"`),                       // 5
+		el(`type="XCUIElementTypeStaticText" value="1" label="" selected="true" focused="true"`),                           // 6
+		el(`type="XCUIElementTypeTextField" label="名前" value="山田" x="0" y="0" width="9" height="9"`),                       // 7
 		`<foo><XCUIElementTypeCell name="c" x="0" y="0" width="9" height="9"><node text="n"/></XCUIElementTypeCell></foo>`, // 8, in foo
 	))
 	if len(tree.Nodes) != 9 {
