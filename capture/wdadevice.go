@@ -90,7 +90,7 @@ type WDADevice struct {
 	scale    int    // pixels per point
 	scaleSID string // the WDA session scale was read in
 	inflight int    // operations talking to WDA now
-	lastOK   time.Time
+	onChange func() // called after the state changed (WatchIOS)
 }
 
 var (
@@ -191,10 +191,9 @@ func (d *WDADevice) problemLocked(err error) error {
 }
 
 // setState records the phone's state and why; it reports whether it
-// changed.
+// changed, and then calls onChange.
 func (d *WDADevice) setState(state, cause string) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	changed := d.state != state
 	if changed {
 		ev := d.opts.Log.Info()
@@ -207,16 +206,21 @@ func (d *WDADevice) setState(state, cause string) bool {
 	if state == protocol.DeviceReady {
 		d.cause = ""
 	}
+	f := d.onChange
+	d.mu.Unlock()
+	if changed && f != nil {
+		f()
+	}
 	return changed
 }
 
-// busy reports whether an operation talks to WDA now, or one answered
-// within recent: WDA runs one command at a time, so a probe then would
-// wait behind it, and an answer is as good as a probe.
-func (d *WDADevice) busy(recent time.Duration) bool {
+// inUse reports whether an operation talks to WDA now: WDA runs one
+// command at a time, so a probe would wait behind it (and the
+// operation's own timeout finds a WDA that hangs).
+func (d *WDADevice) inUse() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inflight > 0 || (!d.lastOK.IsZero() && time.Since(d.lastOK) < recent)
+	return d.inflight > 0
 }
 
 // unreachable reports whether err says WDA is not there or hangs.
@@ -247,9 +251,6 @@ func (d *WDADevice) op(ctx context.Context, what string, timeout time.Duration, 
 	cancel()
 	d.mu.Lock()
 	d.inflight--
-	if err == nil {
-		d.lastOK = time.Now()
-	}
 	d.mu.Unlock()
 	if err == nil {
 		return nil
