@@ -1,7 +1,6 @@
 // Package fakewda is a fake iPhone for tests: an HTTP server speaking
 // WebDriverAgent's (WDA) API, the one Appium's XCUITest driver uses, the
-// way WDA on a phone does on port 8100 (docs: the iOS contract of the
-// testkit). Its screen is a capture.Simulated phone, the one behind
+// way WDA on a phone does on port 8100. Its screen is a capture.Simulated phone, the one behind
 // testkit/fakeadbd: the launcher, the shop app and the others, so taps
 // launch apps and typed text shows in the app.
 //
