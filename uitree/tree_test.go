@@ -86,7 +86,7 @@ func sameNode(a, b uitree.Node) bool {
 	return a.Index == b.Index && a.Parent == b.Parent && a.Depth == b.Depth && a.Text == b.Text && a.ID == b.ID &&
 		a.Desc == b.Desc && a.Class == b.Class && a.Package == b.Package && a.Bounds == b.Bounds &&
 		a.Enabled == b.Enabled && a.Checked == b.Checked && a.Selected == b.Selected &&
-		a.Clickable == b.Clickable && a.Scrollable == b.Scrollable && a.Focused == b.Focused
+		a.Clickable == b.Clickable && a.Scrollable == b.Scrollable && a.Focused == b.Focused && a.Hidden == b.Hidden
 }
 
 func TestParseAttributes(t *testing.T) {
