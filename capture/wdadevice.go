@@ -248,6 +248,7 @@ func (d *WDADevice) op(ctx context.Context, what string, timeout time.Duration, 
 	d.mu.Unlock()
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s on %s: %w: no answer within %v", what, d.opts.UDID, wda.ErrNotAnswering, timeout))
 	err := f(tctx)
+	timedOut := tctx.Err() != nil
 	cancel()
 	d.mu.Lock()
 	d.inflight--
@@ -258,7 +259,7 @@ func (d *WDADevice) op(ctx context.Context, what string, timeout time.Duration, 
 	if cerr := ctxErr(ctx); cerr != nil {
 		return fmt.Errorf("%s on %s: %w", what, d.opts.UDID, cerr)
 	}
-	if tctx.Err() != nil {
+	if timedOut {
 		err = context.Cause(tctx)
 	}
 	var pse *PhoneStateError
@@ -581,11 +582,22 @@ func (d *WDADevice) unlock(ctx context.Context, what string) error {
 }
 
 // unlockNow unlocks the phone and reports whether it is still locked.
+// WDA answers an error when the screen stays locked (a passcode): then
+// /wda/locked says so.
 func (d *WDADevice) unlockNow(ctx context.Context) (stillLocked bool, err error) {
-	if err := d.c.Unlock(ctx); err != nil {
+	uerr := d.c.Unlock(ctx)
+	var we *wda.Error
+	if uerr != nil && !errors.As(uerr, &we) {
+		return false, uerr
+	}
+	locked, err := d.c.Locked(ctx)
+	if err != nil {
 		return false, err
 	}
-	return d.c.Locked(ctx)
+	if !locked && uerr != nil {
+		return false, uerr
+	}
+	return locked, nil
 }
 
 // iosOrientations maps rotate's orientations to WDA's.
@@ -638,6 +650,9 @@ func (d *WDADevice) Facts(ctx context.Context) (protocol.PhoneFacts, error) {
 	var perr []error
 	err := d.op(ctx, "read facts", d.opts.CaptureTimeout, func(ctx context.Context) error {
 		fail := func(route string, err error) error {
+			if err == nil {
+				return nil
+			}
 			if unreachable(err) || ctx.Err() != nil {
 				return err
 			}
