@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -481,7 +482,11 @@ func (d *WDADevice) Text(ctx context.Context, s string) error {
 	if s == "" {
 		return nil
 	}
-	return d.op(ctx, "text", d.opts.OpTimeout, func(ctx context.Context) error {
+	n := utf8.RuneCountInString(s)
+	if n > wda.MaxKeys {
+		return fmt.Errorf("text on %s: %w: %d characters, over the %d an iPhone is sent at once", d.opts.UDID, ErrInvalidStep, n, wda.MaxKeys)
+	}
+	return d.op(ctx, "text", d.opts.OpTimeout+time.Duration(n)*wda.KeyTime, func(ctx context.Context) error {
 		return d.c.Keys(ctx, s)
 	})
 }

@@ -55,6 +55,9 @@ const (
 	MaxSourceBytes = uitree.MaxDumpBytes
 	// MaxKeys bounds the characters of one Keys call.
 	MaxKeys = 10_000
+	// KeyTime is what each character adds to a Keys call's timeout (WDA
+	// types a few dozen characters a second).
+	KeyTime = 100 * time.Millisecond
 )
 
 // WDA's error codes (the "error" of an error payload) the client and its
@@ -238,28 +241,42 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, path, sh
 	if err := ctxError(ctx); err != nil {
 		return fmt.Errorf("WebDriverAgent %s %s: %w", method, shown, err)
 	}
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("WebDriverAgent %s %s: encode request: %w", method, shown, err)
 		}
-		rd = bytes.NewReader(b)
+		payload = b
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
 	u := *c.base
 	u.Path = c.base.Path + path
-	req, err := http.NewRequestWithContext(cctx, method, u.String(), rd)
-	if err != nil {
-		return fmt.Errorf("WebDriverAgent %s %s: %w", method, shown, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(payload)
+		}
+		req, err := http.NewRequestWithContext(cctx, method, u.String(), rd)
+		if err != nil {
+			return fmt.Errorf("WebDriverAgent %s %s: %w", method, shown, err)
+		}
+		req.Header.Set("Accept", "application/json")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json; charset=utf-8")
+		}
+		resp, err = c.hc.Do(req)
+		if err == nil {
+			break
+		}
+		// The connection kept from the last call was closed by WDA
+		// before this request was sent on it: send it once more on a
+		// new one (net/http retries this by itself for GET only).
+		if attempt == 0 && cctx.Err() == nil && strings.Contains(err.Error(), "server closed idle connection") {
+			continue
+		}
 		return c.transportError(ctx, cctx, timeout, method, shown, err)
 	}
 	defer resp.Body.Close()
@@ -333,6 +350,8 @@ func notRunning(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return true
 	case errors.As(err, &op) && op.Op == "dial":
+		return true
+	case strings.Contains(err.Error(), "server closed idle connection"):
 		return true
 	}
 	return false
@@ -698,7 +717,7 @@ func (c *Client) Keys(ctx context.Context, s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("WebDriverAgent keys: text is not UTF-8")
 	}
-	return c.inSession(ctx, c.timeout+time.Duration(n)*100*time.Millisecond, http.MethodPost, "/wda/keys", map[string]any{"value": []string{s}}, nil, MaxJSONBytes)
+	return c.inSession(ctx, c.timeout+time.Duration(n)*KeyTime, http.MethodPost, "/wda/keys", map[string]any{"value": []string{s}}, nil, MaxJSONBytes)
 }
 
 // Launch starts (or brings to the front) the app with bundleID (POST
