@@ -142,9 +142,6 @@ func (d *WDADevice) Close() {
 	_ = d.c.Close(ctx)
 }
 
-// Client is the phone's WebDriverAgent client.
-func (d *WDADevice) Client() *wda.Client { return d.c }
-
 // Serial returns the UDID.
 func (d *WDADevice) Serial() string { return d.opts.UDID }
 
