@@ -815,7 +815,12 @@ func (d *WDADevice) probe(ctx context.Context) (state string, cause error) {
 		// A phone without passcode is unlocked; one with a passcode
 		// stays locked.
 		if locked, err = d.unlockNow(ctx); err != nil {
-			return protocol.DeviceOffline, err
+			if errors.Is(err, wda.ErrNotRunning) {
+				return protocol.DeviceOffline, err
+			}
+			// WDA answered that the screen is locked: an unlock that
+			// fails or does not finish in time leaves it locked.
+			return protocol.DeviceUnauthorized, fmt.Errorf("the screen is locked and WebDriverAgent's unlock failed: %w", err)
 		}
 		if locked {
 			return protocol.DeviceUnauthorized, fmt.Errorf("the screen stays locked after WebDriverAgent's unlock at %s", d.c.URL())
