@@ -81,7 +81,7 @@ func TestParseXCUIAttributes(t *testing.T) {
 	}{
 		{"no scale: points are pixels", ``, `x="1" y="2" width="3" height="4"`, 1, [4]int{1, 2, 4, 6}},
 		{"scale 2", `edgeagent-scale="2"`, `x="1" y="2" width="3" height="4"`, 2, [4]int{2, 4, 8, 12}},
-		{"each edge rounds", `edgeagent-scale="3"`, `x="0.5" y="0.1" width="0.5" height="20.333333333333332"`, 3, [4]int{2, 0, 3, 61}},
+		{"each edge rounds", `edgeagent-scale="3"`, `x="20.5" y="0.1" width="0.5" height="20.333333333333332"`, 3, [4]int{62, 0, 63, 61}},
 		{"negative", `edgeagent-scale="3"`, `x="-10" y="-0.5" width="5" height="1"`, 3, [4]int{-30, -2, -15, 2}},
 		{"exponent", `edgeagent-scale="1"`, `x="1e2" y="0" width="1E1" height="1"`, 1, [4]int{100, 0, 110, 1}},
 		{"missing height", `edgeagent-scale="3"`, `x="1" y="2" width="3"`, 3, [4]int{}},
