@@ -115,14 +115,15 @@ func NewWDADevice(opts WDAOptions) (*WDADevice, error) {
 }
 
 // OpenWDADevice returns the iPhone of opts after asking its WebDriverAgent
-// for its state, model and scale; it fails with a *PhoneStateError when
-// the phone is not usable.
+// for its state, model and scale (within the longer of opts.OpTimeout and
+// DefaultIOSProbeTimeout); it fails with a *PhoneStateError when the
+// phone is not usable.
 func OpenWDADevice(ctx context.Context, opts WDAOptions) (*WDADevice, error) {
 	d, err := NewWDADevice(opts)
 	if err != nil {
 		return nil, err
 	}
-	d.Refresh(ctx, d.opts.OpTimeout)
+	d.Refresh(ctx, max(d.opts.OpTimeout, DefaultIOSProbeTimeout))
 	if err := d.stateProblem(); err != nil {
 		d.Close()
 		if cerr := ctxErr(ctx); cerr != nil {

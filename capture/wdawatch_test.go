@@ -13,7 +13,7 @@ import (
 )
 
 // fastIOS probes often, so that tests see state changes soon.
-var fastIOS = capture.IOSOptions{Interval: 20 * time.Millisecond, ProbeTimeout: 300 * time.Millisecond, BackoffMax: 100 * time.Millisecond}
+var fastIOS = capture.IOSOptions{Interval: 20 * time.Millisecond, ProbeTimeout: 2 * time.Second, BackoffMax: 100 * time.Millisecond}
 
 func startFake(t *testing.T, o fakewda.Options) *fakewda.Phone {
 	t.Helper()
