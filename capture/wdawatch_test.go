@@ -10,6 +10,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/fakewda"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 // fastIOS probes often, so that tests see state changes soon.
@@ -100,6 +101,11 @@ func TestWatchIOS(t *testing.T) {
 	up.Hang(true)
 	waitState(t, inv, up.UDID(), protocol.DeviceOffline)
 	up.Hang(false)
+	waitState(t, inv, up.UDID(), protocol.DeviceReady)
+
+	// Locked without a passcode (Auto-Lock): the watch unlocks it.
+	up.SetLocked(true)
+	testenv.Eventually(t, 20*time.Second, "the watch to unlock the iPhone", func() bool { return !up.Locked() })
 	waitState(t, inv, up.UDID(), protocol.DeviceReady)
 
 	// Unlocked by hand: usable.
