@@ -242,6 +242,17 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("GET /status after DELETE: sessionId %v, want null", *env.SessionID)
 	}
 	c.fails("POST", "/session", map[string]any{}, http.StatusInternalServerError, "session not created")
+
+	// A bundleId capability launches the app; one not installed makes no
+	// session.
+	caps := func(bundle string) map[string]any {
+		return map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{"bundleId": bundle}}}
+	}
+	c.fails("POST", "/session", caps(capture.SimMissingPrefix+"app"), http.StatusInternalServerError, "session not created")
+	c.ok("POST", "/session", caps(capture.SimShop), nil)
+	if fg := c.p.Screen().Foreground(); fg != capture.SimShop || c.p.SessionID() == "" {
+		t.Fatalf("a session with bundleId %s: foreground %s, session %q", capture.SimShop, fg, c.p.SessionID())
+	}
 }
 
 func TestUnknownRoutesAndBadJSON(t *testing.T) {
@@ -292,6 +303,17 @@ func TestScreenshotIsInPixels(t *testing.T) {
 			t.Errorf("%+v: GET /session/:id/screenshot is %dx%d, want %dx%d", tc.opts, w, h, tc.w, tc.h)
 		}
 	}
+}
+
+// pixel returns the colour of a PNG's pixel at (x, y).
+func pixel(t *testing.T, pngBytes []byte, x, y int) [4]uint32 {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(pngBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, g, b, a := img.At(x, y).RGBA()
+	return [4]uint32{r, g, b, a}
 }
 
 // xnode is an element of WDA's source XML.
@@ -523,8 +545,12 @@ func TestLockAndUnlock(t *testing.T) {
 		t.Fatal("/wda/locked after /wda/lock: false")
 	}
 	w, h, lockScreen := c.screenshotSize("/screenshot")
-	if w != 393*3 || h != 852*3 || bytes.Equal(lockScreen, home) {
-		t.Fatalf("the locked phone's screenshot is %dx%d, the home screen's image: %t", w, h, bytes.Equal(lockScreen, home))
+	if w != 393*3 || h != 852*3 {
+		t.Fatalf("the locked phone's screenshot is %dx%d", w, h)
+	}
+	// Where the home screen shows the Shop icon, the lock screen does not.
+	if a, b := pixel(t, home, x*3, y*3), pixel(t, lockScreen, x*3, y*3); a == b {
+		t.Fatalf("the lock screen shows the home screen's colour %v at the Shop icon", a)
 	}
 	if root := c.source("/source"); root.attr("name") != "SpringBoard" || root.find(func(n *xnode) bool { return n.attr("label") == "Shop" }) != nil {
 		t.Fatal("the locked phone's source shows the home screen's icons")
