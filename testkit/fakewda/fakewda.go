@@ -23,7 +23,8 @@ type Options struct {
 	Catalogue []capture.SimProduct
 	// Passcode: the phone has a passcode, so /wda/unlock cannot unlock it.
 	Passcode bool
-	// Battery is the battery level, 0..1, default 0.8.
+	// Battery is the battery level, 0..1; 0 (or out of range) takes the
+	// default 0.8. SetBattery sets any level and the charging state.
 	Battery float64
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/fakewda"
+	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -159,12 +160,7 @@ func (c *client) s(path string) string { return "/session/" + c.sid + path }
 // waitFor waits until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		if t.Context().Err() != nil {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
 func TestStatusAndDeviceFacts(t *testing.T) {
@@ -242,6 +238,17 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("GET /status after DELETE: sessionId %v, want null", *env.SessionID)
 	}
 	c.fails("POST", "/session", map[string]any{}, http.StatusInternalServerError, "session not created")
+
+	// A bundleId capability launches the app; one not installed makes no
+	// session.
+	caps := func(bundle string) map[string]any {
+		return map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{"bundleId": bundle}}}
+	}
+	c.fails("POST", "/session", caps(capture.SimMissingPrefix+"app"), http.StatusInternalServerError, "session not created")
+	c.ok("POST", "/session", caps(capture.SimShop), nil)
+	if fg := c.p.Screen().Foreground(); fg != capture.SimShop || c.p.SessionID() == "" {
+		t.Fatalf("a session with bundleId %s: foreground %s, session %q", capture.SimShop, fg, c.p.SessionID())
+	}
 }
 
 func TestUnknownRoutesAndBadJSON(t *testing.T) {
@@ -292,6 +299,17 @@ func TestScreenshotIsInPixels(t *testing.T) {
 			t.Errorf("%+v: GET /session/:id/screenshot is %dx%d, want %dx%d", tc.opts, w, h, tc.w, tc.h)
 		}
 	}
+}
+
+// pixel returns the colour of a PNG's pixel at (x, y).
+func pixel(t *testing.T, pngBytes []byte, x, y int) [4]uint32 {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(pngBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, g, b, a := img.At(x, y).RGBA()
+	return [4]uint32{r, g, b, a}
 }
 
 // xnode is an element of WDA's source XML.
@@ -523,8 +541,12 @@ func TestLockAndUnlock(t *testing.T) {
 		t.Fatal("/wda/locked after /wda/lock: false")
 	}
 	w, h, lockScreen := c.screenshotSize("/screenshot")
-	if w != 393*3 || h != 852*3 || bytes.Equal(lockScreen, home) {
-		t.Fatalf("the locked phone's screenshot is %dx%d, the home screen's image: %t", w, h, bytes.Equal(lockScreen, home))
+	if w != 393*3 || h != 852*3 {
+		t.Fatalf("the locked phone's screenshot is %dx%d", w, h)
+	}
+	// Where the home screen shows the Shop icon, the lock screen does not.
+	if a, b := pixel(t, home, x*3, y*3), pixel(t, lockScreen, x*3, y*3); a == b {
+		t.Fatalf("the lock screen shows the home screen's colour %v at the Shop icon", a)
 	}
 	if root := c.source("/source"); root.attr("name") != "SpringBoard" || root.find(func(n *xnode) bool { return n.attr("label") == "Shop" }) != nil {
 		t.Fatal("the locked phone's source shows the home screen's icons")

@@ -1,6 +1,7 @@
 package fakewda
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -176,14 +177,26 @@ func (p *Phone) reply(w http.ResponseWriter, v any, werr *wdaError) {
 		status = werr.status
 		v = map[string]any{"error": werr.code, "message": werr.message, "traceback": ""}
 	}
-	b, err := json.Marshal(map[string]any{"value": v, "sessionId": sid})
+	b, err := marshal(map[string]any{"value": v, "sessionId": sid})
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(map[string]any{"value": map[string]any{"error": errUnknown, "message": err.Error(), "traceback": ""}, "sessionId": sid})
+		b, _ = marshal(map[string]any{"value": map[string]any{"error": errUnknown, "message": err.Error(), "traceback": ""}, "sessionId": sid})
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// marshal encodes v as WDA does: "<", ">" and "&" stay as they are (the
+// source is XML in a JSON string).
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // str returns the string argument name, "" when absent or not a string.
