@@ -472,6 +472,22 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 		}
 		log.Info().Str("serial", d.Serial).Msg("simulated phone added")
 	}
+	// iPhones, through the WebDriverAgent on each (docs/capture.md,
+	// iPhones): the watcher adds them and keeps their state current.
+	if ios := cfg.IOSDevices(); len(ios) > 0 {
+		phones := make([]capture.IOSPhone, 0, len(ios))
+		for _, d := range ios {
+			phones = append(phones, capture.IOSPhone{UDID: d.UDID, WDAURL: d.WDAURL, Tags: d.Tags})
+		}
+		stopIOS, err := capture.WatchIOS(ctx, inv, phones, capture.IOSOptions{Log: log.With().Str("component", "ios").Logger()})
+		if err != nil {
+			closeInv()
+			return nil, nil, fmt.Errorf("devices: %w", err)
+		}
+		prev := closeInv
+		closeInv = func() { stopIOS(); prev() }
+		log.Info().Int("iphones", len(phones)).Msg("iPhones added; their WebDriverAgents are probed")
+	}
 	return inv, closeInv, nil
 }
 
