@@ -419,18 +419,14 @@ func buildStorage(cfg *config.Agent, spoolDir string, authorize uploader.Authori
 // tests, and the adb backend for real phones.
 func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log zerolog.Logger) (*capture.Inventory, func(), error) {
 	sims := cfg.SimulatedDevices()
-	real := len(cfg.Devices) == 0 || len(sims) < len(cfg.Devices)
 	var inv *capture.Inventory
 	closeInv := func() {}
-	if real {
+	if cfg.NeedsADB() {
 		// Listed adb phones are the only ones offered; no list offers
 		// every phone the adb server reports.
 		tags := map[string][]string{}
 		var serials []string
-		for _, d := range cfg.Devices {
-			if d.Simulated {
-				continue
-			}
+		for _, d := range cfg.ADBDevices() {
 			serials = append(serials, d.Serial)
 			if len(d.Tags) > 0 {
 				tags[d.Serial] = d.Tags
@@ -475,6 +471,22 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 			return nil, nil, fmt.Errorf("add simulated phone %s: %w", d.Serial, err)
 		}
 		log.Info().Str("serial", d.Serial).Msg("simulated phone added")
+	}
+	// iPhones, through the WebDriverAgent on each (docs/capture.md,
+	// iPhones): the watcher adds them and keeps their state current.
+	if ios := cfg.IOSDevices(); len(ios) > 0 {
+		phones := make([]capture.IOSPhone, 0, len(ios))
+		for _, d := range ios {
+			phones = append(phones, capture.IOSPhone{UDID: d.UDID, WDAURL: d.WDAURL, Tags: d.Tags})
+		}
+		stopIOS, err := capture.WatchIOS(ctx, inv, phones, capture.IOSOptions{Log: log.With().Str("component", "ios").Logger()})
+		if err != nil {
+			closeInv()
+			return nil, nil, fmt.Errorf("devices: %w", err)
+		}
+		prev := closeInv
+		closeInv = func() { stopIOS(); prev() }
+		log.Info().Int("iphones", len(phones)).Msg("iPhones added; their WebDriverAgents are probed")
 	}
 	return inv, closeInv, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/edgeagent/capture"
 	"github.com/edgeagent/edgeagent/capture/adb"
 	"github.com/edgeagent/edgeagent/testkit/fakeadbd"
+	"github.com/edgeagent/edgeagent/testkit/fakewda"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -162,4 +163,87 @@ func BenchmarkScreenshot(b *testing.B) {
 			b.ReportMetric(took[3].Seconds()/took[0].Seconds(), "auto/exec-out")
 		})
 	}
+}
+
+// BenchmarkTap times ADBDevice.Tap (`input tap` over the host protocol)
+// on a fake phone behind a real adb server; BenchmarkWDATap is the same
+// for an iPhone through WebDriverAgent.
+//
+// Run: go test -run '^$' -bench 'Tap$' -benchtime 3s ./capture
+func BenchmarkTap(b *testing.B) {
+	srv := testenv.StartADB(b)
+	p, err := fakeadbd.Start(fakeadbd.Options{Width: 1080, Height: 2400})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	srv.Connect(b, p.Addr(), "device")
+	ctx := context.Background()
+	dev, err := capture.NewADBDevice(ctx, capture.ADBOptions{Address: srv.Addr, ADBPath: srv.Path}, p.Serial())
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchTaps(b, dev)
+}
+
+// benchTaps taps dev at the same point (outside any icon, so the screen
+// stays) and reports taps per second.
+func benchTaps(b *testing.B, dev capture.Device) {
+	ctx := context.Background()
+	for b.Loop() {
+		if err := dev.Tap(ctx, 540, 1200); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "taps/s")
+}
+
+// BenchmarkWDAScreenshot times WDADevice.Screenshot (GET /screenshot, a
+// base64 PNG checked and decoded on the PC) on fake iPhones of two
+// sizes, as BenchmarkScreenshot does for Android phones: compare
+// shots/s and png-bytes/shot.
+//
+// Run: go test -run '^$' -bench 'Screenshot$' -benchtime 3s ./capture
+func BenchmarkWDAScreenshot(b *testing.B) {
+	for _, size := range []struct{ w, h, scale int }{{375, 667, 2}, {393, 852, 3}} {
+		p, err := fakewda.Start(fakewda.Options{WidthPt: size.w, HeightPt: size.h, Scale: size.scale})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { p.Close() })
+		ctx := context.Background()
+		dev, err := capture.OpenWDADevice(ctx, capture.WDAOptions{UDID: p.UDID(), URL: p.URL()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(dev.Close)
+		b.Run(fmt.Sprintf("%dx%d", size.w*size.scale, size.h*size.scale), func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				png, err := dev.Screenshot(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += int64(len(png))
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "shots/s")
+			b.ReportMetric(float64(n)/float64(b.N), "png-bytes/shot")
+		})
+	}
+}
+
+// BenchmarkWDATap times WDADevice.Tap (a W3C tap, pixels to points) on a
+// fake iPhone, to compare with BenchmarkTap.
+func BenchmarkWDATap(b *testing.B) {
+	p, err := fakewda.Start(fakewda.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	dev, err := capture.OpenWDADevice(context.Background(), capture.WDAOptions{UDID: p.UDID(), URL: p.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(dev.Close)
+	benchTaps(b, dev)
 }

@@ -163,9 +163,15 @@ func TypesUnicode(d Device) (ok, known bool) {
 type AppNotInstalledError struct {
 	Serial  string
 	Package string
+	// Platform is protocol.PlatformIOS for an iPhone (Package is then a
+	// bundle id); empty for an Android phone.
+	Platform string
 }
 
 func (e *AppNotInstalledError) Error() string {
+	if e.Platform == protocol.PlatformIOS {
+		return fmt.Sprintf("app %s is not installed on iPhone %s (WebDriverAgent cannot launch it): install it (App Store, TestFlight or Xcode) or fix the bundle id", e.Package, e.Serial)
+	}
 	return fmt.Sprintf("app %s is not installed on phone %s (`adb -s %s shell pm path %s` finds nothing): install it or fix the package name", e.Package, e.Serial, e.Serial, e.Package)
 }
 

@@ -16,6 +16,15 @@
 // unauthorized, offline or gone fails with a *PhoneStateError that names it
 // and says how to fix it.
 //
+// WDADevice is an iPhone driven through WebDriverAgent's HTTP API
+// (package capture/wda): coordinates in pixels converted to WDA's points,
+// WDA's PNG screenshots, its source XML with the scale and the foreground
+// app's bundle id inserted for uitree, W3C touch actions, Unicode text
+// through its keys. WatchIOS adds the configured iPhones to an Inventory
+// and keeps their state (device, offline, unauthorized) current by
+// probing WDA; a phone that cannot be used fails with a *PhoneStateError
+// whose fix is an iPhone's (start WebDriverAgent, unlock it).
+//
 // Simulated is a deterministic in-memory phone for tests and the lab: its
 // screenshots are real PNGs of a launcher with app icons or of an app screen,
 // that change with its state (taps launch apps and select rows, and leave a

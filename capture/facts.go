@@ -518,6 +518,14 @@ func (inv *Inventory) Changed() <-chan struct{} {
 // deviceProblem is StateProblem for a listed phone, with the reason of a
 // phone the agent keeps from jobs (resting, recovering, quarantined).
 func deviceProblem(d protocol.Device) error {
+	if protocol.PlatformOf(d) == protocol.PlatformIOS && d.State != protocol.DeviceReady {
+		// An iPhone's reason names what WebDriverAgent answered.
+		e := &PhoneStateError{Serial: d.Serial, State: d.State, Platform: protocol.PlatformIOS}
+		if d.Reason != "" {
+			e.Err = errors.New(d.Reason)
+		}
+		return e
+	}
 	if d.Reason != "" && (d.State == protocol.DeviceResting || d.State == protocol.DeviceRecovering || d.State == protocol.DeviceQuarantined) {
 		return &PhoneStateError{Serial: d.Serial, State: d.State, Err: errors.New(d.Reason)}
 	}

@@ -23,10 +23,20 @@ type PhoneStateError struct {
 	Serial string
 	State  string // adb state, or "gone" when adb no longer lists the phone
 	Err    error  // what failed, when the state was found after a failure
+	// Platform is protocol.PlatformIOS for an iPhone, whose fixes differ
+	// (WebDriverAgent, not adb); empty for an Android phone.
+	Platform string
 }
 
 func (e *PhoneStateError) Error() string {
 	var s string
+	if e.Platform == protocol.PlatformIOS {
+		s = iosStateText(e.Serial, e.State)
+		if e.Err != nil {
+			s += " (" + e.Err.Error() + ")"
+		}
+		return s
+	}
 	switch e.State {
 	case adb.StateUnauthorized:
 		s = fmt.Sprintf("phone %s is unauthorized: unlock it and accept the USB debugging prompt (tick \"Always allow from this computer\"), then run `adb devices`; authorised before? the agent's adb server must use the key the phone accepted (~/.android/adbkey of the user the agent runs as, or ADB_VENDOR_KEYS)", e.Serial)
@@ -62,6 +72,29 @@ func (e *PhoneStateError) Is(target error) bool {
 
 // Unwrap returns the failure that revealed the state.
 func (e *PhoneStateError) Unwrap() error { return e.Err }
+
+// iosStateText says why an iPhone in state cannot run jobs and how to fix
+// it (docs/capture.md, iPhones).
+func iosStateText(udid, state string) string {
+	switch state {
+	case protocol.DeviceResting:
+		return fmt.Sprintf("iPhone %s is resting: %s", udid, protocol.StateFix(state))
+	case adb.StateConnecting:
+		return fmt.Sprintf("iPhone %s is still connecting: the agent is asking its WebDriverAgent whether it is up; wait a few seconds", udid)
+	}
+	return fmt.Sprintf("iPhone %s is %s: %s", udid, state, iosFix(udid, state))
+}
+
+// iosFix is what to do about an iPhone in state.
+func iosFix(udid, state string) string {
+	switch state {
+	case protocol.DeviceOffline:
+		return fmt.Sprintf("WebDriverAgent on it does not answer; start WebDriverAgent on the iPhone (from a Mac: `xcodebuild test-without-building -project WebDriverAgent.xcodeproj -scheme WebDriverAgentRunner -destination id=%s`, or with go-ios: `ios runwda --udid %s`), check its wda_url in the agent's config and that the port forwarder runs (`iproxy 8100 8100 -u %s`)", udid, udid, udid)
+	case protocol.DeviceUnauthorized:
+		return "it is locked with a passcode (WebDriverAgent cannot unlock it) or does not trust this computer; unlock it, set Settings > Display & Brightness > Auto-Lock to Never, and tap Trust if it asks whether to trust this computer"
+	}
+	return "it must be in state \"device\"; check that WebDriverAgent answers at its wda_url (`curl WDA_URL/status`)"
+}
 
 // StateProblem returns the error explaining why a phone in state cannot run
 // jobs, or nil for state "device".

@@ -411,6 +411,10 @@ const waitPoll = 100 * time.Millisecond
 // (adb's "gone" for a phone adb no longer lists).
 type stater interface{ phoneState() string }
 
+// stateExplainer is a Device that explains its own state (an iPhone,
+// whose fixes are not adb's): nil while it is usable.
+type stateExplainer interface{ stateProblem() error }
+
 // wait sleeps d, watching the phone: a phone that leaves state "device"
 // (unplugged, offline, unauthorized) fails the wait at once with a
 // *PhoneStateError, as any other step on it would, rather than at the next
@@ -424,13 +428,16 @@ func (r *Runner) wait(ctx context.Context, d time.Duration) error {
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	for {
-		var state string
-		if s, ok := r.dev.(stater); ok {
-			state = s.phoneState()
-		} else {
-			state = r.dev.Info().State
+		var err error
+		switch s := r.dev.(type) {
+		case stateExplainer:
+			err = s.stateProblem()
+		case stater:
+			err = StateProblem(r.dev.Serial(), s.phoneState())
+		default:
+			err = StateProblem(r.dev.Serial(), r.dev.Info().State)
 		}
-		if err := StateProblem(r.dev.Serial(), state); err != nil {
+		if err != nil {
 			return fmt.Errorf("wait: %w", err)
 		}
 		select {

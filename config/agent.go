@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -117,8 +118,19 @@ type ADB struct {
 
 // Device is a phone the agent offers.
 type Device struct {
-	// Serial is the adb serial. Required and unique.
-	Serial string `yaml:"serial" json:"serial"`
+	// Platform is android (the default) or ios. An iPhone is driven through
+	// WebDriverAgent running on it (docs/capture.md, iPhones).
+	Platform string `yaml:"platform" json:"platform,omitempty"`
+	// Serial is the adb serial of an Android phone. Required and unique
+	// for Android phones; not for iPhones (UDID).
+	Serial string `yaml:"serial" json:"serial,omitempty"`
+	// UDID identifies an iPhone (its serial everywhere else: jobs,
+	// the coordinator, the status page). Required for iPhones.
+	UDID string `yaml:"udid" json:"udid,omitempty"`
+	// WDAURL is the base URL of the iPhone's WebDriverAgent, such as
+	// http://192.168.1.23:8100 on the LAN or http://127.0.0.1:8100 through
+	// a forwarder (iproxy). Required for iPhones.
+	WDAURL string `yaml:"wda_url" json:"wda_url,omitempty"`
 	// Tags are labels a job's device selector can match.
 	Tags []string `yaml:"tags" json:"tags,omitempty"`
 	// Simulated offers an in-process simulated phone under this serial
@@ -130,6 +142,64 @@ type Device struct {
 	// such text is refused, as on a real phone without ADBKeyboard. Only
 	// for simulated phones: a real phone's input method is found on it.
 	IME bool `yaml:"ime" json:"ime,omitempty"`
+}
+
+// ID is the phone's serial: an Android phone's adb serial, an iPhone's UDID.
+func (d Device) ID() string {
+	if d.Platform == protocol.PlatformIOS {
+		return d.UDID
+	}
+	return d.Serial
+}
+
+// IOSDevices returns the iPhones the config lists.
+func (a *Agent) IOSDevices() []Device {
+	var out []Device
+	for _, d := range a.Devices {
+		if d.Platform == protocol.PlatformIOS {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ADBDevices returns the Android phones the config lists that are not
+// simulated: the ones the adb server must find.
+func (a *Agent) ADBDevices() []Device {
+	var out []Device
+	for _, d := range a.Devices {
+		if d.Platform != protocol.PlatformIOS && !d.Simulated {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// NeedsADB reports whether the agent drives phones through adb: when the
+// config lists none at all (every phone the adb server reports), or lists
+// an Android phone that is not simulated.
+func (a *Agent) NeedsADB() bool {
+	return len(a.Devices) == 0 || len(a.ADBDevices()) > 0
+}
+
+// checkWDAURL checks an iPhone's WebDriverAgent URL: http or https, with a
+// host, and nothing after the path.
+func checkWDAURL(ps *Problems, path, raw string) {
+	if raw == "" {
+		ps.add(path, "required: WebDriverAgent's URL on the iPhone, such as http://192.168.1.23:8100")
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		ps.add(path, "not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		ps.add(path, "must be an http:// or https:// URL, got %q", raw)
+	case u.Host == "":
+		ps.add(path, "has no host: %q", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		ps.add(path, "must not carry user info, a query or a fragment")
+	}
 }
 
 // SimulatedDevices returns the devices marked simulated.
@@ -244,13 +314,34 @@ func (a *Agent) Validate() error {
 	seen := map[string]int{}
 	for i, d := range a.Devices {
 		path := "devices[" + strconv.Itoa(i) + "]"
-		switch first, dup := seen[d.Serial]; {
-		case d.Serial == "":
-			ps.add(path+".serial", "required")
-		case dup:
-			ps.add(path+".serial", "%q is already listed as devices[%d]", d.Serial, first)
+		key, id := ".serial", d.Serial
+		switch d.Platform {
+		case "", protocol.PlatformAndroid:
+			if d.UDID != "" {
+				ps.add(path+".udid", "only for iPhones (platform: ios); an Android phone is named by its serial")
+			}
+			if d.WDAURL != "" {
+				ps.add(path+".wda_url", "only for iPhones (platform: ios)")
+			}
+		case protocol.PlatformIOS:
+			key, id = ".udid", d.UDID
+			if d.Serial != "" {
+				ps.add(path+".serial", "not for iPhones: an iPhone is named by its udid")
+			}
+			if d.Simulated {
+				ps.add(path+".simulated", "simulated phones are Android phones; remove platform or simulated")
+			}
+			checkWDAURL(&ps, path+".wda_url", d.WDAURL)
 		default:
-			seen[d.Serial] = i
+			ps.add(path+".platform", "must be android or ios, got %q", d.Platform)
+		}
+		switch first, dup := seen[id]; {
+		case id == "":
+			ps.add(path+key, "required")
+		case dup:
+			ps.add(path+key, "%q is already listed as devices[%d]", id, first)
+		default:
+			seen[id] = i
 		}
 		if d.IME && !d.Simulated {
 			ps.add(path+".ime", "only for simulated phones: whether a real phone has the input method is asked of the phone")

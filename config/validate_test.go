@@ -167,6 +167,24 @@ func TestAgentValidate(t *testing.T) {
 		{"devices", func(a *Agent) { a.Devices = []Device{{Serial: "a", Tags: []string{"x"}}, {Serial: "b"}} }, nil},
 		{"device serial missing", func(a *Agent) { a.Devices = []Device{{Serial: "a"}, {}} }, []string{"devices[1].serial: required"}},
 		{"device serial duplicate", func(a *Agent) { a.Devices = []Device{{Serial: "a"}, {Serial: "b"}, {Serial: "a"}} }, []string{`devices[2].serial: "a" is already listed as devices[0]`}},
+		{"iphone", func(a *Agent) {
+			a.Devices = []Device{{Serial: "a"}, {Platform: "ios", UDID: "u1", WDAURL: "http://192.168.1.23:8100"}}
+		}, nil},
+		{"iphone udid missing", func(a *Agent) { a.Devices = []Device{{Platform: "ios", WDAURL: "http://h:8100"}} }, []string{"devices[0].udid: required"}},
+		{"iphone udid same as a serial", func(a *Agent) {
+			a.Devices = []Device{{Serial: "u1"}, {Platform: "ios", UDID: "u1", WDAURL: "http://h:8100"}}
+		}, []string{`devices[1].udid: "u1" is already listed as devices[0]`}},
+		{"iphone wda_url missing", func(a *Agent) { a.Devices = []Device{{Platform: "ios", UDID: "u1"}} }, []string{"devices[0].wda_url: required: WebDriverAgent's URL on the iPhone, such as http://192.168.1.23:8100"}},
+		{"iphone wda_url not http", func(a *Agent) { a.Devices = []Device{{Platform: "ios", UDID: "u1", WDAURL: "tcp://h:8100"}} }, []string{`devices[0].wda_url: must be an http:// or https:// URL, got "tcp://h:8100"`}},
+		{"iphone wda_url with a query", func(a *Agent) { a.Devices = []Device{{Platform: "ios", UDID: "u1", WDAURL: "http://h:8100/?a=b"}} }, []string{"devices[0].wda_url: must not carry user info, a query or a fragment"}},
+		{"iphone with a serial", func(a *Agent) {
+			a.Devices = []Device{{Platform: "ios", UDID: "u1", Serial: "s", WDAURL: "http://h:8100"}}
+		}, []string{"devices[0].serial: not for iPhones: an iPhone is named by its udid"}},
+		{"iphone simulated", func(a *Agent) {
+			a.Devices = []Device{{Platform: "ios", UDID: "u1", WDAURL: "http://h:8100", Simulated: true}}
+		}, []string{"devices[0].simulated: simulated phones are Android phones; remove platform or simulated"}},
+		{"android with a udid", func(a *Agent) { a.Devices = []Device{{Serial: "a", UDID: "u", WDAURL: "http://h"}} }, []string{"devices[0].udid: only for iPhones (platform: ios); an Android phone is named by its serial", "devices[0].wda_url: only for iPhones (platform: ios)"}},
+		{"device platform unknown", func(a *Agent) { a.Devices = []Device{{Serial: "a", Platform: "symbian"}} }, []string{`devices[0].platform: must be android or ios, got "symbian"`}},
 		{"device empty tag", func(a *Agent) { a.Devices = []Device{{Serial: "a", Tags: []string{"x", ""}}} }, []string{"devices[0].tags[1]: must not be empty"}},
 
 		{"status listen ipv6 loopback", func(a *Agent) { a.Status.Listen = "[::1]:7070" }, nil},

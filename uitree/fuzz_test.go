@@ -13,13 +13,26 @@ import (
 
 // checkTree checks what every tree Parse returns holds to.
 func checkTree(t *testing.T, tree *uitree.Tree) {
-	if len(tree.Nodes) > uitree.MaxNodes || tree.Rotation < 0 || tree.Rotation > 3 {
-		t.Fatalf("%d nodes, rotation %d", len(tree.Nodes), tree.Rotation)
+	if len(tree.Nodes) > uitree.MaxNodes || tree.Rotation < 0 || tree.Rotation > 3 || tree.Scale < 1 || tree.Scale > uitree.MaxScale {
+		t.Fatalf("%d nodes, rotation %d, scale %d", len(tree.Nodes), tree.Rotation, tree.Scale)
+	}
+	ios := tree.Platform == protocol.PlatformIOS
+	if !ios && (tree.Platform != protocol.PlatformAndroid || tree.Scale != 1) || ios && tree.Rotation != 0 {
+		t.Fatalf("platform %q, scale %d, rotation %d", tree.Platform, tree.Scale, tree.Rotation)
 	}
 	for i := range tree.Nodes {
 		n := &tree.Nodes[i]
 		if n.Index != i || n.Parent >= i || n.Parent < -1 || (n.Parent == -1) != (n.Depth == 0) || n.Depth >= uitree.MaxDepth {
 			t.Fatalf("node %d: %+v", i, n)
+		}
+		// Only an iPhone's dump hides elements, and its first node, the
+		// root, frames every other (when it has an area).
+		if n.Hidden && !ios {
+			t.Fatalf("node %d: %+v in a dump of platform %q", i, n, tree.Platform)
+		}
+		if r := tree.Nodes[0].Bounds; ios && i > 0 && r[2] > r[0] && r[3] > r[1] &&
+			(n.Bounds[0] < r[0] || n.Bounds[1] < r[1] || n.Bounds[2] > r[2] || n.Bounds[3] > r[3]) {
+			t.Fatalf("node %d: bounds %v outside the root's %v", i, n.Bounds, r)
 		}
 		if n.Parent >= 0 && tree.Nodes[n.Parent].Depth != n.Depth-1 {
 			t.Fatalf("node %d at depth %d in node %d at depth %d", i, n.Depth, n.Parent, tree.Nodes[n.Parent].Depth)
@@ -58,6 +71,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`<hierarchy><node text="x" clickable="true" bounds="[0,0][10,10]"><node content-desc="d" bounds="[1,1][2,2]"/></node></hierarchy>`))
 	f.Add([]byte(`<node bounds="[0,0][-1,5]"/>`))
 	f.Add([]byte(`<hierarchy rotation="3"><node><a><node bounds="[1,2][3,4]"/></a></node><node/></hierarchy>`))
+	f.Add([]byte(shopListXCUI))
+	f.Add([]byte(`<XCUIElementTypeApplication edgeagent-scale="2" edgeagent-bundle-id="b" x="0" y="0" width="10" height="20">` +
+		`<XCUIElementTypeButton label="x" visible="false" x="-1.5" y="2" width="30" height="4"><a><XCUIElementTypeSwitch value="1" x="1" y="1" width="1" height="1"/></a></XCUIElementTypeButton>` +
+		`<node text="n"/></XCUIElementTypeApplication>`))
+	f.Add([]byte(`<XCUIElementTypeOther edgeagent-scale="5"/>`))
 	f.Fuzz(func(t *testing.T, dump []byte) {
 		tree, err := uitree.Parse(dump)
 		if err != nil {
@@ -114,6 +132,15 @@ func FuzzSelector(f *testing.F) {
 		f.Add(shop, []byte(sel))
 	}
 	f.Add([]byte(`<hierarchy><node text="a" bounds="[0,0][9,9]"><node text="a" bounds="[0,9][9,18]"/></node></hierarchy>`), []byte(`{"text":"a","below":{"text":"a"}}`))
+	for _, sel := range []string{
+		`{"id":"~(com\.example\.shop:id/)?price","below":{"text":"ほうじ茶 500ml"}}`,
+		`{"id":"com.example.shop:id/product"}`,
+		`{"class":"XCUIElementTypeSwitch","checked":true,"package":"com.example.shop"}`,
+		`{"text":"黒豆茶 30袋"}`,
+		`{"id":"price","child_of":{"id":"product","selected":true}}`,
+	} {
+		f.Add([]byte(shopListXCUI), []byte(sel))
+	}
 	f.Fuzz(func(t *testing.T, dump, selJSON []byte) {
 		var sel protocol.Selector
 		if json.Unmarshal(selJSON, &sel) != nil {

@@ -98,10 +98,13 @@ func (s screen) bounds(b [4]int, at anchor) [4]int {
 }
 
 // dump is the page's uiautomator XML on the screen.
-func (s screen) dump() []byte {
+func (s screen) dump() []byte { return s.dumpOf(shopPage) }
+
+// dumpOf is the uiautomator XML of the layout root on the screen.
+func (s screen) dumpOf(root shopNode) []byte {
 	var b strings.Builder
 	b.WriteString(`<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>` + "\n" + `<hierarchy rotation="0">`)
-	s.write(&b, shopPage, 0)
+	s.write(&b, root, 0)
 	b.WriteString(`</hierarchy>`)
 	return []byte(b.String())
 }
@@ -133,3 +136,94 @@ func (s screen) write(b *strings.Builder, n shopNode, sibling int) {
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
 }
+
+// shopList is the shop app's product list as the price survey
+// (examples/surveys/price-check.yaml) leaves it on a 720×1280 Android
+// phone: scrolled to ほうじ茶 500ml, which was tapped (selected). Its
+// iPhone counterpart is shopListXCUI.
+var shopList = shopNode{class: "android.widget.FrameLayout", b: [4]int{0, 0, 720, 1280}, at: stretch, kids: []shopNode{
+	{class: "android.widget.TextView", id: id("title"), text: "商品一覧", b: [4]int{112, 72, 608, 136}},
+	{class: "android.widget.ImageButton", id: id("cart"), desc: "カート", flags: "clickable focusable", b: [4]int{608, 48, 720, 160}},
+	{class: "android.widget.EditText", id: id("input"), text: "ほうじ茶", flags: "clickable focusable focused", b: [4]int{32, 176, 688, 240}},
+	{class: "androidx.recyclerview.widget.RecyclerView", id: id("products"), flags: "scrollable focusable", b: [4]int{0, 256, 720, 1120}, kids: []shopNode{
+		listRow(256, "抹茶ラテ 12本入り", "税込 2,838円 (税抜 2,580円)", ""),
+		listRow(400, "煎茶ティーバッグ 50袋", "税込 968円 (税抜 880円)", ""),
+		listRow(544, "ほうじ茶 500ml", "税込 1,408円 (税抜 1,280円)", "selected"),
+		listRow(688, "ほうじ茶 2L", "税込 2,178円 (税抜 1,980円)", ""),
+		listRow(832, "玄米茶 1kg", "税込 1,848円 (税抜 1,680円)", ""),
+		listRow(976, "麦茶 500ml ×24本", "税込 3,564円 (税抜 3,240円)", ""),
+	}},
+	{class: "android.widget.Switch", id: id("in_stock"), text: "在庫ありのみ", flags: "clickable checkable checked", b: [4]int{16, 1136, 352, 1264}, at: bottom},
+	{class: "android.widget.Button", id: id("compare"), text: "比較", flags: "clickable disabled", b: [4]int{368, 1136, 704, 1264}, at: bottom},
+}}
+
+// listRow is a product of shopList: its name above its price, in a
+// clickable row 144 pixels high from top.
+func listRow(top int, name, price, flags string) shopNode {
+	return shopNode{class: "android.widget.LinearLayout", id: id("product"), flags: "clickable " + flags, b: [4]int{0, top, 720, top + 144}, kids: []shopNode{
+		{class: "android.widget.TextView", id: id("name"), text: name, b: [4]int{36, top + 14, 684, top + 72}},
+		{class: "android.widget.TextView", id: id("price"), text: price, b: [4]int{36, top + 72, 432, top + 130}},
+	}}
+}
+
+// shopListXCUI is the same list on an iPhone 15 (393×852 points, 3
+// pixels a point), as WebDriverAgent's source gives it with the agent's
+// scale and bundle id on the root. The rows are 102 points high from 155;
+// the two after 麦茶 are under the toolbar or past the screen's bottom,
+// and WebDriverAgent says they are not visible. In Node.Index order:
+// the application 0, its window 1 and frame 2, the navigation bar 3 with
+// the title 4 and the cart button 5, the search field 6, the table 7
+// with the rows 8, 11, … 29 (each a cell, its name and its price:
+// ほうじ茶 500ml is 14, 15, 16; the hidden rows 26 and 29), the toolbar
+// 32 with the switch 33 and the disabled button 34.
+const shopListXCUI = `<?xml version="1.0" encoding="UTF-8"?>
+<XCUIElementTypeApplication type="XCUIElementTypeApplication" name="ショップ" label="ショップ" enabled="true" visible="true" accessible="false" x="0" y="0" width="393" height="852" index="0" edgeagent-scale="3" edgeagent-bundle-id="com.example.shop">
+  <XCUIElementTypeWindow type="XCUIElementTypeWindow" enabled="true" visible="true" accessible="false" x="0" y="0" width="393" height="852" index="0">
+    <XCUIElementTypeOther type="XCUIElementTypeOther" enabled="true" visible="true" accessible="false" x="0" y="0" width="393" height="852" index="0">
+      <XCUIElementTypeNavigationBar type="XCUIElementTypeNavigationBar" name="商品一覧" enabled="true" visible="true" accessible="false" x="0" y="59" width="393" height="44" index="0">
+        <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="title" label="商品一覧" value="商品一覧" enabled="true" visible="true" accessible="true" x="156" y="70" width="81" height="22" index="0"/>
+        <XCUIElementTypeButton type="XCUIElementTypeButton" name="cart" label="カート" enabled="true" visible="true" accessible="true" x="337" y="59" width="44" height="44" index="1"/>
+      </XCUIElementTypeNavigationBar>
+      <XCUIElementTypeSearchField type="XCUIElementTypeSearchField" name="input" label="" value="ほうじ茶" enabled="true" visible="true" accessible="true" x="16" y="111" width="361" height="36" index="1"/>
+      <XCUIElementTypeTable type="XCUIElementTypeTable" name="products" enabled="true" visible="true" accessible="false" x="0" y="155" width="393" height="613" index="2">
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" x="0" y="155" width="393" height="102" index="0">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="抹茶ラテ 12本入り" value="抹茶ラテ 12本入り" enabled="true" visible="true" accessible="true" x="20" y="165" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 2,838円 (税抜 2,580円)" value="税込 2,838円 (税抜 2,580円)" enabled="true" visible="true" accessible="true" x="20" y="205" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" x="0" y="257" width="393" height="102" index="1">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="煎茶ティーバッグ 50袋" value="煎茶ティーバッグ 50袋" enabled="true" visible="true" accessible="true" x="20" y="267" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 968円 (税抜 880円)" value="税込 968円 (税抜 880円)" enabled="true" visible="true" accessible="true" x="20" y="307" width="198" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" selected="true" x="0" y="359" width="393" height="102" index="2">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="ほうじ茶 500ml" value="ほうじ茶 500ml" enabled="true" visible="true" accessible="true" x="20" y="369" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 1,408円 (税抜 1,280円)" value="税込 1,408円 (税抜 1,280円)" enabled="true" visible="true" accessible="true" x="20" y="409" width="215.66666666666666" height="40.333333333333336" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" x="0" y="461" width="393" height="102" index="3">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="ほうじ茶 2L" value="ほうじ茶 2L" enabled="true" visible="true" accessible="true" x="20" y="471" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 2,178円 (税抜 1,980円)" value="税込 2,178円 (税抜 1,980円)" enabled="true" visible="true" accessible="true" x="20" y="511" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" x="0" y="563" width="393" height="102" index="4">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="玄米茶 1kg" value="玄米茶 1kg" enabled="true" visible="true" accessible="true" x="20" y="573" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 1,848円 (税抜 1,680円)" value="税込 1,848円 (税抜 1,680円)" enabled="true" visible="true" accessible="true" x="20" y="613" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="true" accessible="false" x="0" y="665" width="393" height="102" index="5">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="麦茶 500ml ×24本" value="麦茶 500ml ×24本" enabled="true" visible="true" accessible="true" x="20" y="675" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 3,564円 (税抜 3,240円)" value="税込 3,564円 (税抜 3,240円)" enabled="true" visible="true" accessible="true" x="20" y="715" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="false" accessible="false" x="0" y="767" width="393" height="102" index="6">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="黒豆茶 30袋" value="黒豆茶 30袋" enabled="true" visible="false" accessible="true" x="20" y="777" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 1,078円 (税抜 980円)" value="税込 1,078円 (税抜 980円)" enabled="true" visible="false" accessible="true" x="20" y="817" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+        <XCUIElementTypeCell type="XCUIElementTypeCell" name="product" enabled="true" visible="false" accessible="false" x="0" y="869" width="393" height="102" index="7">
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="name" label="抹茶 40g" value="抹茶 40g" enabled="true" visible="false" accessible="true" x="20" y="879" width="353" height="40" index="0"/>
+          <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 1,620円 (税抜 1,500円)" value="税込 1,620円 (税抜 1,500円)" enabled="true" visible="false" accessible="true" x="20" y="919" width="236" height="40" index="1"/>
+        </XCUIElementTypeCell>
+      </XCUIElementTypeTable>
+      <XCUIElementTypeToolbar type="XCUIElementTypeToolbar" name="Toolbar" enabled="true" visible="true" accessible="false" x="0" y="768" width="393" height="84" index="3">
+        <XCUIElementTypeSwitch type="XCUIElementTypeSwitch" name="in_stock" label="在庫ありのみ" value="1" enabled="true" visible="true" accessible="true" x="16" y="777" width="170" height="44" index="0"/>
+        <XCUIElementTypeButton type="XCUIElementTypeButton" name="compare" label="比較" enabled="false" visible="true" accessible="true" x="207" y="777" width="170" height="44" index="1"/>
+      </XCUIElementTypeToolbar>
+    </XCUIElementTypeOther>
+  </XCUIElementTypeWindow>
+</XCUIElementTypeApplication>
+`

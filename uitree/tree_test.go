@@ -86,7 +86,7 @@ func sameNode(a, b uitree.Node) bool {
 	return a.Index == b.Index && a.Parent == b.Parent && a.Depth == b.Depth && a.Text == b.Text && a.ID == b.ID &&
 		a.Desc == b.Desc && a.Class == b.Class && a.Package == b.Package && a.Bounds == b.Bounds &&
 		a.Enabled == b.Enabled && a.Checked == b.Checked && a.Selected == b.Selected &&
-		a.Clickable == b.Clickable && a.Scrollable == b.Scrollable && a.Focused == b.Focused
+		a.Clickable == b.Clickable && a.Scrollable == b.Scrollable && a.Focused == b.Focused && a.Hidden == b.Hidden
 }
 
 func TestParseAttributes(t *testing.T) {
@@ -125,6 +125,15 @@ func TestParseRefusesHostileDumps(t *testing.T) {
 	siblings := func(n int) []byte {
 		return []byte("<hierarchy>" + strings.Repeat(`<node/>`, n) + "</hierarchy>")
 	}
+	// An iPhone's dump: its root is a node.
+	const app = `<XCUIElementTypeApplication edgeagent-scale="3" x="0" y="0" width="393" height="852">`
+	iosNested := func(n int) []byte {
+		return []byte(app + strings.Repeat(`<XCUIElementTypeOther x="0" y="0" width="1" height="1">`, n-1) +
+			strings.Repeat("</XCUIElementTypeOther>", n-1) + "</XCUIElementTypeApplication>")
+	}
+	iosSiblings := func(n int) []byte {
+		return []byte(app + strings.Repeat(`<XCUIElementTypeOther/>`, n-1) + "</XCUIElementTypeApplication>")
+	}
 	for _, tc := range []struct {
 		name  string
 		dump  []byte
@@ -148,6 +157,14 @@ func TestParseRefusesHostileDumps(t *testing.T) {
 		{"text only", []byte("ERROR: null root node returned by UiTestAutomationBridge."), "ui dump: no XML element", 0},
 		{"entity declarations are not expanded", []byte(`<!DOCTYPE h [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]><hierarchy><node text="&b;"/></hierarchy>`), "ui dump: XML syntax error", 0},
 		{"a node without a hierarchy", []byte(`<node text="x" bounds="[0,0][1,1]"/>`), "", 1},
+		{"iPhone: nodes nested MaxDepth deep", iosNested(uitree.MaxDepth), "", uitree.MaxDepth},
+		{"iPhone: nodes nested deeper", iosNested(uitree.MaxDepth + 1), fmt.Sprintf("ui dump: elements nest deeper than %d", uitree.MaxDepth), 0},
+		{"iPhone: MaxNodes", iosSiblings(uitree.MaxNodes), "", uitree.MaxNodes},
+		{"iPhone: too many nodes", iosSiblings(uitree.MaxNodes + 1), fmt.Sprintf("ui dump: more than %d nodes", uitree.MaxNodes), 0},
+		{"iPhone: too many nodes, not closed", []byte(app + strings.Repeat(`<XCUIElementTypeOther>`, 150) + strings.Repeat(`<XCUIElementTypeOther/>`, uitree.MaxNodes)), "more than 50000 nodes", 0},
+		{"iPhone: over MaxDumpBytes", append(iosSiblings(1), bytes.Repeat([]byte(" "), uitree.MaxDumpBytes)...), "ui dump: " + fmt.Sprint(uitree.MaxDumpBytes+len(iosSiblings(1))) + " bytes, over the limit", 0},
+		{"iPhone: truncated", []byte(app + `<XCUIElementTypeButton label="x"`), "ui dump: XML syntax error", 0},
+		{"iPhone: a bad scale", []byte(`<XCUIElementTypeApplication edgeagent-scale="1e3"/>`), `ui dump: edgeagent-scale "1e3" is not a whole number from 1 to 4`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tree, err := uitree.Parse(tc.dump)

@@ -430,7 +430,7 @@ func (d *doctor) checkStorage(ctx context.Context) {
 }
 
 func (d *doctor) onlySimulated() bool {
-	return len(d.cfg.Devices) > 0 && len(d.cfg.SimulatedDevices()) == len(d.cfg.Devices)
+	return !d.cfg.NeedsADB()
 }
 
 // adbClient is the client the agent's adb backend uses, for the configured
@@ -500,13 +500,11 @@ func (d *doctor) checkPhones(ctx context.Context) {
 		attached[dev.Serial] = true
 	}
 	wanted := map[string]bool{}
-	for _, c := range d.cfg.Devices {
-		if !c.Simulated {
-			wanted[c.Serial] = true
-			if !attached[c.Serial] {
-				d.add("phone "+c.Serial, checkFail, "listed in devices but not attached",
-					"plug it in (a data cable, not a charge-only one), unlock it, and check adb devices; or remove it from devices")
-			}
+	for _, c := range d.cfg.ADBDevices() {
+		wanted[c.Serial] = true
+		if !attached[c.Serial] {
+			d.add("phone "+c.Serial, checkFail, "listed in devices but not attached",
+				"plug it in (a data cable, not a charge-only one), unlock it, and check adb devices; or remove it from devices")
 		}
 	}
 	if len(devs) == 0 && len(wanted) == 0 {

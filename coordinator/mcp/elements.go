@@ -12,8 +12,9 @@ import (
 	"github.com/edgeagent/edgeagent/uitree"
 )
 
-// Element is one element on screen, from a uiautomator dump: the
-// elements uitree.Tree.Elements lists, in its JSON shape.
+// Element is one element on screen, from a UI dump (uiautomator's, or an
+// iPhone's: docs/selectors.md, "iPhones"): the elements
+// uitree.Tree.Elements lists, in its JSON shape.
 type Element struct {
 	Index       int    `json:"index" jsonschema:"the number to pass to tap or long_press as element"`
 	Text        string `json:"text,omitempty"`
@@ -32,7 +33,7 @@ func (e Element) Centre() (int, int) {
 	return uitree.Element(e).Centre()
 }
 
-// parseElements lists the elements of a uiautomator dump worth showing
+// parseElements lists the elements of a UI dump worth showing
 // (uitree.Tree.Elements: at most uitree.MaxElements). The dump was read
 // back from storage: uitree.Parse bounds it.
 func parseElements(dump []byte) ([]Element, error) {
@@ -62,8 +63,10 @@ func formatElements(els []Element) string {
 		if e.ResourceID != "" {
 			fmt.Fprintf(&b, " id=%s", e.ResourceID)
 		}
-		if e.Class != "" {
-			fmt.Fprintf(&b, " class=%s", e.Class[strings.LastIndex(e.Class, ".")+1:])
+		// The class's last part: Button for android.widget.Button and for
+		// an iPhone's XCUIElementTypeButton.
+		if c := strings.TrimPrefix(e.Class[strings.LastIndex(e.Class, ".")+1:], "XCUIElementType"); c != "" {
+			fmt.Fprintf(&b, " class=%s", c)
 		}
 		if e.Clickable {
 			b.WriteString(" clickable")

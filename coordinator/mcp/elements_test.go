@@ -76,6 +76,35 @@ func TestParseElements(t *testing.T) {
 	}
 }
 
+// TestParseElementsIPhone: an iPhone's dump lists its visible elements
+// with their label as text, their identifier as resource id and bounds in
+// pixels (points times the dump's scale); a hidden element is left out.
+func TestParseElementsIPhone(t *testing.T) {
+	dump := `<?xml version="1.0" encoding="UTF-8"?>
+<XCUIElementTypeApplication type="XCUIElementTypeApplication" name="ショップ" label="ショップ" enabled="true" visible="true" accessible="false" x="0" y="0" width="393" height="852" index="0" edgeagent-scale="3" edgeagent-bundle-id="com.example.shop">
+  <XCUIElementTypeWindow type="XCUIElementTypeWindow" enabled="true" visible="true" accessible="false" x="0" y="0" width="393" height="852" index="0">
+    <XCUIElementTypeButton type="XCUIElementTypeButton" name="cart" label="カート" enabled="true" visible="true" accessible="true" x="337" y="59" width="44" height="44" index="0"/>
+    <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 1,408円" value="税込 1,408円" enabled="true" visible="true" accessible="true" x="16" y="200" width="200" height="24" index="1"/>
+    <XCUIElementTypeStaticText type="XCUIElementTypeStaticText" name="price" label="税込 968円" value="税込 968円" enabled="true" visible="false" accessible="true" x="16" y="900" width="200" height="24" index="2"/>
+  </XCUIElementTypeWindow>
+</XCUIElementTypeApplication>`
+	els, err := parseElements([]byte(dump))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Element{
+		{Index: 0, Text: "ショップ", ResourceID: "ショップ", Class: "XCUIElementTypeApplication", Bounds: [4]int{0, 0, 1179, 2556}, Package: "com.example.shop"},
+		{Index: 1, Text: "カート", ResourceID: "cart", Class: "XCUIElementTypeButton", Clickable: true, Bounds: [4]int{1011, 177, 1143, 309}, Package: "com.example.shop"},
+		{Index: 2, Text: "税込 1,408円", ResourceID: "price", Class: "XCUIElementTypeStaticText", Bounds: [4]int{48, 600, 648, 672}, Package: "com.example.shop"},
+	}
+	if fmt.Sprint(els) != fmt.Sprint(want) {
+		t.Fatalf("elements\n%+v\nwant\n%+v", els, want)
+	}
+	if got := formatElements(els); !strings.Contains(got, "\n[1] text=\"カート\" id=cart class=Button clickable bounds=[1011,177][1143,309]\n") {
+		t.Errorf("formatted:\n%s", got)
+	}
+}
+
 // TestElementJSON: list_elements' elements have the JSON shape of
 // uitree's (the conversion between them ignores the field tags).
 func TestElementJSON(t *testing.T) {

@@ -28,6 +28,9 @@ type Phone struct {
 	// Simulated is a phone the agent simulates (no adb).
 	Simulated bool
 	Tags      []string
+	// WDAURL makes the phone an iPhone (platform: ios) with UDID Serial,
+	// driven through the WebDriverAgent at this URL (a fakewda.Phone's).
+	WDAURL string
 }
 
 // AgentOptions are what a test chooses of an edgeagent config; the rest is
@@ -139,6 +142,9 @@ func (e *Env) NewAgent(opts AgentOptions) *Agent {
 	var devices []any
 	for _, p := range opts.Phones {
 		d := map[string]any{"serial": p.Serial}
+		if p.WDAURL != "" {
+			d = map[string]any{"platform": "ios", "udid": p.Serial, "wda_url": p.WDAURL}
+		}
 		if p.Simulated {
 			d["simulated"] = true
 		}

@@ -63,24 +63,43 @@ func StartADB(t testing.TB) *ADBServer {
 			t.Fatalf("start adb server: %v", err)
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("start adb server: %v", err)
-	}
-	s := &ADBServer{Path: path, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Home: home}
-	s.env = append(os.Environ(),
-		"ANDROID_ADB_SERVER_PORT="+strconv.Itoa(port),
-		"HOME="+home,
-		"TMPDIR="+tmp,
-		"ANDROID_SDK_HOME="+home,
-		"ADB_VENDOR_KEYS=",
-	)
-	s.log = filepath.Join(tmp, fmt.Sprintf("adb.%d.log", os.Getuid()))
-	t.Cleanup(func() { s.stop(t) })
-	if out, err := s.Run("start-server"); err != nil {
+	// freePort's port is free when it answers, not when adb binds it:
+	// another test's server (an embedded NATS on a random port) may take it
+	// in between, and adb then finds a foreign server there ("protocol
+	// fault") or cannot bind. Such a start is tried again on another port.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("start adb server: %v", err)
+		}
+		s := &ADBServer{Path: path, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Home: home}
+		s.env = append(os.Environ(),
+			"ANDROID_ADB_SERVER_PORT="+strconv.Itoa(port),
+			"HOME="+home,
+			"TMPDIR="+tmp,
+			"ANDROID_SDK_HOME="+home,
+			"ADB_VENDOR_KEYS=",
+		)
+		s.log = filepath.Join(tmp, fmt.Sprintf("adb.%d.log", os.Getuid()))
+		out, err := s.Run("start-server")
+		if err == nil {
+			t.Cleanup(func() { s.stop(t) })
+			return s
+		}
+		if attempt < 5 && portTaken(out+s.LogTail()) {
+			t.Logf("start adb server on port %d: the port was taken meanwhile; trying another\n%s", port, out)
+			continue
+		}
+		t.Cleanup(func() { s.stop(t) })
 		t.Fatalf("start adb server on port %d: %v\n%s%s", port, err, out, s.LogTail())
 	}
-	return s
+}
+
+// portTaken reports whether adb's output says its port was taken by
+// another process: a foreign server answered, or the bind failed.
+func portTaken(out string) bool {
+	return strings.Contains(out, "protocol fault") || strings.Contains(out, "Address already in use") ||
+		strings.Contains(out, "cannot bind")
 }
 
 // freePort returns a loopback port nothing listens on, outside 5037 and the
