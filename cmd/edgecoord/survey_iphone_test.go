@@ -126,7 +126,7 @@ func TestSurveyOnAndroidAndIPhone(t *testing.T) {
 	for i, h := range rows[0] {
 		col[h] = i
 	}
-	for _, h := range []string{"name", "raw", "value", "currency", "phone_serial", "phone_model", "app_package"} {
+	for _, h := range []string{"name", "raw", "value", "currency", "phone_serial", "phone_model", "phone_platform", "phone_os_version", "app_package"} {
 		if _, ok := col[h]; !ok {
 			t.Fatalf("the CSV has no column %s: %q", h, rows[0])
 		}
@@ -143,8 +143,14 @@ func TestSurveyOnAndroidAndIPhone(t *testing.T) {
 	if ir == nil || ar == nil {
 		t.Fatalf("want one row of each phone (%s, %s): %q", iphone.UDID(), android.Serial(), rows)
 	}
-	if ir[col["phone_model"]] != fakewda.DefaultModel {
-		t.Errorf("the iPhone's row names model %q, want %q", ir[col["phone_model"]], fakewda.DefaultModel)
+	if ir[col["phone_model"]] != fakewda.DefaultModel || ir[col["phone_platform"]] != protocol.PlatformIOS ||
+		ir[col["phone_os_version"]] != fakewda.DefaultIOSVersion {
+		t.Errorf("the iPhone's row names model %q, platform %q, OS %q; want %q, ios, %q", ir[col["phone_model"]],
+			ir[col["phone_platform"]], ir[col["phone_os_version"]], fakewda.DefaultModel, fakewda.DefaultIOSVersion)
+	}
+	if ar[col["phone_platform"]] != protocol.PlatformAndroid || ar[col["phone_os_version"]] != "13" {
+		t.Errorf("the Android phone's row names platform %q, OS %q; want android, 13 (the fake's Android version)",
+			ar[col["phone_platform"]], ar[col["phone_os_version"]])
 	}
 }
 
