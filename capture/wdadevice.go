@@ -489,26 +489,14 @@ func (d *WDADevice) Text(ctx context.Context, s string) error {
 	})
 }
 
-// iosButtons maps the Android key codes an iPhone has to its buttons.
-var iosButtons = map[string]string{
-	"KEYCODE_HOME": wda.ButtonHome, "3": wda.ButtonHome,
-	"KEYCODE_VOLUME_UP": wda.ButtonVolumeUp, "24": wda.ButtonVolumeUp,
-	"KEYCODE_VOLUME_DOWN": wda.ButtonVolumeDown, "25": wda.ButtonVolumeDown,
-}
-
 // IOSButton returns the iPhone button of an Android key code name or
-// number: KEYCODE_HOME (3) is home, KEYCODE_VOLUME_UP (24) volumeUp,
-// KEYCODE_VOLUME_DOWN (25) volumeDown; "HOME" is accepted for
-// KEYCODE_HOME. Any other key is an ErrInvalidStep naming those.
+// number (protocol.IOSButton). Any other key is an ErrInvalidStep naming
+// the keys an iPhone has.
 func IOSButton(key string) (string, error) {
-	k := strings.ToUpper(strings.TrimSpace(key))
-	if _, err := strconv.Atoi(k); err != nil && k != "" && !strings.HasPrefix(k, "KEYCODE_") {
-		k = "KEYCODE_" + k
-	}
-	if b, ok := iosButtons[k]; ok {
+	if b, ok := protocol.IOSButton(key); ok {
 		return b, nil
 	}
-	return "", fmt.Errorf("%w: key %q: an iPhone has only the keys KEYCODE_HOME (3), KEYCODE_VOLUME_UP (24) and KEYCODE_VOLUME_DOWN (25)", ErrInvalidStep, clipText(key, 40))
+	return "", fmt.Errorf("%w: key %q: %s", ErrInvalidStep, clipText(key, 40), protocol.IOSKeys)
 }
 
 // Key presses the iPhone button of an Android key code (IOSButton).

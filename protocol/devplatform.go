@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Phone platforms (Device.Platform, DeviceSelector.Platform). A phone
 // without a platform is an Android phone: agents that predate iPhones
@@ -44,10 +48,38 @@ func UnsupportedOn(platform string, t Task) []string {
 			why = "an iPhone installs no APK"
 		case OpClearData:
 			why = "WebDriverAgent cannot clear an iOS app's data"
+		case OpKey:
+			if _, ok := IOSButton(s.Key); !ok {
+				out = append(out, fmt.Sprintf("steps[%d].key %q: %s", i, clip(s.Key, 40), IOSKeys))
+			}
 		}
 		if why != "" {
 			out = append(out, fmt.Sprintf("steps[%d].op %s: %s", i, s.Op, why))
 		}
 	}
 	return out
+}
+
+// IOSKeys says which keys an iPhone has.
+const IOSKeys = "an iPhone has only the keys KEYCODE_HOME (3), KEYCODE_VOLUME_UP (24) and KEYCODE_VOLUME_DOWN (25)"
+
+// iosButtons maps the Android key codes an iPhone has to its buttons, as
+// WebDriverAgent's pressButton names them.
+var iosButtons = map[string]string{
+	"KEYCODE_HOME": "home", "3": "home",
+	"KEYCODE_VOLUME_UP": "volumeUp", "24": "volumeUp",
+	"KEYCODE_VOLUME_DOWN": "volumeDown", "25": "volumeDown",
+}
+
+// IOSButton returns the iPhone button (WebDriverAgent's home, volumeUp,
+// volumeDown) of an Android key code name or number: KEYCODE_HOME (3),
+// KEYCODE_VOLUME_UP (24), KEYCODE_VOLUME_DOWN (25); a name without the
+// KEYCODE_ prefix ("HOME") is accepted. ok is false for any other key.
+func IOSButton(key string) (button string, ok bool) {
+	k := strings.ToUpper(strings.TrimSpace(key))
+	if _, err := strconv.Atoi(k); err != nil && k != "" && !strings.HasPrefix(k, "KEYCODE_") {
+		k = "KEYCODE_" + k
+	}
+	b, ok := iosButtons[k]
+	return b, ok
 }

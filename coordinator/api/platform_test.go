@@ -56,6 +56,8 @@ func TestSubmitPlatform(t *testing.T) {
 		"logcat", "logcat: an iPhone has no logcat", "steps[1].op record_start", "steps[2].op record_stop", "device.platform is ios")
 	refused("iPhones asked to clear data", `{"device": {"platform": "ios"}, "steps": [{"op": "clear_data", "package": "com.example.shop"}]}`,
 		"steps[0].op", "steps[0].op clear_data", "device.platform is ios")
+	refused("iPhones asked for the back key", `{"device": {"platform": "ios"}, "steps": [{"op": "key", "key": "KEYCODE_HOME"}, {"op": "key", "key": "KEYCODE_BACK"}]}`,
+		"steps[1].key", `steps[1].key "KEYCODE_BACK": an iPhone has only the keys KEYCODE_HOME (3), KEYCODE_VOLUME_UP (24) and KEYCODE_VOLUME_DOWN (25)`)
 	refused("pinned to an iPhone", `{"device": {"serial": "`+udid+`"}, "steps": [{"op": "wake"}, {"op": "record_start"}, {"op": "record_stop"}]}`,
 		"steps[1].op", "device.serial names an iPhone: "+udid+" of agent pc-1")
 	refused("fan-out over an iPhone", `{"fan_out": true, "logcat": true, "steps": [{"op": "screenshot"}]}`,
