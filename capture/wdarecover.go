@@ -84,11 +84,11 @@ func (d *WDADevice) Probe(ctx context.Context, timeout time.Duration) error {
 }
 
 // Reconnect drops the phone's WDA session (deleting it, best effort
-// within a few seconds) and creates a new one within the capture timeout;
+// within a few seconds) and creates a new one within the op timeout;
 // it says what it did, as adb's answer is returned for an Android phone.
 // A WDA that refuses the connection makes the phone offline.
 func (d *WDADevice) Reconnect(ctx context.Context) (string, error) {
-	rctx, cancel := context.WithTimeout(ctx, d.opts.CaptureTimeout)
+	rctx, cancel := context.WithTimeout(ctx, d.opts.OpTimeout)
 	defer cancel()
 	if !d.beginProbe(rctx) {
 		return "", fmt.Errorf("reconnect %s: another probe of its WebDriverAgent still runs: %w", d.opts.UDID, ctxErr(rctx))
