@@ -157,7 +157,7 @@ func (d *WDADevice) Info() protocol.Device {
 	defer d.mu.Unlock()
 	info := protocol.Device{Serial: d.opts.UDID, State: d.state, Platform: protocol.PlatformIOS, Model: d.model, Tags: slices.Clone(d.opts.Tags)}
 	if d.state != protocol.DeviceReady && d.cause != "" {
-		info.Reason = clipText(d.cause+": "+iosFix(d.opts.UDID, d.state), 700)
+		info.Reason = clipText(d.cause+": "+IOSFix(d.opts.UDID, d.state), 700)
 	}
 	return info
 }
