@@ -29,7 +29,9 @@ const HubWindow = time.Second
 // failed probes within the window the phone is quarantined until it
 // answers a probe again. It also reports phones that drop within HubWindow
 // of each other as one hub event. Only phones implementing
-// capture.Recoverable (adb phones) are looked after.
+// capture.Recoverable are looked after: adb phones and iPhones (whose
+// reconnect re-creates the WebDriverAgent session and which cannot be
+// rebooted, so rung 2 fails at once for them).
 type Recovery struct {
 	inv  *capture.Inventory
 	opts config.Recovery
@@ -359,11 +361,20 @@ func (r *Recovery) rung(ctx context.Context, serial, rung, out string, err error
 	case protocol.RungReconnect:
 		p.rec.Reconnects++
 	case protocol.RungReboot:
-		p.rec.Reboots++
+		if !errors.Is(err, capture.ErrCannotReboot) {
+			p.rec.Reboots++
+		}
 	}
-	r.noteLocked(p, rung+" "+result)
+	note := rung + " " + result
+	if errors.Is(err, capture.ErrCannotReboot) {
+		note += ": " + capture.ErrCannotReboot.Error()
+	}
+	r.noteLocked(p, note)
 	r.mu.Unlock()
 	r.changed()
+	if errors.Is(err, capture.ErrCannotReboot) {
+		return false // nothing was done: no probe to learn from
+	}
 
 	// Wait for adb to list the phone as device again, then probe it.
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

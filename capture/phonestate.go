@@ -82,11 +82,12 @@ func iosStateText(udid, state string) string {
 	case adb.StateConnecting:
 		return fmt.Sprintf("iPhone %s is still connecting: the agent is asking its WebDriverAgent whether it is up; wait a few seconds", udid)
 	}
-	return fmt.Sprintf("iPhone %s is %s: %s", udid, state, iosFix(udid, state))
+	return fmt.Sprintf("iPhone %s is %s: %s", udid, state, IOSFix(udid, state))
 }
 
-// iosFix is what to do about an iPhone in state.
-func iosFix(udid, state string) string {
+// IOSFix is what to do about the iPhone with udid in state
+// (docs/capture.md, iPhones: States and fixes).
+func IOSFix(udid, state string) string {
 	switch state {
 	case protocol.DeviceOffline:
 		return fmt.Sprintf("WebDriverAgent on it does not answer; start WebDriverAgent on the iPhone (from a Mac: `xcodebuild test-without-building -project WebDriverAgent.xcodeproj -scheme WebDriverAgentRunner -destination id=%s`, or with go-ios: `ios runwda --udid %s`), check its wda_url in the agent's config and that the port forwarder runs (`iproxy 8100 8100 -u %s`)", udid, udid, udid)

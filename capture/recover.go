@@ -14,17 +14,19 @@ import (
 
 // Recoverable is a phone the agent's recovery ladder can work on
 // (docs/capture.md, Recovery): probe it, reconnect its transport, reboot
-// it. ADBDevice is one; simulated phones are not.
+// it. ADBDevice and WDADevice (an iPhone) are; simulated phones are not.
 type Recoverable interface {
 	Device
-	// Probe runs a cheap command (echo ok) that must answer within
-	// timeout.
+	// Probe runs a cheap command (echo ok; WDA's /status and session)
+	// that must answer within timeout.
 	Probe(ctx context.Context, timeout time.Duration) error
 	// Reconnect kicks the phone's transport in the adb server and, for a
-	// network phone, connects it again; it returns adb's answer.
+	// network phone, connects it again; it returns adb's answer. An
+	// iPhone's re-creates its WDA session and says so.
 	Reconnect(ctx context.Context) (string, error)
 	// Reboot reboots the phone and waits until adb lists it again with
-	// sys.boot_completed=1, or ctx ends.
+	// sys.boot_completed=1, or ctx ends; an iPhone's fails with
+	// ErrCannotReboot.
 	Reboot(ctx context.Context) error
 }
 

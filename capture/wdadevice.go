@@ -81,8 +81,9 @@ var bundleIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$`)
 // it current. Every operation fails at once with a *PhoneStateError
 // naming the fix while it is not in state "device".
 type WDADevice struct {
-	c    *wda.Client
-	opts WDAOptions
+	c       *wda.Client
+	opts    WDAOptions
+	probing chan struct{} // one probe of WDA at a time (beginProbe)
 
 	mu       sync.Mutex
 	state    string
@@ -111,7 +112,7 @@ func NewWDADevice(opts WDAOptions) (*WDADevice, error) {
 		return nil, fmt.Errorf("open iPhone %s: %w", opts.UDID, err)
 	}
 	opts.Tags = slices.Clone(opts.Tags)
-	return &WDADevice{c: c, opts: opts, state: adb.StateConnecting}, nil
+	return &WDADevice{c: c, opts: opts, state: adb.StateConnecting, probing: make(chan struct{}, 1)}, nil
 }
 
 // OpenWDADevice returns the iPhone of opts after asking its WebDriverAgent
@@ -156,7 +157,7 @@ func (d *WDADevice) Info() protocol.Device {
 	defer d.mu.Unlock()
 	info := protocol.Device{Serial: d.opts.UDID, State: d.state, Platform: protocol.PlatformIOS, Model: d.model, Tags: slices.Clone(d.opts.Tags)}
 	if d.state != protocol.DeviceReady && d.cause != "" {
-		info.Reason = clipText(d.cause+": "+iosFix(d.opts.UDID, d.state), 700)
+		info.Reason = clipText(d.cause+": "+IOSFix(d.opts.UDID, d.state), 700)
 	}
 	return info
 }
@@ -771,11 +772,17 @@ func cleanModel(m string) string {
 // ready), unauthorized when the screen stays locked after /wda/unlock,
 // else device. A phone that becomes usable gets a new WDA session (WDA
 // restarted, the old one is gone) and its model and scale are read
-// again. It returns the state.
+// again. It returns the state. It takes turns with the recovery
+// ladder's Probe and Reconnect: while one of them runs past timeout, the
+// state is left as it is.
 func (d *WDADevice) Refresh(ctx context.Context, timeout time.Duration) string {
 	pctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w: no answer within %v", wda.ErrNotAnswering, timeout))
 	defer cancel()
+	if !d.beginProbe(pctx) {
+		return d.phoneState()
+	}
 	state, cause := d.probe(pctx)
+	d.endProbe()
 	if ctx.Err() != nil {
 		return d.phoneState() // stopping: the state is not known
 	}

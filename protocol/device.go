@@ -128,9 +128,39 @@ func (s DeviceSelector) Describe() string {
 	return strings.Join(parts, " ")
 }
 
-// StateFix says what to do about a phone in state so that it can take jobs
-// again, for people ("" for DeviceReady). The agent's step errors
-// (docs/capture.md, What the agent sees) give the same fixes.
+// DeviceFix says what to do about phone d in its state so that it can take
+// jobs again, for people ("" for DeviceReady): StateFixOn of its platform
+// (PlatformOf) and state.
+func DeviceFix(d Device) string { return StateFixOn(PlatformOf(d), d.State) }
+
+// StateFixOn says what to do about a phone of platform in state: an
+// iPhone's fixes are about its WebDriverAgent (docs/capture.md, iPhones),
+// an Android phone's about adb and USB (StateFix).
+func StateFixOn(platform, state string) string {
+	if platform != PlatformIOS {
+		return StateFix(state)
+	}
+	switch state {
+	case DeviceReady:
+		return ""
+	case DeviceUnauthorized:
+		return "unlock it (it has a passcode WebDriverAgent cannot enter), set Settings > Display & Brightness > Auto-Lock to Never, and tap Trust if it asks whether to trust this computer"
+	case DeviceOffline:
+		return "start WebDriverAgent on the iPhone, check its wda_url in the agent's config and that the port forwarder runs (`curl WDA_URL/status` must answer)"
+	case DeviceResting:
+		return StateFix(state)
+	case DeviceQuarantined:
+		return "its WebDriverAgent stopped answering: restart WebDriverAgent on the iPhone (or the iPhone); it is offered again once it answers the agent's probe"
+	case DeviceRecovering:
+		return "its WebDriverAgent stopped answering; the agent is re-creating its WebDriverAgent session (see its reason)"
+	}
+	return "it must be in state \"device\"; check that WebDriverAgent answers at its wda_url (`curl WDA_URL/status`)"
+}
+
+// StateFix says what to do about an Android phone in state so that it can
+// take jobs again, for people ("" for DeviceReady). The agent's step
+// errors (docs/capture.md, What the agent sees) give the same fixes; an
+// iPhone's are StateFixOn's.
 func StateFix(state string) string {
 	switch state {
 	case DeviceReady:
@@ -154,7 +184,8 @@ func StateFix(state string) string {
 // NotReadyReason explains why no phone can take a job with selector s when
 // phones that fit it (Fits) are listed but none is in state DeviceReady:
 // "phone R58M12 is unauthorized: unlock it and accept …", naming each
-// state once with its fix (the first phone in serial order for each). It
+// state of each platform once with its fix for the platform (DeviceFix; the first phone in
+// serial order for each). It
 // returns "" when no listed phone fits s, or one that fits is ready.
 func (s DeviceSelector) NotReadyReason(listed []Device) string {
 	var fit []Device
@@ -171,15 +202,16 @@ func (s DeviceSelector) NotReadyReason(listed []Device) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, d := range fit {
-		if seen[d.State] {
+		key := PlatformOf(d) + " " + d.State // an iPhone's fix is not an Android phone's
+		if seen[key] {
 			continue
 		}
-		seen[d.State] = true
+		seen[key] = true
 		why := ""
 		if d.Reason != "" {
 			why = " (" + d.Reason + ")"
 		}
-		parts = append(parts, "phone "+d.Serial+" is "+d.State+why+": "+StateFix(d.State))
+		parts = append(parts, "phone "+d.Serial+" is "+d.State+why+": "+DeviceFix(d))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -69,3 +69,35 @@ func TestNotReadyReason(t *testing.T) {
 		}
 	}
 }
+
+// TestNotReadyReasonIPhone: an iPhone's reason carries the iPhone's fix
+// (its WebDriverAgent, its passcode), never the Android one (USB cable,
+// USB debugging prompt); an Android phone in the same state keeps its own.
+func TestNotReadyReasonIPhone(t *testing.T) {
+	listed := []protocol.Device{
+		{Serial: "00008110-000A1B2C3D4E5F60", Platform: protocol.PlatformIOS, State: protocol.DeviceOffline, Tags: []string{"lab"}},
+		{Serial: "00008110-000A1B2C3D4E5F61", Platform: protocol.PlatformIOS, State: protocol.DeviceUnauthorized, Tags: []string{"lab"}},
+		{Serial: "R58M12", State: protocol.DeviceOffline, Tags: []string{"lab"}},
+	}
+	got := protocol.DeviceSelector{Serial: "00008110-000A1B2C3D4E5F60"}.NotReadyReason(listed)
+	if !strings.Contains(got, "start WebDriverAgent on the iPhone") || strings.Contains(got, "USB cable") {
+		t.Errorf("reason for the offline iPhone = %q, want the WebDriverAgent fix only", got)
+	}
+	got = protocol.DeviceSelector{Serial: "00008110-000A1B2C3D4E5F61"}.NotReadyReason(listed)
+	if !strings.Contains(got, "unlock it (it has a passcode") || strings.Contains(got, "USB debugging") {
+		t.Errorf("reason for the locked iPhone = %q, want the passcode fix only", got)
+	}
+	got = protocol.DeviceSelector{Tags: []string{"lab"}}.NotReadyReason(listed)
+	if !strings.Contains(got, "phone R58M12 is offline: reconnect the USB cable") || !strings.Contains(got, "is offline: start WebDriverAgent") {
+		t.Errorf("reason for an offline iPhone and Android phone = %q, want each with its platform's fix", got)
+	}
+	for _, st := range []string{protocol.DeviceOffline, protocol.DeviceUnauthorized, protocol.DeviceQuarantined, protocol.DeviceRecovering, "connecting"} {
+		ios := protocol.DeviceFix(protocol.Device{Platform: protocol.PlatformIOS, State: st})
+		if !strings.Contains(ios, "WebDriverAgent") && !strings.Contains(ios, "passcode") || strings.Contains(ios, "adb") || strings.Contains(ios, "USB") {
+			t.Errorf("iPhone fix for %s = %q", st, ios)
+		}
+		if got, want := protocol.DeviceFix(protocol.Device{State: st}), protocol.StateFix(st); got != want {
+			t.Errorf("Android fix for %s = %q, want StateFix's %q", st, got, want)
+		}
+	}
+}

@@ -806,3 +806,13 @@ func (c *Client) ActiveAppInfo(ctx context.Context) (AppInfo, error) {
 	err := c.do(ctx, c.timeout, http.MethodGet, "/wda/activeAppInfo", "", nil, &a, MaxJSONBytes)
 	return a, err
 }
+
+// CheckSession asks WDA whether the current session is alive (GET
+// /session/:id), creating a session when there is none and once more
+// when WDA no longer knows it; it returns the session's id.
+func (c *Client) CheckSession(ctx context.Context) (string, error) {
+	if err := c.inSession(ctx, c.timeout, http.MethodGet, "", nil, nil, MaxJSONBytes); err != nil {
+		return "", err
+	}
+	return c.SessionID(), nil
+}

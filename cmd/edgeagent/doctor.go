@@ -38,7 +38,7 @@ type doctorCommand struct {
 
 func (c *doctorCommand) name() string { return "doctor" }
 func (c *doctorCommand) summary() string {
-	return "check config, NATS, coordinator, storage, adb, phones, clock and disk, with a fix for each problem"
+	return "check config, NATS, coordinator, storage, adb, phones, iPhones, clock and disk, with a fix for each problem"
 }
 
 func (c *doctorCommand) flags(w io.Writer) *flag.FlagSet {
@@ -114,6 +114,7 @@ func (c *doctorCommand) run(ctx context.Context, _ *flag.FlagSet) error {
 	d.checkStorage(ctx)
 	d.checkADB(ctx)
 	d.checkPhones(ctx)
+	d.checkIPhones(ctx)
 	d.checkDisk()
 	d.checkStatusEndpoint(ctx)
 	failed := d.print(w)
@@ -441,7 +442,11 @@ func (d *doctor) adbClient() *adb.Client {
 
 func (d *doctor) checkADB(ctx context.Context) {
 	if d.onlySimulated() {
-		d.add("adb", checkSkip, "only simulated phones are configured", "")
+		what := "only simulated phones are configured"
+		if len(d.cfg.IOSDevices()) > 0 {
+			what = "no Android phone is configured (iPhones are reached through WebDriverAgent)"
+		}
+		d.add("adb", checkSkip, what, "")
 		return
 	}
 	binVersion := ""

@@ -187,7 +187,7 @@ func (h *Handler) fleetData(r *http.Request, c *caller) (fleetData, error) {
 				p.State = "refused"
 				p.Reason = strings.TrimSpace(coordinator.DuplicateReason(dev.Serial, ids) + " " + p.Reason)
 			} else if dev.State != protocol.DeviceReady {
-				p.Fix = protocol.StateFix(dev.State)
+				p.Fix = protocol.DeviceFix(dev)
 			} else {
 				d.PhonesReady++
 			}
