@@ -305,7 +305,9 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	}
 	_ = mon.Flush()
 
-	steps := []protocol.Step{{Op: protocol.OpScreenshot, Name: "s1.png"}}
+	// The job reads an observation off the launcher first: A reads it too,
+	// but only B's result may carry it into the dataset.
+	steps := []protocol.Step{{Op: protocol.OpExtract, Name: "icon", Element: &protocol.Selector{Text: "Shop"}}, {Op: protocol.OpScreenshot, Name: "s1.png"}}
 	for i := 2; i <= 5; i++ {
 		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 700}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
 	}
@@ -313,15 +315,15 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until A holds the job and has stored its first artifact.
+	// Wait until A holds the job and has stored its first screenshot.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		arts, _ := sys.store.Artifacts(sys.ctx, job.ID, 1)
-		if len(arts) > 0 {
+		if slices.ContainsFunc(arts, func(a jobstore.ArtifactRecord) bool { return a.Name == "s1.png" }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("agent A never registered its first artifact")
+			t.Fatal("agent A never registered its first screenshot")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -438,6 +440,14 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	}
 	if refused == 0 && !revoke {
 		t.Error("no refused write from A recorded in write_events")
+	}
+	// The dataset holds B's observation alone, accepted at generation 2.
+	rows, err := sys.store.ListObservations(sys.ctx, jobstore.ObservationFilter{Project: jobstore.DefaultProject, JobID: job.ID, All: true, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Generation != 2 || !strings.HasPrefix(rows[0].Owner, "pc-b/") || !rows[0].Accepted || rows[0].Raw != "Shop" {
+		t.Errorf("observations of the job %+v, want B's alone, accepted at generation 2", rows)
 	}
 	if iphone {
 		// A's iPhone ran the job through WDA until the stop, and nothing
