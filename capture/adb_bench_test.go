@@ -30,7 +30,10 @@ import (
 //     `adb -s SERIAL exec-out screencap -p`.
 //
 // and then all four in turn, one shot each per iteration ("interleaved"),
-// so that every path sees the same load: the ratios to quote.
+// so that every path sees the same load: the ratios to quote. The ways
+// alone report the p50 and p99 of a shot too, and "fake" times the fake
+// phone's own work for a shot: its simulated screen rendered and
+// PNG-encoded in-process, with no adb in between.
 //
 // Run: go test -run '^$' -bench BenchmarkScreenshot -benchtime 3s ./capture
 func BenchmarkScreenshot(b *testing.B) {
