@@ -12,6 +12,7 @@ import (
 	"github.com/edgeagent/edgeagent/testkit/e2e"
 	"github.com/edgeagent/edgeagent/testkit/fakewda"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
+	"github.com/edgeagent/edgeagent/uitree"
 )
 
 // TestMCPIPhone: an MCP client drives an iPhone (the fake WebDriverAgent)
@@ -19,13 +20,14 @@ import (
 // shows it with its screen in pixels; the screenshot is a PNG of the
 // iPhone's pixel size, scaled down on request; the elements are those of
 // its source, with the iPhone's ids, in pixels; a tap on the launcher's
-// Shop element opens the shop (the tap lands inside the element); text
+// Shop element opens the shop (the tap lands inside the element), one on a
+// product's name selects its row; text
 // beyond ASCII typed into the shop's field reaches WDA exactly as sent and
 // shows in the field; home goes back to the launcher, and a key an iPhone
 // lacks is a tool error naming the keys it has.
 func TestMCPIPhone(t *testing.T) {
 	e := newEnv(t, 3*time.Second, time.Minute)
-	iphone, err := fakewda.Start(fakewda.Options{})
+	iphone, err := fakewda.Start(fakewda.Options{Catalogue: []capture.SimProduct{{Name: "ほうじ茶 500ml", Price: "¥1,280"}, {Name: "抹茶ラテ", Price: "¥968"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +80,22 @@ func TestMCPIPhone(t *testing.T) {
 		t.Fatalf("foreground %q after tapping Shop, want %s", fg, capture.SimShop)
 	}
 
+	// A product row, by its name's element: the shop selects the row.
+	els = elements(t, cs, open.SessionID)
+	row := slices.IndexFunc(els, func(el mcp.Element) bool { return el.Text == "ほうじ茶 500ml" && el.ResourceID == "name" })
+	if row < 0 {
+		t.Fatalf("no product name with id name in %+v", els)
+	}
+	if sel := selectedProducts(t, iphone.Screen()); len(sel) != 0 {
+		t.Fatalf("selected product rows %v before any tap", sel)
+	}
+	ok(t, cs, mcp.ToolTap, map[string]any{"session_id": open.SessionID, "element": row})
+	if sel := selectedProducts(t, iphone.Screen()); len(sel) != 1 || sel[0] != 0 {
+		t.Fatalf("selected product rows %v after tapping the first, want [0]", sel)
+	}
+
 	// The shop's field, by its iPhone id (the identifier, not an Android
 	// resource id): tap it, type Japanese.
-	els = elements(t, cs, open.SessionID)
 	field := slices.IndexFunc(els, func(el mcp.Element) bool { return el.ResourceID == "input" })
 	if field < 0 || els[field].Class != "XCUIElementTypeTextField" || els[field].Package != capture.SimShop {
 		t.Fatalf("no iPhone text field with id input in %+v", els)
@@ -107,7 +122,7 @@ func TestMCPIPhone(t *testing.T) {
 	}
 
 	closed := text(ok(t, cs, mcp.ToolCloseSession, id))
-	if !strings.Contains(closed, "closed after 10 steps") {
+	if !strings.Contains(closed, "closed after 11 steps") {
 		t.Fatalf("close_session %q", closed)
 	}
 	if !slices.ContainsFunc(iphone.Requests(), func(r string) bool { return strings.HasSuffix(r, "/wda/keys") }) {
@@ -124,6 +139,31 @@ func simTaps(s *capture.Simulated) []capture.SimCall {
 	for _, c := range s.History() {
 		if c.Op == protocol.OpTap {
 			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// selectedProducts are the indexes of the shop's product rows the
+// simulated screen shows selected.
+func selectedProducts(t *testing.T, s *capture.Simulated) []int {
+	t.Helper()
+	dump, err := s.UIDump(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := uitree.Parse(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	i := 0
+	for _, n := range tree.Nodes {
+		if n.ID == capture.SimShop+":id/product" {
+			if n.Selected {
+				out = append(out, i)
+			}
+			i++
 		}
 	}
 	return out
