@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/pgstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakewda"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 	"github.com/edgeagent/edgeagent/uploader"
 )
@@ -96,7 +99,11 @@ func (s *system) startAgent(id string) *agent.Agent {
 // agentSetup adjusts the agent of startAgentWith; zero values take the
 // defaults of startAgent.
 type agentSetup struct {
-	phone  capture.SimOptions // serial defaults to sim-<id>
+	phone capture.SimOptions // serial defaults to sim-<id>
+	// iphone, when set, is the agent's phone instead of phone: the fake
+	// iPhone added to its inventory through WatchIOS, as the daemon adds
+	// a configured iPhone, probed once (then every hour).
+	iphone *fakewda.Phone
 	extra  []capture.SimOptions
 	spool  string
 	store  uploader.Uploader
@@ -116,10 +123,21 @@ func (s *system) startAgentWith(id string, st agentSetup) (*agent.Agent, *captur
 	if st.phone.Width == 0 {
 		st.phone.Width, st.phone.Height = 160, 320
 	}
-	phone := capture.NewSimulated(st.phone)
 	inv := capture.NewInventory()
-	if err := inv.Add(phone); err != nil {
-		s.t.Fatal(err)
+	var phone *capture.Simulated
+	if st.iphone != nil {
+		stop, err := capture.WatchIOS(s.ctx, inv, []capture.IOSPhone{{UDID: st.iphone.UDID(), WDAURL: st.iphone.URL()}},
+			capture.IOSOptions{Interval: time.Hour})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Cleanup(stop)
+		phone = st.iphone.Screen()
+	} else {
+		phone = capture.NewSimulated(st.phone)
+		if err := inv.Add(phone); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 	for _, o := range st.extra {
 		if err := inv.Add(capture.NewSimulated(o)); err != nil {
@@ -230,13 +248,44 @@ type seen struct {
 }
 
 // TestStaleAgentStops: a job is reassigned from agent A to agent B while A is
-// in the middle of it. A's next fenced call gets 409, its job context is
-// cancelled, and nothing more of that job comes from A: no upload, no
-// registration, no result. B finishes the job at generation 2.
+// in the middle of it, over each phone backend (a simulated Android phone;
+// an iPhone behind the fake WebDriverAgent) and each way A learns it: the
+// 409 to its next fenced call (no revoke sent), or the coordinator's
+// revoke. A's job context is cancelled, and nothing more of that job comes
+// from A: no upload, no registration, no result, and every write it tried
+// after the reassignment was refused. On an iPhone nothing reaches A's
+// WebDriverAgent after the stop. B finishes the job at generation 2.
 func TestStaleAgentStops(t *testing.T) {
+	for _, backend := range []string{"android", "iphone"} {
+		for _, revoke := range []bool{false, true} {
+			name := backend + "/409"
+			if revoke {
+				name = backend + "/revoke"
+			}
+			t.Run(name, func(t *testing.T) { staleAgentStops(t, backend == "iphone", revoke) })
+		}
+	}
+}
+
+// startIPhone starts a fake iPhone with udid until the test ends.
+func startIPhone(t *testing.T, udid string) *fakewda.Phone {
+	t.Helper()
+	p, err := fakewda.Start(fakewda.Options{UDID: udid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	leakCheck(t)
 	sys := newSystem(t, 3*time.Second)
-	a := sys.startAgent("pc-a")
+	var phoneA, phoneB *fakewda.Phone
+	if iphone {
+		phoneA, phoneB = startIPhone(t, "00008110-00000000000000A1"), startIPhone(t, "00008110-00000000000000B2")
+	}
+	a, _ := sys.startAgentWith("pc-a", agentSetup{iphone: phoneA})
 
 	// Watch every request agent A sends, as the NATS server sees it.
 	var mu sync.Mutex
@@ -256,7 +305,9 @@ func TestStaleAgentStops(t *testing.T) {
 	}
 	_ = mon.Flush()
 
-	steps := []protocol.Step{{Op: protocol.OpScreenshot, Name: "s1.png"}}
+	// The job reads an observation off the launcher first: A reads it too,
+	// but only B's result may carry it into the dataset.
+	steps := []protocol.Step{{Op: protocol.OpExtract, Name: "icon", Element: &protocol.Selector{Text: "Shop"}}, {Op: protocol.OpScreenshot, Name: "s1.png"}}
 	for i := 2; i <= 5; i++ {
 		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 700}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
 	}
@@ -264,22 +315,22 @@ func TestStaleAgentStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until A holds the job and has stored its first artifact.
+	// Wait until A holds the job and has stored its first screenshot.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		arts, _ := sys.store.Artifacts(sys.ctx, job.ID, 1)
-		if len(arts) > 0 {
+		if slices.ContainsFunc(arts, func(a jobstore.ArtifactRecord) bool { return a.Name == "s1.png" }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("agent A never registered its first artifact")
+			t.Fatal("agent A never registered its first screenshot")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	sys.startAgent("pc-b")
+	sys.startAgentWith("pc-b", agentSetup{iphone: phoneB})
 	var lease jobstore.Lease
 	for {
-		lease, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", false)
+		lease, err = sys.coord.Reassign(sys.ctx, job.ID, "pc-b", revoke)
 		if err == nil {
 			break
 		}
@@ -293,7 +344,8 @@ func TestStaleAgentStops(t *testing.T) {
 		t.Fatalf("reassigned generation %d, want 2", lease.Token.Generation)
 	}
 
-	// A learns of it from a 409 on its next fenced call (no revoke was sent).
+	// A learns of it from the revoke, or from a 409 on its next fenced
+	// call when no revoke was sent.
 	var stop agent.StopRecord
 	for {
 		stops := a.Stops()
@@ -306,8 +358,12 @@ func TestStaleAgentStops(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if stop.Token.JobID != job.ID || stop.Token.Generation != 1 || !strings.Contains(stop.Cause, fencing.ErrStale.Error()) {
-		t.Fatalf("stop record %+v, want job %s g1 with cause %q", stop, job.ID, fencing.ErrStale)
+	cause := fencing.ErrStale
+	if revoke {
+		cause = fencing.ErrRevoked
+	}
+	if stop.Token.JobID != job.ID || stop.Token.Generation != 1 || !errors.Is(stop.Err, cause) {
+		t.Fatalf("stop record %+v, want job %s g1 with cause %q", stop, job.ID, cause)
 	}
 	t.Logf("A stopped %v after the reassignment (cut short: %s)", stop.At.Sub(reassignedAt), stop.CutShort)
 
@@ -340,7 +396,7 @@ func TestStaleAgentStops(t *testing.T) {
 			sawStale = true
 		}
 	}
-	if !sawStale {
+	if !sawStale && !revoke {
 		t.Error("no fenced call from A between the reassignment and its stop: the 409 path was not exercised")
 	}
 	// Storage: nothing of generation 1 was written after the stop, and A
@@ -382,7 +438,34 @@ func TestStaleAgentStops(t *testing.T) {
 			refused++
 		}
 	}
-	if refused == 0 {
+	if refused == 0 && !revoke {
 		t.Error("no refused write from A recorded in write_events")
+	}
+	// The dataset holds B's observation alone, accepted at generation 2.
+	rows, err := sys.store.ListObservations(sys.ctx, jobstore.ObservationFilter{Project: jobstore.DefaultProject, JobID: job.ID, All: true, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Generation != 2 || !strings.HasPrefix(rows[0].Owner, "pc-b/") || !rows[0].Accepted || rows[0].Raw != "Shop" {
+		t.Errorf("observations of the job %+v, want B's alone, accepted at generation 2", rows)
+	}
+	if iphone {
+		// A's iPhone ran the job through WDA until the stop, and nothing
+		// reached its WDA after it; B's iPhone took the rest of the
+		// screenshots.
+		var before int
+		for _, r := range phoneA.Received() {
+			if r.At.After(stop.At) {
+				t.Errorf("%s %s reached A's iPhone %v after the stop", r.Method, r.Path, r.At.Sub(stop.At))
+			} else if r.Method == "GET" && strings.HasSuffix(r.Path, "/screenshot") {
+				before++
+			}
+		}
+		if before == 0 {
+			t.Errorf("A's iPhone took no screenshot before the stop: %v", phoneA.Requests())
+		}
+		if !slices.ContainsFunc(phoneB.Received(), func(r fakewda.Request) bool { return strings.HasSuffix(r.Path, "/screenshot") }) {
+			t.Errorf("B's iPhone took no screenshot: %v", phoneB.Requests())
+		}
 	}
 }

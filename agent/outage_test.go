@@ -3,6 +3,7 @@ package agent_test
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/edgeagent/edgeagent/coordinator/jobstore"
 	"github.com/edgeagent/edgeagent/fencing"
 	"github.com/edgeagent/edgeagent/protocol"
+	"github.com/edgeagent/edgeagent/testkit/fakewda"
 	"github.com/edgeagent/edgeagent/testkit/testenv"
 )
 
@@ -41,23 +43,35 @@ func restartNATS(t *testing.T, port int) *server.Server {
 }
 
 // TestNATSOutageSelfFences: the NATS server goes away
-// while the agent runs a job. The agent cannot renew, stops the job by its
-// own deadline, and does nothing more for it; when a NATS server is back on
-// the same address, the agent reconnects, says hello again and takes and
-// finishes new work.
+// while the agent runs a job on its phone (a simulated Android phone, or an
+// iPhone behind the fake WebDriverAgent). The agent cannot renew, stops the
+// job by its own deadline, and does nothing more for it: no call for it
+// reaches the coordinator or crosses NATS, and on an iPhone nothing reaches
+// its WebDriverAgent after the stop. When a NATS server is back on the same
+// address, the agent reconnects, says hello again and takes and finishes
+// new work (on its second phone).
 func TestNATSOutageSelfFences(t *testing.T) {
+	t.Run("android", func(t *testing.T) { natsOutageSelfFences(t, nil) })
+	t.Run("iphone", func(t *testing.T) { natsOutageSelfFences(t, startIPhone(t, "00008110-00000000000000A1")) })
+}
+
+func natsOutageSelfFences(t *testing.T, iphone *fakewda.Phone) {
 	leakCheck(t)
 	sys := newSystem(t, 1500*time.Millisecond)
 	var logs logBuffer
-	a, _ := sys.startAgentWith("pc-a", agentSetup{log: &logs, margin: 300 * time.Millisecond, slots: 2,
+	a, _ := sys.startAgentWith("pc-a", agentSetup{log: &logs, margin: 300 * time.Millisecond, slots: 2, iphone: iphone,
 		extra: []capture.SimOptions{{Serial: "sim-pc-a-2", Width: 160, Height: 320}}})
+	first := "sim-pc-a"
+	if iphone != nil {
+		first = iphone.UDID()
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
 	w := sys.watch("pc-a")
-	long, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{
+	long, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Device: protocol.DeviceSelector{Serial: first}, Steps: []protocol.Step{
 		{Op: protocol.OpScreenshot, Name: "before"},
 		{Op: protocol.OpWait, DurationMS: 60_000},
 		{Op: protocol.OpScreenshot, Name: "after"},
@@ -94,7 +108,8 @@ func TestNATSOutageSelfFences(t *testing.T) {
 		return a.Ready() && a.Status().Connection.LastHello.After(down)
 	})
 
-	fresh, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "fresh"}}}})
+	fresh, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Device: protocol.DeviceSelector{Serial: "sim-pc-a-2"},
+		Steps: []protocol.Step{{Op: protocol.OpScreenshot, Name: "fresh"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,5 +137,20 @@ func TestNATSOutageSelfFences(t *testing.T) {
 	}
 	if n > stop.Calls {
 		t.Errorf("NATS carried %d requests of generation 1, the agent had sent %d when it stopped", n, stop.Calls)
+	}
+	if iphone != nil {
+		// The iPhone took the job's first screenshot through WDA, and
+		// nothing reached its WDA after the stop.
+		var shots int
+		for _, r := range iphone.Received() {
+			if r.At.After(stop.At) {
+				t.Errorf("%s %s reached the iPhone %v after the stop", r.Method, r.Path, r.At.Sub(stop.At))
+			} else if strings.HasSuffix(r.Path, "/screenshot") {
+				shots++
+			}
+		}
+		if shots == 0 {
+			t.Errorf("the iPhone took no screenshot: %v", iphone.Requests())
+		}
 	}
 }

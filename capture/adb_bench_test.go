@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,7 +30,10 @@ import (
 //     `adb -s SERIAL exec-out screencap -p`.
 //
 // and then all four in turn, one shot each per iteration ("interleaved"),
-// so that every path sees the same load: the ratios to quote.
+// so that every path sees the same load: the ratios to quote. The ways
+// alone report the p50 and p99 of a shot too, and "fake" times the fake
+// phone's own work for a shot: its simulated screen rendered and
+// PNG-encoded in-process, with no adb in between.
 //
 // Run: go test -run '^$' -bench BenchmarkScreenshot -benchtime 3s ./capture
 func BenchmarkScreenshot(b *testing.B) {
@@ -63,16 +68,23 @@ func BenchmarkScreenshot(b *testing.B) {
 			}
 			b.Run(name+"/host-"+mode, func(b *testing.B) {
 				var n int64
-				for b.Loop() {
+				took := roundTrips(b, func() error {
 					png, err := dev.Screenshot(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
 					n += int64(len(png))
-				}
+					return err
+				})
 				report(b, n)
+				reportLatency(b, took)
 			})
 		}
+		// The fake phone's own work for a shot: its simulated screen
+		// rendered and PNG-encoded in-process, no adb in between.
+		b.Run(name+"/fake", func(b *testing.B) {
+			reportLatency(b, roundTrips(b, func() error {
+				_, err := p.Sim().Screenshot(ctx)
+				return err
+			}))
+		})
 		b.Run(name+"/host-png", func(b *testing.B) {
 			var n int64
 			for b.Loop() {
@@ -166,8 +178,10 @@ func BenchmarkScreenshot(b *testing.B) {
 }
 
 // BenchmarkTap times ADBDevice.Tap (`input tap` over the host protocol)
-// on a fake phone behind a real adb server; BenchmarkWDATap is the same
-// for an iPhone through WebDriverAgent.
+// on a fake phone behind a real adb server ("adb"), and the same tap on
+// the fake's simulated screen in-process ("fake": the fake's own work);
+// BenchmarkWDATap is the same for an iPhone through WebDriverAgent. Each
+// reports taps/s and the p50 and p99 of one tap's round trip.
 //
 // Run: go test -run '^$' -bench 'Tap$' -benchtime 3s ./capture
 func BenchmarkTap(b *testing.B) {
@@ -183,25 +197,59 @@ func BenchmarkTap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchTaps(b, dev)
+	b.Run("adb", func(b *testing.B) { benchTaps(b, dev) })
+	b.Run("fake", func(b *testing.B) { benchTaps(b, p.Sim()) })
+}
+
+// tapper is a phone that taps: a capture.Device, or a fake's simulated
+// screen.
+type tapper interface {
+	Tap(ctx context.Context, x, y int) error
 }
 
 // benchTaps taps dev at the same point (outside any icon, so the screen
-// stays) and reports taps per second.
-func benchTaps(b *testing.B, dev capture.Device) {
+// stays) and reports taps per second and the latency of a tap.
+func benchTaps(b *testing.B, dev tapper) {
 	ctx := context.Background()
+	took := roundTrips(b, func() error { return dev.Tap(ctx, 540, 1200) })
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "taps/s")
+	reportLatency(b, took)
+}
+
+// roundTrips runs f once per iteration of b.Loop, failing on its error,
+// and returns how long each call took.
+func roundTrips(b *testing.B, f func() error) []time.Duration {
+	took := make([]time.Duration, 0, 1024)
 	for b.Loop() {
-		if err := dev.Tap(ctx, 540, 1200); err != nil {
+		start := time.Now()
+		if err := f(); err != nil {
 			b.Fatal(err)
 		}
+		took = append(took, time.Since(start))
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "taps/s")
+	return took
+}
+
+// reportLatency reports the median and the 99th percentile (nearest
+// rank) of the calls' durations in milliseconds, as p50-ms and p99-ms.
+func reportLatency(b *testing.B, took []time.Duration) {
+	if len(took) == 0 {
+		return
+	}
+	slices.Sort(took)
+	rank := func(p float64) time.Duration {
+		return took[min(max(int(math.Ceil(p*float64(len(took))))-1, 0), len(took)-1)]
+	}
+	b.ReportMetric(float64(rank(0.50).Nanoseconds())/1e6, "p50-ms")
+	b.ReportMetric(float64(rank(0.99).Nanoseconds())/1e6, "p99-ms")
 }
 
 // BenchmarkWDAScreenshot times WDADevice.Screenshot (GET /screenshot, a
 // base64 PNG checked and decoded on the PC) on fake iPhones of two
-// sizes, as BenchmarkScreenshot does for Android phones: compare
-// shots/s and png-bytes/shot.
+// sizes ("wda"), as BenchmarkScreenshot does for Android phones: compare
+// shots/s, png-bytes/shot and the p50 and p99 of a shot; "fake" is the
+// fake's own work, its simulated screen rendered and PNG-encoded
+// in-process.
 //
 // Run: go test -run '^$' -bench 'Screenshot$' -benchtime 3s ./capture
 func BenchmarkWDAScreenshot(b *testing.B) {
@@ -217,17 +265,23 @@ func BenchmarkWDAScreenshot(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(dev.Close)
-		b.Run(fmt.Sprintf("%dx%d", size.w*size.scale, size.h*size.scale), func(b *testing.B) {
+		name := fmt.Sprintf("%dx%d", size.w*size.scale, size.h*size.scale)
+		b.Run(name+"/wda", func(b *testing.B) {
 			var n int64
-			for b.Loop() {
+			took := roundTrips(b, func() error {
 				png, err := dev.Screenshot(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
 				n += int64(len(png))
-			}
+				return err
+			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "shots/s")
 			b.ReportMetric(float64(n)/float64(b.N), "png-bytes/shot")
+			reportLatency(b, took)
+		})
+		b.Run(name+"/fake", func(b *testing.B) {
+			reportLatency(b, roundTrips(b, func() error {
+				_, err := p.Screen().Screenshot(ctx)
+				return err
+			}))
 		})
 	}
 }
@@ -245,5 +299,6 @@ func BenchmarkWDATap(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(dev.Close)
-	benchTaps(b, dev)
+	b.Run("wda", func(b *testing.B) { benchTaps(b, dev) })
+	b.Run("fake", func(b *testing.B) { benchTaps(b, p.Screen()) })
 }

@@ -129,12 +129,12 @@ type textIn struct {
 
 type keyIn struct {
 	SessionID string `json:"session_id" jsonschema:"the id open_session returned"`
-	Key       string `json:"key" jsonschema:"an Android key: BACK, HOME, ENTER, DEL, APP_SWITCH, or any KEYCODE_ name or number"`
+	Key       string `json:"key" jsonschema:"an Android key: BACK, HOME, ENTER, DEL, APP_SWITCH, or any KEYCODE_ name or number; on an iPhone HOME, VOLUME_UP or VOLUME_DOWN"`
 }
 
 type launchIn struct {
 	SessionID string `json:"session_id" jsonschema:"the id open_session returned"`
-	Package   string `json:"package" jsonschema:"the app's package name, e.g. com.android.settings"`
+	Package   string `json:"package" jsonschema:"the app's package name, e.g. com.android.settings (on an iPhone its bundle id, e.g. com.apple.Preferences)"`
 }
 
 type recordIn struct {
@@ -186,9 +186,9 @@ func (s *Server) addTools() {
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolSwipe,
 		Description: "Swipe from x1,y1 to x2,y2 (screen pixels) over duration_ms (default 300). To scroll down a list, swipe up: from a point low on the screen to one higher up (y2 < y1)."}, s.swipe)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolTypeText,
-		Description: "Type text into the focused field; tap the field first. Any printable characters; text beyond ASCII needs the ADBKeyboard input method on the phone (the error says so). For tab or newline use press_key."}, s.typeText)
+		Description: "Type text into the focused field; tap the field first. Any printable characters: an iPhone types any text; on an Android phone text beyond ASCII needs the ADBKeyboard input method (the error says so). For tab or newline use press_key."}, s.typeText)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolPressKey,
-		Description: "Press an Android key: BACK, HOME, ENTER, DEL (backspace), APP_SWITCH, or any KEYCODE_ name or key code number."}, s.pressKey)
+		Description: "Press a key: on an Android phone BACK, HOME, ENTER, DEL (backspace), APP_SWITCH, or any KEYCODE_ name or key code number; an iPhone has only HOME, VOLUME_UP and VOLUME_DOWN."}, s.pressKey)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolLaunchApp,
 		Description: "Launch an app by its package name (e.g. com.android.settings) and bring it to the foreground."}, s.launchApp)
 	sdk.AddTool(s.srv, &sdk.Tool{Name: ToolWait,

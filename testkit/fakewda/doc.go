@@ -52,7 +52,9 @@
 // it); Hang holds every request unanswered; Drop takes WDA away
 // (connections refused) and Restore brings it back on the same port with
 // no sessions. Beyond the faults, Locked, Pending (the requests Hang
-// holds), SessionID and SetBattery let tests look in and steer; a W3C
+// holds), Requests (those answered), Received (every request as it
+// arrived, with the time), SessionID and SetBattery let tests look in and
+// steer; a W3C
 // actions request with several fingers plays them one after the other,
 // and the screen stays in portrait whatever /orientation says.
 package fakewda

@@ -64,6 +64,7 @@ type Phone struct {
 	pending  int           // requests held by Hang
 	typed    string
 	requests []string
+	received []Request
 	level    float64
 	state    int
 	running  map[string]bool // apps launched and not terminated
@@ -263,6 +264,22 @@ func (p *Phone) Typed() string {
 	return p.typed
 }
 
+// Request is a request as it reached the phone.
+type Request struct {
+	Method, Path string
+	// At is when it arrived, before Hang held it or it was answered.
+	At time.Time
+}
+
+// Received returns every request that reached the phone, in the order
+// they arrived, answered or not (those Hang held included): a test finds
+// there whether anything reached WDA after a moment.
+func (p *Phone) Received() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.received...)
+}
+
 // Requests returns "METHOD /path" of every request answered, in order.
 func (p *Phone) Requests() []string {
 	p.mu.Lock()
@@ -294,6 +311,7 @@ func (p *Phone) handle(g *generation, w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	p.handlers.Add(1)
+	p.received = append(p.received, Request{Method: r.Method, Path: r.URL.Path, At: time.Now()})
 	p.mu.Unlock()
 	defer p.handlers.Done()
 	if !p.waitHang(g, r) {

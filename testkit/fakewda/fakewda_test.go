@@ -674,6 +674,9 @@ func TestOpenURLButtonsBatteryOrientation(t *testing.T) {
 	}
 }
 
+// TestHangReleasedWhenClientGivesUp: a request held while the phone hangs
+// is let go unanswered when its client gives up; it reached the phone
+// (Received) but was never answered (Requests).
 func TestHangReleasedWhenClientGivesUp(t *testing.T) {
 	c := start(t, fakewda.Options{})
 	c.p.Hang(true)
@@ -695,6 +698,13 @@ func TestHangReleasedWhenClientGivesUp(t *testing.T) {
 		if r == "GET /wda/locked" {
 			t.Fatalf("the request the client gave up on was answered: %v", c.p.Requests())
 		}
+	}
+	// It reached the phone all the same: Received lists it, then the
+	// one answered, in the order they arrived.
+	got := c.p.Received()
+	if len(got) != 2 || got[0].Method+" "+got[0].Path != "GET /wda/locked" || got[1].Method+" "+got[1].Path != "GET /status" ||
+		got[0].At.IsZero() || got[1].At.Before(got[0].At) {
+		t.Fatalf("Received() = %+v, want the held GET /wda/locked, then GET /status", got)
 	}
 }
 
