@@ -1,12 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/csv"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,31 +57,10 @@ func TestSurveyOnAndroidAndIPhone(t *testing.T) {
 		return ready[protocol.PlatformAndroid] && ready[protocol.PlatformIOS]
 	})
 
-	tok := c.Token(t, "surveyor", "lab", "read,submit")
-	out := filepath.Join(t.TempDir(), "prices.csv")
-	ctx, cancel := context.WithTimeout(t.Context(), e2e.WaitTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "examples", "surveys", "price_check.py"),
-		"--api", c.Base, "--out", out, "--wait", "300")
-	cmd.Env = append(os.Environ(), "EDGE_API_TOKEN="+tok)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("price_check.py: %v\n%s%s\nagent log tail:\n%s", err, stdout.String(), stderr.String(), strings.Join(a.Tail(60), "\n"))
-	}
-	if !strings.Contains(stdout.String(), "2 observation(s) of project lab") {
-		t.Fatalf("the script's report: %s", stdout.String())
-	}
+	out := runPriceCheck(t, py, c, a, 2)
 
 	// The Android phone: one `input tap` at its row's centre.
-	var taps [][2]int
-	for _, in := range android.Inputs() {
-		if m := tapRE.FindStringSubmatch(in.String()); m != nil {
-			x, _ := strconv.Atoi(m[1])
-			y, _ := strconv.Atoi(m[2])
-			taps = append(taps, [2]int{x, y})
-		}
-	}
+	taps, _ := adbInputs(android)
 	if want := nameCentre(t, android, "ほうじ茶 500ml"); len(taps) != 1 || taps[0] != want {
 		t.Errorf("android taps %v, want one at its element's centre %v", taps, want)
 	}
@@ -110,29 +83,9 @@ func TestSurveyOnAndroidAndIPhone(t *testing.T) {
 		t.Errorf("the iPhone's WDA saw no session request: %v", iphone.Requests())
 	}
 
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatalf("the CSV: %v", err)
-	}
-	if len(rows) != 3 {
-		t.Fatalf("the CSV has %d rows, want a header and one per phone: %q", len(rows), rows)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	for _, h := range []string{"name", "raw", "value", "currency", "phone_serial", "phone_model", "phone_platform", "phone_os_version", "app_package"} {
-		if _, ok := col[h]; !ok {
-			t.Fatalf("the CSV has no column %s: %q", h, rows[0])
-		}
-	}
+	rows, col := readPrices(t, out, 2, "name", "raw", "value", "currency", "phone_serial", "phone_model", "phone_platform", "phone_os_version", "app_package")
 	bySerial := map[string][]string{}
-	for _, r := range rows[1:] {
+	for _, r := range rows {
 		bySerial[r[col["phone_serial"]]] = r
 		if r[col["name"]] != "price" || r[col["raw"]] != "税込 1,408円 (税抜 1,280円)" || r[col["value"]] != "1408" || r[col["currency"]] != "JPY" ||
 			r[col["app_package"]] != capture.SimShop {

@@ -131,37 +131,10 @@ func TestSurveyOnTwoScreenSizes(t *testing.T) {
 	}
 	l := startSurveyLab(t, "survey", opts...)
 	phones, c, a := l.phones, l.coord, l.agent
-	tok := c.Token(t, "surveyor", "lab", "read,submit")
-
-	out := filepath.Join(t.TempDir(), "prices.csv")
-	ctx, cancel := context.WithTimeout(t.Context(), e2e.WaitTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "examples", "surveys", "price_check.py"),
-		"--api", c.Base, "--out", out, "--wait", "300")
-	cmd.Env = append(os.Environ(), "EDGE_API_TOKEN="+tok)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("price_check.py: %v\n%s%s\nagent log tail:\n%s", err, stdout.String(), stderr.String(), strings.Join(a.Tail(40), "\n"))
-	}
-	t.Logf("price_check.py:\n%s", stdout.String())
-	if !strings.Contains(stdout.String(), "2 observation(s) of project lab") {
-		t.Fatalf("the script's report: %s", stdout.String())
-	}
+	out := runPriceCheck(t, py, c, a, len(phones))
 
 	for i, p := range phones {
-		var taps [][2]int
-		swipes := 0
-		for _, in := range p.Inputs() {
-			if len(in.Args) > 0 && in.Args[0] == "swipe" {
-				swipes++
-			}
-			if m := tapRE.FindStringSubmatch(in.String()); m != nil {
-				x, _ := strconv.Atoi(m[1])
-				y, _ := strconv.Atoi(m[2])
-				taps = append(taps, [2]int{x, y})
-			}
-		}
+		taps, swipes := adbInputs(p)
 		want := nameCentre(t, p, "ほうじ茶 500ml")
 		if len(taps) != 1 || taps[0] != want {
 			t.Errorf("phone %dx%d: taps %v, want one at its own element's centre %v", sizes[i][0], sizes[i][1], taps, want)
@@ -171,29 +144,9 @@ func TestSurveyOnTwoScreenSizes(t *testing.T) {
 		}
 	}
 
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatalf("the CSV: %v", err)
-	}
-	if len(rows) != 3 {
-		t.Fatalf("the CSV has %d rows, want a header and one per phone: %q", len(rows), rows)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	for _, h := range []string{"job_id", "generation", "name", "raw", "value", "currency", "phone_serial", "app_package", "app_version", "accepted_at"} {
-		if _, ok := col[h]; !ok {
-			t.Fatalf("the CSV has no column %s: %q", h, rows[0])
-		}
-	}
+	rows, col := readPrices(t, out, len(phones), "job_id", "generation", "name", "raw", "value", "currency", "phone_serial", "app_package", "app_version", "accepted_at")
 	seen := map[string]bool{}
-	for _, r := range rows[1:] {
+	for _, r := range rows {
 		get := func(h string) string { return r[col[h]] }
 		seen[get("phone_serial")] = true
 		if get("name") != "price" || get("raw") != "税込 1,408円 (税抜 1,280円)" || get("value") != "1408" || get("currency") != "JPY" ||
@@ -206,6 +159,74 @@ func TestSurveyOnTwoScreenSizes(t *testing.T) {
 			t.Errorf("no row of phone %s: %q", p.Serial(), rows)
 		}
 	}
+}
+
+// runPriceCheck runs the example script against the coordinator with a
+// token of project lab, waits for its report of one observation per
+// phone, and returns the path of the CSV it wrote.
+func runPriceCheck(t *testing.T, py string, c *e2e.Coordinator, a *e2e.Agent, phones int) string {
+	t.Helper()
+	tok := c.Token(t, "surveyor", "lab", "read,submit")
+	out := filepath.Join(t.TempDir(), "prices.csv")
+	ctx, cancel := context.WithTimeout(t.Context(), e2e.WaitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "..", "examples", "surveys", "price_check.py"),
+		"--api", c.Base, "--out", out, "--wait", "300")
+	cmd.Env = append(os.Environ(), "EDGE_API_TOKEN="+tok)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("price_check.py: %v\n%s%s\nagent log tail:\n%s", err, stdout.String(), stderr.String(), strings.Join(a.Tail(60), "\n"))
+	}
+	t.Logf("price_check.py:\n%s", stdout.String())
+	if want := strconv.Itoa(phones) + " observation(s) of project lab"; !strings.Contains(stdout.String(), want) {
+		t.Fatalf("the script's report lacks %q: %s", want, stdout.String())
+	}
+	return out
+}
+
+// readPrices reads the script's CSV: want rows after the header, each
+// with the columns cols (and the others); col is the index by name.
+func readPrices(t *testing.T, path string, want int, cols ...string) (rows [][]string, col map[string]int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("the CSV: %v", err)
+	}
+	if len(all) != want+1 {
+		t.Fatalf("the CSV has %d rows, want a header and %d: %q", len(all), want, all)
+	}
+	col = map[string]int{}
+	for i, h := range all[0] {
+		col[h] = i
+	}
+	for _, h := range cols {
+		if _, ok := col[h]; !ok {
+			t.Fatalf("the CSV has no column %s: %q", h, all[0])
+		}
+	}
+	return all[1:], col
+}
+
+// adbInputs are the points of the `input tap`s a fake phone received and
+// the number of its swipes.
+func adbInputs(p *fakeadbd.Phone) (taps [][2]int, swipes int) {
+	for _, in := range p.Inputs() {
+		if len(in.Args) > 0 && in.Args[0] == "swipe" {
+			swipes++
+		}
+		if m := tapRE.FindStringSubmatch(in.String()); m != nil {
+			x, _ := strconv.Atoi(m[1])
+			y, _ := strconv.Atoi(m[2])
+			taps = append(taps, [2]int{x, y})
+		}
+	}
+	return taps, swipes
 }
 
 // nameCentre is the centre of the node whose text is text in the phone's
