@@ -233,18 +233,6 @@ func adbInputs(p *fakeadbd.Phone) (taps [][2]int, swipes int) {
 // current dump, read with a regular expression (not the selector engine).
 func nameCentre(t *testing.T, p *fakeadbd.Phone, text string) [2]int {
 	t.Helper()
-	dump, err := p.Sim().UIDump(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`text="` + regexp.QuoteMeta(text) + `"[^>]*bounds="\[(\d+),(\d+)\]\[(\d+),(\d+)\]"`)
-	m := re.FindSubmatch(dump)
-	if m == nil {
-		t.Fatalf("%q not on the phone's screen: %s", text, dump)
-	}
-	var b [4]int
-	for i := range b {
-		b[i], _ = strconv.Atoi(string(m[i+1]))
-	}
+	b := simBounds(t, p.Sim(), text)
 	return [2]int{(b[0] + b[2]) / 2, (b[1] + b[3]) / 2}
 }
