@@ -65,6 +65,14 @@ func TestCheckPolicyRules(t *testing.T) {
 			b.h.Final.Events["j"][3].At = b.at(2000)
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0", Method: opReclaim, Call: b.at(1100), Return: b.at(1300), Outcome: outOK})
 		}, RuleDeadline},
+		{"write accepted late while the reaper's own deadline pass was slow", func(b *history) {
+			b.h.Final.Events["j"][3].At = b.at(1800)
+			b.h.Spans = append(b.h.Spans, StoreSpan{Client: "coord-0", Method: "expire-deadlines", Call: b.at(950), Return: b.at(1300)})
+		}, ""},
+		{"write accepted later than the reaper's slow pass explains", func(b *history) {
+			b.h.Final.Events["j"][3].At = b.at(2000)
+			b.h.Spans = append(b.h.Spans, StoreSpan{Client: "coord-0", Method: "expire-deadlines", Call: b.at(1100), Return: b.at(1300)})
+		}, RuleDeadline},
 		{"a slow store call before the deadline explains nothing", func(b *history) {
 			b.h.Final.Events["j"][3].At = b.at(1800)
 			b.h.Ops = append(b.h.Ops, &StoreOp{Client: "coord-0", Method: opReclaim, Call: b.at(100), Return: b.at(900), Outcome: outOK})

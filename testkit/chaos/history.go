@@ -28,6 +28,10 @@ type History struct {
 	Stops   []StopRec
 	// Fires are the FireSlot calls of the coordinators' schedule loops.
 	Fires []*FireRec
+	// Spans are the coordinators' store calls outside the job register
+	// (the reaper's deadline pass, the schedule loop's): only when each
+	// was made and returned, for storeSlow.
+	Spans []StoreSpan
 	Final Final
 	// Stalls are the times goroutines of the process running the schedule
 	// waited to run (an overloaded machine): a probe that wakes every 10ms
@@ -59,13 +63,27 @@ func (h *History) stalled(from, to time.Time) time.Duration {
 // process does.
 func (h *History) storeSlow(from, to time.Time) time.Duration {
 	var m time.Duration
-	for _, op := range h.Ops {
-		if op.Return.IsZero() || op.Return.Before(from) || op.Call.After(to) {
-			continue
+	in := func(call, ret time.Time) {
+		if !ret.IsZero() && !ret.Before(from) && !call.After(to) {
+			m = max(m, ret.Sub(call))
 		}
-		m = max(m, op.Return.Sub(op.Call))
+	}
+	for _, op := range h.Ops {
+		in(op.Call, op.Return)
+	}
+	for _, sp := range h.Spans {
+		in(sp.Call, sp.Return)
 	}
 	return m
+}
+
+// StoreSpan is a store call of a coordinator that is not an operation of
+// the job register: the reaper's deadline pass, the schedule loop's reads
+// and fires. They hold the store's time (SQLite's one writer) as the
+// register's calls do.
+type StoreSpan struct {
+	Client, Method string
+	Call, Return   time.Time
 }
 
 // StoreOp is one call of a coordinator (or of the harness, client
@@ -280,6 +298,15 @@ func (r *Recorder) end(op *StoreOp, outcome string, err error) {
 	}
 	r.mu.Lock()
 	r.h.Ops = append(r.h.Ops, op)
+	r.mu.Unlock()
+}
+
+// span records a store call outside the job register, made at call and
+// returning now.
+func (r *Recorder) span(client, method string, call time.Time) {
+	sp := StoreSpan{Client: client, Method: method, Call: call, Return: time.Now()}
+	r.mu.Lock()
+	r.h.Spans = append(r.h.Spans, sp)
 	r.mu.Unlock()
 }
 

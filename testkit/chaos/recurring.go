@@ -411,7 +411,9 @@ func (s *recordingSchedules) PauseSchedule(ctx context.Context, id string, pause
 }
 
 func (s *recordingSchedules) DueSchedules(ctx context.Context, limit int) (time.Time, []jobstore.Schedule, error) {
+	call := time.Now()
 	now, out, err := s.ss.DueSchedules(ctx, limit)
+	s.rec.span(s.client, "due-schedules", call)
 	if err == nil {
 		s.clk.mu.Lock()
 		s.clk.now = now
@@ -424,7 +426,9 @@ func (s *recordingSchedules) FireSlot(ctx context.Context, f jobstore.SlotFire) 
 	s.clk.mu.Lock()
 	now := s.clk.now
 	s.clk.mu.Unlock()
+	call := time.Now()
 	res, err := s.ss.FireSlot(ctx, f)
+	s.rec.span(s.client, "fire-slot", call)
 	rec := &FireRec{Client: s.client, ScheduleID: f.ScheduleID, Now: now, Slot: f.Slot, Buffered: f.Buffered, Backfill: f.Backfill}
 	if err != nil {
 		rec.Err = err.Error()

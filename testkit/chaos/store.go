@@ -47,6 +47,15 @@ func (s *recordingStore) op(method, jobID string) *StoreOp {
 	return s.rec.begin(&StoreOp{Client: s.client, Method: method, JobID: jobID})
 }
 
+// ExpireDeadlines is the reaper's deadline pass: recorded as a span (its
+// writes are read back from the store's write events).
+func (s *recordingStore) ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token, error) {
+	call := time.Now()
+	toks, err := s.Store.ExpireDeadlines(ctx, limit)
+	s.rec.span(s.client, "expire-deadlines", call)
+	return toks, err
+}
+
 func (s *recordingStore) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job, error) {
 	op := s.op(opSubmit, spec.ID)
 	op.MaxAttempts = spec.MaxAttempts
