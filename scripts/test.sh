@@ -7,13 +7,14 @@
 #               tests wait for it
 #   deps        scripts/test-deps.sh system: what comes from apt-get
 #   fmt-check   gofmt
-#   vet         go vet -race ./... : under the race detector's build, so
-#               that the tests reuse its compilations of every package
+#   vet         go vet -race ./... : under the race detector's build (the
+#               Makefile's RACE flags), so that the tests reuse its
+#               compilations of every package
 #   cross       go vet ./... for windows/amd64, go build of the shipped
 #               commands for linux/arm64         } in the background, at a
 #   fuzz-short  every fuzz target, briefly       } lower priority, beside
 #                                                } test-race
-#   test-race   go test -race ./...
+#   test-race   go test -race ./... (with the same RACE flags)
 #
 # On 2 cores a fresh run is bound by the compiler: MinIO and the race build
 # of the tree (vet) take both cores first; the tests then wait on servers,

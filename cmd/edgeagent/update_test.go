@@ -232,7 +232,10 @@ func TestSelfUpdate(t *testing.T) {
 	pub, key, _ := ed25519.GenerateKey(nil)
 	_, otherKey, _ := ed25519.GenerateKey(nil)
 
-	l := newLab(t, 2*time.Second)
+	// The lease is long enough that renewals answered late on a busy
+	// machine do not end the job the update must wait for: the test is
+	// about the drain, not about a lost lease.
+	l := newLab(t, 6*time.Second)
 	wire := watchAgent(t, l.env.NATSURL(), "pc-bin")
 	a := l.env.NewAgent(e2e.AgentOptions{Extra: updateConfig(protocol.FormatReleaseKey(pub))})
 	sup := e2e.Supervise(t, a.RunCommand(exe), e2e.SuperviseOptions{PreventExit: []int{2}})
