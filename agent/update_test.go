@@ -41,6 +41,11 @@ func (s *system) updateAgent(id string, u agent.UpdateOptions) (*agent.Agent, st
 	a, _ := s.startAgentWith(id, agentSetup{tweak: func(o *agent.Options) {
 		o.Version, o.StateDir, o.Update = "v2.0.0", s.t.TempDir(), u
 	}})
+	// The agent subscribes to its control subject before it says hello:
+	// once its hello is accepted, a control command finds it.
+	testenv.Eventually(s.t, 20*time.Second, "agent "+id+"'s hello to be accepted", func() bool {
+		return a.Status().Connection.HelloAccepted
+	})
 	return a, exe
 }
 
