@@ -64,7 +64,9 @@ func TestSleepHandsJobBack(t *testing.T) {
 	}
 	logind := fakelogind.StartT(t, fakelogind.Options{DelayMax: 5 * time.Second})
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", logind.Addr)
-	l := newLabWith(t, 2*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
+	// A lease long enough that renewals answered late on a busy machine
+	// cost no job: a job retried for a lost lease would wait an hour.
+	l := newLabWith(t, 6*time.Second, func(o *coordinator.Options, _ testenv.MinIOServer) {
 		// A retried job waits an hour, unless it is a sleep hand-back.
 		o.Retry = jobstore.RetryPolicy{Backoff: time.Hour, BackoffMax: time.Hour}
 	})
