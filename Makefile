@@ -61,8 +61,8 @@ RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 # can finish printing a report. A test binary fails its test when the race
 # detector saw a race during it (the testing package asks after every
 # test), so the tests do without the second: four small packages took
-# 4.8 s with it and 1.2 s without, and the suite runs some hundred test
-# binaries and the test binaries some tests start again as helpers.
+# 4.8 s with it and 1.2 s without, and the suite runs 60 test binaries,
+# and some tests start their test binary again as a helper.
 GORACE ?= atexit_sleep_ms=0
 
 # TEST_FLAGS: more go test flags for test-race, such as -json or -v.
