@@ -26,9 +26,13 @@ func browserLogin(t *testing.T, tab *browsertest.Tab, base, token string, within
 }
 
 // clickJS clicks the first element sel matches, found and clicked in one
-// script; false when there is none.
+// script, once the page shows one: a page just navigated to may still be
+// loading (its address changes before its body is there). It fails the
+// test when none shows within 30 s, and is false when the element went
+// away before the click.
 func clickJS(t *testing.T, tab *browsertest.Tab, sel string) bool {
 	t.Helper()
+	tab.WaitJS(t, 30*time.Second, sel+" on the page", `!!document.querySelector(`+jsString(sel)+`)`)
 	return browsertest.Eval[bool](t, tab, `(() => { const a = document.querySelector(`+jsString(sel)+`); if (!a) return false; a.click(); return true })()`)
 }
 
