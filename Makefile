@@ -51,9 +51,6 @@ TEST_P ?= $(shell nproc 2>/dev/null || echo 2)
 # (docs/benchmarks.md). They stay on for every other package, this
 # module's included, and the race detector itself stays on everywhere.
 # vet is given the same flags, so that the tests reuse its compilations.
-# The tests' binaries are linked without DWARF and symbol table (-s -w):
-# a link takes a quarter less, and race reports and panics still name
-# file and line (they read the binary's pclntab, which stays).
 RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 
 # GORACE for the tests: a race-built program sleeps a second as it exits
@@ -65,16 +62,22 @@ RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 # and some tests start their test binary again as a helper.
 GORACE ?= atexit_sleep_ms=0
 
+# RACE_TEST: go test as test-race and test-short run it. The test binaries
+# are linked without DWARF and symbol table (-s -w): a link takes a
+# quarter less, and race reports and panics still name file and line
+# (they read the binary's pclntab, which stays).
+RACE_TEST = GORACE='$(GORACE)' $(GO) test $(RACE) -ldflags='-s -w' -count=1 -p $(TEST_P)
+
 # TEST_FLAGS: more go test flags for test-race, such as -json or -v.
 TEST_FLAGS ?=
 
 ## test-race: run every test with the race detector (the last phase of make test)
 test-race:
-	GORACE='$(GORACE)' $(GO) test $(RACE) -ldflags='-s -w' -count=1 -p $(TEST_P) $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
+	$(RACE_TEST) $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
 
 ## test-short: like test without the dependency step, and with -short
 test-short: fmt-check vet
-	GORACE='$(GORACE)' $(GO) test $(RACE) -ldflags='-s -w' -count=1 -p $(TEST_P) -short -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
+	$(RACE_TEST) -short -timeout $(TEST_TIMEOUT) $(SLOW_TESTS) ./...
 
 # DEPS: which parts scripts/test-deps.sh installs (system, minio); empty for both.
 DEPS ?=
