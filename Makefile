@@ -126,14 +126,29 @@ FUZZ_TARGETS := \
 FUZZTIME ?= 2s
 
 ## fuzz-short: run each fuzz target for FUZZTIME (default 2s) after its committed seed corpus
+# Each package's fuzzing test binary is built once (go test -c with -fuzz,
+# which builds it with the fuzzer's coverage instrumentation) and run once
+# per target in the package's directory, as go test -fuzz runs it, with go
+# test's corpus cache ($GOCACHE/fuzz/<import path>): go test -fuzz takes one
+# target per run and links the binary again each time.
 # A run that fails with nothing but "context deadline exceeded" and writes no
 # failing input is the fuzzing engine missing its own -fuzztime deadline
 # under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
 fuzz-short:
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; bins="$$(mktemp -d)"; trap 'rm -rf "$$bins"' EXIT; \
+	fuzzcache="$$($(GO) env GOCACHE)/fuzz"; built=; \
+	for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t#*:}; try=1; \
-		echo "$(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		until out="$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1)"; do \
+		if [ "$$pkg" != "$$built" ]; then \
+			bin="$$bins/$$(echo "$$pkg" | tr -c 'a-zA-Z0-9\n' _).test"; \
+			echo "$(GO) test -c -fuzz . -o $$bin $$pkg"; \
+			$(GO) test -c -fuzz . -o "$$bin" "$$pkg"; \
+			dir="$$($(GO) list -f '{{.Dir}}' "$$pkg")"; imp="$$($(GO) list -f '{{.ImportPath}}' "$$pkg")"; \
+			built=$$pkg; \
+		fi; \
+		echo "(cd $$pkg && $$(basename "$$bin") -test.run '^$$' -test.fuzz '^$$fn$$' -test.fuzztime $(FUZZTIME))"; \
+		until out="$$(cd "$$dir" && "$$bin" -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) \
+				-test.fuzzcachedir "$$fuzzcache/$$imp" -test.timeout 10m 2>&1)"; do \
 			echo "$$out"; \
 			if [ $$try -ge 3 ] || echo "$$out" | grep -q 'Failing input written to' || \
 				! echo "$$out" | grep -qx '    context deadline exceeded'; then exit 1; fi; \

@@ -33,9 +33,21 @@ type Options struct {
 	Package string
 	// LDFlags is passed as -ldflags, such as "-X main.version=v1.2.3".
 	LDFlags string
-	// Env is added to the environment of go build, such as GOOS=windows
-	// or CGO_ENABLED=0.
+	// Env is added to the environment of go build, such as GOOS=windows.
+	// CGO_ENABLED=0 unless Env sets it: the commands are built as make
+	// dist builds the release (static, without cgo), so that the tests run
+	// what ships, and every test that builds one (the packaging test's,
+	// the benchmarks') shares one compilation of the commands' packages
+	// instead of one with cgo and one without.
 	Env []string
+}
+
+// env is opts.Env with CGO_ENABLED=0 unless it sets CGO_ENABLED.
+func (o Options) env() []string {
+	if slices.ContainsFunc(o.Env, func(e string) bool { return strings.HasPrefix(e, "CGO_ENABLED=") }) {
+		return o.Env
+	}
+	return append([]string{"CGO_ENABLED=0"}, o.Env...)
 }
 
 // keepUnused is how long a cached build nobody used is kept.
@@ -60,7 +72,7 @@ func Build(ctx context.Context, name string, opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	memo := name + "\x00" + opts.Package + "\x00" + opts.LDFlags + "\x00" + strings.Join(opts.Env, "\x00")
+	memo := name + "\x00" + opts.Package + "\x00" + opts.LDFlags + "\x00" + strings.Join(opts.env(), "\x00")
 	mu.Lock()
 	r := builds[memo]
 	if r == nil {
@@ -94,6 +106,20 @@ func build(ctx context.Context, root, name string, opts Options) (string, error)
 		_ = os.Chtimes(dir, now, now) // in use: not pruned
 		return bin, nil
 	}
+	// One go build at a time, across the test processes of a run: the
+	// commands share most of their packages, and go builds that run at
+	// once each compile every package none of them has cached yet (SQLite,
+	// NATS, the standard library: docs/benchmarks.md). The second build
+	// waits, then compiles only what the first did not.
+	unlock, err := lockBuilds(cache)
+	if err != nil {
+		return "", fmt.Errorf("build %s: lock the build cache: %w", name, err)
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil { // built while this one waited
+		_ = os.Chtimes(dir, now, now)
+		return bin, nil
+	}
 	goBin, err := GoCommand()
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", name, err)
@@ -111,7 +137,7 @@ func build(ctx context.Context, root, name string, opts Options) (string, error)
 	}
 	cmd := exec.CommandContext(ctx, goBin, append(args, "./"+pkg)...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Env = append(os.Environ(), opts.env()...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("go build %s: %w\n%s", name, err, out)
@@ -163,7 +189,7 @@ func ModuleRoot() (string, error) {
 // and GOFLAGS.
 func sourceKey(root, name string, opts Options) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%q\x00%s\x00%s\x00", name, opts.Package, opts.LDFlags, opts.Env, runtime.Version(), os.Getenv("GOFLAGS"))
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%q\x00%s\x00%s\x00", name, opts.Package, opts.LDFlags, opts.env(), runtime.Version(), os.Getenv("GOFLAGS"))
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package gobuild
 
 import (
 	"context"
+	"debug/buildinfo"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,7 +46,8 @@ func TestSourceKey(t *testing.T) {
 	if changed == base {
 		t.Errorf("an embedded file's change left the key alone")
 	}
-	if key(Options{LDFlags: "-X main.version=v1"}) == changed || key(Options{Env: []string{"GOOS=windows"}}) == changed {
+	if key(Options{LDFlags: "-X main.version=v1"}) == changed || key(Options{Env: []string{"GOOS=windows"}}) == changed ||
+		key(Options{Env: []string{"CGO_ENABLED=1"}}) == changed {
 		t.Errorf("the build options do not change the key")
 	}
 }
@@ -66,6 +68,20 @@ func TestBuildOnce(t *testing.T) {
 	fi, err := os.Stat(first)
 	if err != nil || fi.Mode().Perm()&0o100 == 0 {
 		t.Fatalf("built binary %s: %v, mode %v", first, err, fi.Mode())
+	}
+	// Built as the release is: without cgo.
+	info, err := buildinfo.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgo := "unset"
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			cgo = s.Value
+		}
+	}
+	if cgo != "0" {
+		t.Errorf("built binary's CGO_ENABLED: %s, want 0", cgo)
 	}
 	second, err := Build(context.Background(), "edgeagent", Options{})
 	if err != nil || second != first {
