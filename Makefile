@@ -65,8 +65,13 @@ GORACE ?= atexit_sleep_ms=0
 # RACE_TEST: go test as test-race and test-short run it. The test binaries
 # are linked without DWARF and symbol table (-s -w): a link takes a
 # quarter less, and race reports and panics still name file and line
-# (they read the binary's pclntab, which stays).
-RACE_TEST = GORACE='$(GORACE)' $(GO) test $(RACE) -ldflags='-s -w' -count=1 -p $(TEST_P)
+# (they read the binary's pclntab, which stays). -vet=off: make test and
+# test-short run the vet target first, whose go vet runs every analyzer
+# of go test's own vet step (a subset) over the same packages and their
+# test files; go test's step would analyse every package and every
+# dependency again, under other flags, so none of it would come from
+# vet's cache.
+RACE_TEST = GORACE='$(GORACE)' $(GO) test $(RACE) -vet=off -ldflags='-s -w' -count=1 -p $(TEST_P)
 
 # TEST_FLAGS: more go test flags for test-race, such as -json or -v.
 TEST_FLAGS ?=
@@ -127,10 +132,11 @@ FUZZTIME ?= 2s
 
 ## fuzz-short: run each fuzz target for FUZZTIME (default 2s) after its committed seed corpus
 # Each package's fuzzing test binary is built once (go test -c with -fuzz,
-# which builds it with the fuzzer's coverage instrumentation) and run once
-# per target in the package's directory, as go test -fuzz runs it, with go
-# test's corpus cache ($GOCACHE/fuzz/<import path>): go test -fuzz takes one
-# target per run and links the binary again each time.
+# which builds it with the fuzzer's coverage instrumentation; -vet=off as
+# in RACE_TEST) and run once per target in the package's directory, as go
+# test -fuzz runs it, with go test's corpus cache ($GOCACHE/fuzz/<import
+# path>): go test -fuzz takes one target per run and links the binary
+# again each time.
 # A run that fails with nothing but "context deadline exceeded" and writes no
 # failing input is the fuzzing engine missing its own -fuzztime deadline
 # under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
@@ -141,8 +147,8 @@ fuzz-short:
 		pkg=$${t%%:*}; fn=$${t#*:}; try=1; \
 		if [ "$$pkg" != "$$built" ]; then \
 			bin="$$bins/$$(echo "$$pkg" | tr -c 'a-zA-Z0-9\n' _).test"; \
-			echo "$(GO) test -c -fuzz . -o $$bin $$pkg"; \
-			$(GO) test -c -fuzz . -o "$$bin" "$$pkg"; \
+			echo "$(GO) test -c -fuzz . -vet=off -o $$bin $$pkg"; \
+			$(GO) test -c -fuzz . -vet=off -o "$$bin" "$$pkg"; \
 			dir="$$($(GO) list -f '{{.Dir}}' "$$pkg")"; imp="$$($(GO) list -f '{{.ImportPath}}' "$$pkg")"; \
 			built=$$pkg; \
 		fi; \

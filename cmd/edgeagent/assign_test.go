@@ -22,7 +22,7 @@ import (
 // spending the job's only attempt.
 func TestOneStepJobsNeverRefusedForASlot(t *testing.T) {
 	// Not in parallel: its 300 jobs load the machine enough that another
-	// test's agent could miss its 1 s request timeout.
+	// test's agent could miss its request timeout.
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}

@@ -104,11 +104,14 @@ func (e *Env) NewAgent(opts AgentOptions) *Agent {
 		opts.Phones = []Phone{{Serial: "sim-1", Simulated: true, Tags: []string{"lab"}}}
 	}
 	a := &Agent{env: e, opts: opts, StateDir: opts.StateDir, StatusAddr: testenv.FreeAddr(e.t)}
+	// request_timeout 2s: a coordinator on a machine the rest of the suite
+	// keeps busy can answer a request a second late; at 1s an artifact
+	// registration timed out and failed its job.
 	cfg := map[string]any{
 		"agent_id":  opts.ID,
 		"state_dir": opts.StateDir,
 		"log":       map[string]any{"level": "debug"},
-		"nats":      map[string]any{"url": e.NATSURL(), "reconnect_wait": "100ms", "request_timeout": "1s"},
+		"nats":      map[string]any{"url": e.NATSURL(), "reconnect_wait": "100ms", "request_timeout": "2s"},
 		"lease":     map[string]any{"safety_margin": "300ms"},
 		"jobs":      map[string]any{"shutdown_timeout": opts.ShutdownTimeout.String()},
 		"status":    map[string]any{"listen": a.StatusAddr},
