@@ -149,7 +149,7 @@ fuzz-short:
 			bin="$$bins/$$(echo "$$pkg" | tr -c 'a-zA-Z0-9\n' _).test"; \
 			echo "$(GO) test -c -fuzz . -vet=off -o $$bin $$pkg"; \
 			$(GO) test -c -fuzz . -vet=off -o "$$bin" "$$pkg"; \
-			dir="$$($(GO) list -f '{{.Dir}}' "$$pkg")"; imp="$$($(GO) list -f '{{.ImportPath}}' "$$pkg")"; \
+			info="$$($(GO) list -f '{{.Dir}} {{.ImportPath}}' "$$pkg")"; dir="$${info% *}"; imp="$${info##* }"; \
 			built=$$pkg; \
 		fi; \
 		echo "(cd $$pkg && $$(basename "$$bin") -test.run '^$$' -test.fuzz '^$$fn$$' -test.fuzztime $(FUZZTIME))"; \

@@ -102,8 +102,15 @@ func build(ctx context.Context, root, name string, opts Options) (string, error)
 		bin += ".exe"
 	}
 	now := time.Now()
-	if _, err := os.Stat(bin); err == nil {
-		_ = os.Chtimes(dir, now, now) // in use: not pruned
+	// built says whether bin is there, and marks it in use (not pruned).
+	built := func() bool {
+		if _, err := os.Stat(bin); err != nil {
+			return false
+		}
+		_ = os.Chtimes(dir, now, now)
+		return true
+	}
+	if built() {
 		return bin, nil
 	}
 	// One go build at a time, across the test processes of a run: the
@@ -116,8 +123,7 @@ func build(ctx context.Context, root, name string, opts Options) (string, error)
 		return "", fmt.Errorf("build %s: lock the build cache: %w", name, err)
 	}
 	defer unlock()
-	if _, err := os.Stat(bin); err == nil { // built while this one waited
-		_ = os.Chtimes(dir, now, now)
+	if built() { // by another process while this one waited
 		return bin, nil
 	}
 	goBin, err := GoCommand()

@@ -4,13 +4,14 @@ package gobuild
 
 import (
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
 // lockBuilds takes the build cache's lock, waiting for it: one go build
 // at a time across the test processes of a run (see build).
 func lockBuilds(cache string) (unlock func(), err error) {
-	f, err := os.OpenFile(cache+"/.build.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(cache, ".build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
