@@ -123,8 +123,12 @@ func (r *run) runRecurring(ctx context.Context) {
 			r.rec.note("recurring schedule not created: " + err.Error())
 			continue
 		}
+		first := sc.NextAt.Format(time.RFC3339Nano)
+		if sc.NextAt.IsZero() {
+			first = "none (created after its end)"
+		}
 		r.rec.note(fmt.Sprintf("recurring schedule %s created: every %s, catch_up %s, overlap %s, %d slots behind, first slot %s, end %s",
-			sc.ID, rp.Every, rp.CatchUp, rp.Overlap, rp.Behind, sc.NextAt.Format(time.RFC3339Nano), end.Format(time.RFC3339)))
+			sc.ID, rp.Every, rp.CatchUp, rp.Overlap, rp.Behind, first, end.Format(time.RFC3339)))
 		r.recurring = append(r.recurring, RecurringFinal{Plan: rp, Schedule: sc, End: end})
 	}
 	for i := range r.recurring {
@@ -164,7 +168,15 @@ func createRecurring(ctx context.Context, ss jobstore.ScheduleStore, req api.Sch
 		return jobstore.Schedule{}, err
 	}
 	return ss.CreateSchedule(ctx, jobstore.Schedule{ID: api.NewScheduleID(), Project: project, Spec: doc, CreatedBy: "chaos"}, 0,
-		func(now time.Time) time.Time { return spec.Next(now).Add(-time.Duration(behind) * spec.Interval) })
+		func(now time.Time) time.Time {
+			next := spec.Next(now)
+			if next.IsZero() {
+				// Created after its end (the process stalled past it): the
+				// schedule is stored ended, as the API's would be.
+				return next
+			}
+			return next.Add(-time.Duration(behind) * spec.Interval)
+		})
 }
 
 // collectRecurring reads the slots and jobs of the run's recurring
@@ -229,6 +241,16 @@ func checkRecurring(h *History, rep *Report) {
 			perSlot[j.ScheduledAt.UTC()] = append(perSlot[j.ScheduledAt.UTC()], j.ID)
 		}
 		next := rf.Schedule.NextAt.UTC()
+		if next.IsZero() {
+			// Created after its end: it has no slot, and no job.
+			for _, sl := range rf.Slots {
+				rep.add(RuleScheduleSlots, "", "schedule %s: created after its end, yet slot %s has outcome %s", id, sl.ScheduledAt.UTC().Format(time.RFC3339), sl.Outcome)
+			}
+			for _, j := range rf.Jobs {
+				rep.add(RuleScheduleSlots, "", "schedule %s: created after its end, yet job %s was made for slot %s", id, j.ID, j.ScheduledAt.UTC().Format(time.RFC3339))
+			}
+			continue
+		}
 		for _, sl := range rf.Slots {
 			at := sl.ScheduledAt.UTC()
 			switch {
