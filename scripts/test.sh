@@ -10,8 +10,8 @@
 #   vet         go vet -race ./... : under the race detector's build (the
 #               Makefile's RACE flags), so that the tests reuse its
 #               compilations of every package
-#   cross       go vet ./... for windows/amd64, go build of the shipped
-#               commands for linux/arm64         } in the background, at a
+#   cross       the shipped commands built and vetted for windows/amd64,
+#               type-checked for linux/arm64     } in the background, at a
 #   fuzz-short  every fuzz target, briefly       } lower priority, beside
 #                                                } test-race
 #   test-race   go test -race ./... (with the same RACE flags)
