@@ -451,8 +451,10 @@ func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld 
 	return lease, nil
 }
 
-// setFull marks or clears an agent as having no free slot by its own word.
-// Clearing it counts a report of a free slot (freeReports).
+// setFull marks or clears an agent as having no free slot by its own word
+// (a heartbeat), or clears it on an accepted result or failure report of
+// one of its jobs. Clearing it counts a report of a free slot
+// (freeReports).
 func (s *Server) setFull(agentID string, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -465,7 +467,7 @@ func (s *Server) setFull(agentID string, full bool) {
 }
 
 // freeReports counts the agent's reports of a free slot (heartbeat or
-// hello) so far.
+// hello, an accepted result or failure report) so far.
 func (s *Server) freeReports(agentID string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -473,8 +475,9 @@ func (s *Server) freeReports(agentID string) uint64 {
 }
 
 // markFull marks the agent as having no free slot, after it refused an
-// assign sent when it had made seen reports of a free slot: unless it
-// reported one since, which a refusal sent before it must not override.
+// assign or sent a heartbeat without one when it had made seen reports of
+// a free slot: unless it reported one since, which a refusal or heartbeat
+// sent before it must not override.
 func (s *Server) markFull(agentID string, seen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

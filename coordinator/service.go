@@ -140,9 +140,13 @@ type Server struct {
 	serving    atomic.Bool // every endpoint is subscribed
 
 	mu sync.Mutex
-	// full holds agents that refused an assign for want of a slot (their
-	// view of their load is ahead of the store's, e.g. a job reassigned
-	// away is still stopping there), until their next heartbeat or hello.
+	// full holds agents that said they have no free slot: a heartbeat
+	// with free 0, or a refused assign for want of a slot (their view of
+	// their load can be ahead of the store's, e.g. a job reassigned away
+	// is still stopping there). It lasts until they report a free slot: a
+	// heartbeat or hello saying so, or an accepted result or failure
+	// report of one of their jobs, whose slot the agent freed when it
+	// began that call.
 	full map[string]bool
 	// freed counts, by agent, the reports of a free slot that cleared full
 	// (scheduler.go, markFull).
@@ -602,13 +606,20 @@ func (s *Server) heartbeat(ctx context.Context, agentID string, data []byte) (an
 	if hb.BootID == "" {
 		return nil, badRequest("boot_id is empty")
 	}
+	freed := s.freeReports(agentID)
 	a, err := s.store.AgentHeartbeat(ctx, jobstore.AgentBeat{AgentID: agentID, BootID: hb.BootID, Devices: hb.Devices, Draining: hb.Draining})
 	if err != nil {
 		return nil, err
 	}
 	// An agent that runs jobs and says it has no free slot gets no assign
-	// from this coordinator until it reports one again.
-	s.setFull(agentID, hb.Free <= 0 && len(hb.Running) > 0)
+	// from this coordinator until it reports one again; unless it did while
+	// this heartbeat was handled (a result accepted meanwhile), which this
+	// heartbeat may have been sent before.
+	if hb.Free <= 0 && len(hb.Running) > 0 {
+		s.markFull(agentID, freed)
+	} else {
+		s.setFull(agentID, false)
+	}
 	s.noteAgent(a)
 	s.noteUpdate(ctx, agentID, hb.Update)
 	if hb.Free > 0 && !a.Draining && !a.AgentDraining {
@@ -774,6 +785,9 @@ func (s *Server) result(ctx context.Context, agentID string, data []byte) (any, 
 	s.metrics.jobEnded(jobstore.StatusSucceeded)
 	s.log.Info().Str("job_id", r.Token.JobID).Str("owner", r.Token.Owner).Int64("generation", r.Token.Generation).
 		Int("artifacts", len(manifest)).Int("observations", len(r.Observations)).Msg("result accepted")
+	// The agent freed the job's slot when it sent the result: the next job
+	// may be granted to it now, whatever its last heartbeat said.
+	s.setFull(agentID, false)
 	s.Kick()
 	return protocol.ResultReply{Accepted: true, Manifest: manifest}, nil
 }
@@ -841,6 +855,9 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	s.metrics.jobEnded(state)
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Str("class", fl.RecordedClass()).Str("cause", fl.Cause).
 		Str("state", state).Msg("job failure reported")
+	// The agent freed the job's slot when it sent the report (as for a
+	// result).
+	s.setFull(agentID, false)
 	s.Kick()
 	return protocol.Ack{OK: true}, nil
 }
