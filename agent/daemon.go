@@ -449,8 +449,8 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 		}
 		inv, closeInv, err = capture.NewADBInventory(actx, capture.ADBOptions{
 			Address: cfg.ADB.ServerAddress(), ADBPath: cfg.ADB.Path, NoStart: own != nil, OnServerLost: serverLost, Tags: tags, Serials: serials,
-			Connect: cfg.Phones.Connect,
-			Log:     log.With().Str("component", "capture").Logger(),
+			Connect: cfg.Phones.Connect, OpTimeout: cfg.Phones.OpTimeout.Duration(),
+			Log: log.With().Str("component", "capture").Logger(),
 		})
 		if err != nil {
 			if own != nil {
@@ -479,7 +479,9 @@ func buildPhones(ctx context.Context, cfg *config.Agent, serverLost func(), log 
 		for _, d := range ios {
 			phones = append(phones, capture.IOSPhone{UDID: d.UDID, WDAURL: d.WDAURL, Tags: d.Tags})
 		}
-		stopIOS, err := capture.WatchIOS(ctx, inv, phones, capture.IOSOptions{Log: log.With().Str("component", "ios").Logger()})
+		stopIOS, err := capture.WatchIOS(ctx, inv, phones, capture.IOSOptions{
+			OpTimeout: cfg.Phones.OpTimeout.Duration(), Log: log.With().Str("component", "ios").Logger(),
+		})
 		if err != nil {
 			closeInv()
 			return nil, nil, fmt.Errorf("devices: %w", err)

@@ -21,7 +21,9 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
-// Default timeouts of ADBDevice operations.
+// Default timeouts of ADBDevice operations. The agent sets the op timeout
+// of its phones from its config (phones.op_timeout, whose default is
+// DefaultOpTimeout).
 const (
 	DefaultOpTimeout      = 20 * time.Second // tap, swipe (plus its duration), text, key, launch
 	DefaultCaptureTimeout = 60 * time.Second // screenshot, UI dump, starting and stopping a recording

@@ -84,18 +84,21 @@ func (d *WDADevice) Probe(ctx context.Context, timeout time.Duration) error {
 }
 
 // Reconnect drops the phone's WDA session (deleting it, best effort
-// within a few seconds) and creates a new one within the op timeout;
-// it says what it did, as adb's answer is returned for an Android phone.
-// A WDA that refuses the connection makes the phone offline.
+// within 3 s or half the op timeout, whichever is shorter) and creates a
+// new one, all within the op timeout; it says what it did, as adb's
+// answer is returned for an Android phone. A WDA that does not answer
+// within the op timeout fails it with wda.ErrNotAnswering, naming the
+// timeout; one that refuses the connection makes the phone offline.
 func (d *WDADevice) Reconnect(ctx context.Context) (string, error) {
-	rctx, cancel := context.WithTimeout(ctx, d.opts.OpTimeout)
+	timeout := d.opts.OpTimeout
+	rctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w: no answer within %v", wda.ErrNotAnswering, timeout))
 	defer cancel()
 	if !d.beginProbe(rctx) {
 		return "", fmt.Errorf("reconnect %s: another probe of its WebDriverAgent still runs: %w", d.opts.UDID, ctxErr(rctx))
 	}
 	defer d.endProbe()
 	old := d.c.SessionID()
-	dctx, dcancel := context.WithTimeout(rctx, min(3*time.Second, d.opts.OpTimeout))
+	dctx, dcancel := context.WithTimeout(rctx, min(3*time.Second, timeout/2))
 	derr := d.c.Close(dctx) // forgets the session even when WDA does not answer
 	dcancel()
 	out := "no WebDriverAgent session to delete"
@@ -107,6 +110,9 @@ func (d *WDADevice) Reconnect(ctx context.Context) (string, error) {
 	}
 	sid, err := d.c.Session(rctx)
 	if err != nil {
+		if ctx.Err() == nil && rctx.Err() != nil {
+			err = context.Cause(rctx)
+		}
 		if errors.Is(err, wda.ErrNotRunning) {
 			d.setState(protocol.DeviceOffline, causeOf(err))
 		}

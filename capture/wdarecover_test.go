@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/edgeagent/capture"
+	"github.com/edgeagent/edgeagent/capture/wda"
 	"github.com/edgeagent/edgeagent/protocol"
 	"github.com/edgeagent/edgeagent/testkit/fakewda"
 )
@@ -15,7 +16,9 @@ import (
 // An iPhone is on the recovery ladder: its probe asks WDA's /status and
 // its session within the timeout; a hung WDA fails it with
 // ErrNotAnswering (the phone stays "device" for the ladder to work on);
-// the reconnect drops the WDA session and creates a new one, saying so;
+// its reconnect fails once the op timeout has passed, naming it, and
+// the reconnect of a WDA that answers drops the WDA session and creates
+// a new one, saying so;
 // a WDA that refuses the connection makes the phone offline with the
 // iPhone's fix; and an iPhone cannot be rebooted.
 func TestWDARecoverable(t *testing.T) {
@@ -41,8 +44,8 @@ func TestWDARecoverable(t *testing.T) {
 	if st := d.Info().State; st != protocol.DeviceReady {
 		t.Errorf("a failed probe made the phone %s: the ladder, not the probe, holds it", st)
 	}
-	if _, err := rd.Reconnect(t.Context()); err == nil {
-		t.Error("a reconnect of a hung WDA succeeded")
+	if _, err := rd.Reconnect(t.Context()); !errors.Is(err, wda.ErrNotAnswering) || !strings.Contains(err.Error(), "no answer within 1s") {
+		t.Errorf("reconnect of a hung WDA: %v, want not answering within the op timeout (1s)", err)
 	}
 	p.Hang(false)
 

@@ -16,6 +16,14 @@ type Phones struct {
 	// FactsInterval is how often each phone's facts are read again after
 	// they were read at connect, at least 1s. Default 5m.
 	FactsInterval Duration `yaml:"facts_interval" json:"facts_interval"`
+	// OpTimeout bounds each short operation on a phone, Android or
+	// iPhone: tap, swipe (plus its duration), text (on an iPhone plus a
+	// time per key), key, launch, force_stop, clear_data, open_url, wake,
+	// unlock, rotate and the agent's other short calls on the phone; on
+	// an iPhone also the recovery ladder's reconnect. An operation still
+	// running after it fails with an error naming the timeout. Must be
+	// positive. Default 20s.
+	OpTimeout Duration `yaml:"op_timeout" json:"op_timeout"`
 	// Rest says when a phone rests: it is not offered jobs until it has
 	// recovered.
 	Rest Rest `yaml:"rest" json:"rest"`
@@ -82,6 +90,7 @@ type Recovery struct {
 func defaultPhones() Phones {
 	return Phones{
 		FactsInterval: Duration(5 * time.Minute),
+		OpTimeout:     Duration(20 * time.Second),
 		Rest: Rest{MaxTempC: 45, ResumeTempC: 40, MinBattery: 15, ResumeBattery: 30, ChargedBattery: 90,
 			ChargeHookTimeout: Duration(30 * time.Second)},
 		Recovery: Recovery{
@@ -95,6 +104,7 @@ func (p Phones) validate(ps *Problems, path string) {
 	if p.FactsInterval < Duration(time.Second) {
 		ps.add(path+".facts_interval", "must be at least 1s, got %s", p.FactsInterval)
 	}
+	positive(ps, path+".op_timeout", p.OpTimeout)
 	r, rp := p.Rest, path+".rest"
 	temp := func(key string, v float64) bool {
 		if math.IsNaN(v) || v < 0 || v > 150 {

@@ -129,3 +129,33 @@ func TestPhonesConnect(t *testing.T) {
 		`agent.yaml:7:74: phones.connect[5]: "h:port": the port must be from 1 to 65535`,
 	})
 }
+
+// TestPhonesOpTimeout: phones.op_timeout is 20s by default, takes a
+// duration, and a value that is not positive or not a duration is named
+// with its key and line.
+func TestPhonesOpTimeout(t *testing.T) {
+	base := "agent_id: a\nnats:\n  url: nats://h:4222\nstorage:\n  mode: presigned\n"
+	a, err := ParseAgent("agent.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Phones.OpTimeout.Duration(); got != 20*time.Second {
+		t.Errorf("default phones.op_timeout %v, want 20s", got)
+	}
+	a, err = ParseAgent("agent.yaml", []byte(base+"phones:\n  op_timeout: 3s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Phones.OpTimeout.Duration(); got != 3*time.Second {
+		t.Errorf("phones.op_timeout %v, want 3s", got)
+	}
+	for value, want := range map[string]string{
+		"0s":   "agent.yaml:7:15: phones.op_timeout: must be positive, got 0s",
+		"-5s":  "agent.yaml:7:15: phones.op_timeout: must be positive, got -5s",
+		"soon": `agent.yaml:7:15: phones.op_timeout: invalid duration "soon"`,
+		"20":   `agent.yaml:7:15: phones.op_timeout: invalid duration "20": missing unit (for example "20s")`,
+	} {
+		_, err := ParseAgent("agent.yaml", []byte(base+"phones:\n  op_timeout: "+value+"\n"))
+		checkProblems(t, err, []string{want})
+	}
+}

@@ -22,7 +22,9 @@ type iphoneLab struct {
 	phone *fakewda.Phone
 }
 
-func newIPhoneLab(t *testing.T, o fakewda.Options) *iphoneLab {
+// newIPhoneLab starts the lab; opTimeout is the agent's phones.op_timeout
+// (0: its default).
+func newIPhoneLab(t *testing.T, o fakewda.Options, opTimeout time.Duration) *iphoneLab {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
@@ -33,7 +35,7 @@ func newIPhoneLab(t *testing.T, o fakewda.Options) *iphoneLab {
 	}
 	t.Cleanup(func() { phone.Close() })
 	l := newLab(t, 3*time.Second)
-	a := l.env.StartAgent(e2e.AgentOptions{Phones: []e2e.Phone{{Serial: phone.UDID(), WDAURL: phone.URL(), Tags: []string{"ios"}}}, Extra: `phones:
+	a := l.env.StartAgent(e2e.AgentOptions{Phones: []e2e.Phone{{Serial: phone.UDID(), WDAURL: phone.URL(), Tags: []string{"ios"}}}, OpTimeout: opTimeout, Extra: `phones:
   recovery:
     probe_timeout: 500ms
     probe_interval: 1s
@@ -116,7 +118,7 @@ func (l *iphoneLab) runsOnIPhone(t *testing.T, what string) {
 // runs on it.
 func TestIPhoneWDADropped(t *testing.T) {
 	t.Parallel()
-	l := newIPhoneLab(t, fakewda.Options{})
+	l := newIPhoneLab(t, fakewda.Options{}, 0)
 	udid := l.phone.UDID()
 
 	l.phone.Drop()
@@ -155,17 +157,23 @@ func TestIPhoneWDADropped(t *testing.T) {
 // while a job with a deadline waits for an element on it. The job ends at
 // its deadline (cause deadline), not at WDA's much longer capture
 // timeout; the recovery ladder then finds the idle iPhone not answering
-// its probe and reconnects it (a new WDA session), the coordinator
-// listing it recovering or offline with a reason. Once WDA answers again
-// the phone is ready and takes the next job: nothing of the agent stayed
-// stuck on it.
+// its probe and tries to reconnect it (a new WDA session), the coordinator
+// listing it recovering or offline with a reason. The reconnect gives up
+// after the agent's phones.op_timeout (6s here, not the default 20s), as
+// its log line says. Once WDA answers again the phone is ready and takes
+// the next job: nothing of the agent stayed stuck on it.
 func TestIPhoneWDAHangsDuringJob(t *testing.T) {
 	t.Parallel()
-	l := newIPhoneLab(t, fakewda.Options{})
+	// The op timeout is longer than the job's deadline: a call WDA holds
+	// from the hang on (a UI dump asks the foreground app within the op
+	// timeout) fails after the deadline at the earliest, so it is the
+	// deadline that ends the job.
+	const deadline, opTimeout = 5 * time.Second, 6 * time.Second
+	l := newIPhoneLab(t, fakewda.Options{}, opTimeout)
 	udid := l.phone.UDID()
 
 	spec := l.onIPhone(screenshot, protocol.Step{Op: protocol.OpWaitFor, Element: &protocol.Selector{ID: "never-there"}, TimeoutMS: protocol.MaxWaitForMS})
-	spec.Task.TimeoutMS = (8 * time.Second).Milliseconds()
+	spec.Task.TimeoutMS = deadline.Milliseconds()
 	id := l.submitSpec(t, spec)
 	logEvents(t, l.lab, id)
 	testenv.Eventually(t, e2e.WaitTimeout, "the job's screenshot taken on the iPhone", func() bool {
@@ -198,10 +206,18 @@ func TestIPhoneWDAHangsDuringJob(t *testing.T) {
 
 	d := l.waitState(t, "the hung iPhone held from jobs at the coordinator", protocol.DeviceRecovering, protocol.DeviceOffline)
 	t.Logf("the hung iPhone at the coordinator: %s: %s", d.State, d.Reason)
+	var reconnects []map[string]any
 	testenv.Eventually(t, e2e.WaitTimeout, "the ladder's failed probe and reconnect of the iPhone", func() bool {
+		reconnects = rungLines(l.agent, udid, protocol.RungReconnect)
 		return scrapeMetric(t, l.agent.StatusAddr, "edgeagent_phone_recovery_total", `result="failed",rung="probe"`) >= 1 &&
-			len(rungLines(l.agent, udid, protocol.RungReconnect)) > 0
+			len(reconnects) > 0
 	})
+	// The reconnect of the hung WDA gave up after phones.op_timeout, not
+	// after the default 20s.
+	first := reconnects[0]
+	if msg, _ := first["error"].(string); first["result"] != "failed" || !strings.Contains(msg, "not answering: no answer within "+opTimeout.String()) {
+		t.Errorf("the reconnect of the hung iPhone: %v, want it failed with no answer within phones.op_timeout %v", first, opTimeout)
+	}
 
 	l.phone.Hang(false)
 	released = true
@@ -231,7 +247,7 @@ func rungLines(p *e2e.Agent, serial, rung string) []map[string]any {
 // unlocked it is ready and the job runs on it.
 func TestIPhoneLockedWithPasscode(t *testing.T) {
 	t.Parallel()
-	l := newIPhoneLab(t, fakewda.Options{Passcode: true})
+	l := newIPhoneLab(t, fakewda.Options{Passcode: true}, 0)
 
 	l.phone.SetLocked(true)
 	d := l.waitState(t, "the locked iPhone unauthorized at the coordinator", protocol.DeviceUnauthorized)

@@ -51,6 +51,10 @@ type AgentOptions struct {
 	ADB *testenv.ADBServer
 	// Phones are its devices; default one simulated phone sim-1 tagged lab.
 	Phones []Phone
+	// OpTimeout is phones.op_timeout, the bound of a tap, swipe, text,
+	// key, launch and an iPhone's reconnect: a test whose phone hangs
+	// sets it short. 0: not written, the agent's default (20s).
+	OpTimeout time.Duration
 	// Env is the whole environment of the agent's processes (an adb
 	// with its own HOME); nil: the test's.
 	Env []string
@@ -157,6 +161,9 @@ func (e *Env) NewAgent(opts AgentOptions) *Agent {
 		devices = append(devices, d)
 	}
 	cfg["devices"] = devices
+	if opts.OpTimeout != 0 {
+		cfg["phones"] = map[string]any{"op_timeout": opts.OpTimeout.String()}
+	}
 	a.Config = e.writeConfig("edgeagent-"+opts.ID, cfg, opts.Extra)
 	return a
 }
