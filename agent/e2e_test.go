@@ -267,10 +267,14 @@ func TestStaleAgentStops(t *testing.T) {
 	}
 }
 
-// startIPhone starts a fake iPhone with udid until the test ends.
+// startIPhone starts a fake iPhone with udid until the test ends. Its
+// screen is small (180 x 360 pixels), as the simulated Android phones of
+// these tests are: the fake phone draws and encodes a screenshot of a
+// full-size iPhone screen (1179 x 2556) in a fifth of a second under the
+// race detector, of this one in a hundredth.
 func startIPhone(t *testing.T, udid string) *fakewda.Phone {
 	t.Helper()
-	p, err := fakewda.Start(fakewda.Options{UDID: udid})
+	p, err := fakewda.Start(fakewda.Options{UDID: udid, WidthPt: 60, HeightPt: 120})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +289,7 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	if iphone {
 		phoneA, phoneB = startIPhone(t, "00008110-00000000000000A1"), startIPhone(t, "00008110-00000000000000B2")
 	}
-	a, _ := sys.startAgentWith("pc-a", agentSetup{iphone: phoneA})
+	a, screenA := sys.startAgentWith("pc-a", agentSetup{iphone: phoneA})
 
 	// Watch every request agent A sends, as the NATS server sees it.
 	var mu sync.Mutex
@@ -309,7 +313,7 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 	// but only B's result may carry it into the dataset.
 	steps := []protocol.Step{{Op: protocol.OpExtract, Name: "icon", Element: &protocol.Selector{Text: "Shop"}}, {Op: protocol.OpScreenshot, Name: "s1.png"}}
 	for i := 2; i <= 5; i++ {
-		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 700}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
+		steps = append(steps, protocol.Step{Op: protocol.OpWait, DurationMS: 200}, protocol.Step{Op: protocol.OpScreenshot, Name: "s" + string(rune('0'+i)) + ".png"})
 	}
 	job, err := sys.store.Submit(sys.ctx, jobstore.JobSpec{Task: protocol.Task{Steps: steps}})
 	if err != nil {
@@ -327,6 +331,12 @@ func staleAgentStops(t *testing.T, iphone, revoke bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// From now on A's phone takes half a second over each screenshot (the
+	// stop cuts it short): with the waits, A is about 2.8 s from the end of
+	// the job, time for the test to start B and reassign the job while A
+	// is in the middle of it. B's phone answers at once, so B runs the
+	// job in about a second.
+	screenA.SetLatency(protocol.OpScreenshot, 500*time.Millisecond)
 	sys.startAgentWith("pc-b", agentSetup{iphone: phoneB})
 	var lease jobstore.Lease
 	for {

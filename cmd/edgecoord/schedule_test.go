@@ -231,11 +231,15 @@ func checkScheduleMetrics(t *testing.T, addr string) {
 // the two older ones as missed.
 func TestScheduleCatchUpAfterOutage(t *testing.T) {
 	t.Parallel() // waits on slots and timeouts most of its time; its servers are its own
+	// The slot interval: the coordinator is killed within one interval of
+	// the first slot and is back within one interval of the third after
+	// it (a restart takes well under a second).
+	const every = 3 * time.Second
 	env := e2e.NewEnv(t)
 	c := env.NewCoordinator(e2e.CoordinatorOptions{ID: "sched-outage", API: true, Extra: scheduleExtra})
 	c.Start()
 	tok := c.Token(t, "alice", "lab", "read")
-	id := createSchedule(t, c, "every: 5s\ncatch_up: 1h\noverlap: allow\n"+scheduleJob)
+	id := createSchedule(t, c, fmt.Sprintf("every: %s\ncatch_up: 1h\noverlap: allow\n", every)+scheduleJob)
 	st := c.Store()
 	var fired jobstore.Slot
 	testenv.Eventually(t, e2e.WaitTimeout, "a first slot fired", func() bool {
@@ -253,7 +257,7 @@ func TestScheduleCatchUpAfterOutage(t *testing.T) {
 		t.Fatalf("first slot %+v", fired)
 	}
 	// Down until the third slot after it came.
-	third := fired.ScheduledAt.Add(15 * time.Second)
+	third := fired.ScheduledAt.Add(3 * every)
 	testenv.Eventually(t, time.Minute, "three slots to pass", func() bool { return !dbNow(t, st).Before(third) })
 	c.Start()
 	testenv.Eventually(t, e2e.WaitTimeout, "the latest slot to fire after the restart", func() bool {
@@ -266,12 +270,12 @@ func TestScheduleCatchUpAfterOutage(t *testing.T) {
 		s := v.Slots[i]
 		got = append(got, fmt.Sprintf("+%s %s %d", s.ScheduledAt.Sub(fired.ScheduledAt), s.Outcome, len(s.Jobs)))
 	}
-	want := []string{"+0s fired 1", "+5s missed 0", "+10s missed 0", "+15s fired 1"}
+	want := []string{"+0s fired 1", fmt.Sprintf("+%s missed 0", every), fmt.Sprintf("+%s missed 0", 2*every), fmt.Sprintf("+%s fired 1", 3*every)}
 	if !slices.Equal(got, want) {
 		t.Fatalf("slots after the outage: %v, want %v", got, want)
 	}
 	out, _, _ := c.CLI(t, "schedule", "show", id)
-	for _, s := range []time.Time{fired.ScheduledAt.Add(5 * time.Second), fired.ScheduledAt.Add(10 * time.Second)} {
+	for _, s := range []time.Time{fired.ScheduledAt.Add(every), fired.ScheduledAt.Add(2 * every)} {
 		if !regexp.MustCompile(regexp.QuoteMeta(s.UTC().Format(time.RFC3339)) + `\s+missed`).MatchString(out) {
 			t.Errorf("schedule show does not show %s missed:\n%s", s.UTC().Format(time.RFC3339), out)
 		}
@@ -304,7 +308,7 @@ func TestScheduleCatchUpAfterOutage(t *testing.T) {
 	}
 }
 
-// Two coordinators on one PostgreSQL evaluate 50 schedules firing every
+// Two coordinators on one PostgreSQL evaluate 80 schedules firing every
 // second while one of them is killed and restarted: every slot from the
 // first to the last recorded has exactly one outcome, every fired slot
 // exactly one job and no other slot any, and no slot is missing.
@@ -315,7 +319,10 @@ func TestSchedulesTwoCoordinatorsOneJobSetPerSlot(t *testing.T) {
 	c1 := env.StartCoordinator(e2e.CoordinatorOptions{ID: "sched-1", Extra: extra})
 	c2 := env.StartCoordinator(e2e.CoordinatorOptions{ID: "sched-2", Extra: extra})
 	st := c1.Store()
-	const n = 50
+	// The phases below last a few slots each, and the schedules are many,
+	// so that the phases still hold hundreds of slots: about 640 that both
+	// coordinators evaluate and 240 that one evaluates alone.
+	const n = 80
 	ids := make([]string, 0, n)
 	for range n {
 		var req api.ScheduleRequest
@@ -345,11 +352,11 @@ func TestSchedulesTwoCoordinatorsOneJobSetPerSlot(t *testing.T) {
 			return true
 		})
 	}
-	waitSlots("every schedule to fire with two coordinators", dbNow(t, st).Add(5*time.Second))
+	waitSlots("every schedule to fire with two coordinators", dbNow(t, st).Add(3*time.Second))
 	c2.Kill()
-	waitSlots("every schedule to fire with one coordinator", dbNow(t, st).Add(3*time.Second))
+	waitSlots("every schedule to fire with one coordinator", dbNow(t, st).Add(2*time.Second))
 	c2.Start()
-	waitSlots("every schedule to fire after the restart", dbNow(t, st).Add(5*time.Second))
+	waitSlots("every schedule to fire after the restart", dbNow(t, st).Add(3*time.Second))
 	c1.MustCleanShutdown(t)
 	c2.MustCleanShutdown(t)
 

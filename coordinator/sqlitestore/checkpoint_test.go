@@ -39,10 +39,13 @@ func TestCommitsLeaveCheckpointsToTheCheckpointer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	// Jobs of about 20 KiB each: 400 of them write well over 1,000 pages.
+	// Jobs of about 20 KiB each: 200 of them write over 3,000 pages, well
+	// past 1,000. The bytes are in 20 long text steps: the store encodes
+	// and decodes a task's JSON step by step, and the log grows with the
+	// bytes, not the steps.
 	task := protocol.Task{Device: protocol.DeviceSelector{Serial: "s1"}}
-	for i := range 400 {
-		task.Steps = append(task.Steps, protocol.Step{Op: protocol.OpText, Text: strings.Repeat("x", 40) + fmt.Sprint(i)})
+	for i := range 20 {
+		task.Steps = append(task.Steps, protocol.Step{Op: protocol.OpText, Text: strings.Repeat("x", 1000) + fmt.Sprint(i)})
 	}
 	submit := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -51,10 +54,10 @@ func TestCommitsLeaveCheckpointsToTheCheckpointer(t *testing.T) {
 			}
 		}
 	}
-	submit(0, 400)
+	submit(0, 200)
 	grown := walPages(t, path)
 	if grown <= 1500 {
-		t.Fatalf("write-ahead log after 400 large submits: %d pages; want it past 1,000 pages with no checkpoint in the commits", grown)
+		t.Fatalf("write-ahead log after 200 large submits: %d pages; want it past 1,000 pages with no checkpoint in the commits", grown)
 	}
 	if n, err := s.ck.stats(); n != 0 || err != nil {
 		t.Fatalf("checkpointer before its turn: %d checkpoints, error %v; want none", n, err)
@@ -73,11 +76,11 @@ func TestCommitsLeaveCheckpointsToTheCheckpointer(t *testing.T) {
 	}
 	// The next writes start the log again from its beginning: it does not
 	// grow.
-	submit(400, 500)
+	submit(200, 250)
 	if got := walPages(t, path); got > grown {
-		t.Fatalf("write-ahead log after a checkpoint and 100 more submits: %d pages, was %d; want the log reused from its start", got, grown)
+		t.Fatalf("write-ahead log after a checkpoint and 50 more submits: %d pages, was %d; want the log reused from its start", got, grown)
 	}
-	for i := range 500 {
+	for i := range 250 {
 		if _, err := s.Get(ctx, fmt.Sprintf("j%d", i)); err != nil {
 			t.Fatalf("job j%d after the checkpoints: %v", i, err)
 		}
