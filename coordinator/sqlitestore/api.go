@@ -23,7 +23,7 @@ func scanToken(row sqlstore.Row) (jobstore.APIToken, error) { return sqlstore.Sc
 // CreateAPIToken stores a token.
 func (s *Store) CreateAPIToken(ctx context.Context, t jobstore.APIToken) (jobstore.APIToken, error) {
 	var out jobstore.APIToken
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		out, err = scanToken(tx.QueryRowContext(ctx, `
 			INSERT INTO api_tokens (name, hash, projects, scopes) VALUES (?, ?, ?, ?)
@@ -44,7 +44,7 @@ func (s *Store) APITokens(ctx context.Context) ([]jobstore.APIToken, error) {
 // most every few seconds so that a busy token does not write on every
 // request.
 func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (jobstore.APIToken, error) {
-	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`, hash[:]))
+	t, err := scanToken(s.rc.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`, hash[:]))
 	if err != nil {
 		return jobstore.APIToken{}, sqlstore.RowErr(err, jobstore.ErrTokenNotFound, "find api token")
 	}
@@ -53,7 +53,7 @@ func (s *Store) APITokenByHash(ctx context.Context, hash [sha256.Size]byte) (job
 		// there: a client that goes away does not cancel it.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlstore.TokenUseTimeout)
 		defer cancel()
-		err := s.write(ctx, func(tx *sql.Tx) error {
+		err := s.write(ctx, func(tx txn) error {
 			_, err := tx.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = `+now+`
 				WHERE id = ? AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-5 seconds'))`, t.ID)
 			return err
@@ -72,7 +72,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 		id = -1
 	}
 	var t jobstore.APIToken
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		var err error
 		t, err = scanToken(tx.QueryRowContext(ctx, `
 			UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, `+now+`)
@@ -85,7 +85,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, nameOrID string) (jobstore.A
 
 // Idempotent returns a stored submit.
 func (s *Store) Idempotent(ctx context.Context, tokenID int64, key string) (jobstore.Idempotent, error) {
-	return idempotent(ctx, s.r, tokenID, key)
+	return idempotent(ctx, s.rc, tokenID, key)
 }
 
 func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobstore.Idempotent, error) {
@@ -96,7 +96,7 @@ func idempotent(ctx context.Context, q querier, tokenID int64, key string) (jobs
 
 // insertJobs submits specs in tx, each with its submit event (the job's
 // queued event), as Submit does.
-func insertJobs(ctx context.Context, tx *sql.Tx, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
+func insertJobs(ctx context.Context, tx txn, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
 	jobs := make([]jobstore.Job, 0, len(specs))
 	for _, spec := range specs {
 		id, task, err := sqlstore.PrepareSubmit(spec)
@@ -135,7 +135,7 @@ func insertJobs(ctx context.Context, tx *sql.Tx, specs []jobstore.JobSpec) ([]jo
 // SubmitAll submits specs in one transaction.
 func (s *Store) SubmitAll(ctx context.Context, specs []jobstore.JobSpec) ([]jobstore.Job, error) {
 	var jobs []jobstore.Job
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		jobs, err = insertJobs(ctx, tx, specs)
 		return err
@@ -147,7 +147,7 @@ func (s *Store) SubmitAll(ctx context.Context, specs []jobstore.JobSpec) ([]jobs
 // returns what the key stored.
 func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, specs []jobstore.JobSpec, reply func([]jobstore.Job) (json.RawMessage, error)) (jobstore.Idempotent, error) {
 	var out jobstore.Idempotent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		stored, err := idempotent(ctx, tx, rec.TokenID, rec.Key)
 		if err == nil {
 			out = stored
@@ -182,7 +182,7 @@ func (s *Store) SubmitIdempotent(ctx context.Context, rec jobstore.Idempotent, s
 // RecordAPIDenial counts a refused request in its token's row of its kind
 // and minute.
 func (s *Store) RecordAPIDenial(ctx context.Context, d jobstore.APIDenial) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO api_denials (token_name, kind, window_start, count, method, route, job_id, project, at)
 			SELECT ?, ?, substr(n.t, 1, 16) || ':00.000', 1, ?, ?, ?, ?, n.t FROM (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS t) n
@@ -245,7 +245,7 @@ func (s *Store) ListJobPage(ctx context.Context, f jobstore.JobPageFilter) (jobs
 	}
 	q += ` ORDER BY rowid DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.rc.QueryContext(ctx, q, args...)
 	if err != nil {
 		return jobstore.JobPage{}, fmt.Errorf("list jobs: %w", err)
 	}

@@ -20,7 +20,7 @@ func (s *Store) AddAPK(ctx context.Context, a jobstore.APKRecord) (jobstore.APKR
 		return jobstore.APKRecord{}, false, fmt.Errorf("add apk: %w", err)
 	}
 	var rec jobstore.APKRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		rec, err = scanAPK(tx.QueryRowContext(ctx, `
 			INSERT INTO apks (sha256, size, package, version_code, version_name, added_by) VALUES (?, ?, ?, ?, ?, ?)
@@ -40,7 +40,7 @@ func (s *Store) AddAPK(ctx context.Context, a jobstore.APKRecord) (jobstore.APKR
 
 // GetAPK returns the APK with that SHA-256.
 func (s *Store) GetAPK(ctx context.Context, sha256 string) (jobstore.APKRecord, error) {
-	rec, err := scanAPK(s.r.QueryRowContext(ctx, `SELECT `+sqlstore.APKColumns+` FROM apks WHERE sha256 = ?`, sha256))
+	rec, err := scanAPK(s.rc.QueryRowContext(ctx, `SELECT `+sqlstore.APKColumns+` FROM apks WHERE sha256 = ?`, sha256))
 	return sqlstore.Found(rec, err, jobstore.ErrAPKNotFound, "get apk %.64q", sha256)
 }
 

@@ -97,7 +97,7 @@ func (s *Store) SetRetryPolicy(p jobstore.RetryPolicy) { s.retry.Set(p) }
 
 // recordEnd inserts the write_events row of an attempt that ends an
 // attempt, with its class and cause.
-func recordEnd(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool, detail, class, cause string) error {
+func recordEnd(ctx context.Context, tx txn, jobID, verb, owner string, gen int64, accepted bool, detail, class, cause string) error {
 	_, err := tx.ExecContext(ctx,
 		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail, class, cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		jobID, verb, owner, gen, accepted, detail, class, cause)
@@ -118,7 +118,7 @@ var failSQL = `
 
 // fail runs failSQL for tok and f in tx, records the attempt and returns
 // the job's new status; a refusal is returned as the attempt's outcome.
-func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f jobstore.Failure) (string, error) {
+func (s *Store) fail(ctx context.Context, tx txn, tok fencing.Token, f jobstore.Failure) (string, error) {
 	p := jobstore.PlanFailure(f)
 	base, maxB := p.Backoff(s.backoffArgs())
 	var status string
@@ -138,7 +138,7 @@ func (s *Store) fail(ctx context.Context, tx *sql.Tx, tok fencing.Token, f jobst
 
 // Fail ends the current attempt as f says (jobstore.Failure).
 func (s *Store) Fail(ctx context.Context, tok fencing.Token, f jobstore.Failure) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := s.fail(ctx, tx, tok, f)
 		return err
 	})
@@ -177,7 +177,7 @@ func (s *Store) ExpireDeadlines(ctx context.Context, limit int) ([]fencing.Token
 		lim = int64(limit)
 	}
 	var out []fencing.Token
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		out = nil
 		type cand struct {
 			tok    fencing.Token

@@ -36,7 +36,7 @@ func scanEffect(row sqlstore.Row) (jobstore.EffectRecord, error) {
 
 // tokenCurrent reports, inside tx, whether tok is its job's current token.
 // It only classifies an effect write that changed nothing.
-func tokenCurrent(ctx context.Context, tx *sql.Tx, tok fencing.Token) (bool, error) {
+func tokenCurrent(ctx context.Context, tx txn, tok fencing.Token) (bool, error) {
 	var ok bool
 	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
 		WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS')`,
@@ -47,7 +47,7 @@ func tokenCurrent(ctx context.Context, tx *sql.Tx, tok fencing.Token) (bool, err
 // effectRefusal answers an effect write that changed nothing: stale or
 // unknown job when the token is not current, otherwise a conflict with the
 // row under the key.
-func effectRefusal(ctx context.Context, tx *sql.Tx, tok fencing.Token, key string) error {
+func effectRefusal(ctx context.Context, tx txn, tok fencing.Token, key string) error {
 	ok, err := tokenCurrent(ctx, tx, tok)
 	if err != nil {
 		return err
@@ -96,9 +96,9 @@ var reserveEffectSQL = `
 // wrote, records the attempt and classifies a statement that wrote nothing
 // with refuse.
 func (s *Store) effectWrite(ctx context.Context, action string, tok fencing.Token, key, query string, args []any,
-	refuse func(tx *sql.Tx) (jobstore.EffectRecord, error)) (jobstore.EffectRecord, error) {
+	refuse func(tx txn) (jobstore.EffectRecord, error)) (jobstore.EffectRecord, error) {
 	var r jobstore.EffectRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		r, err = scanEffect(tx.QueryRowContext(ctx, query, args...))
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -134,7 +134,7 @@ func (s *Store) ReserveEffect(ctx context.Context, tok fencing.Token, in jobstor
 	}
 	r, err := s.effectWrite(ctx, protocol.EffectActionReserve, tok, in.Key, reserveEffectSQL,
 		[]any{tok.JobID, tok.Generation, tok.Owner, in.Key, in.Step, in.Op, in.Attempt},
-		func(tx *sql.Tx) (jobstore.EffectRecord, error) {
+		func(tx txn) (jobstore.EffectRecord, error) {
 			return jobstore.EffectRecord{}, effectRefusal(ctx, tx, tok, in.Key)
 		})
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) RecordEffectReceipt(ctx context.Context, tok fencing.Token, key 
 	}
 	r, err := s.effectWrite(ctx, protocol.EffectActionReceipt, tok, key, receiptSQL,
 		[]any{tok.JobID, tok.Generation, tok.Owner, key, rc.Outcome == protocol.ReceiptOK, string(b)},
-		func(tx *sql.Tx) (jobstore.EffectRecord, error) {
+		func(tx txn) (jobstore.EffectRecord, error) {
 			// A repeated receipt of the token that recorded it (its reply
 			// was lost) is answered with the intent as it stands.
 			cur, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE key = ?`, key))
@@ -194,7 +194,7 @@ var evidenceSQL = `
 // evidence read in the transaction is the one the update replaces.
 func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key string, keys []string) (jobstore.EffectRecord, error) {
 	var r jobstore.EffectRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT evidence FROM effects WHERE key = ? AND kind = 'step'`, key).Scan(&cur)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -239,7 +239,7 @@ func (s *Store) AddEffectEvidence(ctx context.Context, tok fencing.Token, key st
 // a stale token.
 func (s *Store) MarkEffectsInDoubt(ctx context.Context) (int, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE effects AS e SET state = 'in_doubt', updated_at = `+now+`
 			WHERE e.state = 'reserved' AND e.kind = 'step' AND `+holderStale)
@@ -286,7 +286,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 		r        jobstore.EffectRecord
 		requeued bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		r, err = scanEffect(tx.QueryRowContext(ctx, resolveSQL, key, decision, note, string(sqlstore.ResolvedReceipt(note, time.Now()))))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -328,7 +328,7 @@ func (s *Store) ResolveEffect(ctx context.Context, key, decision, note string) (
 
 // GetEffect returns one effect, or ErrEffectNotFound.
 func (s *Store) GetEffect(ctx context.Context, key string) (jobstore.EffectRecord, error) {
-	r, err := scanEffect(s.r.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
+	r, err := scanEffect(s.rc.QueryRowContext(ctx, `SELECT `+effectReadColumns+` FROM effects e WHERE e.key = ?`, key))
 	return sqlstore.Found(r, err, jobstore.ErrEffectNotFound, "get effect %s", key)
 }
 
@@ -383,7 +383,7 @@ const outboxFailedSQL = `
 // transaction when the failure is accepted and ends the job. The fenced
 // write is failSQL, unchanged.
 func (s *Store) FailOutbox(ctx context.Context, tok fencing.Token, f jobstore.Failure, key string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		status, err := s.fail(ctx, tx, tok, f)
 		if err != nil || !jobstore.Finished(status) {
 			return err // a refusal, or a retry: not the end of the job
@@ -406,7 +406,7 @@ func (s *Store) CommitOutbox(ctx context.Context, tok fencing.Token, result json
 	if err := sqlstore.CheckResult(result); err != nil {
 		return fmt.Errorf("commit %s: %w", tok, err)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var id string
 		err := tx.QueryRowContext(ctx, commitSQL, nullJSON(result), tok.Owner, tok.JobID, tok.Generation, tok.Owner).Scan(&id)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -437,7 +437,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		limit = 1
 	}
 	var out []jobstore.EffectRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `
 			UPDATE effects SET attempts = attempts + 1, dispatch_after = `+nowPlus+`, updated_at = `+now+`
@@ -460,7 +460,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 
 // OutboxDelivered stores the receipt of a delivered message.
 func (s *Store) OutboxDelivered(ctx context.Context, key string, receipt json.RawMessage) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE effects SET state = 'done', receipt = ?, done_at = `+now+`, dispatch_after = NULL,
 			       last_error = '', updated_at = `+now+`
@@ -487,7 +487,7 @@ func (s *Store) OutboxDelivered(ctx context.Context, key string, receipt json.Ra
 // OutboxFailed records a failed delivery; the message is due again after
 // retryIn.
 func (s *Store) OutboxFailed(ctx context.Context, key, errText string, retryIn time.Duration) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `
 			UPDATE effects SET last_error = ?, dispatch_after = `+nowPlus+`, updated_at = `+now+`
 			WHERE key = ? AND kind = 'outbox' AND state = 'pending'`, errText, modifier(retryIn), key)

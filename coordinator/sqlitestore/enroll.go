@@ -48,7 +48,7 @@ func (s *Store) CreateEnrollment(ctx context.Context, agentID, codeHash string, 
 		return jobstore.Enrollment{}, fmt.Errorf("create enrollment: expiry %s not within (0, %s]", ttl, jobstore.MaxEnrollmentTTL)
 	}
 	var e jobstore.Enrollment
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var revoked int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM agent_revocations WHERE agent_id = ?`, agentID).Scan(&revoked); err != nil {
 			return err
@@ -71,7 +71,7 @@ func (s *Store) CreateEnrollment(ctx context.Context, agentID, codeHash string, 
 // RedeemEnrollment uses a code once.
 func (s *Store) RedeemEnrollment(ctx context.Context, codeHash, publicKey string) (jobstore.Enrollment, error) {
 	var e jobstore.Enrollment
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		e, err = scanEnrollment(tx.QueryRowContext(ctx, `
 			UPDATE enrollments SET used_at = `+now+`, public_key = ?2
@@ -120,7 +120,7 @@ func (s *Store) RevokeAgent(ctx context.Context, agentID string) ([]fencing.Toke
 		return nil, fmt.Errorf("revoke agent: %w", err)
 	}
 	var toks []fencing.Token
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_revocations (agent_id) VALUES (?) ON CONFLICT (agent_id) DO NOTHING`, agentID); err != nil {
 			return err
 		}
@@ -151,7 +151,7 @@ func (s *Store) RevokedKeys(ctx context.Context) (map[string]time.Time, error) {
 }
 
 func (s *Store) revokedMap(ctx context.Context, query string) (map[string]time.Time, error) {
-	rows, err := s.r.QueryContext(ctx, query)
+	rows, err := s.rc.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("list revocations: %w", err)
 	}

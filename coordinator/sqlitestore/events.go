@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -61,7 +60,7 @@ func (s *Store) Events(ctx context.Context, q jobstore.EventQuery) ([]jobstore.E
 
 // LastEventID returns the highest write_events id, 0 when none.
 func (s *Store) LastEventID(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`), "read last event id")
+	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM write_events`), "read last event id")
 }
 
 // RecordEvent records e, accepted, and returns its id.
@@ -70,7 +69,7 @@ func (s *Store) RecordEvent(ctx context.Context, e jobstore.JobEvent) (int64, er
 		return 0, fmt.Errorf("record event: %w", err)
 	}
 	var id int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		return tx.QueryRowContext(ctx, `
 			INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail)
 			SELECT ?1, ?2, ?3, ?4, 1, ?5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
@@ -95,7 +94,7 @@ const publishEndSQL = `
 // PublishEnd writes the outbox message of an end event, once.
 func (s *Store) PublishEnd(ctx context.Context, e jobstore.Event, key string) (bool, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		r, err := tx.ExecContext(ctx, publishEndSQL, e.JobID, e.Generation, e.Owner, key, e.Status,
 			jobstore.OutboxEndEvent(e.Status), e.Reason)
 		if err != nil {

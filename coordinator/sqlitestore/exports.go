@@ -16,7 +16,7 @@ var _ jobstore.ExportStore = (*Store)(nil)
 // DatabaseNow returns the database clock (jobstore.ExportStore).
 func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	var t string
-	if err := s.r.QueryRowContext(ctx, `SELECT `+now).Scan(&t); err != nil {
+	if err := s.rc.QueryRowContext(ctx, `SELECT `+now).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
 	return parseTime(t)
@@ -36,7 +36,7 @@ func (s *Store) ExportProjects(ctx context.Context) ([]string, error) {
 // project in [from, until) and its span (jobstore.ExportStore).
 func (s *Store) NextExportDay(ctx context.Context, project string, from, until time.Time) (jobstore.ExportSpan, error) {
 	var first sql.NullString
-	if err := s.r.QueryRowContext(ctx, `SELECT min(accepted_at) FROM observations
+	if err := s.rc.QueryRowContext(ctx, `SELECT min(accepted_at) FROM observations
 		WHERE project = ? AND accepted = 1 AND accepted_at >= ? AND accepted_at < ?`,
 		project, formatTime(from), formatTime(until)).Scan(&first); err != nil {
 		return jobstore.ExportSpan{}, fmt.Errorf("next export day of %s: %w", project, err)
@@ -49,7 +49,7 @@ func (s *Store) NextExportDay(ctx context.Context, project string, from, until t
 		return jobstore.ExportSpan{}, err
 	}
 	sp := jobstore.ExportSpan{Day: t.Truncate(24 * time.Hour)}
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(min(id), 0), COALESCE(max(id), 0), count(*) FROM observations
+	if err := s.rc.QueryRowContext(ctx, `SELECT COALESCE(min(id), 0), COALESCE(max(id), 0), count(*) FROM observations
 		WHERE project = ? AND accepted = 1 AND accepted_at >= ? AND accepted_at < ?`,
 		project, formatTime(sp.Day), formatTime(sp.Day.Add(24*time.Hour))).Scan(&sp.FirstID, &sp.LastID, &sp.Rows); err != nil {
 		return jobstore.ExportSpan{}, fmt.Errorf("span of %s on %s: %w", project, sqlstore.ExportDay(sp.Day), err)
@@ -61,7 +61,7 @@ func (s *Store) NextExportDay(ctx context.Context, project string, from, until t
 // unfinished partitions (jobstore.ExportStore).
 func (s *Store) ExportProgress(ctx context.Context, project string) (time.Time, []jobstore.ExportPartition, error) {
 	var latest sql.NullString
-	if err := s.r.QueryRowContext(ctx, `SELECT max(day) FROM observation_exports WHERE project = ?`, project).Scan(&latest); err != nil {
+	if err := s.rc.QueryRowContext(ctx, `SELECT max(day) FROM observation_exports WHERE project = ?`, project).Scan(&latest); err != nil {
 		return time.Time{}, nil, fmt.Errorf("export progress of %s: %w", project, err)
 	}
 	if !latest.Valid {
@@ -111,7 +111,7 @@ func (s *Store) ClaimExport(ctx context.Context, project string, day time.Time, 
 		return jobstore.ExportClaim{}, fmt.Errorf("claim export: %w", err)
 	}
 	c := jobstore.ExportClaim{Project: project, Day: day.UTC(), Owner: owner}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		return tx.QueryRowContext(ctx, claimExportSQL, project, sqlstore.ExportDay(day), owner, modifier(ttl)).Scan(&c.Attempt)
 	})
 	switch {
@@ -146,7 +146,7 @@ func (s *Store) FinishExport(ctx context.Context, c jobstore.ExportClaim, d jobs
 // transaction.
 func (s *Store) updateExport(ctx context.Context, verb string, c jobstore.ExportClaim, q string, args ...any) error {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err

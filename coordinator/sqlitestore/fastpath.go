@@ -26,7 +26,7 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 		return nil, fmt.Errorf("commit %s: %w", tok, err)
 	}
 	var keys []string
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		keys = nil
 		var id string
 		err := tx.QueryRowContext(ctx, commitSQL, nullJSON(result), tok.Owner, tok.JobID, tok.Generation, tok.Owner).Scan(&id)
@@ -51,7 +51,7 @@ func (s *Store) CommitManifest(ctx context.Context, tok fencing.Token, result js
 
 // manifestKeys reads the keys of the artifacts registered under tok, in
 // the order they were registered: the manifest of an accepted result.
-func manifestKeys(ctx context.Context, tx *sql.Tx, tok fencing.Token) ([]string, error) {
+func manifestKeys(ctx context.Context, tx txn, tok fencing.Token) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT key FROM artifacts WHERE job_id = ? AND generation = ? ORDER BY created_at, rowid`,
 		tok.JobID, tok.Generation)
 	if err != nil {
@@ -71,13 +71,13 @@ func manifestKeys(ctx context.Context, tx *sql.Tx, tok fencing.Token) ([]string,
 
 // QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
 func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`), "count queued jobs")
+	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`), "count queued jobs")
 }
 
 // ExpiredLeases counts the in-progress jobs whose lease expired on the
 // database clock (partial index jobs_in_progress_expiry).
 func (s *Store) ExpiredLeases(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs
+	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT count(*) FROM jobs
 		WHERE status = 'IN_PROGRESS' AND lease_expires_at <= `+now), "count expired leases")
 }
 

@@ -30,7 +30,7 @@ func (s *Store) CommitObserved(ctx context.Context, tok fencing.Token, c jobstor
 	}
 	recs := jobstore.ObservationRecords(tok, c.Observations)
 	var keys []string
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		keys = nil
 		var id string
 		err := tx.QueryRowContext(ctx, commitSQL, nullJSON(c.Result), tok.Owner, tok.JobID, tok.Generation, tok.Owner).Scan(&id)
@@ -90,7 +90,7 @@ func (s *Store) RecordObservations(ctx context.Context, tok fencing.Token, obs [
 		return fmt.Errorf("record observations of %s: %w", tok, err)
 	}
 	recs := jobstore.ObservationRecords(tok, obs)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var (
 			live bool
 			next int
@@ -164,7 +164,7 @@ const insertObservationSQL = `
 // of them when accepted; when refused, only for a job that exists and
 // keeps fewer than jobstore.MaxRefusedObservations refused rows with
 // them.
-func insertObservations(ctx context.Context, tx *sql.Tx, tok fencing.Token, recs []jobstore.ObservationRecord, accepted bool, evID int64, evAt string) error {
+func insertObservations(ctx context.Context, tx txn, tok fencing.Token, recs []jobstore.ObservationRecord, accepted bool, evID int64, evAt string) error {
 	if len(recs) == 0 {
 		return nil
 	}

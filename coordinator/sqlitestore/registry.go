@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -51,7 +50,7 @@ func (s *Store) AgentHello(ctx context.Context, h jobstore.AgentHello) (jobstore
 		a    jobstore.Agent
 		toks []fencing.Token
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, helloSQL, h.AgentID, h.BootID, h.Version,
 			string(sqlstore.EncodeDevices(h.Devices)), string(sqlstore.EncodeStrings(h.Capabilities)), max(1, h.Slots), h.CoordinatorID, h.Draining))
@@ -77,7 +76,7 @@ func (s *Store) AgentHeartbeat(ctx context.Context, hb jobstore.AgentBeat) (jobs
 		dev = string(sqlstore.EncodeDevices(hb.Devices))
 	}
 	var a jobstore.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `
 			UPDATE agents SET last_seen = `+now+`, devices = COALESCE(?3, devices), agent_draining = ?4
@@ -96,14 +95,14 @@ func (s *Store) Agents(ctx context.Context) ([]jobstore.Agent, error) {
 
 // GetAgent returns one agent, or ErrAgentNotFound.
 func (s *Store) GetAgent(ctx context.Context, agentID string) (jobstore.Agent, error) {
-	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = ?`, agentID))
+	a, err := scanAgent(s.rc.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE agent_id = ?`, agentID))
 	return sqlstore.Found(a, err, jobstore.ErrAgentNotFound, "get agent %s", agentID)
 }
 
 // SetAgentDraining sets or clears the drain flag.
 func (s *Store) SetAgentDraining(ctx context.Context, agentID string, draining bool) (jobstore.Agent, error) {
 	var a jobstore.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET draining = ? WHERE agent_id = ? RETURNING `+agentColumns, draining, agentID))
 		return err
@@ -118,7 +117,7 @@ func (s *Store) SetAgentSettings(ctx context.Context, agentID string, set map[st
 		return jobstore.Agent{}, fmt.Errorf("set settings of agent: %w", err)
 	}
 	var a jobstore.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (agent_id) VALUES (?) ON CONFLICT (agent_id) DO NOTHING`, agentID); err != nil {
 			return err
 		}

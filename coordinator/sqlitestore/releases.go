@@ -15,7 +15,8 @@ import (
 
 var _ jobstore.ReleaseStore = (*Store)(nil)
 
-// sqlQuerier is a *sql.DB or *sql.Tx as a sqlstore.Querier.
+// sqlQuerier is the readers' statements or a write transaction as a
+// sqlstore.Querier.
 type sqlQuerier struct {
 	q interface {
 		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -24,7 +25,7 @@ type sqlQuerier struct {
 	}
 	// write runs Exec and QueryRow (which may write: RETURNING) through
 	// it when set; nil runs them on q.
-	write func(ctx context.Context, fn func(tx *sql.Tx) error) error
+	write func(ctx context.Context, fn func(tx txn) error) error
 }
 
 func (p sqlQuerier) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
@@ -55,7 +56,7 @@ func (p sqlQuerier) Exec(ctx context.Context, q string, args ...any) (int64, err
 		return err
 	}
 	if p.write != nil {
-		return n, p.write(ctx, func(tx *sql.Tx) error { return run(tx) })
+		return n, p.write(ctx, func(tx txn) error { return run(tx) })
 	}
 	return n, run(p.q)
 }
@@ -64,13 +65,13 @@ func (p sqlQuerier) Exec(ctx context.Context, q string, args ...any) (int64, err
 // when it is scanned.
 type writtenRow struct {
 	ctx   context.Context
-	write func(ctx context.Context, fn func(tx *sql.Tx) error) error
+	write func(ctx context.Context, fn func(tx txn) error) error
 	q     string
 	args  []any
 }
 
 func (w *writtenRow) Scan(dest ...any) error {
-	return w.write(w.ctx, func(tx *sql.Tx) error { return tx.QueryRowContext(w.ctx, w.q, w.args...).Scan(dest...) })
+	return w.write(w.ctx, func(tx txn) error { return tx.QueryRowContext(w.ctx, w.q, w.args...).Scan(dest...) })
 }
 
 // newReleases is the store's jobstore.ReleaseStore, embedded in Store.
@@ -78,9 +79,9 @@ func (s *Store) newReleases() *sqlstore.Releases[string] {
 	return &sqlstore.Releases[string]{
 		Times:   times,
 		Rewrite: func(q string) string { return sqlstore.RewriteSQLite(q, now) },
-		Read:    sqlQuerier{q: s.r, write: s.write},
+		Read:    sqlQuerier{q: s.rc, write: s.write},
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
-			return s.write(ctx, func(tx *sql.Tx) error { return fn(sqlQuerier{q: tx}) })
+			return s.write(ctx, func(tx txn) error { return fn(sqlQuerier{q: tx}) })
 		},
 		Unique: func(err error) bool { return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") },
 	}

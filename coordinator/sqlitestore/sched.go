@@ -201,9 +201,9 @@ const canGrantSQL = `
 
 // canGrant reports whether c's agent may take one more job: it is neither
 // draining nor registered under another boot, and holds fewer than c.Slots.
-func (s *Store) canGrant(ctx context.Context, tx *sql.Tx, c sqlstore.Claim) (bool, error) {
+func (s *Store) canGrant(ctx context.Context, tx txn, c sqlstore.Claim) (bool, error) {
 	var ok bool
-	err := s.queryRow(ctx, tx, canGrantSQL, c.AgentID, c.BootID, c.Owner, c.Slots).Scan(&ok)
+	err := tx.QueryRowContext(ctx, canGrantSQL, c.AgentID, c.BootID, c.Owner, c.Slots).Scan(&ok)
 	return ok, err
 }
 
@@ -216,7 +216,7 @@ func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobsto
 		return jobstore.Lease{}, fmt.Errorf("claim job for %s: %w", req.Owner, err)
 	}
 	var l jobstore.Lease
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		ok, err := s.canGrant(ctx, tx, c)
 		if err != nil {
 			return err
@@ -228,14 +228,14 @@ func (s *Store) ClaimFor(ctx context.Context, req jobstore.ClaimRequest) (jobsto
 			id, prevOwner, serial string
 			gen                   int64
 		)
-		err = s.queryRow(ctx, tx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
+		err = tx.QueryRowContext(ctx, pickQueuedSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&id, &gen, &prevOwner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
 		}
-		l, err = scanLease(s.queryRow(ctx, tx, claimPickedSQL, c.Owner, serial, modifier(c.TTL), id), id, c.Owner)
+		l, err = scanLease(tx.QueryRowContext(ctx, claimPickedSQL, c.Owner, serial, modifier(c.TTL), id), id, c.Owner)
 		if err != nil {
 			return err // the pick and the grant share the transaction: the row is there
 		}
@@ -259,7 +259,7 @@ func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) 
 		l   jobstore.Lease
 		old fencing.Token
 	)
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		ok, err := s.canGrant(ctx, tx, c)
 		if err != nil {
 			return err
@@ -268,14 +268,14 @@ func (s *Store) TakeOverExpired(ctx context.Context, req jobstore.ClaimRequest) 
 			return answer(jobstore.ErrNoJob)
 		}
 		var serial string
-		err = s.queryRow(ctx, tx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
+		err = tx.QueryRowContext(ctx, pickExpiredSQL, c.Owner, string(c.Devices), c.Effects, string(c.Limits), c.DefaultLimit).Scan(&old.JobID, &old.Generation, &old.Owner, &serial)
 		if errors.Is(err, sql.ErrNoRows) {
 			return answer(jobstore.ErrNoJob)
 		}
 		if err != nil {
 			return err
 		}
-		l, err = scanLease(s.queryRow(ctx, tx, takeOverPickedSQL, c.Owner, serial, modifier(c.TTL),
+		l, err = scanLease(tx.QueryRowContext(ctx, takeOverPickedSQL, c.Owner, serial, modifier(c.TTL),
 			old.JobID, old.Generation, old.Owner), old.JobID, c.Owner)
 		if err != nil {
 			return err
@@ -299,7 +299,7 @@ func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name str
 	if err := protocol.ValidateArtifactName(name); err != nil {
 		return fmt.Errorf("authorize upload of %s: %w", tok, err)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var ok bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
 			WHERE id = ? AND lease_generation = ? AND worker_id = ? AND status = 'IN_PROGRESS')`,
@@ -323,7 +323,7 @@ func (s *Store) AuthorizeUpload(ctx context.Context, tok fencing.Token, name str
 // RecordRefused counts an attempt refused before any fenced statement in
 // its agent's row of its verb and minute.
 func (s *Store) RecordRefused(ctx context.Context, agentID, verb string, tok fencing.Token, detail string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO agent_refusals (agent_id, verb, window_start, count, job_id, owner, generation, detail, at)
 			SELECT ?, ?, substr(n.t, 1, 16) || ':00.000', 1, ?, ?, ?, ?, n.t FROM (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS t) n
@@ -354,7 +354,7 @@ var cancelSQL = `
 // Cancel ends a queued or in-progress job as CANCELLED with reason.
 func (s *Store) Cancel(ctx context.Context, jobID, reason string) (fencing.Token, error) {
 	var tok fencing.Token
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var (
 			status string
 			owner  sql.NullString

@@ -55,7 +55,7 @@ func nullTime(t time.Time) any {
 // CreateSchedule stores a schedule with its first slot.
 func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit int, first func(now time.Time) time.Time) (jobstore.Schedule, error) {
 	var out jobstore.Schedule
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		n, err := dbNow(ctx, tx)
 		if err != nil {
 			return err
@@ -78,7 +78,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc jobstore.Schedule, limit 
 
 // GetSchedule returns a schedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (jobstore.Schedule, error) {
-	sc, err := scanSchedule(s.r.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = ?`, id))
+	sc, err := scanSchedule(s.rc.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = ?`, id))
 	return sqlstore.Found(sc, err, jobstore.ErrScheduleNotFound, "get schedule %s", id)
 }
 
@@ -101,7 +101,7 @@ func (s *Store) Schedules(ctx context.Context, f jobstore.ScheduleFilter) ([]job
 
 // DeleteSchedule removes a schedule and its slots.
 func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM schedules WHERE id = ?`, id)
 		if err != nil {
 			return err
@@ -120,7 +120,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 // PauseSchedule pauses or resumes a schedule.
 func (s *Store) PauseSchedule(ctx context.Context, id string, paused bool, next func(now time.Time) time.Time) (jobstore.Schedule, error) {
 	var out jobstore.Schedule
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		n, err := dbNow(ctx, tx)
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func (s *Store) PauseSchedule(ctx context.Context, id string, paused bool, next 
 
 // DueSchedules returns the database clock and the schedules due at it.
 func (s *Store) DueSchedules(ctx context.Context, limit int) (time.Time, []jobstore.Schedule, error) {
-	n, err := dbNow(ctx, s.r)
+	n, err := dbNow(ctx, s.rc)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Store) LiveScheduleJobs(ctx context.Context, id string) ([]jobstore.Job
 // BEGIN IMMEDIATE one, so no other writer runs between its statements.
 func (s *Store) FireSlot(ctx context.Context, f jobstore.SlotFire) (jobstore.SlotResult, error) {
 	var res jobstore.SlotResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		res, err = sqlstore.FireSlot(ctx, scheduleTx{tx}, f)
 		return err
@@ -180,7 +180,7 @@ func (s *Store) FireSlot(ctx context.Context, f jobstore.SlotFire) (jobstore.Slo
 }
 
 // scheduleTx is FireSlot's statements on SQLite.
-type scheduleTx struct{ tx *sql.Tx }
+type scheduleTx struct{ tx txn }
 
 func (t scheduleTx) Lock(ctx context.Context, id string) (bool, time.Time, error) {
 	var (

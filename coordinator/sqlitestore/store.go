@@ -35,11 +35,12 @@ const timeLayout = "2006-01-02 15:04:05.000"
 
 // Store is a jobstore.Store on SQLite.
 type Store struct {
-	w     *sql.DB              // the one writer connection; transactions BEGIN IMMEDIATE
-	r     *sql.DB              // readers
-	retry jobstore.Retry       // backoff of retried attempts (attempts.go)
-	stmts map[string]*sql.Stmt // preparedSQL on w, by text (prepared.go)
-	ck    *checkpointer        // checkpoints beside the writes (checkpoint.go)
+	w     *sql.DB        // the one writer connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB        // readers
+	wc    *stmtCache     // the writer's prepared statements (prepared.go)
+	rc    *stmtCache     // the readers' prepared statements
+	retry jobstore.Retry // backoff of retried attempts (attempts.go)
+	ck    *checkpointer  // checkpoints beside the writes (checkpoint.go)
 	// Releases keeps releases and rollouts (releases.go).
 	*sqlstore.Releases[string]
 }
@@ -104,13 +105,15 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	if err := s.prepare(ctx); err != nil {
+	s.wc = newStmtCache(w)
+	if err := s.wc.prepare(ctx, preparedSQL...); err != nil {
+		_ = s.wc.close()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", path+"?"+params+"&_query_only=1")
 	if err != nil {
-		_ = s.closeStmts()
+		_ = s.wc.close()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -119,15 +122,16 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 	r.SetMaxIdleConns(n)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
-		_ = s.closeStmts()
+		_ = s.wc.close()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	s.r = r
+	s.r, s.rc = r, newStmtCache(r)
 	ck, err := sql.Open("sqlite", path+"?"+params)
 	if err != nil {
+		_ = s.rc.close()
 		r.Close()
-		_ = s.closeStmts()
+		_ = s.wc.close()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -142,9 +146,9 @@ func open(ctx context.Context, path string, migrate bool) (*Store, error) {
 }
 
 // Close releases the connection pools and the prepared statements; the
-// checkpointer stops first.
+// checkpointer stops first, and each pool's statements close before it.
 func (s *Store) Close() error {
-	return errors.Join(s.ck.close(), s.r.Close(), s.closeStmts(), s.w.Close())
+	return errors.Join(s.ck.close(), s.rc.close(), s.r.Close(), s.wc.close(), s.w.Close())
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -255,7 +259,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.r.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
+	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`), "read schema version")
 }
 
 // outcome marks an error that is the answer to an attempt (a refusal such as
@@ -270,13 +274,16 @@ func answer(err error) error { return outcome{err} }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
 // When fn returns an outcome the transaction commits and the outcome's error
-// is returned; any other error rolls everything back.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// is returned; any other error rolls everything back. Once the transaction
+// has ended and released the connection, the texts fn ran that the
+// writer's cache did not hold yet are prepared (prepared.go).
+func (s *Store) write(ctx context.Context, fn func(tx txn) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	err = fn(tx)
+	defer s.wc.preparePending(ctx)
+	err = fn(txn{tx, s.wc})
 	var o outcome
 	if err != nil && !errors.As(err, &o) {
 		_ = tx.Rollback()
@@ -290,12 +297,12 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // record inserts the write_events row of one attempt.
-func record(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool) error {
+func record(ctx context.Context, tx txn, jobID, verb, owner string, gen int64, accepted bool) error {
 	return recordDetail(ctx, tx, jobID, verb, owner, gen, accepted, "")
 }
 
 // recordDetail is record with a detail.
-func recordDetail(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, gen int64, accepted bool, detail string) error {
+func recordDetail(ctx context.Context, tx txn, jobID, verb, owner string, gen int64, accepted bool, detail string) error {
 	_, err := tx.ExecContext(ctx,
 		`INSERT INTO write_events (job_id, verb, owner, generation, accepted, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		jobID, verb, owner, gen, accepted, detail)
@@ -307,7 +314,7 @@ func recordDetail(ctx context.Context, tx *sql.Tx, jobID, verb, owner string, ge
 
 // currentGeneration looks a job up to classify a write that matched no row;
 // the write itself never depends on it.
-func currentGeneration(ctx context.Context, tx *sql.Tx, jobID string) (gen int64, exists bool, err error) {
+func currentGeneration(ctx context.Context, tx txn, jobID string) (gen int64, exists bool, err error) {
 	err = tx.QueryRowContext(ctx, `SELECT lease_generation FROM jobs WHERE id = ?`, jobID).Scan(&gen)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
@@ -317,7 +324,7 @@ func currentGeneration(ctx context.Context, tx *sql.Tx, jobID string) (gen int64
 
 // refusal answers a fenced write that matched no row: fencing.ErrStale when
 // the job exists, jobstore.ErrNotFound when it does not.
-func refusal(ctx context.Context, tx *sql.Tx, jobID string) error {
+func refusal(ctx context.Context, tx txn, jobID string) error {
 	_, ok, err := currentGeneration(ctx, tx, jobID)
 	if err != nil {
 		return err
@@ -378,7 +385,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job
 		notBefore = formatTime(spec.NotBefore)
 	}
 	var j jobstore.Job
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx txn) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
 			INSERT INTO jobs (id, status, task, project, priority, not_before, max_attempts, submitted_by)
@@ -404,7 +411,7 @@ func (s *Store) Submit(ctx context.Context, spec jobstore.JobSpec) (jobstore.Job
 
 // Get returns a job, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (jobstore.Job, error) {
-	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	j, err := scanJob(s.rc.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
 	return sqlstore.Found(j, err, jobstore.ErrNotFound, "get job %s", jobID)
 }
 
@@ -447,9 +454,9 @@ func (s *Store) grant(ctx context.Context, verb, query, jobID, owner string, ttl
 		return jobstore.Lease{}, fmt.Errorf("%s job %s: %w", verb, jobID, err)
 	}
 	var l jobstore.Lease
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
-		l, err = scanLease(s.queryRow(ctx, tx, query, owner, modifier(ttl), jobID), jobID, owner)
+		l, err = scanLease(tx.QueryRowContext(ctx, query, owner, modifier(ttl), jobID), jobID, owner)
 		if err == nil {
 			return record(ctx, tx, jobID, verb, owner, l.Token.Generation, true)
 		}
@@ -502,7 +509,7 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 		return jobstore.Lease{}, fmt.Errorf("claim next job: %w", err)
 	}
 	var l jobstore.Lease
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var (
 			jobID string
 			err   error
@@ -527,9 +534,9 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, ttl time.Duration) 
 // fenced runs one fenced statement, which returns a row when accepted,
 // records the attempt under tok and classifies a refusal. When the
 // statement is accepted, then runs in the same transaction.
-func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(*sql.Tx) error) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		row := s.queryRow(ctx, tx, query, args...)
+func (s *Store) fenced(ctx context.Context, verb string, tok fencing.Token, query string, args []any, scan func(*sql.Row) error, then ...func(txn) error) error {
+	return s.write(ctx, func(tx txn) error {
+		row := tx.QueryRowContext(ctx, query, args...)
 		err := scan(row)
 		accepted := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -614,7 +621,7 @@ func (s *Store) UnfencedCommit(ctx context.Context, jobID, owner string, result 
 		return false, fmt.Errorf("commit job %s unfenced: %w", jobID, err)
 	}
 	var ok bool
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var id string
 		err := tx.QueryRowContext(ctx, unfencedCommitSQL, nullJSON(result), owner, jobID).Scan(&id)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -660,7 +667,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobst
 	if err := protocol.ValidateArtifactName(a.Name); err != nil {
 		return fmt.Errorf("register artifact of %s: %w", tok, err)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var one int
 		err := tx.QueryRowContext(ctx, artifactSQL, tok.JobID, tok.Generation, tok.Owner,
 			a.Name, a.Key, a.Size, a.SHA256, a.ContentType, a.ETag).Scan(&one)
@@ -699,7 +706,7 @@ func (s *Store) RegisterArtifact(ctx context.Context, tok fencing.Token, a jobst
 // Artifacts lists the artifacts registered for one generation of a job,
 // oldest first. ErrNotFound when the job does not exist.
 func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) ([]jobstore.ArtifactRecord, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.rc.QueryContext(ctx, `
 		SELECT job_id, generation, owner, name, key, size, sha256, content_type, etag, created_at
 		FROM artifacts WHERE job_id = ? AND generation = ?
 		ORDER BY created_at, rowid`, jobID, generation)
@@ -713,7 +720,7 @@ func (s *Store) Artifacts(ctx context.Context, jobID string, generation int64) (
 	}
 	if len(out) == 0 {
 		var ok bool
-		if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`, jobID).Scan(&ok); err != nil {
+		if err := s.rc.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`, jobID).Scan(&ok); err != nil {
 			return nil, fmt.Errorf("list artifacts of job %s g%d: %w", jobID, generation, err)
 		}
 		if !ok {
@@ -744,7 +751,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 		lim = int64(limit)
 	}
 	var out []fencing.Token
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		var err error
 		out, err = s.releaseEach(ctx, tx, reclaimCandidatesSQL, []any{lim}, reclaimSQL, jobstore.DetailLeaseExpired, protocol.CauseLeaseExpired)
 		return err
@@ -762,7 +769,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) ([]fencing.Token,
 // it takes back is recorded as a reclaim of that token with detail, class
 // infrastructure and cause. It returns the tokens taken away; a candidate
 // whose token changed meanwhile is skipped.
-func (s *Store) releaseEach(ctx context.Context, tx *sql.Tx, candidates string, args []any, release, detail, cause string) ([]fencing.Token, error) {
+func (s *Store) releaseEach(ctx context.Context, tx txn, candidates string, args []any, release, detail, cause string) ([]fencing.Token, error) {
 	base, maxB := s.backoffArgs()
 	rows, err := tx.QueryContext(ctx, candidates, args...)
 	if err != nil {
@@ -800,7 +807,7 @@ func (s *Store) releaseEach(ctx context.Context, tx *sql.Tx, candidates string, 
 
 // WriteEvents lists every recorded attempt on a job, oldest first.
 func (s *Store) WriteEvents(ctx context.Context, jobID string) ([]jobstore.WriteEvent, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.rc.QueryContext(ctx, `
 		SELECT id, job_id, verb, owner, generation, accepted, at, detail, class, cause
 		FROM write_events WHERE job_id = ? AND verb NOT IN `+sqlstore.JobEventOnlyVerbs+` ORDER BY id`, jobID)
 	if err != nil {
@@ -825,7 +832,7 @@ func (s *Store) WriteCounts(ctx context.Context) ([]sqlstore.WriteCount, error) 
 
 // query runs a read on the reader pool (sqlstore.List closes its rows).
 func (s *Store) query(ctx context.Context, query string, args ...any) (sqlstore.ResultSet, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.rc.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ var _ jobstore.UIStore = (*Store)(nil)
 // CreateUISession stores a dashboard session and deletes the expired ones.
 func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tokenID int64, ttl time.Duration) (jobstore.UISession, error) {
 	out := jobstore.UISession{Hash: hash, TokenID: tokenID}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM ui_sessions WHERE expires_at <= `+now); err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func (s *Store) CreateUISession(ctx context.Context, hash [sha256.Size]byte, tok
 func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore.UISession, jobstore.APIToken, error) {
 	sess := jobstore.UISession{Hash: hash}
 	var created, expires string
-	t, err := scanToken(sqlstore.More(s.r.QueryRowContext(ctx, `
+	t, err := scanToken(sqlstore.More(s.rc.QueryRowContext(ctx, `
 		SELECT t.id, t.name, t.hash, t.projects, t.scopes, t.created_at, t.revoked_at, t.last_used_at,
 		       u.created_at, u.expires_at
 		FROM ui_sessions u JOIN api_tokens t ON t.id = u.token_id
@@ -68,7 +68,7 @@ func (s *Store) UISession(ctx context.Context, hash [sha256.Size]byte) (jobstore
 
 // DeleteUISession deletes a session.
 func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM ui_sessions WHERE hash = ?`, hash[:])
 		return err
 	})
@@ -80,7 +80,7 @@ func (s *Store) DeleteUISession(ctx context.Context, hash [sha256.Size]byte) err
 
 // RecordUIAction records a dashboard action.
 func (s *Store) RecordUIAction(ctx context.Context, a jobstore.UIAction) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO ui_actions (token_name, action, target, job_id, detail) VALUES (?, ?, ?, ?, ?)`,
 			a.TokenName, a.Action, a.Target, a.JobID, a.Detail)
 		return err
@@ -128,7 +128,7 @@ func (s *Store) PhoneScreens(ctx context.Context, phones []jobstore.PhoneRef, pr
 			args = append(args, p)
 		}
 	}
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := s.rc.QueryContext(ctx, `
 		SELECT s.agent_id, s.serial, s.job_id, s.project, s.generation, s.name, s.content_type, s.created_at
 		FROM phone_screens s
 		JOIN jobs j ON j.id = s.job_id AND j.lease_generation = s.generation`+cond, args...)
