@@ -46,10 +46,8 @@ type listed struct {
 	Dir        string
 	GoFiles    []string
 	CgoFiles   []string
-	Imports    []string
 	ImportMap  map[string]string
 	Error      *struct{ Err string }
-	DepsErrors []*struct{ Err string }
 }
 
 // run type-checks the packages args name (after the flags) and their
@@ -128,7 +126,7 @@ func run(args []string, out io.Writer) error {
 // list runs go list -deps -json for goos/goarch without cgo: the packages
 // in dependency order, each after every package it imports.
 func list(dir, goos, goarch string, patterns []string) ([]listed, error) {
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-e", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles,Imports,ImportMap,Error,DepsErrors", "--"}, patterns...)...)
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-e", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles,ImportMap,Error", "--"}, patterns...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
 	var stderr bytes.Buffer
