@@ -24,10 +24,7 @@ func apiOptions(cfg *config.Coordinator, store jobstore.Store, d *coordinator.Da
 	return api.Options{
 		Store: store,
 		Revoke: func(tok fencing.Token, reason string) error {
-			if err := coordinator.PublishRevoke(nc, tok, reason); err != nil {
-				return err
-			}
-			return nc.FlushTimeout(cfg.NATS.RequestTimeout.Duration())
+			return coordinator.PublishRevoke(nc, tok, reason, cfg.NATS.RequestTimeout.Duration())
 		},
 		PushControl: func(ctx context.Context, agentID string, ctl protocol.Control) error {
 			ctx, cancel := context.WithTimeout(ctx, cfg.NATS.RequestTimeout.Duration())

@@ -171,10 +171,7 @@ func (m *mgmt) revoke(tok fencing.Token, reason string) error {
 		return err
 	}
 	defer nc.Close()
-	if err := coordinator.PublishRevoke(nc, tok, reason); err != nil {
-		return err
-	}
-	return nc.FlushTimeout(m.cfg.NATS.RequestTimeout.Duration())
+	return coordinator.PublishRevoke(nc, tok, reason, m.cfg.NATS.RequestTimeout.Duration())
 }
 
 // oneID is the positional argument of the commands that take one ID.

@@ -478,7 +478,7 @@ func (m *Manager) abandon(ctx context.Context, jobID, reason string) {
 		return
 	}
 	if tok.Owner != "" {
-		if err := coordinator.PublishRevoke(m.nc, tok, reason); err != nil {
+		if err := coordinator.PublishRevoke(m.nc, tok, reason, m.opts.ControlTimeout); err != nil {
 			m.log.Warn().Err(err).Str("job_id", jobID).Msg("revoke the job of a session")
 		}
 	}
