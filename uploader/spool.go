@@ -429,6 +429,11 @@ func (s *Spool) deliver(ctx context.Context, e *spoolEntry, rec *record, progres
 		return s.saveRecord(e.id, *rec)
 	}
 	for attempt := 1; ; attempt++ {
+		// Stopped while the entry was written and synced, or while it
+		// waited: no request of it leaves for the storage.
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
 		e.attempt.Store(int32(attempt))
 		e.state.Store(StateUploading)
 		var (

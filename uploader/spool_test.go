@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,6 +404,58 @@ func TestSpoolRecover(t *testing.T) {
 		t.Errorf("DropGeneration = %d, %v", n, err)
 	}
 	if files := spoolFiles(t, dir); len(files) != 0 {
+		t.Errorf("spool files left: %v", files)
+	}
+}
+
+// countingUploader counts the uploads that reach the uploader it wraps.
+type countingUploader struct {
+	Uploader
+	calls atomic.Int32
+}
+
+func (c *countingUploader) Upload(ctx context.Context, tok fencing.Token, a Artifact) (Result, error) {
+	c.calls.Add(1)
+	return c.Uploader.Upload(ctx, tok, a)
+}
+
+// cancelAtEOF is a body that stops its job as its last byte is read.
+type cancelAtEOF struct {
+	r      *bytes.Reader
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelAtEOF) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil {
+		b.cancel(fencing.ErrRevoked)
+	}
+	return n, err
+}
+
+// A job stopped while its capture is being spooled (written and synced)
+// sends nothing of it to the storage: Put ends with the stop's cause and
+// the uploader is never called.
+func TestSpoolStoppedWhileSpoolingUploadsNothing(t *testing.T) {
+	srv := testenv.MinIO(t)
+	m := newMetrics(t)
+	s3, _ := faultyS3(t, srv, m, nil)
+	up := &countingUploader{Uploader: s3}
+	spool := newSpool(t, up, m, nil)
+	ctx, cancel := context.WithCancelCause(testCtx(t))
+	defer cancel(nil)
+	body := &cancelAtEOF{r: bytes.NewReader([]byte("screenshot")), cancel: cancel}
+	_, err := spool.Put(ctx, testToken, Artifact{Name: "shot.png", ContentType: "image/png", Body: body})
+	if !errors.Is(err, fencing.ErrRevoked) {
+		t.Fatalf("Put = %v, want the stop's cause %v", err, fencing.ErrRevoked)
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Fatalf("the uploader was called %d times after the stop", n)
+	}
+	if got := counter(m.spoolDropped.WithLabelValues("stop")); got != 1 {
+		t.Errorf("entries dropped for a stop = %v, want 1", got)
+	}
+	if files := spoolFiles(t, spool.Dir()); len(files) != 0 {
 		t.Errorf("spool files left: %v", files)
 	}
 }
