@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // simApp is an app on the simulated phone.
@@ -146,7 +147,21 @@ type simScreen struct {
 	scroll    int
 }
 
-var pngEncoder = png.Encoder{CompressionLevel: png.BestSpeed}
+// pngEncoder encodes the screenshots of every Simulated phone, reusing its
+// compressor state between them: a new one per screenshot was most of the
+// allocations of a process that runs simulated phones (the lab, the
+// benchmarks).
+var pngEncoder = png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: &pngBuffers{}}
+
+// pngBuffers is a png.EncoderBufferPool over a sync.Pool.
+type pngBuffers struct{ p sync.Pool }
+
+func (b *pngBuffers) Get() *png.EncoderBuffer {
+	eb, _ := b.p.Get().(*png.EncoderBuffer)
+	return eb
+}
+
+func (b *pngBuffers) Put(eb *png.EncoderBuffer) { b.p.Put(eb) }
 
 func (sc simScreen) png() ([]byte, error) {
 	var buf bytes.Buffer

@@ -576,7 +576,18 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	if way == StopSelfFence {
 		wait = 2*o.LeaseTTL + 5*time.Second
 	}
-	if err := waitFor(ctx, wait, func() bool { _, ok := stoppedBy(); return ok && !running() }); err != nil {
+	// Polled every 2 ms: the running jobs first, a copy of one or two
+	// entries, and the agent's stop records (a copy of every one kept) only
+	// once the job is gone, so that the polling adds little to the
+	// process's allocations and to its garbage collections, which the
+	// stops measured here would wait behind.
+	if err := waitFor(ctx, wait, func() bool {
+		if running() {
+			return false
+		}
+		_, ok := stoppedBy()
+		return ok
+	}); err != nil {
 		return s, fmt.Errorf("job %s not stopped on %s: %w", id, p.aID, err)
 	}
 	rec, _ := stoppedBy()
