@@ -130,13 +130,29 @@ FUZZ_TARGETS := \
 # machine is loaded. The committed seeds of every target also run in go test.
 FUZZTIME ?= 2s
 
+# FUZZ_UNGUIDED: packages whose fuzzing test binary fuzz-short builds as
+# the tests are built (the race detector's build, $(RACE)) instead of with
+# the fuzzer's coverage instrumentation. Their tests link the NATS server,
+# MinIO's client and pgx (and the coordinator's SQLite and Parquet), and the
+# instrumented build of that graph cost some 300 CPU seconds of a cold make
+# test, compiled for this step alone (docs/benchmarks.md); the race build
+# is the one vet and test-race compile anyway, so these binaries cost a
+# link each. Go fuzzes such a binary without coverage guidance (it says so
+# in a warning): it mutates the seeds and the cached corpus at random,
+# under the race detector. Their targets drive handlers through a real
+# coordinator or a fake phone, a few hundred inputs in two seconds, where
+# guidance matters least. Every other target is fuzzed with guidance. For
+# a long run with guidance everywhere: make fuzz-short FUZZTIME=5m
+# FUZZ_UNGUIDED= (docs/security.md).
+FUZZ_UNGUIDED ?= ./protocol/natsrpc ./coordinator ./coordinator/api ./coordinator/session ./capture ./testkit/fakeadbd
+
 ## fuzz-short: run each fuzz target for FUZZTIME (default 2s) after its committed seed corpus
 # Each package's fuzzing test binary is built once (go test -c with -fuzz,
-# which builds it with the fuzzer's coverage instrumentation; -vet=off as
-# in RACE_TEST) and run once per target in the package's directory, as go
-# test -fuzz runs it, with go test's corpus cache ($GOCACHE/fuzz/<import
-# path>): go test -fuzz takes one target per run and links the binary
-# again each time.
+# which builds it with the fuzzer's coverage instrumentation, or as the
+# tests are built for FUZZ_UNGUIDED; -vet=off as in RACE_TEST) and run once
+# per target in the package's directory, as go test -fuzz runs it, with go
+# test's corpus cache ($GOCACHE/fuzz/<import path>): go test -fuzz takes
+# one target per run and links the binary again each time.
 # A run that fails with nothing but "context deadline exceeded" and writes no
 # failing input is the fuzzing engine missing its own -fuzztime deadline
 # under load (go.dev/issue/75804, fixed in Go 1.27); it is run again.
@@ -147,13 +163,17 @@ fuzz-short:
 		pkg=$${t%%:*}; fn=$${t#*:}; try=1; \
 		if [ "$$pkg" != "$$built" ]; then \
 			bin="$$bins/$$(echo "$$pkg" | tr -c 'a-zA-Z0-9\n' _).test"; \
-			echo "$(GO) test -c -fuzz . -vet=off -o $$bin $$pkg"; \
-			$(GO) test -c -fuzz . -vet=off -o "$$bin" "$$pkg"; \
+			case " $(FUZZ_UNGUIDED) " in \
+			*" $$pkg "*) build="$(RACE)";; \
+			*) build="-fuzz .";; \
+			esac; \
+			echo "$(GO) test -c $$build -vet=off -o $$bin $$pkg"; \
+			$(GO) test -c $$build -vet=off -o "$$bin" "$$pkg"; \
 			info="$$($(GO) list -f '{{.Dir}} {{.ImportPath}}' "$$pkg")"; dir="$${info% *}"; imp="$${info##* }"; \
 			built=$$pkg; \
 		fi; \
 		echo "(cd $$pkg && $$(basename "$$bin") -test.run '^$$' -test.fuzz '^$$fn$$' -test.fuzztime $(FUZZTIME))"; \
-		until out="$$(cd "$$dir" && "$$bin" -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) \
+		until out="$$(cd "$$dir" && GORACE='$(GORACE)' "$$bin" -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) \
 				-test.fuzzcachedir "$$fuzzcache/$$imp" -test.timeout 10m 2>&1)"; do \
 			echo "$$out"; \
 			if [ $$try -ge 3 ] || echo "$$out" | grep -q 'Failing input written to' || \
