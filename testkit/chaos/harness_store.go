@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +28,13 @@ func (r *run) setupStore() error {
 	switch r.opts.Store {
 	case StoreSQLite:
 		r.sqlitePath = filepath.Join(r.dir, "coordinator.db")
+		empty, err := migratedSQLite()
+		if err != nil {
+			return fmt.Errorf("migrate the empty store every schedule starts from: %w", err)
+		}
+		if err := os.WriteFile(r.sqlitePath, empty, 0o600); err != nil {
+			return err
+		}
 		st, err := sqlitestore.Open(ctx, r.sqlitePath)
 		if err != nil {
 			return err
@@ -45,6 +54,28 @@ func (r *run) setupStore() error {
 	r.operator = &recordingStore{Store: raw, client: "operator", rec: r.rec}
 	return nil
 }
+
+// migratedSQLite is the database file of an empty SQLite store, migrated
+// once per process: every schedule's store starts as a copy of it instead
+// of running each migration again, which was most of the SQLite statement
+// compilation of a chaos run (docs/benchmarks.md). Closed, the database is
+// all in its main file.
+var migratedSQLite = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "edge-chaos-store-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "empty.db")
+	st, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+})
 
 // setupPostgres creates the schedule's schema in the database of
 // PostgresDSN and the proxy the coordinators reach it through.
