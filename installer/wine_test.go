@@ -136,7 +136,13 @@ func TestWine(t *testing.T) {
 			return strings.TrimSpace(out)
 		}
 		do("install", config)
-		t.Cleanup(func() { w.Run(t, timeout, standIn, "uninstall") })
+		t.Cleanup(func() {
+			// The next subtest installs a service of the same name: a
+			// stand-in left behind would make its install fail.
+			if out, errOut, code := w.Run(t, timeout, standIn, "uninstall"); code != 0 {
+				t.Errorf("servicetest uninstall: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
 
 		start := time.Now()
 		// Start returns once the service reports running; Wine gives up
