@@ -581,16 +581,17 @@ func stopOnce(ctx context.Context, o *StopOptions, sys *system, ev *stopEvents, 
 	// once the job is gone, so that the polling adds little to the
 	// process's allocations and to its garbage collections, which the
 	// stops measured here would wait behind.
+	var rec agent.StopRecord
 	if err := waitFor(ctx, wait, func() bool {
 		if running() {
 			return false
 		}
-		_, ok := stoppedBy()
+		var ok bool
+		rec, ok = stoppedBy()
 		return ok
 	}); err != nil {
 		return s, fmt.Errorf("job %s not stopped on %s: %w", id, p.aID, err)
 	}
-	rec, _ := stoppedBy()
 	s.Cause = rec.Cause
 	s.ToStop = rec.At.Sub(t0)
 	if way == StopSelfFence {

@@ -81,38 +81,47 @@ func lateCopyPlan(seed int64) chaos.Plan {
 // random schedules reach such writes is what the stale writes they count,
 // refused by the fenced store, show: TestChaos300.)
 func TestPlantedUnfencedCommitIsCaught(t *testing.T) {
+	runTwins(t, lateCopyPlan(*chaostest.Seed), plantUnfencedCommit(t), func(t *testing.T, planted bool, res *chaos.Result) {
+		var b strings.Builder
+		res.History.Format(&b, res.Report, res.Report.FailedJobs()...)
+		var broken []string
+		for _, v := range res.Report.Violations {
+			if fencingRules[v.Rule] {
+				broken = append(broken, v.String())
+			}
+		}
+		if !planted {
+			if len(broken) > 0 {
+				t.Fatalf("the system without the bug broke fencing rules:\n  %s\n%s", strings.Join(broken, "\n  "), b.String())
+			}
+			return
+		}
+		if len(broken) == 0 {
+			t.Fatalf("the unfenced commit went unnoticed: %v\n%s", res.Report.Violations, b.String())
+		}
+		t.Logf("fencing rules broken:\n  %s\n%s", strings.Join(broken, "\n  "), b.String())
+		if !strings.Contains(b.String(), "VIOLATION") || !strings.Contains(b.String(), "result_unfenced") {
+			t.Errorf("the printed history does not show the offending write")
+		}
+	})
+}
+
+// runTwins runs plan on PostgreSQL twice, each in a subtest: with the
+// planted bug (plant wraps every coordinator's store) and without it, and
+// hands each result to check.
+func runTwins(t *testing.T, plan chaos.Plan, plant func(jobstore.Store) jobstore.Store, check func(t *testing.T, planted bool, res *chaos.Result)) {
 	dsn := testenv.Postgres(t)
 	for _, planted := range []bool{true, false} {
 		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
 			opts := chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}
 			if planted {
-				opts.WrapStore = plantUnfencedCommit(t)
+				opts.WrapStore = plant
 			}
-			res := chaos.RunPlan(context.Background(), opts, lateCopyPlan(*chaostest.Seed))
+			res := chaos.RunPlan(context.Background(), opts, plan)
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
-			var b strings.Builder
-			res.History.Format(&b, res.Report, res.Report.FailedJobs()...)
-			var broken []string
-			for _, v := range res.Report.Violations {
-				if fencingRules[v.Rule] {
-					broken = append(broken, v.String())
-				}
-			}
-			if !planted {
-				if len(broken) > 0 {
-					t.Fatalf("the system without the bug broke fencing rules:\n  %s\n%s", strings.Join(broken, "\n  "), b.String())
-				}
-				return
-			}
-			if len(broken) == 0 {
-				t.Fatalf("the unfenced commit went unnoticed: %v\n%s", res.Report.Violations, b.String())
-			}
-			t.Logf("fencing rules broken:\n  %s\n%s", strings.Join(broken, "\n  "), b.String())
-			if !strings.Contains(b.String(), "VIOLATION") || !strings.Contains(b.String(), "result_unfenced") {
-				t.Errorf("the printed history does not show the offending write")
-			}
+			check(t, planted, res)
 		})
 	}
 }
@@ -207,37 +216,26 @@ func attemptsPlan(seed int64) chaos.Plan {
 // deadlines and attempts. The twin without the bug needs the store that
 // enforces deadlines and attempt limits.
 func plantedPolicy(t *testing.T, plan chaos.Plan, plant func(jobstore.Store) jobstore.Store, want ...string) {
-	dsn := testenv.Postgres(t)
-	for _, planted := range []bool{true, false} {
-		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
-			opts := chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}
-			if planted {
-				opts.WrapStore = plant
+	runTwins(t, plan, plant, func(t *testing.T, planted bool, res *chaos.Result) {
+		var b strings.Builder
+		res.History.Format(&b, res.Report)
+		broke := map[string]bool{}
+		for _, v := range res.Report.Violations {
+			broke[v.Rule] = true
+		}
+		if !planted {
+			if broke[chaos.RuleDeadline] || broke[chaos.RuleMaxAttempts] || broke[chaos.RuleRetryCause] {
+				t.Fatalf("the system without the bug broke the rules: %v\n%s", res.Report.Violations, b.String())
 			}
-			res := chaos.RunPlan(context.Background(), opts, plan)
-			if res.Err != nil {
-				t.Fatal(res.Err)
+			return
+		}
+		for _, r := range want {
+			if !broke[r] {
+				t.Fatalf("the planted bug went unnoticed by %s: %v\n%s", r, res.Report.Violations, b.String())
 			}
-			var b strings.Builder
-			res.History.Format(&b, res.Report)
-			broke := map[string]bool{}
-			for _, v := range res.Report.Violations {
-				broke[v.Rule] = true
-			}
-			if !planted {
-				if broke[chaos.RuleDeadline] || broke[chaos.RuleMaxAttempts] || broke[chaos.RuleRetryCause] {
-					t.Fatalf("the system without the bug broke the rules: %v\n%s", res.Report.Violations, b.String())
-				}
-				return
-			}
-			for _, r := range want {
-				if !broke[r] {
-					t.Fatalf("the planted bug went unnoticed by %s: %v\n%s", r, res.Report.Violations, b.String())
-				}
-			}
-			t.Logf("caught: %v", res.Report.Violations)
-		})
-	}
+		}
+		t.Logf("caught: %v", res.Report.Violations)
+	})
 }
 
 // TestPlantedDeadlineIgnoredIsCaught: with the reaper's deadline sweep
@@ -309,7 +307,6 @@ func doubleFirePlan(seed int64) chaos.Plan {
 // schedule-slots rule must report it. The same plan without the bug keeps
 // every rule on schedules.
 func TestPlantedDoubleFireIsCaught(t *testing.T) {
-	dsn := testenv.Postgres(t)
 	plant := func(s jobstore.Store) jobstore.Store {
 		ps, ok := s.(plantedSchedules)
 		if !ok {
@@ -318,35 +315,25 @@ func TestPlantedDoubleFireIsCaught(t *testing.T) {
 		}
 		return doubleFire{ps}
 	}
-	for _, planted := range []bool{true, false} {
-		t.Run(fmt.Sprintf("planted=%v", planted), func(t *testing.T) {
-			opts := chaos.Options{Store: chaos.StorePostgres, PostgresDSN: dsn}
-			if planted {
-				opts.WrapStore = plant
+	runTwins(t, doubleFirePlan(*chaostest.Seed), plant, func(t *testing.T, planted bool, res *chaos.Result) {
+		var broke []string
+		for _, v := range res.Report.Violations {
+			if v.Rule == chaos.RuleScheduleSlots || v.Rule == chaos.RuleCatchUpOnce {
+				broke = append(broke, v.String())
 			}
-			res := chaos.RunPlan(context.Background(), opts, doubleFirePlan(*chaostest.Seed))
-			if res.Err != nil {
-				t.Fatal(res.Err)
+		}
+		if res.Report.RecurringFired == 0 {
+			t.Fatalf("no slot fired: %+v", res.Report)
+		}
+		if !planted {
+			if len(broke) > 0 {
+				t.Fatalf("the system without the bug broke the schedule rules:\n  %s", strings.Join(broke, "\n  "))
 			}
-			var broke []string
-			for _, v := range res.Report.Violations {
-				if v.Rule == chaos.RuleScheduleSlots || v.Rule == chaos.RuleCatchUpOnce {
-					broke = append(broke, v.String())
-				}
-			}
-			if res.Report.RecurringFired == 0 {
-				t.Fatalf("no slot fired: %+v", res.Report)
-			}
-			if !planted {
-				if len(broke) > 0 {
-					t.Fatalf("the system without the bug broke the schedule rules:\n  %s", strings.Join(broke, "\n  "))
-				}
-				return
-			}
-			if len(broke) == 0 {
-				t.Fatalf("the planted double fire went unnoticed through %d fired slots", res.Report.RecurringFired)
-			}
-			t.Logf("caught:\n  %s", strings.Join(broke, "\n  "))
-		})
-	}
+			return
+		}
+		if len(broke) == 0 {
+			t.Fatalf("the planted double fire went unnoticed through %d fired slots", res.Report.RecurringFired)
+		}
+		t.Logf("caught:\n  %s", strings.Join(broke, "\n  "))
+	})
 }
