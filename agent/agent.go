@@ -204,7 +204,12 @@ type Agent struct {
 	// reported at once.
 	beat     chan struct{}
 	owesBeat bool
-	rpc      *rpc
+	// reporting is held while a report of the agent's own state (hello or
+	// heartbeat) is built and sent, until it is answered or given up on:
+	// reports go one at a time, so the coordinator stores them in the
+	// order the agent took them (report).
+	reporting chan struct{}
+	rpc       *rpc
 	// runCtx is Run's context and cancelRun stops Run with a cause (an
 	// update restart).
 	runCtx    context.Context
@@ -254,6 +259,8 @@ func New(opts Options) (*Agent, error) {
 		rehello:  make(chan struct{}, 1),
 		beat:     make(chan struct{}, 1),
 		settings: map[string]string{},
+
+		reporting: make(chan struct{}, 1),
 	}
 	if a.metrics, err = newMetrics(opts.Registry); err != nil {
 		return nil, fmt.Errorf("new agent: %w", err)
@@ -567,8 +574,11 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 	backoff := 200 * time.Millisecond
 	for {
 		var rep protocol.HelloReply
-		sent := time.Now()
-		err := a.request(ctx, protocol.VerbHello, a.helloMsg(), &rep)
+		var sent time.Time
+		err := a.report(ctx, protocol.VerbHello, func() any {
+			sent = time.Now()
+			return a.helloMsg()
+		}, &rep, func() {})
 		if err == nil {
 			if a.opts.UploadMode == protocol.UploadModePresigned && rep.UploadMode == protocol.UploadModeDirect {
 				// A coordinator that does not check the hello's
@@ -637,6 +647,15 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 }
 
 func (a *Agent) heartbeat(ctx context.Context) error {
+	return a.report(ctx, protocol.VerbHeartbeat, a.heartbeatMsg, &protocol.Ack{}, func() {
+		a.mu.Lock()
+		a.sess.LastHeartbeat = time.Now().UTC()
+		a.mu.Unlock()
+	})
+}
+
+// heartbeatMsg is the agent's state as a heartbeat reports it now.
+func (a *Agent) heartbeatMsg() any {
 	a.mu.Lock()
 	hb := protocol.Heartbeat{BootID: a.bootID, Free: max(0, a.slots-a.busyLocked()), Draining: a.draining || a.shutdown || a.sleeping || a.upd.running,
 		Update: a.updateStatusLocked()}
@@ -651,13 +670,33 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 	if hb.Devices == nil {
 		hb.Devices = []protocol.Device{} // "devices": [], no phones now
 	}
-	err := a.request(ctx, protocol.VerbHeartbeat, hb, &protocol.Ack{})
-	if err == nil {
-		a.mu.Lock()
-		a.sess.LastHeartbeat = time.Now().UTC()
-		a.mu.Unlock()
+	return hb
+}
+
+// report sends a report of the agent's own state (hello or heartbeat),
+// built by build once the report before it has been answered or given up
+// on, and calls answered when it is answered. The coordinator handles
+// requests concurrently and stores each report as it comes: two reports
+// in flight at once could be stored in the other order, and an older one
+// saying "not draining" would undo a newer one saying "draining" (the
+// heartbeat sent before the PC sleeps, beside the session's periodic one).
+func (a *Agent) report(ctx context.Context, verb string, build func() any, resp any, answered func()) error {
+	select {
+	case a.reporting <- struct{}{}:
+	default:
+		a.log.Debug().Str("verb", verb).Msg("waiting for the agent's previous state report to be answered")
+		select {
+		case a.reporting <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return err
+	defer func() { <-a.reporting }()
+	if err := a.request(ctx, verb, build(), resp); err != nil {
+		return err
+	}
+	answered()
+	return nil
 }
 
 func reply(m *nats.Msg, v any) {

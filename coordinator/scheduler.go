@@ -466,8 +466,8 @@ func (s *Server) Reassign(ctx context.Context, jobID, agentID string, revokeOld 
 
 // setFull marks or clears an agent as having no free slot by its own word
 // (a heartbeat), or clears it on an accepted result or failure report of
-// one of its jobs. Clearing it counts a report of a free slot
-// (freeReports).
+// one of its jobs (marks it on a job handed back because the agent is
+// leaving). Clearing it counts a report of a free slot (freeReports).
 func (s *Server) setFull(agentID string, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -856,8 +856,10 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Str("class", fl.RecordedClass()).Str("cause", fl.Cause).
 		Str("state", state).Msg("job failure reported")
 	// The agent freed the job's slot when it sent the report (as for a
-	// result).
-	s.setFull(agentID, false)
+	// result); unless it handed the job back because it is leaving: then
+	// it gets no job until it reports a free slot again (a hello or a
+	// heartbeat), whatever the coordinator last heard of its draining.
+	s.setFull(agentID, fl.AgentLeaving())
 	s.Kick()
 	return protocol.Ack{OK: true}, nil
 }

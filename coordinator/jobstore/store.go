@@ -113,10 +113,14 @@ func (f Failure) Retried() bool { return f.Outcome() == OutcomeRetry }
 // the agent handed back because it is shutting down or its PC is going to
 // sleep or updating itself (nothing is wrong with the job or the phone;
 // docs/design.md, The stop path; docs/updates.md).
-func (f Failure) Immediate() bool {
+func (f Failure) Immediate() bool { return f.AgentLeaving() && f.Retried() }
+
+// AgentLeaving reports whether f is a job handed back because its agent
+// is leaving: shutting down, its PC going to sleep, or updating itself.
+func (f Failure) AgentLeaving() bool {
 	switch f.Cause {
 	case protocol.CauseAgentSleep, protocol.CauseAgentShutdown, protocol.CauseAgentUpdate:
-		return f.Retried()
+		return true
 	}
 	return false
 }
