@@ -68,6 +68,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // serves the API over HTTPS on api.listen; on shutdown a request in flight
 // (a stream that waits for its context) ends and Run returns.
 func TestDaemonServesAPIOverTLS(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	certFile, keyFile, pool := selfSigned(t)

@@ -25,6 +25,7 @@ import (
 // for byte. Without storage to presign from, the job is not assigned but
 // fails at once as the job's own failure, naming why.
 func TestAssignCarriesAPKDownloads(t *testing.T) {
+	t.Parallel()
 	mio := testenv.MinIO(t)
 	ns := testenv.NATS(t)
 	store := openSQLite(t)

@@ -52,6 +52,7 @@ func wantMetrics(t *testing.T, c *running, lines ...string) {
 // the time left; the agent receives a revoke and its late writes are
 // refused.
 func TestDeadlineTimedOutByReaper(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openPostgres(t, testenv.Postgres(t))
 	opts := fastOptions(t, "c1")
@@ -116,6 +117,7 @@ func TestDeadlineTimedOutByReaper(t *testing.T) {
 // failure is retried at a higher generation until the attempts are used
 // up, then FAILED with every cause listed; a deadline cause is TIMED_OUT.
 func TestFailClassesThroughService(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	opts := fastOptions(t, "c1")

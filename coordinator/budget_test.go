@@ -11,6 +11,7 @@ import (
 // maxBuckets, full buckets are forgotten and, when none is, new agents
 // share one bucket, so the buckets held stay bounded.
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	b := newBudget(10, 2)
 	b.now = func() time.Time { return now }
@@ -64,6 +65,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestOwnInbox(t *testing.T) {
+	t.Parallel()
 	for reply, want := range map[string]bool{
 		"_INBOX.pc-a.abc.1":       true,
 		"_INBOX.pc-a.x":           true,
@@ -83,6 +85,7 @@ func TestOwnInbox(t *testing.T) {
 // TestKnownAgentsLabel: refusals of an agent the store does not know are
 // labelled "unknown", so agent ids chosen by senders make no new series.
 func TestKnownAgentsLabel(t *testing.T) {
+	t.Parallel()
 	var k knownAgents
 	if got := k.label("pc-a"); got != unknownAgent {
 		t.Fatalf("label before any list: %q", got)

@@ -14,6 +14,7 @@ import (
 // reaches Options, with values that differ from the defaults on
 // both sides so that a key that is dropped shows.
 func TestServerOptionsWiring(t *testing.T) {
+	t.Parallel()
 	cfg := config.DefaultCoordinator()
 	cfg.CoordinatorID = "vps-7"
 	cfg.Lease.TTL = config.Duration(41 * time.Second)
@@ -63,6 +64,7 @@ func TestServerOptionsWiring(t *testing.T) {
 // options once storage is set; without storage, or with exports.every 0,
 // there is no bucket and the export is off.
 func TestExportOptionsWiring(t *testing.T) {
+	t.Parallel()
 	cfg := config.DefaultCoordinator()
 	cfg.Exports = config.CoordinatorExports{Every: config.Duration(17 * time.Minute), After: config.Duration(3 * time.Hour), FileRows: 4321}
 	opts, err := serverOptions(cfg, System{Log: zerolog.Nop()})
@@ -89,6 +91,7 @@ func TestExportOptionsWiring(t *testing.T) {
 // TestOutboxOptionsWiring: outbox.subject, outbox.url and outbox.timeout
 // reach the coordinator's outbox.
 func TestOutboxOptionsWiring(t *testing.T) {
+	t.Parallel()
 	o := config.CoordinatorOutbox{Subject: "results.published", Timeout: config.Duration(7 * time.Second)}
 	got := outboxOptions(o, nil)
 	if s, ok := got.Sender.(outbox.NATSSender); !ok || s.Subject != "results.published" || got.Timeout != 7*time.Second {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDescribeSelector(t *testing.T) {
+	t.Parallel()
 	if got := coordinator.DescribeSelector(protocol.DeviceSelector{Serial: "a", Model: "b", Tags: []string{"x", "y"}}); got != "serial=a model=b tags=x,y" {
 		t.Errorf("DescribeSelector = %q", got)
 	}
@@ -19,6 +20,7 @@ func TestDescribeSelector(t *testing.T) {
 }
 
 func TestWaitReason(t *testing.T) {
+	t.Parallel()
 	const off = 15 * time.Second
 	online := func(id string, slots int, draining bool, devs ...protocol.Device) jobstore.Agent {
 		return jobstore.Agent{ID: id, BootID: "b", Slots: slots, Draining: draining, Devices: devs, LastSeen: time.Now(), SeenAgo: time.Second}

@@ -10,6 +10,7 @@ import (
 // the store tests cannot reach on every branch (a reclaim that ends a job,
 // an end recorded under a verb of a later version).
 func TestNewEvent(t *testing.T) {
+	t.Parallel()
 	base := jobstore.RawEvent{ID: 7, JobID: "j", Owner: "pc-a/boot", Generation: 2, Accepted: true, JobFound: true,
 		Project: "p", JobStatus: jobstore.StatusInProgress, JobGen: 2, ArtSize: -1}
 	for _, c := range []struct {

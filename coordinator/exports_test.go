@@ -189,6 +189,7 @@ func acceptedIDs(t *testing.T, st jobstore.ObservationStore, project, jobID stri
 // One whose writer died after its manifest is recorded finished from that
 // manifest, nothing written again.
 func TestExportPartitionsOnce(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.Postgres(t)
 	mio := testenv.MinIO(t)
 	st1, st2 := openPostgres(t, dsn).(sqlstore.Lab), openPostgres(t, dsn).(sqlstore.Lab)

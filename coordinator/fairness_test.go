@@ -29,6 +29,7 @@ import (
 // config file by NewDaemon, with real NATS and agents that accept their
 // assigns; the project_jobs gauge shows the result on /metrics.
 func TestProjectLimitOneRound(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		store func(t *testing.T) jobstore.Store

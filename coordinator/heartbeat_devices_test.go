@@ -17,6 +17,7 @@ import (
 // a heartbeat without the field leaves the stored phones as they are
 // (docs/protocol.md section 5, heartbeat).
 func TestHeartbeatNoPhones(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))

@@ -26,6 +26,7 @@ const sweepSlack = 400 * time.Millisecond
 // timestamps; the old owner receives a revoke; another agent finishes the
 // job at generation 2.
 func TestExpiredLeaseReclaimedWithinTTLPlusSweep(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openPostgres(t, testenv.Postgres(t))
 	opts := fastOptions(t, "c1")

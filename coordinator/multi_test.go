@@ -40,6 +40,7 @@ func behaviorFor(tok fencing.Token) coordtest.Behavior {
 // hung jobs are reclaimed. No job ever has two owners at one generation,
 // none is lost, each has exactly one accepted result.
 func TestTwoCoordinatorsManyJobs(t *testing.T) {
+	t.Parallel()
 	const (
 		jobs          = 200
 		agents        = 10

@@ -31,6 +31,7 @@ import (
 // accepted, and only the new generation's rows are listed and exported
 // unless generations=all is asked for. On both stores.
 func TestReassignedHolderObservationsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		store func(t *testing.T) jobstore.Store

@@ -119,6 +119,7 @@ func wantDeliveredOnce(t *testing.T, store jobstore.Store, recv *coordtest.Recei
 // with the same key, and a receiver that drops duplicate keys applies it
 // exactly once, also when the first coordinator's delivery had arrived.
 func TestOutboxCoordinatorCrash(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		delivered bool // the crashed coordinator's delivery arrived
@@ -179,6 +180,7 @@ func TestOutboxCoordinatorCrash(t *testing.T) {
 // lost is retried with the same key, never a new one; the receiver drops
 // the duplicate and answers the first receipt, which is what gets stored.
 func TestOutboxReplyLost(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	dsn := testenv.Postgres(t)
 	recv := coordtest.StartReceiver(t, ns.ClientURL(), resultsSubject)
@@ -204,6 +206,7 @@ func TestOutboxReplyLost(t *testing.T) {
 // artifacts), under the key of its generation, exactly once; a release for
 // reassignment publishes nothing.
 func TestOutboxPublishesFailures(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	recv := coordtest.StartReceiver(t, ns.ClientURL(), resultsSubject)
 	store := openSQLite(t)

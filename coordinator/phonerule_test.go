@@ -18,6 +18,7 @@ import (
 // two agents report is refused to all. The claim's per-phone projects say
 // the same as the refusals.
 func TestPhoneRule(t *testing.T) {
+	t.Parallel()
 	phone := func(serial string, tags ...string) protocol.Device {
 		return protocol.Device{Serial: serial, State: protocol.DeviceReady, Tags: tags}
 	}

@@ -49,6 +49,7 @@ func put(t *testing.T, u string, headers map[string]string, body []byte) *http.R
 // refused; a stale token gets 409 and no URL. The artifact then registers
 // and the accepted result's manifest is its generation's.
 func TestPresignedUpload(t *testing.T) {
+	t.Parallel()
 	mio := testenv.MinIO(t)
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
@@ -224,6 +225,7 @@ func TestPresignedUpload(t *testing.T) {
 // TestUploadWithoutStorage: with no storage configured the upload verb
 // answers 503 and hello says agents upload directly.
 func TestUploadWithoutStorage(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))

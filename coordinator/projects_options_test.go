@@ -15,6 +15,7 @@ import (
 // TestProjectLimitsWiring: jobs.default_max_running and
 // projects.<name>.max_running reach Options and every grant request.
 func TestProjectLimitsWiring(t *testing.T) {
+	t.Parallel()
 	cfg := config.DefaultCoordinator()
 	cfg.Jobs.DefaultMaxRunning = 4
 	cfg.Projects = map[string]config.Project{"survey-a": {MaxRunning: 2}, "open": {MaxRunning: 0}}
@@ -40,6 +41,7 @@ func TestProjectLimitsWiring(t *testing.T) {
 // grant request, each phone with the projects it may serve; a serial two
 // online agents report is left out of the grant request.
 func TestPhoneRuleWiring(t *testing.T) {
+	t.Parallel()
 	cfg := config.DefaultCoordinator()
 	cfg.Projects = map[string]config.Project{"lab": {Phones: []config.PhoneSelector{{Agent: "pc-lab"}}}}
 	opts, err := serverOptions(cfg, System{Log: zerolog.Nop()})

@@ -17,6 +17,7 @@ import (
 // flushed from the caller's goroutine, not left in the connection's buffer
 // for its flusher goroutine to send later; and each one arrives.
 func TestPublishRevokeLeavesBeforeItReturns(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
@@ -61,6 +62,7 @@ func TestPublishRevokeLeavesBeforeItReturns(t *testing.T) {
 // buffer and PublishRevoke returns at once instead of waiting out its flush
 // timeout.
 func TestPublishRevokeWhileDisconnectedDoesNotWait(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	disconnected := make(chan struct{}, 1)
 	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(time.Hour),

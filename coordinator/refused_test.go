@@ -20,6 +20,7 @@ import (
 // agent cannot run the task) fails the job at once with class job, though
 // it has attempts left.
 func TestRefusedAssign(t *testing.T) {
+	t.Parallel()
 	for name, open := range map[string]func(t *testing.T) jobstore.Store{
 		"sqlite":   func(t *testing.T) jobstore.Store { return openSQLite(t) },
 		"postgres": func(t *testing.T) jobstore.Store { return openPostgres(t, testenv.Postgres(t)) },
@@ -82,6 +83,7 @@ func TestRefusedAssign(t *testing.T) {
 // again, so it ends FAILED, attempts exhausted, as a retried failure would;
 // the refused grant is not counted.
 func TestRefusedAssignAfterAttemptsSpent(t *testing.T) {
+	t.Parallel()
 	for name, open := range map[string]func(t *testing.T) jobstore.Store{
 		"sqlite":   func(t *testing.T) jobstore.Store { return openSQLite(t) },
 		"postgres": func(t *testing.T) jobstore.Store { return openPostgres(t, testenv.Postgres(t)) },

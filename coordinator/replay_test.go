@@ -19,6 +19,7 @@ import (
 // with nothing written twice; the same token after a reassignment, or a
 // different result under an old token, stays stale.
 func TestResultReplayedAfterLostReply(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))

@@ -21,6 +21,7 @@ import (
 // since the coordinator finds the old boot's jobs in the store. The jobs
 // then run again, under the new boot, to the end.
 func TestAgentRestartReclaimsAtOnce(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	dsn := testenv.Postgres(t)
 	opts := fastOptions(t, "c1")
@@ -113,6 +114,7 @@ func TestAgentRestartReclaimsAtOnce(t *testing.T) {
 // TestHelloProbe: a probe hello (edgeagent doctor) is answered like a hello
 // but opens no session and releases no job of the running agent.
 func TestHelloProbe(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))

@@ -21,6 +21,7 @@ import (
 // the NATS server still lets it in (static users); another agent is
 // served as before.
 func TestRevokedAgentRefused(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	c := startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))

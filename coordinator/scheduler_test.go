@@ -22,6 +22,7 @@ import (
 // oldest first; a job whose phone never appears waits and says so, and
 // starts once an agent with that phone connects.
 func TestSchedulerMatchesPhones(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	opts := fastOptions(t, "c1")
@@ -102,6 +103,7 @@ func TestSchedulerMatchesPhones(t *testing.T) {
 // offline after OfflineAfter (database clock) and gets nothing; an agent
 // that reports draining gets nothing until it resumes.
 func TestAgentOfflineAndDraining(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	opts := fastOptions(t, "c1")
@@ -145,6 +147,7 @@ func TestAgentOfflineAndDraining(t *testing.T) {
 // the fencing counters and the store gauges; /healthz answers while the
 // process runs; /readyz fails once NATS is gone.
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	store := openSQLite(t)
 	c := startCoordinator(t, ns.ClientURL(), store, fastOptions(t, "c1"))
@@ -207,6 +210,7 @@ func TestMetricsAndHealth(t *testing.T) {
 // TestReadyzStorage: /readyz checks the storage bucket when presigned
 // uploads are configured.
 func TestReadyzStorage(t *testing.T) {
+	t.Parallel()
 	mio := testenv.MinIO(t)
 	ns := testenv.NATS(t)
 	store := openSQLite(t)

@@ -841,6 +841,13 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 		return nil, err
 	}
 	fl := jobstore.Failure{Reason: f.Reason, Class: f.Class, Cause: f.Cause, Requeue: f.Requeue}
+	if fl.AgentLeaving() {
+		// The agent is leaving: it gets no job until it reports a free
+		// slot again (a hello or a heartbeat), whatever the coordinator
+		// last heard of its draining. Marked before the job is queued
+		// again, so that no scheduling round in between grants it back.
+		s.setFull(agentID, true)
+	}
 	if err := s.failJob(ctx, f.Token, fl); err != nil {
 		return nil, s.fenced(jobstore.VerbFail, err)
 	}
@@ -856,10 +863,10 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 	s.jobLog(f.Token).Info().Bool("requeue", f.Requeue).Str("class", fl.RecordedClass()).Str("cause", fl.Cause).
 		Str("state", state).Msg("job failure reported")
 	// The agent freed the job's slot when it sent the report (as for a
-	// result); unless it handed the job back because it is leaving: then
-	// it gets no job until it reports a free slot again (a hello or a
-	// heartbeat), whatever the coordinator last heard of its draining.
-	s.setFull(agentID, fl.AgentLeaving())
+	// result), unless it is leaving.
+	if !fl.AgentLeaving() {
+		s.setFull(agentID, false)
+	}
 	s.Kick()
 	return protocol.Ack{OK: true}, nil
 }

@@ -82,6 +82,7 @@ func (a *slotAgent) assigned(jobID string) fencing.Token {
 // heartbeat reports the free slot instead. The second job then runs to
 // its result.
 func TestAcceptedOutcomeFreesTheSlot(t *testing.T) {
+	t.Parallel()
 	for _, verb := range []string{protocol.VerbResult, protocol.VerbFail} {
 		t.Run(verb, func(t *testing.T) {
 			ns := testenv.NATS(t)
@@ -125,6 +126,7 @@ func TestAcceptedOutcomeFreesTheSlot(t *testing.T) {
 // no free slot. Its next heartbeat with a free slot (it woke up) gets
 // the job.
 func TestHandBackForLeavingFreesNoSlot(t *testing.T) {
+	t.Parallel()
 	for _, cause := range []string{protocol.CauseAgentSleep, protocol.CauseAgentShutdown, protocol.CauseAgentUpdate} {
 		t.Run(cause, func(t *testing.T) {
 			ns := testenv.NATS(t)
