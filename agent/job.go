@@ -370,7 +370,7 @@ func (j *job) run() {
 	j.log.Info().Int("steps", len(j.task.Steps)).Bool("interactive", j.task.Interactive).Msg("job assigned")
 
 	// Do not start before the coordinator has confirmed the lease.
-	err := j.renewOnce(ctx)
+	err := j.confirmLease(ctx)
 	if err == nil {
 		j.mu.Lock()
 		j.leased = true
@@ -465,6 +465,32 @@ func (j *job) renewOnce(ctx context.Context) error {
 	j.noteClock(sent, time.Now(), rep)
 	j.a.metrics.renewals.WithLabelValues("accepted").Inc()
 	return nil
+}
+
+// confirmLease renews the lease once before the work starts, retrying
+// what may pass (a 503, such as the coordinator's "request budget of this
+// agent spent: slow down", or no answer) with backoff until it is
+// confirmed or the job stops: at the self-fence deadline at the latest. A
+// 400 or 403 is final; a 404 or 409 stops the job.
+func (j *job) confirmLease(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		err := j.renewOnce(ctx)
+		if err == nil || errors.Is(err, errStopped) || errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) {
+			return err
+		}
+		j.log.Warn().Err(err).Dur("retry_in", backoff).Msg("lease not confirmed yet; retrying")
+		j.a.noteError("renew", j.tok.JobID, err)
+		t.Reset(backoff)
+		select {
+		case <-ctx.Done():
+			return errStopped
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
 }
 
 // keepLease renews at a third of the TTL with ±10 % jitter until ctx is
@@ -711,12 +737,12 @@ func (j *job) publish(c capture.Artifact) (string, error) {
 	if !res.Existed {
 		j.a.metrics.artifactBytes.Add(float64(res.Size))
 	}
-	err = j.effect(j.work, "register "+c.Name, nil, func(ctx context.Context) error {
-		return j.call(ctx, protocol.VerbArtifact, protocol.Artifact{
-			Token: j.tok, Name: c.Name, Key: res.Key, Size: res.Size, SHA256: res.SHA256,
-			ContentType: a.ContentType, ETag: res.ETag,
-		}, &protocol.Ack{})
-	})
+	// Registered again with the same sha256 when an attempt's answer was
+	// lost: the coordinator accepts that as a retry.
+	err = j.callRetrying(j.work, "register "+c.Name, protocol.VerbArtifact, protocol.Artifact{
+		Token: j.tok, Name: c.Name, Key: res.Key, Size: res.Size, SHA256: res.SHA256,
+		ContentType: a.ContentType, ETag: res.ETag,
+	}, &protocol.Ack{}, false)
 	if errors.Is(err, errStopped) {
 		return "", errStopped
 	}
@@ -746,16 +772,29 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 	j.a.mu.Lock()
 	j.a.freeSlotLocked(j)
 	j.a.mu.Unlock()
+	return j.callRetrying(j.ctx, what, verb, req, resp, true)
+}
+
+// callRetrying sends one fenced call of the job, retrying what may pass
+// with backoff (a 503, such as the coordinator's "request budget of this
+// agent spent: slow down", no answer, no responders) until it is answered
+// or ctx ends (errStopped). A 400, 403, 404 or 409 is final. The call
+// must be one the coordinator accepts again when the first attempt was
+// accepted and its answer lost (docs/protocol.md: result, fail, artifact
+// with the same sha256). When final (the job's result or failure
+// report), a 409 after an attempt that got no answer stops the job with
+// ErrOutcomeUnknown.
+func (j *job) callRetrying(ctx context.Context, what, verb string, req, resp any, final bool) error {
 	backoff := 100 * time.Millisecond
 	unanswered := false
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		var staleCause error
-		if unanswered {
+		if final && unanswered {
 			staleCause = fmt.Errorf("%s: %w (%w)", what, ErrOutcomeUnknown, fencing.ErrStale)
 		}
-		err := j.effect(j.ctx, what, staleCause, func(ctx context.Context) error { return j.call(ctx, verb, req, resp) })
+		err := j.effect(ctx, what, staleCause, func(ctx context.Context) error { return j.call(ctx, verb, req, resp) })
 		if err == nil || errors.Is(err, errStopped) ||
 			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) {
 			return err
@@ -768,7 +807,7 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 		j.a.noteError(what, j.tok.JobID, err)
 		t.Reset(backoff)
 		select {
-		case <-j.ctx.Done():
+		case <-ctx.Done():
 			return errStopped
 		case <-t.C:
 		}

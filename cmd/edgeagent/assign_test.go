@@ -58,6 +58,20 @@ func TestOneStepJobsNeverRefusedForASlot(t *testing.T) {
 		}
 		for _, j := range failed {
 			t.Logf("job %s FAILED: %s", j.ID, j.FailReason)
+			evs, err := store.WriteEvents(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				t.Logf("  event %+v", e)
+			}
+			for _, proc := range []*e2e.Process{p.Process, c.Process} {
+				for _, line := range proc.Lines() {
+					if strings.Contains(line, j.ID) {
+						t.Logf("  %s", line)
+					}
+				}
+			}
 		}
 		t.Fatalf("job counts %v: want all %d SUCCEEDED", counts, n)
 	}
