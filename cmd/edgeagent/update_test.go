@@ -221,6 +221,7 @@ func updateConfig(pub string) string {
 //     a bad release): after two such starts the third puts v2 back itself
 //     and exits 75, and v2 starts and reports rolled_back in its hello.
 func TestSelfUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs three binaries")
 	}

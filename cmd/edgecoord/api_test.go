@@ -93,6 +93,7 @@ func (b *apiBinary) call(t *testing.T, method, path, token, body string, hdr ...
 // read-only token that cannot cancel, problem documents, 401 and 429, and
 // no token in any line the coordinator logs.
 func TestAPIBinary(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	ns := env.NATS()
 	b := startAPIBinary(t, env)

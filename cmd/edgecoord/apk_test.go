@@ -34,6 +34,7 @@ import (
 // whose stored bytes were replaced fails with apk_download_failed,
 // installing nothing.
 func TestInstallAppBinary(t *testing.T) {
+	t.Parallel()
 	l := startLab(t, "apk", e2e.AgentOptions{Storage: e2e.StoragePresigned}, fakeadbd.Options{})
 	p, c := l.phones[0], l.coord
 	tok := c.Token(t, "ops", "lab", "read,submit,admin")

@@ -25,6 +25,7 @@ import (
 // not a version is refused naming its field, through the API (422) and
 // the CLI (exit 2).
 func TestJobRequiresAppVersion(t *testing.T) {
+	t.Parallel()
 	version := func(name string, code int64) fakeadbd.Options {
 		return fakeadbd.Options{AppVersions: map[string]protocol.AppVersion{capture.SimShop: {VersionName: name, VersionCode: code}}}
 	}

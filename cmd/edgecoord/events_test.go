@@ -32,6 +32,7 @@ import (
 // presigned URL, 0600, with the record's sha256, and refuses an object
 // whose bytes differ from the record.
 func TestJobWaitAndArtifactGet(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	mio := env.MinIO()
 	// The commands work on the store and storage alone: NATS is unreachable.
@@ -165,6 +166,7 @@ storage:
 // job cancelled with job cancel (an end no agent reports) with its reason,
 // under the job's failure key.
 func TestServePublishesCancels(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	db := filepath.Join(t.TempDir(), "jobs.db")
 	recv := coordtest.StartReceiver(t, ns.ClientURL(), "results.cancel")

@@ -74,6 +74,7 @@ func wantStream(t *testing.T, what string, resp *http.Response) {
 // the answer is 429 with Retry-After, and a stream that ends frees its
 // slot.
 func TestAPIStreamCapsBinary(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	b := startLimitsBinary(t, env, `
 api:
@@ -345,6 +346,7 @@ api:
 // phone is free again, within seconds and without the token's next
 // request.
 func TestRevokedTokenEndsWhatIsOpenBinary(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	b := startLimitsBinary(t, env, `
 lease:

@@ -133,6 +133,7 @@ func writeFile(t *testing.T, name, content string) string {
 // TestManagementCommands runs every management command against a running
 // coordinator (edgecoord serve on SQLite) with a protocol-speaking agent.
 func TestManagementCommands(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	dir := t.TempDir()
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s", filepath.Join(dir, "jobs.db")))

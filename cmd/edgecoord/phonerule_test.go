@@ -73,6 +73,7 @@ func listPhones(t *testing.T, base, token string) ([]mcp.Phone, string) {
 // logs it, a job pinned to it waits while a younger job runs, and the
 // dashboard and list_phones show it refused.
 func TestPhoneRuleBinary(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "phonerule", API: true, Extra: `
 projects:

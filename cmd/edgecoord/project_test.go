@@ -23,6 +23,7 @@ import (
 // project_jobs gauge shows them (docs/operations.md, "Priorities, projects
 // and not_before").
 func TestServeProjectLimits(t *testing.T) {
+	t.Parallel()
 	ns := testenv.NATS(t)
 	// The store section is followed by the top-level keys under test.
 	srv := serve(t, ns.ClientURL(), fmt.Sprintf("  driver: sqlite\n  path: %s\njobs:\n  default_max_running: 1\nprojects:\n  survey-a:\n    max_running: 2\n  open:\n    max_running: 0",

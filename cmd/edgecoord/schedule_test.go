@@ -89,6 +89,7 @@ const scheduleJob = `job:
 // delete; /metrics serves the metrics docs/schedules.md documents, which
 // docs/operations.md lists too.
 func TestScheduleCommands(t *testing.T) {
+	t.Parallel()
 	env := e2e.NewEnv(t)
 	c := env.StartCoordinator(e2e.CoordinatorOptions{ID: "sched-cli", Extra: scheduleExtra})
 

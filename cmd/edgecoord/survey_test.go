@@ -123,6 +123,7 @@ var tapRE = regexp.MustCompile(`^tap (\d+) (\d+)$`)
 // tax-included price read off its screen, its serial, the shop's package
 // and version, and the evidence of each.
 func TestSurveyOnTwoScreenSizes(t *testing.T) {
+	t.Parallel()
 	py := python3(t)
 	sizes := [][2]int{{720, 1280}, {1440, 3040}}
 	var opts []fakeadbd.Options
