@@ -27,7 +27,9 @@ type ManifestCommitter interface {
 // (JobCounts) on each pass, tries a grant for every agent, and the reaper
 // tries a takeover for every agent on each sweep.
 type WorkCounter interface {
-	// QueuedJobs counts the queued jobs.
+	// QueuedJobs counts the queued jobs that may be granted now: none
+	// waiting for its not_before (a retry's backoff, a schedule's jitter)
+	// on the database clock.
 	QueuedJobs(ctx context.Context) (int64, error)
 	// ExpiredLeases counts the in-progress jobs whose lease expired on the
 	// database clock.

@@ -59,9 +59,10 @@ func (s *Store) commitGrouped(ctx context.Context, r *groupedCommit) ([]string, 
 	return r.keys, nil
 }
 
-// QueuedJobs counts the queued jobs (partial index jobs_queued_oldest).
+// QueuedJobs counts the queued jobs that are due: their not_before, if
+// any, passed on the database clock (partial index jobs_queued_oldest).
 func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'QUEUED'`), "count queued jobs")
+	return sqlstore.Int(s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs j WHERE j.status = 'QUEUED' AND `+due), "count queued jobs")
 }
 
 // ExpiredLeases counts the in-progress jobs whose lease expired on the

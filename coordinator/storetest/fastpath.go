@@ -212,6 +212,13 @@ func testWorkCounter(t *testing.T, s sqlstore.Lab) {
 		submit(t, s, fmt.Sprintf("wc-%d", i))
 	}
 	check("four queued", 4, 0, map[string]int{})
+	// A job not to be granted before an hour from now (a retry's backoff,
+	// a schedule's jitter) is not counted: a scheduling round would find
+	// nothing to grant for it.
+	if _, err := s.Submit(ctx, jobstore.JobSpec{ID: "wc-later", Task: testTask(), NotBefore: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	check("four due, one not yet", 4, 0, map[string]int{})
 	claim(t, s, "wc-0", ownerA, long)
 	// Leases long enough to be counted unexpired on a busy machine, then
 	// waited out.
@@ -227,6 +234,12 @@ func testWorkCounter(t *testing.T, s sqlstore.Lab) {
 	if _, err := s.ReclaimExpired(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The two reclaimed jobs wait out their retry backoff before they are
+	// counted again.
+	testenv.Eventually(t, 30*time.Second, "the reclaimed jobs to be due", func() bool {
+		n, err := wc.QueuedJobs(ctx)
+		return err == nil && n == 3
+	})
 	check("reclaimed", 3, 0, map[string]int{ownerA: 1})
 	l := reassign(t, s, "wc-0", ownerC)
 	if err := s.Commit(ctx, l.Token, result("done")); err != nil {
