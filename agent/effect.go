@@ -157,40 +157,16 @@ func (j *job) captureEvidence(phone Phone, seq int, key, when string) ([]string,
 
 // effectRequest sends one fenced effect request, retrying transient
 // failures with backoff until it is answered, ctx is done or the lease is
-// lost. Retrying is safe: a reservation asked again by the same token
-// answers that the token holds it, a receipt recorded again is answered
-// like the first. A 409 stops the job (errStopped).
+// lost (callRetrying). Retrying is safe: a reservation asked again by the
+// same token answers that the token holds it, a receipt recorded again is
+// answered like the first. A 409 stops the job (errStopped).
 func (j *job) effectRequest(ctx context.Context, what string, req protocol.Effect) (protocol.EffectReply, error) {
-	backoff := 100 * time.Millisecond
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		var rep protocol.EffectReply
-		err := j.effect(ctx, what, nil, func(ctx context.Context) error {
-			return j.call(ctx, protocol.VerbEffect, req, &rep)
-		})
-		switch {
-		case err == nil:
-			return rep, nil
-		case errors.Is(err, errStopped):
-			return rep, errStopped
-		case errors.Is(err, protocol.ErrBadRequest), errors.Is(err, protocol.ErrForbidden), errors.Is(err, protocol.ErrUnknownJob):
-			return rep, fmt.Errorf("%s: %w", what, err)
-		}
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable {
-			return rep, fmt.Errorf("%s: %w", what, err)
-		}
-		j.log.Warn().Err(err).Dur("retry_in", backoff).Msgf("%s failed; retrying", what)
-		j.a.noteError(what, j.tok.JobID, err)
-		t.Reset(backoff)
-		select {
-		case <-ctx.Done():
-			return rep, errStopped
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 2*time.Second)
+	var rep protocol.EffectReply
+	err := j.callRetrying(ctx, what, protocol.VerbEffect, req, &rep, false)
+	if err != nil && !errors.Is(err, errStopped) {
+		return rep, fmt.Errorf("%s: %w", what, err)
 	}
+	return rep, err
 }
 
 // effectAttempt identifies this run of the token: were the same token's job

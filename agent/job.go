@@ -785,7 +785,12 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 // report), a 409 after an attempt that got no answer stops the job with
 // ErrOutcomeUnknown.
 func (j *job) callRetrying(ctx context.Context, what, verb string, req, resp any, final bool) error {
-	backoff := 100 * time.Millisecond
+	// The job's final call waits longer between attempts than a call its
+	// work waits for.
+	backoff, maxBackoff := 100*time.Millisecond, 2*time.Second
+	if final {
+		maxBackoff = 5 * time.Second
+	}
 	unanswered := false
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -811,7 +816,7 @@ func (j *job) callRetrying(ctx context.Context, what, verb string, req, resp any
 			return errStopped
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
