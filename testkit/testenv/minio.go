@@ -210,10 +210,9 @@ func runMinIO(bin string) (_ MinIOServer, err error) {
 // minioProc is one MinIO server process, which can be stopped and started
 // again on the same addresses, credentials and data directory.
 type minioProc struct {
-	bin     string
-	root    string
-	console string
-	srv     MinIOServer
+	bin  string
+	root string
+	srv  MinIOServer
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -231,15 +230,9 @@ func newMinIOProc(bin string) (*minioProc, error) {
 		os.RemoveAll(root)
 		return nil, err
 	}
-	consolePort, err := minioFreePort()
-	if err != nil {
-		os.RemoveAll(root)
-		return nil, err
-	}
 	return &minioProc{
-		bin:     bin,
-		root:    root,
-		console: net.JoinHostPort("127.0.0.1", strconv.Itoa(consolePort)),
+		bin:  bin,
+		root: root,
 		srv: MinIOServer{
 			Endpoint:  net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)),
 			AccessKey: "edgetest",
@@ -253,7 +246,6 @@ func newMinIOProc(bin string) (*minioProc, error) {
 func (p *minioProc) start(launch func(func())) error {
 	cmd := exec.Command(p.bin, "server",
 		"--address", p.srv.Endpoint,
-		"--console-address", p.console,
 		"--certs-dir", filepath.Join(p.root, "certs"),
 		filepath.Join(p.root, "data"))
 	cmd.Env = append(os.Environ(),
@@ -261,6 +253,11 @@ func (p *minioProc) start(launch func(func())) error {
 		"MINIO_ROOT_PASSWORD="+p.srv.SecretKey,
 		"MINIO_UPDATE=off",
 		"MINIO_CI_CD=on",
+		// No web console. MinIO starts it after the API is live and exits
+		// when its port cannot be bound: a port picked free and taken by
+		// another process meanwhile (other test binaries run beside this
+		// one) killed a server the tests were already using.
+		"MINIO_BROWSER=off",
 	)
 	out := &minioTail{max: 64 << 10}
 	cmd.Stdout = out
