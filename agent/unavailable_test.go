@@ -8,6 +8,33 @@ import (
 	"github.com/edgeagent/edgeagent/protocol"
 )
 
+// refuseFirst returns a fake coordinator hook that answers the first
+// requests of verb with codes, one each in turn (0: no answer at all),
+// and the rest as usual; and a count of the requests of verb so far.
+func refuseFirst(verb string, codes ...int) (func(string, fencing.Token) (any, int, bool, bool), func() int) {
+	var mu sync.Mutex
+	n := 0
+	hook := func(v string, _ fencing.Token) (any, int, bool, bool) {
+		if v != verb {
+			return nil, 0, false, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n > len(codes) {
+			return nil, 0, false, false
+		}
+		code := codes[n-1]
+		return nil, code, code == 0, true
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	return hook, count
+}
+
 // TestArtifactRegistrationRetriedAfterUnavailable: the coordinator
 // answers an artifact's registration 503 (as it does once an agent has
 // spent its request budget: "slow down") and then drops the next attempt
@@ -15,23 +42,8 @@ import (
 // the job ends with its result, not with a failure of its own.
 func TestArtifactRegistrationRetriedAfterUnavailable(t *testing.T) {
 	leakCheck(t)
-	var mu sync.Mutex
-	tries := 0
-	r := newRig(t, rigSetup{hook: func(verb string, _ fencing.Token) (any, int, bool, bool) {
-		if verb != protocol.VerbArtifact {
-			return nil, 0, false, false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		tries++
-		switch tries {
-		case 1:
-			return nil, protocol.CodeUnavailable, false, true
-		case 2:
-			return nil, 0, true, true // no answer
-		}
-		return nil, 0, false, false
-	}})
+	hook, tries := refuseFirst(protocol.VerbArtifact, protocol.CodeUnavailable, 0)
+	r := newRig(t, rigSetup{hook: hook})
 	tok := r.token(1)
 	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
 		t.Fatal(err)
@@ -50,10 +62,8 @@ func TestArtifactRegistrationRetriedAfterUnavailable(t *testing.T) {
 	if results != 1 || fails != 0 {
 		t.Fatalf("calls %v: want the result and no failure report; log:\n%s", verbs, r.logs.String())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if tries < 3 {
-		t.Fatalf("%d registrations, want the refused one, the unanswered one and a third", tries)
+	if n := tries(); n < 3 {
+		t.Fatalf("%d registrations, want the refused one, the unanswered one and a third", n)
 	}
 }
 
@@ -63,20 +73,8 @@ func TestArtifactRegistrationRetriedAfterUnavailable(t *testing.T) {
 // expiry, and the job runs to its result.
 func TestLeaseConfirmedAfterUnavailable(t *testing.T) {
 	leakCheck(t)
-	var mu sync.Mutex
-	renewals := 0
-	r := newRig(t, rigSetup{hook: func(verb string, _ fencing.Token) (any, int, bool, bool) {
-		if verb != protocol.VerbRenew {
-			return nil, 0, false, false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		renewals++
-		if renewals == 1 {
-			return nil, protocol.CodeUnavailable, false, true
-		}
-		return nil, 0, false, false
-	}})
+	hook, _ := refuseFirst(protocol.VerbRenew, protocol.CodeUnavailable)
+	r := newRig(t, rigSetup{hook: hook})
 	tok := r.token(1)
 	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
 		t.Fatal(err)

@@ -86,7 +86,10 @@ func TestSchedulerMatchesPhones(t *testing.T) {
 		if j.Status != jobstore.StatusQueued {
 			t.Fatalf("%s: %+v", id, j)
 		}
-		if got := coordinator.WaitReason(j.Task.Device, agents, running, opts.OfflineAfter); got != want {
+		// Both agents count as online here whatever their last heartbeat:
+		// on a loaded machine one may come later than the test's short
+		// offline_after, and the reasons are about busy phones and slots.
+		if got := coordinator.WaitReason(j.Task.Device, agents, running, time.Hour); got != want {
 			t.Errorf("%s: wait reason %q, want %q", id, got, want)
 		}
 	}

@@ -59,7 +59,9 @@ var fencingRules = map[string]bool{
 // reaches the coordinators twice, the second time after the first was
 // accepted and the job is over. A correct system refuses the copy (its
 // token is no longer current); a result written without the token accepts
-// it again.
+// it again. The copies go on for twelve TTLs, so that on a loaded machine
+// an attempt that lost its lease (stores answering renewals after the
+// short TTL) still leaves a later one whose result is copied.
 func lateCopyPlan(seed int64) chaos.Plan {
 	ttl := 500 * time.Millisecond
 	return chaos.Plan{
@@ -69,7 +71,7 @@ func lateCopyPlan(seed int64) chaos.Plan {
 			{Op: protocol.OpWait, DurationMS: ttl.Milliseconds()},
 			{Op: protocol.OpScreenshot, Name: "after"},
 		}}}},
-		Faults: []chaos.Fault{{Kind: chaos.KindMsgDuplicate, Target: 0, Duration: 4 * ttl, Amount: ttl, Prob: 1}},
+		Faults: []chaos.Fault{{Kind: chaos.KindMsgDuplicate, Target: 0, Duration: 12 * ttl, Amount: ttl, Prob: 1}},
 	}
 }
 
