@@ -35,6 +35,20 @@ func refuseFirst(verb string, codes ...int) (func(string, fencing.Token) (any, i
 	return hook, count
 }
 
+// oneScreenshotJob runs one screenshot job on an agent whose fake
+// coordinator answers through hook, and returns the rig and the job's
+// calls to the coordinator once the job has ended.
+func oneScreenshotJob(t *testing.T, hook func(string, fencing.Token) (any, int, bool, bool)) (*rig, []string) {
+	t.Helper()
+	r := newRig(t, rigSetup{hook: hook})
+	tok := r.token(1)
+	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	r.waitGone(tok.JobID)
+	return r, r.coord.verbs(tok.JobID)
+}
+
 // TestArtifactRegistrationRetriedAfterUnavailable: the coordinator
 // answers an artifact's registration 503 (as it does once an agent has
 // spent its request budget: "slow down") and then drops the next attempt
@@ -43,13 +57,7 @@ func refuseFirst(verb string, codes ...int) (func(string, fencing.Token) (any, i
 func TestArtifactRegistrationRetriedAfterUnavailable(t *testing.T) {
 	leakCheck(t)
 	hook, tries := refuseFirst(protocol.VerbArtifact, protocol.CodeUnavailable, 0)
-	r := newRig(t, rigSetup{hook: hook})
-	tok := r.token(1)
-	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	r.waitGone(tok.JobID)
-	verbs := r.coord.verbs(tok.JobID)
+	r, verbs := oneScreenshotJob(t, hook)
 	var results, fails int
 	for _, v := range verbs {
 		switch v {
@@ -74,13 +82,7 @@ func TestArtifactRegistrationRetriedAfterUnavailable(t *testing.T) {
 func TestLeaseConfirmedAfterUnavailable(t *testing.T) {
 	leakCheck(t)
 	hook, _ := refuseFirst(protocol.VerbRenew, protocol.CodeUnavailable)
-	r := newRig(t, rigSetup{hook: hook})
-	tok := r.token(1)
-	if err := r.coord.assign("pc-a", tok, screenshotTask(1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	r.waitGone(tok.JobID)
-	verbs := r.coord.verbs(tok.JobID)
+	r, verbs := oneScreenshotJob(t, hook)
 	if len(verbs) < 2 || verbs[0] != protocol.VerbRenew || verbs[1] != protocol.VerbRenew || verbs[len(verbs)-1] != protocol.VerbResult {
 		t.Fatalf("calls %v: want the refused renewal, another, and at the end the result; log:\n%s", verbs, r.logs.String())
 	}
