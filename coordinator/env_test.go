@@ -26,12 +26,15 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // fastOptions are coordinator options for tests: short intervals, warnings
-// only in the log.
+// only in the log. An agent counts as offline after 3 s without a
+// heartbeat (fifteen of them): the tests run beside each other, and one
+// heartbeat late on a loaded machine must not take an agent offline (the
+// test of going offline sets its own).
 func fastOptions(t testing.TB, id string) coordinator.Options {
 	return coordinator.Options{
 		ID: id, LeaseTTL: 3 * time.Second, ReapInterval: 200 * time.Millisecond,
 		ScheduleInterval: 50 * time.Millisecond, HeartbeatEvery: 200 * time.Millisecond,
-		OfflineAfter: 600 * time.Millisecond, AssignTimeout: 2 * time.Second,
+		OfflineAfter: 3 * time.Second, AssignTimeout: 2 * time.Second,
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 	}
 }
