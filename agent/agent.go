@@ -247,19 +247,18 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("new agent: boot id: %w", err)
 	}
 	a := &Agent{
-		opts:     opts,
-		nc:       opts.Conn,
-		bootID:   hex.EncodeToString(b[:]),
-		jobs:     map[string]*job{},
-		ended:    map[fencing.Token]time.Time{},
-		changed:  make(chan struct{}),
-		slots:    opts.Slots,
-		idle:     opts.InteractiveIdle,
-		started:  time.Now(),
-		rehello:  make(chan struct{}, 1),
-		beat:     make(chan struct{}, 1),
-		settings: map[string]string{},
-
+		opts:      opts,
+		nc:        opts.Conn,
+		bootID:    hex.EncodeToString(b[:]),
+		jobs:      map[string]*job{},
+		ended:     map[fencing.Token]time.Time{},
+		changed:   make(chan struct{}),
+		slots:     opts.Slots,
+		idle:      opts.InteractiveIdle,
+		started:   time.Now(),
+		rehello:   make(chan struct{}, 1),
+		beat:      make(chan struct{}, 1),
+		settings:  map[string]string{},
 		reporting: make(chan struct{}, 1),
 	}
 	if a.metrics, err = newMetrics(opts.Registry); err != nil {
@@ -578,7 +577,7 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 		err := a.report(ctx, protocol.VerbHello, func() any {
 			sent = time.Now()
 			return a.helloMsg()
-		}, &rep, func() {})
+		}, &rep)
 		if err == nil {
 			if a.opts.UploadMode == protocol.UploadModePresigned && rep.UploadMode == protocol.UploadModeDirect {
 				// A coordinator that does not check the hello's
@@ -647,11 +646,13 @@ func (a *Agent) hello(ctx context.Context, statusCh <-chan nats.Status) (time.Du
 }
 
 func (a *Agent) heartbeat(ctx context.Context) error {
-	return a.report(ctx, protocol.VerbHeartbeat, a.heartbeatMsg, &protocol.Ack{}, func() {
-		a.mu.Lock()
-		a.sess.LastHeartbeat = time.Now().UTC()
-		a.mu.Unlock()
-	})
+	if err := a.report(ctx, protocol.VerbHeartbeat, a.heartbeatMsg, &protocol.Ack{}); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.sess.LastHeartbeat = time.Now().UTC()
+	a.mu.Unlock()
+	return nil
 }
 
 // heartbeatMsg is the agent's state as a heartbeat reports it now.
@@ -675,12 +676,12 @@ func (a *Agent) heartbeatMsg() any {
 
 // report sends a report of the agent's own state (hello or heartbeat),
 // built by build once the report before it has been answered or given up
-// on, and calls answered when it is answered. The coordinator handles
+// on, and decodes the answer into resp. The coordinator handles
 // requests concurrently and stores each report as it comes: two reports
 // in flight at once could be stored in the other order, and an older one
 // saying "not draining" would undo a newer one saying "draining" (the
 // heartbeat sent before the PC sleeps, beside the session's periodic one).
-func (a *Agent) report(ctx context.Context, verb string, build func() any, resp any, answered func()) error {
+func (a *Agent) report(ctx context.Context, verb string, build func() any, resp any) error {
 	select {
 	case a.reporting <- struct{}{}:
 	default:
@@ -692,11 +693,7 @@ func (a *Agent) report(ctx context.Context, verb string, build func() any, resp 
 		}
 	}
 	defer func() { <-a.reporting }()
-	if err := a.request(ctx, verb, build(), resp); err != nil {
-		return err
-	}
-	answered()
-	return nil
+	return a.request(ctx, verb, build(), resp)
 }
 
 func reply(m *nats.Msg, v any) {

@@ -473,24 +473,7 @@ func (j *job) renewOnce(ctx context.Context) error {
 // confirmed or the job stops: at the self-fence deadline at the latest. A
 // 400 or 403 is final; a 404 or 409 stops the job.
 func (j *job) confirmLease(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		err := j.renewOnce(ctx)
-		if err == nil || errors.Is(err, errStopped) || errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) {
-			return err
-		}
-		j.log.Warn().Err(err).Dur("retry_in", backoff).Msg("lease not confirmed yet; retrying")
-		j.a.noteError("renew", j.tok.JobID, err)
-		t.Reset(backoff)
-		select {
-		case <-ctx.Done():
-			return errStopped
-		case <-t.C:
-		}
-		backoff = min(backoff*2, time.Second)
-	}
+	return j.retry(ctx, "renew", 50*time.Millisecond, time.Second, func() error { return j.renewOnce(ctx) })
 }
 
 // keepLease renews at a third of the TTL with ±10 % jitter until ctx is
@@ -787,26 +770,37 @@ func (j *job) deliver(what, verb string, req, resp any) error {
 func (j *job) callRetrying(ctx context.Context, what, verb string, req, resp any, final bool) error {
 	// The job's final call waits longer between attempts than a call its
 	// work waits for.
-	backoff, maxBackoff := 100*time.Millisecond, 2*time.Second
+	maxBackoff := 2 * time.Second
 	if final {
 		maxBackoff = 5 * time.Second
 	}
 	unanswered := false
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
+	return j.retry(ctx, what, 100*time.Millisecond, maxBackoff, func() error {
 		var staleCause error
 		if final && unanswered {
 			staleCause = fmt.Errorf("%s: %w (%w)", what, ErrOutcomeUnknown, fencing.ErrStale)
 		}
 		err := j.effect(ctx, what, staleCause, func(ctx context.Context) error { return j.call(ctx, verb, req, resp) })
+		var pe *protocol.Error
+		if err != nil && !errors.As(err, &pe) && !errors.Is(err, nats.ErrNoResponders) {
+			unanswered = true
+		}
+		return err
+	})
+}
+
+// retry runs attempt until it succeeds or fails for good (errStopped, a
+// 400 or a 403: the 404 and 409 of a fenced call stop the job and come
+// back as errStopped), waiting between attempts from backoff, doubled
+// each time up to maxBackoff; errStopped when ctx ends first.
+func (j *job) retry(ctx context.Context, what string, backoff, maxBackoff time.Duration, attempt func() error) error {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		err := attempt()
 		if err == nil || errors.Is(err, errStopped) ||
 			errors.Is(err, protocol.ErrBadRequest) || errors.Is(err, protocol.ErrForbidden) {
 			return err
-		}
-		var pe *protocol.Error
-		if !errors.As(err, &pe) && !errors.Is(err, nats.ErrNoResponders) {
-			unanswered = true
 		}
 		j.log.Warn().Err(err).Dur("retry_in", backoff).Msgf("%s failed; retrying", what)
 		j.a.noteError(what, j.tok.JobID, err)

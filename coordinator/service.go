@@ -841,7 +841,8 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 		return nil, err
 	}
 	fl := jobstore.Failure{Reason: f.Reason, Class: f.Class, Cause: f.Cause, Requeue: f.Requeue}
-	if fl.AgentLeaving() {
+	leaving := fl.AgentLeaving()
+	if leaving {
 		// The agent is leaving: it gets no job until it reports a free
 		// slot again (a hello or a heartbeat), whatever the coordinator
 		// last heard of its draining. Marked before the job is queued
@@ -864,7 +865,7 @@ func (s *Server) fail(ctx context.Context, agentID string, data []byte) (any, er
 		Str("state", state).Msg("job failure reported")
 	// The agent freed the job's slot when it sent the report (as for a
 	// result), unless it is leaving.
-	if !fl.AgentLeaving() {
+	if !leaving {
 		s.setFull(agentID, false)
 	}
 	s.Kick()

@@ -72,8 +72,7 @@ func manifestKeys(ctx context.Context, tx txn, tok fencing.Token) ([]string, err
 // QueuedJobs counts the queued jobs that are due: their not_before, if
 // any, passed on the database clock (partial index jobs_queued_oldest).
 func (s *Store) QueuedJobs(ctx context.Context) (int64, error) {
-	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT count(*) FROM jobs
-		WHERE status = 'QUEUED' AND (not_before IS NULL OR not_before <= `+now+`)`), "count queued jobs")
+	return sqlstore.Int(s.rc.QueryRowContext(ctx, `SELECT count(*) FROM jobs j WHERE j.status = 'QUEUED' AND `+due), "count queued jobs")
 }
 
 // ExpiredLeases counts the in-progress jobs whose lease expired on the

@@ -109,6 +109,9 @@ func running(p string) string {
 	return `(SELECT count(*) FROM jobs r WHERE r.project = ` + p + ` AND r.status = 'IN_PROGRESS')`
 }
 
+// due: the job j's not_before, if any, has passed on the database clock.
+const due = `(j.not_before IS NULL OR j.not_before <= ` + now + `)`
+
 // pickQueuedSQL picks the first due queued job (its not_before passed on
 // the database clock), highest priority first and oldest first within one
 // priority, whose selector matches a free usable phone of owner ?1 among
@@ -136,7 +139,7 @@ var pickQueuedSQL = `
 	), cand(id) AS (
 		SELECT (SELECT j.id FROM jobs j
 		        WHERE j.status = 'QUEUED' AND j.project = open.project
-		          AND (j.not_before IS NULL OR j.not_before <= ` + now + `)
+		          AND ` + due + `
 		          AND ` + grantable + `
 		          AND ` + canRun + `
 		          AND ` + matchSerial + ` IS NOT NULL
